@@ -1,0 +1,113 @@
+// Package store is Herald's PostgreSQL storage: the embedded migrations and every SQL statement the
+// services run. Storage errors are translated here into the domain errors below, so callers never see pgx.
+package store
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Domain errors. Callers match them with errors.Is.
+var (
+	ErrNotFound   = errors.New("not found")
+	ErrConflict   = errors.New("conflict")
+	ErrUnverified = errors.New("phone not verified")
+)
+
+// DefaultQueryTimeout bounds every statement that is not given a tighter deadline by its caller.
+const DefaultQueryTimeout = 5 * time.Second
+
+// Store wraps the pgx pool. All methods are safe for concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// Open connects to PostgreSQL and checks the connection.
+func Open(ctx context.Context, url string, maxConns int32) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("while parsing the database URL: %w", err)
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("while opening the database pool: %w", err)
+	}
+	s := &Store{pool: pool}
+	if err := s.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close releases every connection.
+func (s *Store) Close() { s.pool.Close() }
+
+// Pool exposes the pool for the few callers (tests, benchmarks) that need raw access.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Ping checks that PostgreSQL answers.
+func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("while pinging PostgreSQL: %w", err)
+	}
+	return nil
+}
+
+// Migrate applies every embedded migration not yet applied to the database at url.
+func Migrate(ctx context.Context, url string) error {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return fmt.Errorf("while parsing the database URL: %w", err)
+	}
+	db := stdlib.OpenDB(*cfg)
+	defer db.Close()
+	provider, err := goose.NewProvider(goose.DialectPostgres, db, mustSub(migrations, "migrations"))
+	if err != nil {
+		return fmt.Errorf("while loading migrations: %w", err)
+	}
+	if _, err := provider.Up(ctx); err != nil {
+		return fmt.Errorf("while applying migrations: %w", err)
+	}
+	return nil
+}
+
+// withTimeout gives ctx the default statement deadline unless it already has an earlier one.
+func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < DefaultQueryTimeout {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, DefaultQueryTimeout)
+}
+
+// translate maps storage errors to domain errors at the edge of the package.
+func translate(err error, doing string) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("while %s: %w", doing, ErrNotFound)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == "23505" || pgErr.Code == "23503") {
+		return fmt.Errorf("while %s: %w (%s)", doing, ErrConflict, pgErr.ConstraintName)
+	}
+	return fmt.Errorf("while %s: %w", doing, err)
+}
