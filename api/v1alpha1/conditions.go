@@ -1,0 +1,31 @@
+package v1alpha1
+
+// Condition types. Ready summarises; the others say which part is not.
+const (
+	// ConditionReady is True when the object is reflected in the key store and its keys can authenticate.
+	ConditionReady = "Ready"
+	// ConditionKeyStoreSynced is True when the key store (PostgreSQL) matches the spec.
+	ConditionKeyStoreSynced = "KeyStoreSynced"
+	// ConditionSuspended mirrors spec.suspended on a Tenant.
+	ConditionSuspended = "Suspended"
+	// ConditionTenantAccepted is True when an ApiKey's Tenant exists and lists the ApiKey's namespace.
+	ConditionTenantAccepted = "TenantAccepted"
+)
+
+// Condition reasons.
+const (
+	ReasonSynced              = "Synced"
+	ReasonKeyStoreUnavailable = "KeyStoreUnavailable"
+	ReasonSuspended           = "Suspended"
+	ReasonActive              = "Active"
+	ReasonAccepted            = "Accepted"
+	ReasonTenantNotFound      = "TenantNotFound"
+	ReasonTenantDeleting      = "TenantDeleting"
+	ReasonTenantNotReady      = "TenantNotReady"
+	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
+	ReasonSecretConflict      = "SecretConflict"
+	ReasonKeyActive           = "KeyActive"
+	ReasonDisabled            = "Disabled"
+	ReasonExpired             = "Expired"
+	ReasonTenantSuspended     = "TenantSuspended"
+)

@@ -1,0 +1,93 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TenantSpec is what a platform team declares about a tenant: a third-party application that sends
+// notifications through Herald. The Tenant's name is its id in the key store and in the API.
+type TenantSpec struct {
+	// displayName is the developer name: the branding fallback ("A message from <displayName>") for keys
+	// without a label.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[^\p{Cc}]+$`
+	DisplayName string `json:"displayName"`
+
+	// suspended makes every API key of the tenant fail authentication (401) within seconds, without
+	// revoking them.
+	// +optional
+	Suspended bool `json:"suspended,omitempty"`
+
+	// developers are the messenger user ids allowed the /dev_* bot commands for this tenant.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:items:Minimum=1
+	Developers []int64 `json:"developers,omitempty"`
+
+	// apiKeyNamespaces are the namespaces whose ApiKeys may mint keys for this tenant.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	ApiKeyNamespaces []string `json:"apiKeyNamespaces,omitempty"`
+}
+
+// TenantStatus is what the operator observed.
+type TenantStatus struct {
+	// conditions: Ready, KeyStoreSynced, Suspended.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the generation last reconciled successfully.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// activeKeys counts the tenant's keys in the key store that are neither disabled, revoked nor expired
+	// (keys minted by ApiKeys and by the admin CLI alike).
+	// +optional
+	ActiveKeys int32 `json:"activeKeys,omitempty"`
+}
+
+// Tenant is a third-party application allowed to send notifications through Herald.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=tnt,categories=herald
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label (at most 63 characters: lowercase letters, digits and '-')"
+// +kubebuilder:printcolumn:name="Display Name",type=string,JSONPath=`.spec.displayName`
+// +kubebuilder:printcolumn:name="Suspended",type=boolean,JSONPath=`.spec.suspended`
+// +kubebuilder:printcolumn:name="Keys",type=integer,JSONPath=`.status.activeKeys`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Tenant struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec TenantSpec `json:"spec"`
+	// +optional
+	Status TenantStatus `json:"status,omitempty"`
+}
+
+// TenantList is a list of Tenants.
+//
+// +kubebuilder:object:root=true
+type TenantList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Tenant `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Tenant{}, &TenantList{})
+}

@@ -1,0 +1,201 @@
+package messenger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Gateway-side error codes, recorded as last_error_code when the platform gave no answer Herald could read.
+// They lie outside the HTTP range the platform uses for error_code, so the two never collide.
+const (
+	// CodeTimeout: no answer before the call's deadline. The message may or may not have been delivered.
+	CodeTimeout = 1001
+	// CodeNetwork: the request could not be sent or the connection broke (DNS, refused, reset, TLS).
+	CodeNetwork = 1002
+	// CodeBadResponse: an answer arrived but was not a Bot API response (not JSON, no "ok", bad result).
+	CodeBadResponse = 1003
+	// CodeCanceled: Herald itself gave up on the call (shutdown) before an answer arrived.
+	CodeCanceled = 1004
+)
+
+// APIError is a Bot API answer with "ok": false.
+type APIError struct {
+	Method      string
+	Code        int    // the platform's error_code, usually the HTTP status
+	Description string // e.g. "Forbidden: bot was blocked by the user"
+	// RetryAfter is parameters.retry_after: how long to wait before the next attempt (429 only).
+	RetryAfter time.Duration
+	// MigrateToChatID is parameters.migrate_to_chat_id: the group became a supergroup with this id.
+	MigrateToChatID int64
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("messenger %s: %d %s", e.Method, e.Code, e.Description)
+}
+
+// Sentinels for failures where the platform gave no answer; a *TransportError wraps exactly one of them.
+var (
+	ErrTimeout     = errors.New("no answer in time")
+	ErrNetwork     = errors.New("network error")
+	ErrBadResponse = errors.New("malformed answer")
+	ErrCanceled    = errors.New("call canceled")
+)
+
+// TransportError is a call that got no usable answer from the platform. Its message never contains the bot
+// token: the URL of a *url.Error is scrubbed before it is wrapped.
+type TransportError struct {
+	Method     string
+	Code       int // CodeTimeout, CodeNetwork, CodeBadResponse or CodeCanceled
+	HTTPStatus int // the HTTP status of a malformed answer, 0 when none arrived
+	Err        error
+}
+
+func (e *TransportError) Error() string {
+	kind := e.sentinel().Error()
+	if e.HTTPStatus != 0 {
+		return fmt.Sprintf("messenger %s: %s (HTTP %d): %v", e.Method, kind, e.HTTPStatus, e.Err)
+	}
+	return fmt.Sprintf("messenger %s: %s: %v", e.Method, kind, e.Err)
+}
+
+// Unwrap exposes both the sentinel (errors.Is(err, ErrTimeout)) and the cause (errors.Is(err,
+// context.DeadlineExceeded)).
+func (e *TransportError) Unwrap() []error { return []error{e.sentinel(), e.Err} }
+
+func (e *TransportError) sentinel() error {
+	switch e.Code {
+	case CodeTimeout:
+		return ErrTimeout
+	case CodeBadResponse:
+		return ErrBadResponse
+	case CodeCanceled:
+		return ErrCanceled
+	}
+	return ErrNetwork
+}
+
+// Outcome is what a send attempt means for the notification, in the terms of the delivery state machine.
+type Outcome int
+
+const (
+	Delivered Outcome = iota // the platform accepted the message
+	Retry                    // transient: 429, 5xx, timeout, network, malformed answer; try again later
+	Blocked                  // the user blocked the bot or deleted the account
+	Unlinked                 // the chat is gone or was never opened: the link is void
+	Failed                   // any other permanent error
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Delivered:
+		return "delivered"
+	case Retry:
+		return "retry"
+	case Blocked:
+		return "blocked"
+	case Unlinked:
+		return "unlinked"
+	case Failed:
+		return "failed"
+	}
+	return fmt.Sprintf("outcome(%d)", int(o))
+}
+
+// Descriptions that decide the outcome of a 4xx. The platform's error_code is coarse (403 covers both a block
+// and "can't initiate conversation"), so the description is the only signal; matching is on lower-cased
+// substrings because the prefix ("Forbidden: ", "Bad Request: ") is not part of the meaning.
+var (
+	blockedDescriptions = []string{
+		"bot was blocked by the user",
+		"user is deactivated",
+	}
+	unlinkedDescriptions = []string{
+		"chat not found",
+		"bot can't initiate conversation with a user",
+		"user not found",
+	}
+)
+
+// Classify maps the error of a send to its outcome. Errors this package did not produce count as Retry:
+// they are most likely local and transient, and the attempt limit bounds the cost of being wrong.
+func Classify(err error) Outcome {
+	if err == nil {
+		return Delivered
+	}
+	var apiErr *APIError
+	if !errors.As(err, &apiErr) {
+		return Retry
+	}
+	if apiErr.Code == http.StatusTooManyRequests || apiErr.Code >= 500 {
+		return Retry
+	}
+	desc := strings.ToLower(apiErr.Description)
+	for _, s := range blockedDescriptions {
+		if strings.Contains(desc, s) {
+			return Blocked
+		}
+	}
+	for _, s := range unlinkedDescriptions {
+		if strings.Contains(desc, s) {
+			return Unlinked
+		}
+	}
+	if apiErr.Code >= 400 && apiErr.Code < 500 {
+		return Failed
+	}
+	// A platform error outside 4xx/5xx (it has none today) is not known to be permanent.
+	return Retry
+}
+
+// RetryAfter is the wait the platform asked for (parameters.retry_after), 0 when it asked for none.
+func RetryAfter(err error) time.Duration {
+	var apiErr *APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.RetryAfter
+	}
+	return 0
+}
+
+// ErrorCode is the last_error_code of an attempt: 0 for success, the platform's error_code, or one of the
+// gateway-side Code* constants.
+func ErrorCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var apiErr *APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.Code
+	}
+	var tErr *TransportError
+	if errors.As(err, &tErr) {
+		return tErr.Code
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return CodeTimeout
+	}
+	if errors.Is(err, context.Canceled) {
+		return CodeCanceled
+	}
+	return CodeNetwork
+}
+
+// ErrorMessage is the last_error_message of an attempt: the platform's description, or a short account of a
+// gateway-side failure ("" for success). It never contains the bot token.
+func ErrorMessage(err error) string {
+	if err == nil {
+		return ""
+	}
+	var apiErr *APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.Description
+	}
+	var tErr *TransportError
+	if errors.As(err, &tErr) {
+		return fmt.Sprintf("%v: %v", tErr.sentinel(), tErr.Err)
+	}
+	return err.Error()
+}

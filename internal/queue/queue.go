@@ -1,0 +1,185 @@
+// Package queue is Herald's Kafka transport: the topic names, the envelope, and the producer.
+// Kafka carries identifiers only; the message body lives in PostgreSQL.
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// HighPriorityThreshold: priorities at or above it go to the high topic.
+const HighPriorityThreshold = 7
+
+// EnvelopeVersion is the current envelope format.
+const EnvelopeVersion = 1
+
+// Envelope is the Kafka message value: {"v":1,"tracking_id":…,"tenant_id":…}. tenant_id is empty for
+// system messages that belong to no tenant.
+type Envelope struct {
+	V          int    `json:"v"`
+	TrackingID string `json:"tracking_id"`
+	TenantID   string `json:"tenant_id"`
+}
+
+// Marshal encodes the envelope.
+func (e Envelope) Marshal() []byte {
+	b, _ := json.Marshal(e)
+	return b
+}
+
+// ParseEnvelope decodes and checks an envelope.
+func ParseEnvelope(b []byte) (Envelope, error) {
+	var e Envelope
+	if err := json.Unmarshal(b, &e); err != nil {
+		return e, fmt.Errorf("while decoding envelope: %w", err)
+	}
+	if e.V != EnvelopeVersion || e.TrackingID == "" {
+		return e, fmt.Errorf("unsupported envelope (v=%d, tracking_id=%q)", e.V, e.TrackingID)
+	}
+	return e, nil
+}
+
+// Topics names the two priority topics.
+type Topics struct{ High, Normal string }
+
+// TopicsFor returns the topics under prefix.
+func TopicsFor(prefix string) Topics {
+	return Topics{High: prefix + ".notifications.high", Normal: prefix + ".notifications.normal"}
+}
+
+// For returns the topic for a priority.
+func (t Topics) For(priority int) string {
+	if priority >= HighPriorityThreshold {
+		return t.High
+	}
+	return t.Normal
+}
+
+// UserKey keys a tenant notification so one user's messages stay in order on one partition.
+func UserKey(tenantID, userID string) []byte { return []byte(tenantID + "/" + userID) }
+
+// ChatKey keys a system message by its chat.
+func ChatKey(chatID int64) []byte { return []byte("chat/" + strconv.FormatInt(chatID, 10)) }
+
+// Producer writes envelopes with acknowledgement from all in-sync replicas.
+type Producer struct {
+	w      *kafka.Writer
+	topics Topics
+}
+
+// NewProducer builds a producer. The writer batches for at most a couple of milliseconds: kafka-go's
+// default BatchTimeout of 1 s would make every synchronous send take a second.
+func NewProducer(brokers []string, prefix string) *Producer {
+	w := &kafka.Writer{
+		Addr:                   kafka.TCP(brokers...),
+		Balancer:               &kafka.Murmur2Balancer{},
+		RequiredAcks:           kafka.RequireAll,
+		BatchTimeout:           2 * time.Millisecond,
+		BatchSize:              500,
+		MaxAttempts:            3,
+		WriteBackoffMin:        10 * time.Millisecond,
+		WriteBackoffMax:        200 * time.Millisecond,
+		ReadTimeout:            5 * time.Second,
+		WriteTimeout:           5 * time.Second,
+		AllowAutoTopicCreation: false,
+	}
+	return &Producer{w: w, topics: TopicsFor(prefix)}
+}
+
+// Topics returns the producer's topics.
+func (p *Producer) Topics() Topics { return p.topics }
+
+// Publish writes one envelope to the topic of its priority and waits for the acknowledgement or ctx.
+func (p *Producer) Publish(ctx context.Context, priority int, key []byte, env Envelope) error {
+	err := p.w.WriteMessages(ctx, kafka.Message{Topic: p.topics.For(priority), Key: key, Value: env.Marshal()})
+	if err != nil {
+		return fmt.Errorf("while producing to %s: %w", p.topics.For(priority), err)
+	}
+	return nil
+}
+
+// PublishTo writes one envelope to an explicit topic (the redrive loop uses it).
+func (p *Producer) PublishTo(ctx context.Context, topic string, key []byte, env Envelope) error {
+	if err := p.w.WriteMessages(ctx, kafka.Message{Topic: topic, Key: key, Value: env.Marshal()}); err != nil {
+		return fmt.Errorf("while producing to %s: %w", topic, err)
+	}
+	return nil
+}
+
+// Close flushes and closes the writer.
+func (p *Producer) Close() error { return p.w.Close() }
+
+// DefaultPartitions is the partition count EnsureTopics creates topics with. It caps how many workers can
+// share the load (the chart keeps KEDA's maxReplicaCount at or below it).
+const DefaultPartitions = 12
+
+// EnsureTopics creates the two topics when they do not exist yet. An existing topic is left as it is.
+func EnsureTopics(ctx context.Context, brokers []string, prefix string, partitions, replication int) error {
+	conn, err := dialController(ctx, brokers)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	t := TopicsFor(prefix)
+	configs := []kafka.TopicConfig{
+		{Topic: t.High, NumPartitions: partitions, ReplicationFactor: replication},
+		{Topic: t.Normal, NumPartitions: partitions, ReplicationFactor: replication},
+	}
+	if err := conn.CreateTopics(configs...); err != nil && !errors.Is(err, kafka.TopicAlreadyExists) {
+		return fmt.Errorf("while creating topics %s, %s: %w", t.High, t.Normal, err)
+	}
+	return nil
+}
+
+// Ping checks that a broker answers a metadata request.
+func Ping(ctx context.Context, brokers []string) error {
+	var lastErr error
+	for _, b := range brokers {
+		d := kafka.Dialer{Timeout: 2 * time.Second}
+		conn, err := d.DialContext(ctx, "tcp", b)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+		_, err = conn.Brokers()
+		conn.Close()
+		if err == nil {
+			return nil
+		}
+		lastErr = err
+	}
+	return fmt.Errorf("no Kafka broker answers: %w", lastErr)
+}
+
+func dialController(ctx context.Context, brokers []string) (*kafka.Conn, error) {
+	var lastErr error
+	for _, b := range brokers {
+		d := kafka.Dialer{Timeout: 5 * time.Second}
+		conn, err := d.DialContext(ctx, "tcp", b)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		ctrl, err := conn.Controller()
+		conn.Close()
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		cc, err := d.DialContext(ctx, "tcp", net.JoinHostPort(ctrl.Host, strconv.Itoa(ctrl.Port)))
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		return cc, nil
+	}
+	return nil, fmt.Errorf("while connecting to the Kafka controller: %w", lastErr)
+}

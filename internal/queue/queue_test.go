@@ -1,0 +1,65 @@
+package queue_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald/internal/kafkatest"
+	"github.com/heraldhq/herald/internal/queue"
+)
+
+func TestPublishRoutesByPriorityAndKeepsEnvelope(t *testing.T) {
+	t.Parallel()
+	b := kafkatest.New(t, "qt")
+	p := queue.NewProducer(b.Addrs(), "qt")
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	byPriority := map[int]queue.Envelope{}
+	for _, prio := range []int{0, 6, 7, 9} {
+		env := queue.Envelope{V: 1, TrackingID: time.Now().Format(time.RFC3339Nano), TenantID: "acme"}
+		byPriority[prio] = env
+		if err := p.Publish(ctx, prio, queue.UserKey("acme", "u1"), env); err != nil {
+			t.Fatalf("publish priority %d: %v", prio, err)
+		}
+	}
+	onTopic := func(topic string) map[queue.Envelope]string {
+		out := map[queue.Envelope]string{}
+		for _, m := range b.Messages(t, topic) {
+			env, err := queue.ParseEnvelope(m.Value)
+			if err != nil {
+				t.Fatalf("envelope on %s does not parse: %v", topic, err)
+			}
+			out[env] = string(m.Key)
+		}
+		return out
+	}
+	high, normal := onTopic("qt.notifications.high"), onTopic("qt.notifications.normal")
+	for prio, env := range byPriority {
+		want, other := normal, high
+		if prio >= 7 {
+			want, other = high, normal
+		}
+		key, ok := want[env]
+		if !ok {
+			t.Errorf("priority %d: envelope missing from its topic", prio)
+		}
+		if _, wrong := other[env]; wrong {
+			t.Errorf("priority %d: envelope on the wrong topic", prio)
+		}
+		if ok && key != "acme/u1" {
+			t.Errorf("priority %d: key = %q, want acme/u1", prio, key)
+		}
+	}
+}
+
+func TestParseEnvelopeRejectsUnknownVersions(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{`{}`, `{"v":2,"tracking_id":"x"}`, `{"v":1}`, `not json`} {
+		if _, err := queue.ParseEnvelope([]byte(raw)); err == nil {
+			t.Errorf("ParseEnvelope(%s) accepted an invalid envelope", raw)
+		}
+	}
+}
