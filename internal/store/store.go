@@ -7,6 +7,8 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -110,4 +112,18 @@ func translate(err error, doing string) error {
 		return fmt.Errorf("while %s: %w (%s)", doing, ErrConflict, pgErr.ConstraintName)
 	}
 	return fmt.Errorf("while %s: %w", doing, err)
+}
+
+// IsUnavailable reports whether err means PostgreSQL could not be reached or did not answer in time, so
+// the caller may retry later (503), as opposed to a bug or a bad request.
+func IsUnavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) || pgconn.SafeToRetry(err) {
+		return true
+	}
+	var connErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connErr) || errors.As(err, &netErr) || errors.Is(err, io.ErrUnexpectedEOF)
 }

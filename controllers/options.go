@@ -1,0 +1,16 @@
+package controllers
+
+import (
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+)
+
+// ControllerOptions tune how the reconcilers are registered.
+type ControllerOptions struct {
+	// SkipNameValidation allows several managers with these controllers in one process (tests).
+	SkipNameValidation bool
+}
+
+func (o ControllerOptions) controller() controller.Options {
+	return controller.Options{SkipNameValidation: ptr.To(o.SkipNameValidation)}
+}

@@ -1,0 +1,82 @@
+// Package apierror is the catalogue of every client-facing error: code, HTTP status and default message,
+// declared once as data. Handlers return errors; Write turns any error into the JSON body
+// {"error": "<code>", "message": "<text>"}. Anything not from the catalogue becomes internal_error, and its
+// text is logged, never sent.
+package apierror
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Error is a catalogued error with an optional specific message.
+type Error struct {
+	Code       string
+	Status     int
+	Message    string
+	RetryAfter time.Duration // for rate_limited
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// Is matches errors by code, so errors.Is(err, apierror.NotFound) works on customised copies.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// With returns a copy with a specific message.
+func (e *Error) With(format string, args ...any) *Error {
+	c := *e
+	c.Message = fmt.Sprintf(format, args...)
+	return &c
+}
+
+// The catalogue: the spec's codes and the ones the design brief adds.
+var (
+	Unauthorized         = &Error{Code: "unauthorized", Status: http.StatusUnauthorized, Message: "missing, invalid or inactive credentials"}
+	InvalidRequest       = &Error{Code: "invalid_request", Status: http.StatusBadRequest, Message: "the request is malformed"}
+	MessageTooLong       = &Error{Code: "message_too_long_after_branding", Status: http.StatusBadRequest, Message: "the branded message exceeds the messaging platform's limit of 4096 characters"}
+	PhoneUnverified      = &Error{Code: "phone_unverified", Status: http.StatusConflict, Message: "the user has no verified phone"}
+	QueueError           = &Error{Code: "queue_error", Status: http.StatusBadGateway, Message: "the notification could not be queued; nothing was stored, retry later"}
+	NotFound             = &Error{Code: "not_found", Status: http.StatusNotFound, Message: "not found"}
+	IdempotencyConflict  = &Error{Code: "idempotency_conflict", Status: http.StatusConflict, Message: "this Idempotency-Key was used with a different request body"}
+	RateLimited          = &Error{Code: "rate_limited", Status: http.StatusTooManyRequests, Message: "too many requests"}
+	MethodNotAllowed     = &Error{Code: "invalid_request", Status: http.StatusMethodNotAllowed, Message: "method not allowed"}
+	UnsupportedMediaType = &Error{Code: "invalid_request", Status: http.StatusUnsupportedMediaType, Message: "Content-Type must be application/json"}
+	Internal             = &Error{Code: "internal_error", Status: http.StatusInternalServerError, Message: "internal error"}
+	Unavailable          = &Error{Code: "unavailable", Status: http.StatusServiceUnavailable, Message: "the service is temporarily unavailable"}
+)
+
+// Body is the JSON error body.
+type Body struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
+// From maps any error to a catalogued one; the second result is false when err was not catalogued (and
+// so is an internal error whose details must be logged, not returned).
+func From(err error) (*Error, bool) {
+	var e *Error
+	if errors.As(err, &e) {
+		return e, true
+	}
+	return Internal, false
+}
+
+// Write sends err as the JSON error body with its status.
+func Write(w http.ResponseWriter, err error) {
+	e, _ := From(err)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	if e.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
+	}
+	w.WriteHeader(e.Status)
+	_ = json.NewEncoder(w).Encode(Body{Error: e.Code, Message: e.Message})
+}

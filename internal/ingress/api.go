@@ -1,0 +1,61 @@
+package ingress
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/heraldhq/herald/internal/apierror"
+	"github.com/heraldhq/herald/internal/queue"
+	"github.com/heraldhq/herald/internal/server"
+	"github.com/heraldhq/herald/internal/store"
+)
+
+// Options configure the tenant API.
+type Options struct {
+	DeepLinkBase string // e.g. https://t.me
+	BotUsername  string
+	// ProduceTimeout bounds the Kafka acknowledgement of a send; past it the send is 502 queue_error.
+	ProduceTimeout time.Duration
+	// AuthCacheTTL bounds how long a key is trusted without asking PostgreSQL again, and so how long a
+	// revoked, disabled or expired key, or a suspended tenant, may still be accepted.
+	AuthCacheTTL time.Duration
+}
+
+// API serves /v1.
+type API struct {
+	store    *store.Store
+	producer *queue.Producer
+	log      *slog.Logger
+	opts     Options
+	keys     *keyCache
+}
+
+// New builds the tenant API.
+func New(st *store.Store, producer *queue.Producer, logger *slog.Logger, opts Options) *API {
+	if opts.ProduceTimeout == 0 {
+		opts.ProduceTimeout = 2 * time.Second
+	}
+	if opts.AuthCacheTTL == 0 {
+		opts.AuthCacheTTL = 2 * time.Second
+	}
+	return &API{store: st, producer: producer, log: logger, opts: opts, keys: newKeyCache(opts.AuthCacheTTL)}
+}
+
+// handle adapts a handler that returns an error: catalogued errors become their JSON body; anything else is
+// logged with the request id and answered as a generic error, never with its text.
+func (a *API) handle(h func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		err := h(w, r)
+		if err == nil {
+			return
+		}
+		if _, ok := apierror.From(err); !ok {
+			a.log.Error("request failed", "request_id", server.RequestID(r.Context()), "err", err)
+			if store.IsUnavailable(err) {
+				err = apierror.Unavailable
+			}
+		}
+		apierror.Write(w, err)
+	}
+}

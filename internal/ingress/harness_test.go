@@ -1,0 +1,186 @@
+package ingress_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald/internal/apikey"
+	"github.com/heraldhq/herald/internal/ingress"
+	"github.com/heraldhq/herald/internal/kafkatest"
+	"github.com/heraldhq/herald/internal/pgtest"
+	"github.com/heraldhq/herald/internal/queue"
+	"github.com/heraldhq/herald/internal/server"
+	"github.com/heraldhq/herald/internal/store"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const prefix = "it"
+
+// env is one running tenant API over a fresh database and broker.
+type env struct {
+	t      *testing.T
+	st     *store.Store
+	broker *kafkatest.Broker
+	srv    *httptest.Server
+	api    *ingress.API
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	st, _ := pgtest.NewStore(t)
+	b := kafkatest.New(t, prefix)
+	p := queue.NewProducer(b.Addrs(), prefix)
+	t.Cleanup(func() { p.Close() })
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	api := ingress.New(st, p, logger, ingress.Options{DeepLinkBase: "https://t.me", BotUsername: "herald_test_bot", AuthCacheTTL: 500 * time.Millisecond})
+	r := server.NewRouter(logger)
+	api.Routes(r)
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	return &env{t: t, st: st, broker: b, srv: srv, api: api}
+}
+
+// tenant creates a tenant and returns a key for it (label nil: the developer name brands).
+func (e *env) tenant(id, developerName string, label *string) string {
+	e.t.Helper()
+	ctx := context.Background()
+	if err := e.st.CreateTenant(ctx, id, developerName); err != nil && !isConflict(err) {
+		e.t.Fatalf("create tenant: %v", err)
+	}
+	k := apikey.New()
+	if _, err := e.st.InsertAPIKey(ctx, id, k.Digest, k.Prefix, label, nil); err != nil {
+		e.t.Fatalf("insert key: %v", err)
+	}
+	return k.Secret
+}
+
+func isConflict(err error) bool { return err != nil && bytes.Contains([]byte(err.Error()), []byte("conflict")) }
+
+// link makes user_id of tenant linked to a messenger chat, and verified when verified is true.
+func (e *env) link(tenant, user string, chatID int64, verification string) {
+	e.t.Helper()
+	ctx := context.Background()
+	exec := func(sql string, args ...any) {
+		if _, err := e.st.Pool().Exec(ctx, sql, args...); err != nil {
+			e.t.Fatalf("fixture %q: %v", sql, err)
+		}
+	}
+	exec(`INSERT INTO users (tenant_id, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, tenant, user)
+	if chatID != 0 {
+		exec(`INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ($1, $2, $3, $3)
+			ON CONFLICT (tenant_id, user_id) DO UPDATE SET chat_id = $3, messenger_user_id = $3`, tenant, user, chatID)
+	}
+	switch verification {
+	case "verified":
+		exec(`INSERT INTO phone_verifications (tenant_id, user_id, status, phone_last4, verified_at) VALUES ($1, $2, 'verified', '4567', now())
+			ON CONFLICT (tenant_id, user_id) DO UPDATE SET status = 'verified', phone_last4 = '4567', verified_at = now()`, tenant, user)
+	case "pending":
+		exec(`INSERT INTO phone_verifications (tenant_id, user_id, status, session_expires_at) VALUES ($1, $2, 'pending', now() + interval '10 minutes')
+			ON CONFLICT (tenant_id, user_id) DO UPDATE SET status = 'pending', session_expires_at = now() + interval '10 minutes'`, tenant, user)
+	case "expired":
+		exec(`INSERT INTO phone_verifications (tenant_id, user_id, status, session_expires_at) VALUES ($1, $2, 'pending', now() - interval '1 second')
+			ON CONFLICT (tenant_id, user_id) DO UPDATE SET status = 'pending', session_expires_at = now() - interval '1 second'`, tenant, user)
+	}
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r response) json(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatalf("response is not a JSON object: %v\n%s", err, r.body)
+	}
+	return m
+}
+
+// do sends a request; body is sent as is when it is a string, else JSON-encoded.
+func (e *env) do(method, path, key string, body any, headers ...string) response {
+	e.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = bytes.NewBufferString(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		j, _ := json.Marshal(b)
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, e.srv.URL+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return response{status: res.StatusCode, header: res.Header, body: b}
+}
+
+// expectError asserts the status and the spec's error code, and the error body shape.
+func expectError(t *testing.T, r response, status int, code string) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status = %d, want %d; body %s", r.status, status, r.body)
+	}
+	m := r.json(t)
+	if m["error"] != code {
+		t.Fatalf("error = %v, want %q; body %s", m["error"], code, r.body)
+	}
+	if msg, ok := m["message"].(string); !ok || msg == "" {
+		t.Fatalf("error body has no message: %s", r.body)
+	}
+	if len(m) != 2 {
+		t.Fatalf("error body has fields beyond error and message: %s", r.body)
+	}
+}
+
+func (e *env) countRows(sql string, args ...any) int {
+	e.t.Helper()
+	var n int
+	if err := e.st.Pool().QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		e.t.Fatalf("count: %v", err)
+	}
+	return n
+}
+
+// envelopes returns the envelopes on a topic.
+func (e *env) envelopes(topic string) []queue.Envelope {
+	e.t.Helper()
+	var out []queue.Envelope
+	for _, m := range e.broker.Messages(e.t, topic) {
+		env, err := queue.ParseEnvelope(m.Value)
+		if err != nil {
+			e.t.Fatalf("bad envelope on %s: %v", topic, err)
+		}
+		out = append(out, env)
+	}
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }

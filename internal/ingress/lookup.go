@@ -1,0 +1,133 @@
+package ingress
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+
+	"github.com/heraldhq/herald/internal/apierror"
+	"github.com/heraldhq/herald/internal/server"
+	"github.com/heraldhq/herald/internal/store"
+)
+
+var writeJSON = server.WriteJSON
+
+// timestamp renders times as RFC 3339 in UTC with millisecond precision.
+func timestamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+func optionalTimestamp(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := timestamp(*t)
+	return &s
+}
+
+type notificationResponse struct {
+	TrackingID         string  `json:"tracking_id"`
+	UserID             string  `json:"user_id"`
+	Priority           int     `json:"priority"`
+	Status             string  `json:"status"`
+	Attempts           int     `json:"attempts"`
+	CreatedAt          string  `json:"created_at"`
+	UpdatedAt          string  `json:"updated_at"`
+	MessengerMessageID *string `json:"messenger_message_id"`
+	LastErrorCode      int     `json:"last_error_code"`
+	LastErrorMessage   *string `json:"last_error_message"`
+}
+
+// status is GET /v1/status/{tracking_id}. A malformed id cannot name a notification, so it is not_found
+// like an unknown one or another tenant's.
+func (a *API) status(w http.ResponseWriter, r *http.Request) error {
+	id, err := uuid.Parse(chi.URLParam(r, "tracking_id"))
+	if err != nil {
+		return apierror.NotFound.With("unknown tracking_id")
+	}
+	v, err := a.store.GetNotification(r.Context(), principalOf(r.Context()).TenantID, id.String())
+	if errors.Is(err, store.ErrNotFound) {
+		return apierror.NotFound.With("unknown tracking_id")
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, notificationResponse{
+		TrackingID: v.TrackingID, UserID: v.UserID, Priority: v.Priority, Status: v.Status, Attempts: v.Attempts,
+		CreatedAt: timestamp(v.CreatedAt), UpdatedAt: timestamp(v.UpdatedAt), MessengerMessageID: v.MessengerMessageID,
+		LastErrorCode: v.LastErrorCode, LastErrorMessage: v.LastErrorMessage,
+	})
+	return nil
+}
+
+type userRequest struct {
+	UserID *string `json:"user_id"`
+}
+
+type linkTokenResponse struct {
+	Token     string `json:"token"`
+	ExpiresAt string `json:"expires_at"`
+	DeepLink  string `json:"deep_link"`
+}
+
+// linkToken is POST /v1/link-token: 32 random bytes, base64url (43 characters, within the platform's
+// 64-character start parameter); only the digest is stored, with the label snapshot.
+func (a *API) linkToken(w http.ResponseWriter, r *http.Request) error {
+	var req userRequest
+	if err := decodeObject(w, r, &req); err != nil {
+		return err
+	}
+	userID, err := userIDField(req.UserID)
+	if err != nil {
+		return err
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return err
+	}
+	token := base64.RawURLEncoding.EncodeToString(raw[:])
+	p := principalOf(r.Context())
+	expires, err := a.store.CreateLinkToken(r.Context(), p.TenantID, userID, sha256.Sum256([]byte(token)), p.Label)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, linkTokenResponse{
+		Token:     token,
+		ExpiresAt: timestamp(expires),
+		DeepLink:  a.opts.DeepLinkBase + "/" + a.opts.BotUsername + "?start=" + token,
+	})
+	return nil
+}
+
+type verificationResponse struct {
+	UserID     string  `json:"user_id"`
+	Status     string  `json:"status"`
+	VerifiedAt *string `json:"verified_at"`
+	PhoneLast4 *string `json:"phone_last4"`
+	UpdatedAt  string  `json:"updated_at"`
+}
+
+// verificationStatus is GET /v1/phone-verification/status/{user_id}.
+func (a *API) verificationStatus(w http.ResponseWriter, r *http.Request) error {
+	userID, err := url.PathUnescape(chi.URLParam(r, "user_id"))
+	if err != nil || validUserID(userID) != nil {
+		return apierror.NotFound.With("unknown user_id")
+	}
+	v, err := a.store.GetVerification(r.Context(), principalOf(r.Context()).TenantID, userID)
+	if errors.Is(err, store.ErrNotFound) {
+		return apierror.NotFound.With("unknown user_id")
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, verificationResponse{
+		UserID: v.UserID, Status: v.Status, VerifiedAt: optionalTimestamp(v.VerifiedAt), PhoneLast4: v.PhoneLast4,
+		UpdatedAt: timestamp(v.UpdatedAt),
+	})
+	return nil
+}

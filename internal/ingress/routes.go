@@ -1,0 +1,19 @@
+// Package ingress is the tenant API, /v1. This file is its route table.
+package ingress
+
+import (
+	"github.com/go-chi/chi/v5"
+)
+
+// Routes mounts the tenant API on r. Every /v1 route authenticates first: a bad key is 401 before
+// anything else is looked at.
+func (a *API) Routes(r chi.Router) {
+	r.Route("/v1", func(r chi.Router) {
+		r.Use(a.authenticate)
+		r.Post("/send", a.handle(a.send))
+		r.Get("/status/{tracking_id}", a.handle(a.status))
+		r.Post("/link-token", a.handle(a.linkToken))
+		r.Post("/phone-verification/start", a.handle(a.startVerification))
+		r.Get("/phone-verification/status/{user_id}", a.handle(a.verificationStatus))
+	})
+}

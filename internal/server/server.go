@@ -1,0 +1,197 @@
+// Package server is the HTTP plumbing every Herald process shares: one listen address serving the
+// component's routes plus /healthz, /readyz and /metrics; request ids, access logs and request metrics;
+// timeouts; graceful shutdown that finishes in-flight requests.
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/heraldhq/herald/internal/apierror"
+)
+
+var (
+	httpRequests = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_http_requests_total",
+		Help: "HTTP requests by route pattern, method and status code.",
+	}, []string{"route", "method", "status"})
+	httpDuration = promauto.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "herald_http_request_duration_seconds",
+		Help:    "HTTP request latency by route pattern.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+	}, []string{"route", "method"})
+)
+
+// ReadyCheck reports whether a dependency is reachable; /readyz fails while any check fails.
+type ReadyCheck struct {
+	Name  string
+	Check func(ctx context.Context) error
+}
+
+// NewRouter returns a router with the shared middleware and the health, readiness and metrics routes.
+// Components mount their routes on it.
+func NewRouter(logger *slog.Logger, checks ...ReadyCheck) chi.Router {
+	r := chi.NewRouter()
+	r.Use(requestContext(logger))
+	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
+		apierror.Write(w, apierror.NotFound.With("no such route"))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
+		apierror.Write(w, apierror.MethodNotAllowed)
+	})
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+	})
+	r.Get("/readyz", func(w http.ResponseWriter, req *http.Request) {
+		ctx, cancel := context.WithTimeout(req.Context(), 3*time.Second)
+		defer cancel()
+		w.Header().Set("Content-Type", "application/json")
+		for _, c := range checks {
+			if err := c.Check(ctx); err != nil {
+				logger.Warn("not ready", "dependency", c.Name, "err", err)
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = fmt.Fprintf(w, `{"status":"unavailable","dependency":%q}`+"\n", c.Name)
+				return
+			}
+		}
+		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+	})
+	r.Method(http.MethodGet, "/metrics", promhttp.Handler())
+	return r
+}
+
+type ctxKey struct{}
+
+// RequestID returns the request id of a request context ("" outside a request).
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(ctxKey{}).(string)
+	return id
+}
+
+var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// requestContext assigns a request id (a sane incoming X-Request-Id is kept), recovers panics as 500
+// internal_error, records metrics by route pattern and writes one access log line. It never logs bodies or
+// headers: they carry keys, tokens and phone numbers.
+func requestContext(logger *slog.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			start := time.Now()
+			id := r.Header.Get("X-Request-Id")
+			if !requestIDPattern.MatchString(id) {
+				var b [8]byte
+				_, _ = rand.Read(b[:])
+				id = hex.EncodeToString(b[:])
+			}
+			w.Header().Set("X-Request-Id", id)
+			r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, id))
+			sw := &statusWriter{ResponseWriter: w}
+			defer func() {
+				if p := recover(); p != nil {
+					if p == http.ErrAbortHandler {
+						panic(p)
+					}
+					logger.Error("panic serving request", "request_id", id, "panic", fmt.Sprint(p))
+					if sw.status == 0 {
+						apierror.Write(sw, apierror.Internal)
+					}
+				}
+				route := "unmatched"
+				if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+					route = rc.RoutePattern()
+				}
+				if sw.status == 0 {
+					sw.status = http.StatusOK
+				}
+				elapsed := time.Since(start)
+				httpRequests.WithLabelValues(route, r.Method, strconv.Itoa(sw.status)).Inc()
+				httpDuration.WithLabelValues(route, r.Method).Observe(elapsed.Seconds())
+				if route != "/healthz" && route != "/readyz" && route != "/metrics" {
+					logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
+						slog.String("request_id", id), slog.String("method", r.Method), slog.String("route", route),
+						slog.Int("status", sw.status), slog.Duration("duration", elapsed))
+				}
+			}()
+			next.ServeHTTP(sw, r)
+		})
+	}
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// ShutdownGrace is how long in-flight requests get to finish after SIGTERM.
+const ShutdownGrace = 20 * time.Second
+
+// Serve listens on addr and serves h until ctx is done, then stops accepting and waits for in-flight
+// requests (up to ShutdownGrace).
+func Serve(ctx context.Context, addr string, h http.Handler, logger *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("while listening on %s: %w", addr, err)
+	}
+	return ServeListener(ctx, ln, h, logger)
+}
+
+// ServeListener is Serve on an existing listener (tests pick a free port this way).
+func ServeListener(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Logger) error {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    32 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	logger.Info("listening", "addr", ln.Addr().String())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("while serving HTTP: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("while shutting down HTTP: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,505 @@
+package sim
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/heraldhq/herald/internal/messenger"
+)
+
+// botError is a Bot API error answer.
+type botError struct {
+	code        int
+	description string
+	retryAfter  int
+}
+
+func (e *botError) Error() string { return e.description }
+
+var (
+	errUnauthorized   = &botError{code: 401, description: "Unauthorized"}
+	errMethodNotFound = &botError{code: 404, description: "Not Found: method not found"}
+	errChatNotFound   = &botError{code: 400, description: "Bad Request: chat not found"}
+	errBlocked        = &botError{code: 403, description: "Forbidden: bot was blocked by the user"}
+	errDeactivated    = &botError{code: 403, description: "Forbidden: user is deactivated"}
+	errEmptyText      = &botError{code: 400, description: "Bad Request: message text is empty"}
+	errTooLong        = &botError{code: 400, description: "Bad Request: message is too long"}
+	errEmptyChatID    = &botError{code: 400, description: "Bad Request: chat_id is empty"}
+	errBadMarkup      = &botError{code: 400, description: "Bad Request: can't parse reply keyboard markup JSON object"}
+	errInternal       = &botError{code: 500, description: "Internal Server Error"}
+	errWebhookActive  = &botError{code: 409, description: "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first"}
+	errPollConflict   = &botError{code: 409, description: "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"}
+	errBadSecret      = &botError{code: 400, description: "Bad Request: secret token contains unallowed characters"}
+	errBadWebhookURL  = &botError{code: 400, description: "Bad Request: bad webhook: invalid URL"}
+)
+
+func tooManyRequests(retryAfter int) *botError {
+	return &botError{code: 429, description: "Too Many Requests: retry after " + strconv.Itoa(retryAfter), retryAfter: retryAfter}
+}
+
+func badRequest(format string, args ...any) *botError {
+	return &botError{code: 400, description: "Bad Request: " + fmt.Sprintf(format, args...)}
+}
+
+// maxTextLength is the platform's limit for a message text, counted here in code points.
+const maxTextLength = 4096
+
+var secretPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,256}$`)
+
+// serveBotAPI answers /bot{token}/{method}. Method names are case-insensitive, as on the platform.
+func (s *Server) serveBotAPI(w http.ResponseWriter, r *http.Request) {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/bot")
+	slash := strings.LastIndexByte(rest, '/')
+	if !ok || slash < 0 {
+		writeBot(w, nil, &botError{code: 404, description: "Not Found"})
+		return
+	}
+	token, method := rest[:slash], strings.ToLower(rest[slash+1:])
+	if subtle.ConstantTimeCompare([]byte(token), []byte(s.opts.Token)) != 1 {
+		s.mu.Lock()
+		s.stats.Unauthorized++
+		s.mu.Unlock()
+		writeBot(w, nil, errUnauthorized)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		writeBot(w, nil, badRequest("can't read the request"))
+		return
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		body = []byte("{}")
+	}
+	var result any
+	switch method {
+	case "getme":
+		result = s.Bot()
+	case "sendmessage":
+		result, err = s.sendMessage(r, body)
+	case "setwebhook":
+		result, err = s.setWebhook(body)
+	case "deletewebhook":
+		result, err = s.deleteWebhook(body)
+	case "getwebhookinfo":
+		result = s.WebhookInfo()
+	case "getupdates":
+		result, err = s.getUpdates(r, body)
+	default:
+		err = errMethodNotFound
+	}
+	if errors.Is(err, errHangUp) {
+		return // the client gave up or the simulator is closing; nobody reads an answer
+	}
+	writeBot(w, result, err)
+}
+
+var errHangUp = errors.New("hung up")
+
+func writeBot(w http.ResponseWriter, result any, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	var resp messenger.Response
+	status := http.StatusOK
+	if err != nil {
+		var be *botError
+		if !errors.As(err, &be) {
+			be = badRequest("%v", err)
+		}
+		status = be.code
+		resp = messenger.Response{ErrorCode: be.code, Description: be.description}
+		if be.retryAfter > 0 {
+			resp.Parameters = &messenger.ResponseParameters{RetryAfter: be.retryAfter}
+		}
+	} else {
+		raw, mErr := json.Marshal(result)
+		if mErr != nil {
+			status, resp = 500, messenger.Response{ErrorCode: 500, Description: "Internal Server Error"}
+		} else {
+			resp = messenger.Response{OK: true, Result: raw}
+		}
+	}
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(resp)
+}
+
+// decodeParams decodes a JSON body into params; a malformed body is the client's error.
+func decodeParams(body []byte, params any) error {
+	if err := json.Unmarshal(body, params); err != nil {
+		return badRequest("can't parse the request: %v", err)
+	}
+	return nil
+}
+
+// chatID accepts chat_id as a number or a numeric string, as the platform does.
+type chatID struct {
+	set bool
+	id  int64
+}
+
+func (c *chatID) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	c.set = true
+	switch v := v.(type) {
+	case float64:
+		c.id = int64(v)
+	case string:
+		// "@channelusername" names no chat the simulator knows: it stays 0, "chat not found".
+		c.id, _ = strconv.ParseInt(v, 10, 64)
+	}
+	return nil
+}
+
+type sendMessageParams struct {
+	ChatID      chatID          `json:"chat_id"`
+	Text        string          `json:"text"`
+	ReplyMarkup json.RawMessage `json:"reply_markup"`
+}
+
+// sendMessage answers like the platform: validation, then injected faults, then rate limits, then the
+// state of the chat. Rate limits are checked on arrival and latency is added afterwards, as a real platform
+// counts a request when it receives it.
+func (s *Server) sendMessage(r *http.Request, body []byte) (any, error) {
+	var p sendMessageParams
+	if err := decodeParams(body, &p); err != nil {
+		return nil, err
+	}
+	markup, err := normalizeMarkup(p.ReplyMarkup)
+
+	s.mu.Lock()
+	s.stats.Sends++
+	switch {
+	case err != nil:
+	case !p.ChatID.set:
+		err = errEmptyChatID
+	case strings.TrimSpace(p.Text) == "":
+		err = errEmptyText
+	case utf8.RuneCountInString(p.Text) > maxTextLength:
+		err = errTooLong
+	}
+	if err != nil {
+		s.stats.Rejected++
+		s.mu.Unlock()
+		return nil, err
+	}
+	fault, retryAfter := s.rollFaultLocked()
+	latency := s.latencyLocked()
+	switch fault {
+	case faultTimeout:
+		s.stats.InjectedTimeouts++
+		s.mu.Unlock()
+		select {
+		case <-r.Context().Done():
+		case <-s.done:
+		}
+		return nil, errHangUp
+	case fault429:
+		s.stats.Injected429++
+		s.stats.Answered429++
+		s.mu.Unlock()
+		return s.afterLatency(latency, nil, tooManyRequests(retryAfter))
+	case fault5xx:
+		s.stats.Injected5xx++
+		s.mu.Unlock()
+		return s.afterLatency(latency, nil, errInternal)
+	}
+
+	now := s.now()
+	c := s.chats[p.ChatID.id]
+	if err := s.admitLocked(now, c); err != nil {
+		s.mu.Unlock()
+		return s.afterLatency(latency, nil, err)
+	}
+	var u *user
+	if c != nil && c.typ == messenger.ChatPrivate {
+		u = s.users[c.id]
+	}
+	switch {
+	case c == nil:
+		err = errChatNotFound
+	case u != nil && u.Deleted:
+		err = errDeactivated
+	case u != nil && u.Blocked:
+		err = errBlocked
+	}
+	if err != nil {
+		s.stats.Rejected++
+		s.mu.Unlock()
+		return s.afterLatency(latency, nil, err)
+	}
+	s.mu.Unlock()
+
+	// The message reaches the chat after the latency even if the client stopped waiting: a timeout on the
+	// client's side does not undo a delivery, which is how duplicates arise on the real platform too.
+	s.sleep(latency)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.nextMsgID++
+	sent := SentMessage{MessageID: c.nextMsgID, ChatID: c.id, Text: p.Text, ReplyMarkup: markup, Time: s.now()}
+	c.messages = append(c.messages, sent)
+	s.stats.Delivered++
+	s.broadcastLocked()
+	bot := s.Bot()
+	return messenger.Message{
+		MessageID: sent.MessageID,
+		From:      &bot,
+		Chat:      s.chatView(c, s.users[c.id]),
+		Date:      sent.Time.Unix(),
+		Text:      sent.Text,
+	}, nil
+}
+
+// admitLocked applies the global and per-chat limits to one send at now; sends to unknown chats count
+// against the global limit only. Callers hold s.mu.
+func (s *Server) admitLocked(now time.Time, c *chat) error {
+	l := s.limits
+	globalWait := s.global.wait(now, l.GlobalRate, l.GlobalBurst, l.Tolerance)
+	var chatWait time.Duration
+	if c != nil {
+		chatWait = c.bucket.wait(now, l.PerChatRate, l.PerChatBurst, l.Tolerance)
+	}
+	if globalWait > 0 || chatWait > 0 {
+		s.stats.LimitViolations++
+		s.stats.Answered429++
+		if globalWait > 0 {
+			s.stats.GlobalLimitViolations++
+		}
+		if chatWait > 0 {
+			s.stats.ChatLimitViolations++
+		}
+		s.log.Warn("rate limit exceeded", "chat_id", chatIDOf(c), "global_wait", globalWait, "chat_wait", chatWait)
+		return tooManyRequests(retryAfterSeconds(max(globalWait, chatWait)))
+	}
+	s.global.take(now, l.GlobalRate, l.Tolerance)
+	if c != nil {
+		c.bucket.take(now, l.PerChatRate, l.Tolerance)
+	}
+	if sec := now.Unix(); sec != s.second {
+		s.second, s.inSec = sec, 0
+	}
+	s.inSec++
+	s.stats.PeakSendsPerSecond = max(s.stats.PeakSendsPerSecond, s.inSec)
+	return nil
+}
+
+func chatIDOf(c *chat) int64 {
+	if c == nil {
+		return 0
+	}
+	return c.id
+}
+
+func (s *Server) sleep(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-s.done:
+	}
+}
+
+func (s *Server) afterLatency(d time.Duration, result any, err error) (any, error) {
+	s.sleep(d)
+	return result, err
+}
+
+// normalizeMarkup checks a reply_markup and returns it as a JSON object. Form-style clients send it as a
+// JSON string, so a string is decoded once more.
+func normalizeMarkup(raw json.RawMessage) (json.RawMessage, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if raw[0] == '"' {
+		var inner string
+		if err := json.Unmarshal(raw, &inner); err != nil {
+			return nil, errBadMarkup
+		}
+		raw = json.RawMessage(inner)
+	}
+	var m struct {
+		Keyboard       *[][]messenger.KeyboardButton `json:"keyboard"`
+		RemoveKeyboard *bool                         `json:"remove_keyboard"`
+		InlineKeyboard *json.RawMessage              `json:"inline_keyboard"`
+		ForceReply     *bool                         `json:"force_reply"`
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, errBadMarkup
+	}
+	switch {
+	case m.Keyboard != nil:
+		for _, row := range *m.Keyboard {
+			for _, b := range row {
+				if b.Text == "" {
+					return nil, badRequest("keyboard button text is empty")
+				}
+			}
+		}
+	case m.RemoveKeyboard != nil:
+		if !*m.RemoveKeyboard {
+			return nil, badRequest("remove_keyboard must be true")
+		}
+	case m.InlineKeyboard != nil, m.ForceReply != nil:
+	default:
+		return nil, errBadMarkup
+	}
+	return raw, nil
+}
+
+func (s *Server) setWebhook(body []byte) (any, error) {
+	var p messenger.SetWebhookRequest
+	if err := decodeParams(body, &p); err != nil {
+		return nil, err
+	}
+	if p.URL != "" {
+		if !strings.HasPrefix(p.URL, "http://") && !strings.HasPrefix(p.URL, "https://") {
+			return nil, errBadWebhookURL
+		}
+	}
+	if p.SecretToken != "" && !secretPattern.MatchString(p.SecretToken) {
+		return nil, errBadSecret
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.webhook = webhookConfig{url: p.URL, secret: p.SecretToken, gen: s.webhook.gen + 1}
+	if p.AllowedUpdates != nil {
+		s.allowed = p.AllowedUpdates
+	}
+	if p.DropPendingUpdates {
+		s.pending = nil
+	}
+	s.pollSeq++ // a webhook ends any long poll
+	s.broadcastLocked()
+	s.log.Info("webhook set", "url", p.URL, "allowed_updates", p.AllowedUpdates, "drop_pending_updates", p.DropPendingUpdates)
+	return true, nil
+}
+
+func (s *Server) deleteWebhook(body []byte) (any, error) {
+	var p messenger.DeleteWebhookRequest
+	if err := decodeParams(body, &p); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.webhook = webhookConfig{gen: s.webhook.gen + 1}
+	if p.DropPendingUpdates {
+		s.pending = nil
+	}
+	s.broadcastLocked()
+	s.log.Info("webhook deleted", "drop_pending_updates", p.DropPendingUpdates)
+	return true, nil
+}
+
+type getUpdatesParams struct {
+	Offset         int64     `json:"offset"`
+	Limit          int       `json:"limit"`
+	Timeout        int       `json:"timeout"`
+	AllowedUpdates *[]string `json:"allowed_updates"`
+}
+
+// getUpdates follows the platform: offset confirms every update before it, a negative offset keeps only the
+// last -offset updates, timeout long-polls, and a newer call ends an older one with 409.
+func (s *Server) getUpdates(r *http.Request, body []byte) (any, error) {
+	var p getUpdatesParams
+	if err := decodeParams(body, &p); err != nil {
+		return nil, err
+	}
+	if p.Limit <= 0 || p.Limit > 100 {
+		p.Limit = 100
+	}
+	timeout := time.Duration(min(max(p.Timeout, 0), 50)) * time.Second
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+
+	s.mu.Lock()
+	if s.webhook.url != "" {
+		s.mu.Unlock()
+		return nil, errWebhookActive
+	}
+	s.pollSeq++
+	mine := s.pollSeq
+	if p.AllowedUpdates != nil {
+		s.allowed = *p.AllowedUpdates
+	}
+	switch {
+	case p.Offset > 0:
+		i := 0
+		for i < len(s.pending) && s.pending[i].id < p.Offset {
+			i++
+		}
+		s.pending = s.pending[i:]
+	case p.Offset < 0:
+		if keep := int(-p.Offset); keep < len(s.pending) {
+			s.pending = s.pending[len(s.pending)-keep:]
+		}
+	}
+	s.broadcastLocked() // wakes an older long poll so that it notices it was superseded
+	for {
+		if s.pollSeq != mine {
+			s.mu.Unlock()
+			return nil, errPollConflict
+		}
+		if len(s.pending) > 0 || timeout == 0 {
+			n := min(len(s.pending), p.Limit)
+			out := make([]json.RawMessage, n)
+			for i := range n {
+				out[i] = s.pending[i].body
+			}
+			s.mu.Unlock()
+			return out, nil
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-deadline.C:
+			timeout = 0
+		case <-r.Context().Done():
+			return nil, errHangUp
+		case <-s.done:
+			return nil, errHangUp
+		}
+		s.mu.Lock()
+	}
+}
+
+// parseDeepLink extracts the bot username and start payload from https://t.me/<bot>?start=<payload> or
+// tg://resolve?domain=<bot>&start=<payload>.
+func parseDeepLink(link string) (bot, payload string, err error) {
+	u, err := url.Parse(link)
+	if err != nil {
+		return "", "", fmt.Errorf("while parsing the deep link: %w", err)
+	}
+	q := u.Query()
+	switch {
+	case u.Scheme == "tg" && u.Host == "resolve":
+		bot = q.Get("domain")
+	case u.Scheme == "http" || u.Scheme == "https":
+		// The last segment, so that a deep link base with a path (HERALD_DEEP_LINK_BASE) works too.
+		bot = u.Path[strings.LastIndexByte(u.Path, '/')+1:]
+	}
+	if bot == "" {
+		return "", "", fmt.Errorf("%q is not a deep link to a bot", link)
+	}
+	if !q.Has("start") {
+		return "", "", fmt.Errorf("%q has no start parameter", link)
+	}
+	return bot, q.Get("start"), nil
+}

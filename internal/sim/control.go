@@ -1,0 +1,294 @@
+package sim
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/heraldhq/herald/internal/messenger"
+)
+
+// routes is the route table: the control API under /sim/, the Bot API everywhere else.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /sim", s.handleHelp)
+	mux.HandleFunc("GET /sim/{$}", s.handleHelp)
+
+	mux.HandleFunc("GET /sim/users", s.handleListUsers)
+	mux.HandleFunc("POST /sim/users", s.handleEnsureUser)
+	mux.HandleFunc("GET /sim/users/{id}", s.handleGetUser)
+	mux.HandleFunc("POST /sim/users/{id}/start", s.handleStart)
+	mux.HandleFunc("POST /sim/users/{id}/message", s.handleMessage)
+	mux.HandleFunc("POST /sim/users/{id}/share-contact", s.handleShareContact)
+	mux.HandleFunc("POST /sim/users/{id}/open-link", s.handleOpenLink)
+	mux.HandleFunc("POST /sim/users/{id}/block", s.handleUserAction(s.Block))
+	mux.HandleFunc("POST /sim/users/{id}/unblock", s.handleUserAction(s.Unblock))
+	mux.HandleFunc("POST /sim/users/{id}/delete", s.handleUserAction(s.DeleteUser))
+
+	mux.HandleFunc("GET /sim/chats/{id}/messages", s.handleMessages)
+	mux.HandleFunc("GET /sim/updates", s.handlePendingUpdates)
+	mux.HandleFunc("POST /sim/updates", s.handleInjectUpdate)
+	mux.HandleFunc("GET /sim/webhook", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, s.WebhookInfo()) })
+	mux.HandleFunc("GET /sim/stats", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, s.Stats()) })
+	mux.HandleFunc("GET /sim/faults", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, s.Faults()) })
+	mux.HandleFunc("POST /sim/faults", s.handleSetFaults)
+	mux.HandleFunc("DELETE /sim/faults", func(w http.ResponseWriter, _ *http.Request) {
+		_ = s.SetFaults(Faults{})
+		writeJSON(w, 200, s.Faults())
+	})
+	mux.HandleFunc("GET /sim/limits", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, s.Limits()) })
+	mux.HandleFunc("POST /sim/limits", s.handleSetLimits)
+	mux.HandleFunc("POST /sim/reset", func(w http.ResponseWriter, _ *http.Request) {
+		s.Reset()
+		writeJSON(w, 200, map[string]bool{"ok": true})
+	})
+	mux.HandleFunc("/sim/", func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no such simulator route; GET /sim lists them")
+	})
+
+	mux.HandleFunc("/", s.serveBotAPI)
+	return mux
+}
+
+// help lists the control API for a person with curl.
+var help = map[string]any{
+	"bot_api": "POST /bot{token}/{getMe|sendMessage|setWebhook|deleteWebhook|getWebhookInfo|getUpdates}",
+	"control": []string{
+		`POST /sim/users {"id":1001,"first_name":"Ann","phone_number":"+15551230001"}`,
+		`GET  /sim/users, GET /sim/users/{id}`,
+		`POST /sim/users/{id}/start {"payload":"<link token>"}`,
+		`POST /sim/users/{id}/open-link {"url":"https://t.me/<bot>?start=<link token>"}`,
+		`POST /sim/users/{id}/message {"text":"/dev_help"}  (optional "chat_id","chat_type" for a group)`,
+		`POST /sim/users/{id}/share-contact {"phone_number":"+15551230001","contact_user_id":1001}  (omit contact_user_id: own contact; 0: no user_id)`,
+		`POST /sim/users/{id}/block | /unblock | /delete`,
+		`GET  /sim/chats/{id}/messages`,
+		`GET  /sim/updates (pending), POST /sim/updates {"edited_message":{...}} (inject)`,
+		`GET  /sim/webhook, GET /sim/stats, POST /sim/reset`,
+		`GET|POST|DELETE /sim/faults {"latency_ms":50,"error_rate_5xx":0.1,"timeout_rate":0,"rate_429":0,"retry_after":1,"next_429":{"count":3,"retry_after":2},"next_5xx":1,"next_timeout":1}`,
+		`GET|POST /sim/limits {"global_rate":30,"global_burst":3,"per_chat_rate":1,"per_chat_burst":3,"tolerance":0.05}`,
+	},
+}
+
+func (s *Server) handleHelp(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, 200, map[string]any{"bot_username": s.opts.BotUsername, "bot_id": s.opts.BotID, "routes": help})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// writeError uses Herald's error body, {"error": code, "message": text}.
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	writeJSON(w, status, map[string]string{"error": code, "message": message})
+}
+
+// readJSON decodes an optional JSON body; an empty body leaves v as it is.
+func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err == nil && len(body) > 0 {
+		err = json.Unmarshal(body, v)
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("malformed JSON body: %v", err))
+		return false
+	}
+	return true
+}
+
+func pathID(w http.ResponseWriter, r *http.Request) (int64, bool) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", "the id in the path must be an integer")
+		return 0, false
+	}
+	return id, true
+}
+
+// writeActionResult answers a user action with the update it produced.
+func writeActionResult(w http.ResponseWriter, updateID int64, err error) {
+	switch {
+	case errors.Is(err, ErrUserDeleted):
+		writeError(w, http.StatusConflict, "user_deleted", err.Error())
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+	default:
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "update_id": updateID})
+	}
+}
+
+func (s *Server) handleListUsers(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, 200, map[string]any{"users": s.Users()})
+}
+
+func (s *Server) handleEnsureUser(w http.ResponseWriter, r *http.Request) {
+	var in User
+	if !readJSON(w, r, &in) {
+		return
+	}
+	u, err := s.EnsureUser(in)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		return
+	}
+	writeJSON(w, 200, u)
+}
+
+func (s *Server) handleGetUser(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	u, found := s.GetUser(id)
+	if !found {
+		writeError(w, http.StatusNotFound, "not_found", "no such user")
+		return
+	}
+	writeJSON(w, 200, u)
+}
+
+func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r)
+	var in struct {
+		Payload string `json:"payload"`
+	}
+	if !ok || !readJSON(w, r, &in) {
+		return
+	}
+	updateID, err := s.StartUser(id, in.Payload)
+	writeActionResult(w, updateID, err)
+}
+
+func (s *Server) handleOpenLink(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r)
+	var in struct {
+		URL string `json:"url"`
+	}
+	if !ok || !readJSON(w, r, &in) {
+		return
+	}
+	updateID, err := s.OpenLink(id, in.URL)
+	writeActionResult(w, updateID, err)
+}
+
+func (s *Server) handleMessage(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r)
+	var in struct {
+		Text     string `json:"text"`
+		ChatID   int64  `json:"chat_id"`
+		ChatType string `json:"chat_type"`
+	}
+	if !ok || !readJSON(w, r, &in) {
+		return
+	}
+	if in.Text == "" {
+		writeError(w, http.StatusBadRequest, "invalid_request", "text is required")
+		return
+	}
+	updateID, err := s.Send(id, Incoming{Text: in.Text, ChatID: in.ChatID, ChatType: in.ChatType})
+	writeActionResult(w, updateID, err)
+}
+
+func (s *Server) handleShareContact(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r)
+	var in struct {
+		PhoneNumber   string `json:"phone_number"`
+		ContactUserID *int64 `json:"contact_user_id"`
+		ChatID        int64  `json:"chat_id"`
+		ChatType      string `json:"chat_type"`
+	}
+	if !ok || !readJSON(w, r, &in) {
+		return
+	}
+	if in.ChatID == 0 || in.ChatID == id {
+		updateID, err := s.ShareContact(id, in.PhoneNumber, in.ContactUserID)
+		writeActionResult(w, updateID, err)
+		return
+	}
+	// A contact shared in a group: built here, since ShareContact is for the private chat.
+	contact := &messenger.Contact{PhoneNumber: in.PhoneNumber, UserID: id}
+	if in.ContactUserID != nil {
+		contact.UserID = *in.ContactUserID
+	}
+	u, _ := s.EnsureUser(User{ID: id})
+	contact.FirstName = u.FirstName
+	if contact.PhoneNumber == "" {
+		contact.PhoneNumber = u.PhoneNumber
+	}
+	updateID, err := s.Send(id, Incoming{Contact: contact, ChatID: in.ChatID, ChatType: in.ChatType})
+	writeActionResult(w, updateID, err)
+}
+
+func (s *Server) handleUserAction(action func(int64) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, ok := pathID(w, r)
+		if !ok {
+			return
+		}
+		err := action(id)
+		switch {
+		case errors.Is(err, ErrUserDeleted):
+			writeError(w, http.StatusConflict, "user_deleted", err.Error())
+		case err != nil:
+			writeError(w, http.StatusNotFound, "not_found", err.Error())
+		default:
+			u, _ := s.GetUser(id)
+			writeJSON(w, 200, u)
+		}
+	}
+}
+
+func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	msgs := s.Messages(id)
+	if msgs == nil {
+		msgs = []SentMessage{}
+	}
+	writeJSON(w, 200, map[string]any{"chat_id": id, "messages": msgs})
+}
+
+func (s *Server) handlePendingUpdates(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, 200, map[string]any{"updates": s.PendingUpdates()})
+}
+
+func (s *Server) handleInjectUpdate(w http.ResponseWriter, r *http.Request) {
+	var raw json.RawMessage
+	if !readJSON(w, r, &raw) {
+		return
+	}
+	updateID, err := s.InjectUpdate(raw)
+	writeActionResult(w, updateID, err)
+}
+
+func (s *Server) handleSetFaults(w http.ResponseWriter, r *http.Request) {
+	var f Faults
+	if !readJSON(w, r, &f) {
+		return
+	}
+	if err := s.SetFaults(f); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		return
+	}
+	writeJSON(w, 200, s.Faults())
+}
+
+func (s *Server) handleSetLimits(w http.ResponseWriter, r *http.Request) {
+	l := s.Limits() // fields left out keep their values
+	if !readJSON(w, r, &l) {
+		return
+	}
+	if err := s.SetLimits(l); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		return
+	}
+	writeJSON(w, 200, s.Limits())
+}

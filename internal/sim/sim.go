@@ -1,0 +1,364 @@
+// Package sim is the messenger simulator behind `herald sim` and `herald dev`: an HTTP server that speaks the
+// Bot API methods Herald uses, plays the platform's users through a control API under /sim/, enforces the
+// platform's rate limits and counts every violation, and injects faults (latency, 429s, 5xx, timeouts).
+//
+// Bot API:   POST {base}/bot{token}/{getMe|sendMessage|setWebhook|deleteWebhook|getWebhookInfo|getUpdates}
+// Control:   see routes() in control.go; every action is also a method of *Server for in-process tests.
+//
+// State lives in memory. Update ids keep increasing across Reset, and by default start from the clock, so
+// a receiver that deduplicates update ids never mistakes a new update for one it saw before a restart.
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/heraldhq/herald/internal/messenger"
+)
+
+// Defaults of Options.
+const (
+	DefaultToken        = "123456:sim-token"
+	DefaultBotUsername  = "herald_sim_bot"
+	DefaultBotFirstName = "Herald"
+	DefaultGlobalRate   = 30  // messages per second per bot, the platform's free limit
+	DefaultPerChatRate  = 1.0 // messages per second per chat
+	DefaultPerChatBurst = 3
+	DefaultTolerance    = 0.05
+)
+
+// Options configure a Server. Zero values take the defaults; a negative rate disables that limit.
+type Options struct {
+	Token        string // accepted bot token; DefaultToken
+	BotUsername  string // DefaultBotUsername
+	BotFirstName string // DefaultBotFirstName
+	BotID        int64  // the number before ':' in Token, else 123456
+
+	// Rate limits; see Limits for the exact rule.
+	GlobalRate   float64 // messages per second for the whole bot; DefaultGlobalRate (1000 for paid broadcasts)
+	GlobalBurst  int     // default max(3, GlobalRate/20): 50 ms of traffic absorbs arrival jitter
+	PerChatRate  float64 // messages per second per chat; DefaultPerChatRate
+	PerChatBurst int     // DefaultPerChatBurst
+	Tolerance    float64 // fraction by which the rates are relaxed; DefaultTolerance
+
+	// FirstUpdateID is the first update id generated; default: derived from the clock (see package doc).
+	FirstUpdateID int64
+	// MaxPendingUpdates bounds the queue of undelivered updates; the oldest are dropped. Default 100000.
+	MaxPendingUpdates int
+
+	// WebhookAttempts is how often one update is POSTed to the webhook before it is dropped; default 5.
+	WebhookAttempts int
+	// WebhookBackoff is the wait after the first failed attempt, doubled after each; default 100 ms.
+	WebhookBackoff time.Duration
+	// WebhookClient POSTs updates to the webhook; default: a client with a 10 s timeout.
+	WebhookClient *http.Client
+
+	Logger *slog.Logger // default slog.Default()
+}
+
+func (o Options) withDefaults() Options {
+	if o.Token == "" {
+		o.Token = DefaultToken
+	}
+	if o.BotUsername == "" {
+		o.BotUsername = DefaultBotUsername
+	}
+	if o.BotFirstName == "" {
+		o.BotFirstName = DefaultBotFirstName
+	}
+	if o.BotID == 0 {
+		o.BotID = 123456
+		if head, _, ok := strings.Cut(o.Token, ":"); ok {
+			if id, err := strconv.ParseInt(head, 10, 64); err == nil && id > 0 {
+				o.BotID = id
+			}
+		}
+	}
+	if o.GlobalRate == 0 {
+		o.GlobalRate = DefaultGlobalRate
+	}
+	if o.GlobalBurst <= 0 {
+		o.GlobalBurst = max(3, int(o.GlobalRate/20+0.999))
+	}
+	if o.PerChatRate == 0 {
+		o.PerChatRate = DefaultPerChatRate
+	}
+	if o.PerChatBurst <= 0 {
+		o.PerChatBurst = DefaultPerChatBurst
+	}
+	if o.Tolerance == 0 {
+		o.Tolerance = DefaultTolerance
+	}
+	if o.FirstUpdateID <= 0 {
+		// Microseconds since 2024: grows faster than any sim produces updates, stays below 2^53.
+		o.FirstUpdateID = time.Now().UnixMicro() - time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+	}
+	if o.MaxPendingUpdates <= 0 {
+		o.MaxPendingUpdates = 100_000
+	}
+	if o.WebhookAttempts <= 0 {
+		o.WebhookAttempts = 5
+	}
+	if o.WebhookBackoff <= 0 {
+		o.WebhookBackoff = 100 * time.Millisecond
+	}
+	if o.WebhookClient == nil {
+		o.WebhookClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// Server is the simulator. It implements http.Handler; call Close when done with it.
+type Server struct {
+	opts    Options
+	log     *slog.Logger
+	handler http.Handler
+	now     func() time.Time // replaced in tests of the limiter
+
+	done      chan struct{} // closed by Close: ends the webhook loop, long polls and hung requests
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced whenever an update, message or webhook changes
+	users   map[int64]*user
+	chats   map[int64]*chat
+	faults  Faults
+	limits  Limits
+	global  bucket
+	stats   Stats
+	second  int64 // the Unix second PeakSendsPerSecond is counting
+	inSec   int64
+
+	nextUpdateID int64
+	pending      []queued
+	allowed      []string // allowed_updates, as last set by setWebhook or getUpdates
+	webhook      webhookConfig
+	pollSeq      int64 // identifies the newest getUpdates call; older ones end with 409
+}
+
+type user struct {
+	User
+}
+
+type chat struct {
+	id        int64
+	typ       string
+	title     string
+	nextMsgID int64
+	bucket    bucket
+	messages  []SentMessage
+}
+
+// User is a simulated platform user. Its private chat with the bot has chat id == ID.
+type User struct {
+	ID          int64  `json:"id"`
+	FirstName   string `json:"first_name"`
+	LastName    string `json:"last_name,omitempty"`
+	Username    string `json:"username,omitempty"`
+	PhoneNumber string `json:"phone_number,omitempty"`
+	Blocked     bool   `json:"blocked"` // the user blocked the bot
+	Deleted     bool   `json:"deleted"` // the account is deactivated
+}
+
+// SentMessage is a message the bot sent, as the receiving chat sees it.
+type SentMessage struct {
+	MessageID   int64           `json:"message_id"`
+	ChatID      int64           `json:"chat_id"`
+	Text        string          `json:"text"`
+	ReplyMarkup json.RawMessage `json:"reply_markup,omitempty"`
+	Time        time.Time       `json:"time"`
+}
+
+// Stats count what the simulator saw since the last Reset.
+type Stats struct {
+	Sends     int64 `json:"sends"`     // sendMessage calls with the right token
+	Delivered int64 `json:"delivered"` // messages that reached a chat
+	// Answered429 counts every 429, injected or for exceeding a limit.
+	Answered429 int64 `json:"answered_429"`
+	// LimitViolations counts sends over a platform limit. A well-behaved client sees zero.
+	LimitViolations       int64 `json:"limit_violations"`
+	GlobalLimitViolations int64 `json:"global_limit_violations"`
+	ChatLimitViolations   int64 `json:"chat_limit_violations"`
+	Injected429           int64 `json:"injected_429"`
+	Injected5xx           int64 `json:"injected_5xx"`
+	InjectedTimeouts      int64 `json:"injected_timeouts"`
+	// Rejected counts other 4xx answers to sendMessage: blocked, deactivated, chat not found, bad request.
+	Rejected int64 `json:"rejected"`
+	// PeakSendsPerSecond is the most sends within the limits in one calendar second.
+	PeakSendsPerSecond int64 `json:"peak_sends_per_second"`
+	Unauthorized       int64 `json:"unauthorized"` // Bot API calls with a wrong token
+
+	UpdatesGenerated  int64 `json:"updates_generated"`
+	UpdatesPending    int   `json:"updates_pending"`
+	WebhookDeliveries int64 `json:"webhook_deliveries"` // updates the webhook accepted
+	WebhookFailures   int64 `json:"webhook_failures"`   // attempts answered with non-2xx or not answered
+	WebhookDropped    int64 `json:"webhook_dropped"`    // updates given up after WebhookAttempts
+}
+
+// New returns a simulator. It starts the goroutine that delivers updates to a webhook; Close stops it.
+func New(opts Options) *Server {
+	opts = opts.withDefaults()
+	s := &Server{
+		opts:         opts,
+		log:          opts.Logger.With("component", "sim"),
+		now:          time.Now,
+		done:         make(chan struct{}),
+		changed:      make(chan struct{}),
+		users:        map[int64]*user{},
+		chats:        map[int64]*chat{},
+		limits:       opts.limits(),
+		nextUpdateID: opts.FirstUpdateID,
+	}
+	s.handler = s.routes()
+	s.wg.Go(s.deliverLoop)
+	return s
+}
+
+func (o Options) limits() Limits {
+	return Limits{
+		GlobalRate:   o.GlobalRate,
+		GlobalBurst:  o.GlobalBurst,
+		PerChatRate:  o.PerChatRate,
+		PerChatBurst: o.PerChatBurst,
+		Tolerance:    o.Tolerance,
+	}
+}
+
+// Close stops webhook delivery and releases long polls and requests hung by a timeout fault. The handler
+// keeps answering afterwards, but hung requests and long polls end at once.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() { close(s.done) })
+	s.wg.Wait()
+	return nil
+}
+
+// ServeHTTP serves the Bot API at /bot{token}/{method} and the control API under /sim/.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// Handler returns s as an http.Handler, for mounting (e.g. under http.StripPrefix).
+func (s *Server) Handler() http.Handler { return s }
+
+// Token is the bot token the simulator accepts.
+func (s *Server) Token() string { return s.opts.Token }
+
+// BotUsername is the simulated bot's username (for deep links).
+func (s *Server) BotUsername() string { return s.opts.BotUsername }
+
+// Bot is the simulated bot's own user, as getMe returns it.
+func (s *Server) Bot() messenger.User {
+	return messenger.User{ID: s.opts.BotID, IsBot: true, FirstName: s.opts.BotFirstName, Username: s.opts.BotUsername}
+}
+
+// broadcastLocked wakes everyone waiting for a change. Callers hold s.mu.
+func (s *Server) broadcastLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// Reset forgets users, chats, messages, pending updates, faults and statistics, and restores the limits of
+// the Options. The webhook stays set (it is the bot's configuration, not the world's), and update ids keep
+// increasing.
+func (s *Server) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.users = map[int64]*user{}
+	s.chats = map[int64]*chat{}
+	s.faults = Faults{}
+	s.limits = s.opts.limits()
+	s.global = bucket{}
+	s.stats = Stats{}
+	s.second, s.inSec = 0, 0
+	s.pending = nil
+	s.broadcastLocked()
+	s.log.Info("simulator reset")
+}
+
+// Stats returns a snapshot of the counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats
+	st.UpdatesPending = len(s.pending)
+	return st
+}
+
+// Messages returns the messages the chat received, oldest first.
+func (s *Server) Messages(chatID int64) []SentMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.chats[chatID]; c != nil {
+		return append([]SentMessage(nil), c.messages...)
+	}
+	return nil
+}
+
+// WaitMessages waits until the chat has received at least n messages and returns them all.
+func (s *Server) WaitMessages(ctx context.Context, chatID int64, n int) ([]SentMessage, error) {
+	for {
+		s.mu.Lock()
+		var msgs []SentMessage
+		if c := s.chats[chatID]; c != nil {
+			msgs = append(msgs, c.messages...)
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		if len(msgs) >= n {
+			return msgs, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return msgs, fmt.Errorf("while waiting for %d messages in chat %d (have %d): %w", n, chatID, len(msgs), ctx.Err())
+		case <-s.done:
+			return msgs, errors.New("simulator closed")
+		}
+	}
+}
+
+// Run serves the simulator on addr until ctx is done, then shuts down gracefully.
+func Run(ctx context.Context, addr string, opts Options) error {
+	s := New(opts)
+	defer s.Close()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("while listening on %s: %w", addr, err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve serves the simulator on ln until ctx is done, then shuts down gracefully. It does not Close s.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	s.log.Info("messenger simulator listening",
+		"api_url", "http://"+ln.Addr().String(), "bot_username", s.opts.BotUsername,
+		"global_rate", s.opts.GlobalRate, "per_chat_rate", s.opts.PerChatRate)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("while serving the simulator: %w", err)
+	case <-ctx.Done():
+	}
+	// Release hung requests and long polls first, or Shutdown would wait for them.
+	s.closeOnce.Do(func() { close(s.done) })
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("while shutting the simulator down: %w", err)
+	}
+	s.log.Info("messenger simulator stopped")
+	return nil
+}

@@ -1,0 +1,443 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf16"
+
+	"github.com/heraldhq/herald/internal/messenger"
+)
+
+// queued is an update waiting for getUpdates or the webhook.
+type queued struct {
+	id   int64
+	kind string
+	body json.RawMessage
+}
+
+type webhookConfig struct {
+	url       string
+	secret    string
+	gen       int64 // bumped on every change, so an in-flight delivery can tell it is stale
+	lastError string
+	lastAt    time.Time
+}
+
+// Kinds the platform leaves out when allowed_updates is empty.
+var optInKinds = []string{"chat_member", "message_reaction", "message_reaction_count"}
+
+func (s *Server) allowedLocked(kind string) bool {
+	if len(s.allowed) == 0 {
+		return !slices.Contains(optInKinds, kind)
+	}
+	return slices.Contains(s.allowed, kind)
+}
+
+// ErrUserDeleted is returned for actions of a user whose account is deactivated.
+var ErrUserDeleted = errors.New("the user's account is deactivated")
+
+// enqueueLocked assigns the next update id, builds the update and queues it unless allowed_updates filters
+// its kind out. It returns the id, or 0 when filtered. Callers hold s.mu.
+func (s *Server) enqueueLocked(kind string, payload any) (int64, error) {
+	id := s.nextUpdateID
+	s.nextUpdateID++
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		return 0, fmt.Errorf("while encoding a %s update: %w", kind, err)
+	}
+	body := []byte(`{"update_id":` + strconv.FormatInt(id, 10) + `,"` + kind + `":`)
+	body = append(append(body, raw...), '}')
+	if !s.allowedLocked(kind) {
+		return 0, nil
+	}
+	if len(s.pending) >= s.opts.MaxPendingUpdates {
+		s.pending = s.pending[1:]
+	}
+	s.pending = append(s.pending, queued{id: id, kind: kind, body: body})
+	s.stats.UpdatesGenerated++
+	s.broadcastLocked()
+	return id, nil
+}
+
+// ensureUserLocked returns the user, creating it with defaults if new. Callers hold s.mu.
+func (s *Server) ensureUserLocked(id int64) *user {
+	u := s.users[id]
+	if u == nil {
+		u = &user{User{ID: id, FirstName: "User " + strconv.FormatInt(id, 10)}}
+		s.users[id] = u
+	}
+	if s.chats[id] == nil {
+		s.chats[id] = &chat{id: id, typ: messenger.ChatPrivate}
+	}
+	return u
+}
+
+// EnsureUser creates the user, or updates the non-empty fields of an existing one, and returns it.
+// Blocked and Deleted are not changed here (use Block, Unblock, DeleteUser).
+func (s *Server) EnsureUser(in User) (User, error) {
+	if in.ID <= 0 {
+		return User{}, errors.New("a user id must be positive")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.ensureUserLocked(in.ID)
+	if in.FirstName != "" {
+		u.FirstName = in.FirstName
+	}
+	if in.LastName != "" {
+		u.LastName = in.LastName
+	}
+	if in.Username != "" {
+		u.Username = in.Username
+	}
+	if in.PhoneNumber != "" {
+		u.PhoneNumber = in.PhoneNumber
+	}
+	return u.User, nil
+}
+
+// GetUser returns a user and whether it exists.
+func (s *Server) GetUser(id int64) (User, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if u := s.users[id]; u != nil {
+		return u.User, true
+	}
+	return User{}, false
+}
+
+// Users returns every simulated user, by id.
+func (s *Server) Users() []User {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]User, 0, len(s.users))
+	for _, u := range s.users {
+		out = append(out, u.User)
+	}
+	slices.SortFunc(out, func(a, b User) int { return int(a.ID - b.ID) })
+	return out
+}
+
+// Incoming is a message a user sends to the bot.
+type Incoming struct {
+	Text    string
+	Contact *messenger.Contact
+	// ChatID is the chat it is sent in: 0 for the user's private chat, or another id (a group, normally
+	// negative) of type ChatType ("group" by default).
+	ChatID   int64
+	ChatType string
+}
+
+// Send makes the user send a message to the bot and returns the update id (0 when allowed_updates filters
+// messages out). Unknown users are created. A user who blocked the bot unblocks it by writing, as on the
+// platform.
+func (s *Server) Send(userID int64, in Incoming) (int64, error) {
+	if userID <= 0 {
+		return 0, errors.New("a user id must be positive")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.ensureUserLocked(userID)
+	if u.Deleted {
+		return 0, ErrUserDeleted
+	}
+	if u.Blocked {
+		if _, err := s.setBlockedLocked(u, false); err != nil {
+			return 0, err
+		}
+	}
+	c := s.chats[userID]
+	if in.ChatID != 0 && in.ChatID != userID {
+		c = s.chats[in.ChatID]
+		if c == nil {
+			typ := in.ChatType
+			if typ == "" {
+				typ = messenger.ChatGroup
+			}
+			c = &chat{id: in.ChatID, typ: typ, title: "Group " + strconv.FormatInt(in.ChatID, 10)}
+			s.chats[in.ChatID] = c
+		}
+	}
+	c.nextMsgID++
+	from := messenger.User{ID: u.ID, FirstName: u.FirstName, LastName: u.LastName, Username: u.Username, LanguageCode: "en"}
+	msg := messenger.Message{
+		MessageID: c.nextMsgID,
+		From:      &from,
+		Chat:      s.chatView(c, u),
+		Date:      s.now().Unix(),
+		Text:      in.Text,
+		Contact:   in.Contact,
+	}
+	if cmd, _, _ := strings.Cut(in.Text, " "); strings.HasPrefix(cmd, "/") && len(cmd) > 1 {
+		msg.Entities = []messenger.MessageEntity{{Type: "bot_command", Offset: 0, Length: len(utf16.Encode([]rune(cmd)))}}
+	}
+	id, err := s.enqueueLocked(messenger.KindMessage, msg)
+	if err == nil {
+		s.log.Info("user sent a message", "user_id", userID, "chat_id", c.id, "update_id", id,
+			"text", in.Text, "contact", in.Contact != nil)
+	}
+	return id, err
+}
+
+func (s *Server) chatView(c *chat, u *user) messenger.Chat {
+	if c.typ == messenger.ChatPrivate {
+		return messenger.Chat{ID: c.id, Type: c.typ, FirstName: u.FirstName, Username: u.Username}
+	}
+	return messenger.Chat{ID: c.id, Type: c.typ, Title: c.title}
+}
+
+// StartUser makes the user open the bot with a start payload, as a deep link t.me/<bot>?start=<payload>
+// does: the message text is "/start <payload>" ("/start" alone for an empty payload).
+func (s *Server) StartUser(userID int64, payload string) (int64, error) {
+	text := "/start"
+	if payload != "" {
+		text += " " + payload
+	}
+	return s.Send(userID, Incoming{Text: text})
+}
+
+// SendText makes the user send text in their private chat with the bot.
+func (s *Server) SendText(userID int64, text string) (int64, error) {
+	return s.Send(userID, Incoming{Text: text})
+}
+
+// ShareContact makes the user share a contact in their private chat. An empty phone means the user's own
+// number. contactUserID nil means the user's own contact (user_id = the sender); a pointer to 0 means a
+// contact without user_id; any other value, someone else's contact.
+func (s *Server) ShareContact(userID int64, phone string, contactUserID *int64) (int64, error) {
+	s.mu.Lock()
+	u := s.ensureUserLocked(userID)
+	c := messenger.Contact{PhoneNumber: phone, FirstName: u.FirstName, LastName: u.LastName, UserID: userID}
+	if phone == "" {
+		c.PhoneNumber = u.PhoneNumber
+	}
+	if contactUserID != nil {
+		c.UserID = *contactUserID
+		if other := s.users[*contactUserID]; other != nil && other.ID != userID {
+			c.FirstName, c.LastName = other.FirstName, other.LastName
+			if phone == "" {
+				c.PhoneNumber = other.PhoneNumber
+			}
+		}
+	}
+	s.mu.Unlock()
+	if c.PhoneNumber == "" {
+		return 0, errors.New("no phone number given and the user has none")
+	}
+	return s.Send(userID, Incoming{Contact: &c})
+}
+
+// OpenLink makes the user open a deep link such as https://t.me/herald_sim_bot?start=TOKEN (or
+// tg://resolve?domain=herald_sim_bot&start=TOKEN). The link must name this bot.
+func (s *Server) OpenLink(userID int64, link string) (int64, error) {
+	bot, payload, err := parseDeepLink(link)
+	if err != nil {
+		return 0, err
+	}
+	if !strings.EqualFold(bot, s.opts.BotUsername) {
+		return 0, fmt.Errorf("the link opens @%s, not this bot (@%s)", bot, s.opts.BotUsername)
+	}
+	return s.StartUser(userID, payload)
+}
+
+// Block makes the user block the bot: sends to the chat then answer 403 "Forbidden: bot was blocked by the
+// user". The bot receives a my_chat_member update, as on the platform.
+func (s *Server) Block(userID int64) error { return s.setBlocked(userID, true) }
+
+// Unblock undoes Block.
+func (s *Server) Unblock(userID int64) error { return s.setBlocked(userID, false) }
+
+func (s *Server) setBlocked(userID int64, blocked bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.users[userID]
+	if u == nil {
+		return fmt.Errorf("no user %d", userID)
+	}
+	if u.Deleted {
+		return ErrUserDeleted
+	}
+	_, err := s.setBlockedLocked(u, blocked)
+	return err
+}
+
+func (s *Server) setBlockedLocked(u *user, blocked bool) (int64, error) {
+	if u.Blocked == blocked {
+		return 0, nil
+	}
+	u.Blocked = blocked
+	oldStatus, newStatus := "member", "kicked"
+	if !blocked {
+		oldStatus, newStatus = newStatus, oldStatus
+	}
+	from := messenger.User{ID: u.ID, FirstName: u.FirstName, Username: u.Username}
+	bot := s.Bot()
+	s.log.Info("user changed the bot's membership", "user_id", u.ID, "blocked", blocked)
+	return s.enqueueLocked(messenger.KindMyChatMember, map[string]any{
+		"chat":            messenger.Chat{ID: u.ID, Type: messenger.ChatPrivate, FirstName: u.FirstName, Username: u.Username},
+		"from":            from,
+		"date":            s.now().Unix(),
+		"old_chat_member": map[string]any{"status": oldStatus, "user": bot},
+		"new_chat_member": map[string]any{"status": newStatus, "user": bot},
+	})
+}
+
+// DeleteUser deactivates the user's account: sends to the chat then answer 403 "Forbidden: user is
+// deactivated", and the user can no longer act.
+func (s *Server) DeleteUser(userID int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.users[userID]
+	if u == nil {
+		return fmt.Errorf("no user %d", userID)
+	}
+	u.Deleted = true
+	s.log.Info("user deleted their account", "user_id", userID)
+	return nil
+}
+
+// InjectUpdate queues an arbitrary update (a JSON object without update_id, e.g. {"edited_message": …} or
+// a kind Herald does not handle) and returns the update id assigned to it.
+func (s *Server) InjectUpdate(update json.RawMessage) (int64, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(update, &fields); err != nil || fields == nil {
+		return 0, errors.New("an update must be a JSON object")
+	}
+	delete(fields, "update_id")
+	if len(fields) != 1 {
+		return 0, errors.New("an update must have exactly one field besides update_id, its kind")
+	}
+	var kind string
+	var payload json.RawMessage
+	for kind, payload = range fields {
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.enqueueLocked(kind, payload)
+}
+
+// PendingUpdates returns the updates not yet fetched or delivered, as JSON objects.
+func (s *Server) PendingUpdates() []json.RawMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]json.RawMessage, len(s.pending))
+	for i, q := range s.pending {
+		out[i] = q.body
+	}
+	return out
+}
+
+// WebhookInfo reports the webhook as getWebhookInfo does.
+func (s *Server) WebhookInfo() messenger.WebhookInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	info := messenger.WebhookInfo{URL: s.webhook.url, PendingUpdateCount: len(s.pending), AllowedUpdates: s.allowed}
+	if s.webhook.lastError != "" {
+		info.LastErrorMessage = s.webhook.lastError
+		info.LastErrorDate = s.webhook.lastAt.Unix()
+	}
+	return info
+}
+
+// deliverLoop POSTs pending updates to the webhook, one at a time and in order. An update the webhook keeps
+// refusing is dropped after WebhookAttempts, so one bad update cannot stall the rest forever.
+func (s *Server) deliverLoop() {
+	for {
+		s.mu.Lock()
+		if s.webhook.url == "" || len(s.pending) == 0 {
+			ch := s.changed
+			s.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-s.done:
+				return
+			}
+		}
+		next, hook := s.pending[0], s.webhook
+		s.mu.Unlock()
+
+		delivered := false
+		for attempt := 1; attempt <= s.opts.WebhookAttempts && !delivered; attempt++ {
+			if attempt > 1 {
+				select {
+				case <-time.After(s.opts.WebhookBackoff << (attempt - 2)):
+				case <-s.done:
+					return
+				}
+				if !s.webhookUnchanged(hook.gen, next.id) {
+					break
+				}
+			}
+			err := s.post(hook, next.body)
+			s.mu.Lock()
+			if err == nil {
+				delivered = true
+				s.stats.WebhookDeliveries++
+			} else {
+				s.stats.WebhookFailures++
+				if s.webhook.gen == hook.gen {
+					s.webhook.lastError, s.webhook.lastAt = err.Error(), s.now()
+				}
+				s.log.Warn("webhook refused an update", "update_id", next.id, "attempt", attempt, "error", err)
+			}
+			s.mu.Unlock()
+		}
+
+		s.mu.Lock()
+		// Pop only if nothing changed meanwhile: a new webhook or drop_pending_updates decides anew.
+		if s.webhook.gen == hook.gen && len(s.pending) > 0 && s.pending[0].id == next.id {
+			s.pending = s.pending[1:]
+			if !delivered {
+				s.stats.WebhookDropped++
+				s.log.Error("dropped an update the webhook kept refusing", "update_id", next.id)
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (s *Server) webhookUnchanged(gen, id int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.webhook.gen == gen && len(s.pending) > 0 && s.pending[0].id == id
+}
+
+func (s *Server) post(hook webhookConfig, body []byte) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hook.url, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("while building the webhook request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if hook.secret != "" {
+		req.Header.Set("X-Telegram-Bot-Api-Secret-Token", hook.secret)
+	}
+	resp, err := s.opts.WebhookClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("while posting to the webhook: %w", err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("wrong response from the webhook: %s", resp.Status)
+	}
+	return nil
+}

@@ -1,0 +1,274 @@
+package store
+
+// The SQL of the Kubernetes operator: Tenant objects become rows of tenants, ApiKey objects rows of
+// api_keys whose owner_ref is "k8s:<namespace>/<name>". The operator keeps the columns that
+// authentication reads (tenants.suspended; api_keys.disabled, expires_at, revoked_at) equal to the spec,
+// and writes only when a column differs, so a steady state makes no writes.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// OpenLazy is Open without the initial ping: connections are made on first use, so a process (the
+// operator) can start, and report the outage in its status, while PostgreSQL is down.
+func OpenLazy(url string, maxConns int32) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("while parsing the database URL: %w", err)
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("while opening the database pool: %w", err)
+	}
+	return &Store{pool: pool}, nil
+}
+
+// TenantRecord is a tenant as the operator declares it.
+type TenantRecord struct {
+	ID            string
+	DeveloperName string
+	Suspended     bool
+	Developers    []int64
+}
+
+// UpsertTenantFromSpec creates the tenant or brings its row to t. It writes only when a column differs,
+// and reports whether it wrote. Developers are stored sorted: the spec's list is a set.
+func (s *Store) UpsertTenantFromSpec(ctx context.Context, t TenantRecord) (bool, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	devs := slices.Clone(t.Developers)
+	if devs == nil {
+		devs = []int64{}
+	}
+	slices.Sort(devs)
+	devs = slices.Compact(devs)
+
+	var cur TenantRecord
+	err := s.pool.QueryRow(ctx,
+		`SELECT developer_name, suspended, developers FROM tenants WHERE id = $1`, t.ID,
+	).Scan(&cur.DeveloperName, &cur.Suspended, &cur.Developers)
+	switch {
+	case err == nil:
+		if cur.DeveloperName == t.DeveloperName && cur.Suspended == t.Suspended && slices.Equal(cur.Developers, devs) {
+			return false, nil
+		}
+	case err != pgx.ErrNoRows:
+		return false, translate(err, "reading tenant "+t.ID)
+	}
+	tag, err := s.pool.Exec(ctx, `
+INSERT INTO tenants (id, developer_name, suspended, developers)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (id) DO UPDATE
+   SET developer_name = EXCLUDED.developer_name,
+       suspended      = EXCLUDED.suspended,
+       developers     = EXCLUDED.developers,
+       updated_at     = now()
+ WHERE (tenants.developer_name, tenants.suspended, tenants.developers)
+       IS DISTINCT FROM (EXCLUDED.developer_name, EXCLUDED.suspended, EXCLUDED.developers)`,
+		t.ID, t.DeveloperName, t.Suspended, devs)
+	if err != nil {
+		return false, translate(err, "upserting tenant "+t.ID)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// RevokeTenantKeys revokes every key of the tenant, whoever minted it, and suspends the tenant in the same
+// transaction, so that a key minted concurrently cannot authenticate either. Upserting the tenant again
+// lifts the suspension (the revoked keys stay revoked). It returns how many keys it revoked.
+func (s *Store) RevokeTenantKeys(ctx context.Context, tenantID string) (int64, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	var revoked int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx,
+			`UPDATE tenants SET suspended = true, updated_at = now() WHERE id = $1 AND NOT suspended`, tenantID); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx,
+			`UPDATE api_keys SET revoked_at = now(), updated_at = now() WHERE tenant_id = $1 AND revoked_at IS NULL`, tenantID)
+		revoked = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, translate(err, "revoking the keys of tenant "+tenantID)
+	}
+	return revoked, nil
+}
+
+// CountActiveKeys counts the tenant's keys that are neither disabled, revoked nor expired.
+func (s *Store) CountActiveKeys(ctx context.Context, tenantID string) (int, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	var n int
+	err := s.pool.QueryRow(ctx, `
+SELECT count(*) FROM api_keys
+ WHERE tenant_id = $1 AND NOT disabled AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`,
+		tenantID).Scan(&n)
+	if err != nil {
+		return 0, translate(err, "counting the active keys of tenant "+tenantID)
+	}
+	return n, nil
+}
+
+// KeyState is the part of a key the operator keeps equal to its ApiKey's spec.
+type KeyState struct {
+	Label     string // "" is stored as NULL: the tenant's developer name brands the messages
+	Disabled  bool
+	ExpiresAt *time.Time
+}
+
+// Equal reports whether two states would be stored identically (timestamps at PostgreSQL's microsecond
+// precision).
+func (a KeyState) Equal(b KeyState) bool {
+	if a.Label != b.Label || a.Disabled != b.Disabled || (a.ExpiresAt == nil) != (b.ExpiresAt == nil) {
+		return false
+	}
+	return a.ExpiresAt == nil || a.ExpiresAt.Truncate(time.Microsecond).Equal(b.ExpiresAt.Truncate(time.Microsecond))
+}
+
+// OwnedKey is an unrevoked key of the key store managed by an owner (an ApiKey object).
+type OwnedKey struct {
+	ID        string
+	TenantID  string
+	Digest    [32]byte
+	Prefix    string
+	State     KeyState
+	CreatedAt time.Time
+}
+
+// NewOwnedKey is a key to insert for an owner.
+type NewOwnedKey struct {
+	TenantID string
+	OwnerRef string
+	Digest   [32]byte
+	Prefix   string
+	State    KeyState
+}
+
+// KeysByOwner lists the unrevoked keys of ownerRef, oldest first.
+func (s *Store) KeysByOwner(ctx context.Context, ownerRef string) ([]OwnedKey, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `
+SELECT id::text, tenant_id, digest, prefix, coalesce(label, ''), disabled, expires_at, created_at
+  FROM api_keys
+ WHERE owner_ref = $1 AND revoked_at IS NULL
+ ORDER BY created_at, id`, ownerRef)
+	if err != nil {
+		return nil, translate(err, "listing the keys of "+ownerRef)
+	}
+	keys, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OwnedKey, error) {
+		var k OwnedKey
+		var digest []byte
+		err := row.Scan(&k.ID, &k.TenantID, &digest, &k.Prefix, &k.State.Label, &k.State.Disabled, &k.State.ExpiresAt, &k.CreatedAt)
+		copy(k.Digest[:], digest)
+		return k, err
+	})
+	if err != nil {
+		return nil, translate(err, "listing the keys of "+ownerRef)
+	}
+	return keys, nil
+}
+
+// MintOwnedKey inserts a new key and, in the same transaction, revokes the keys revokeIDs and gives the
+// keys retireIDs an expiry of retireAt at the latest (their rotation grace period).
+func (s *Store) MintOwnedKey(ctx context.Context, k NewOwnedKey, revokeIDs, retireIDs []string, retireAt time.Time) (OwnedKey, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	out := OwnedKey{TenantID: k.TenantID, Digest: k.Digest, Prefix: k.Prefix, State: k.State}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if len(revokeIDs) > 0 {
+			if _, err := tx.Exec(ctx,
+				`UPDATE api_keys SET revoked_at = now(), updated_at = now() WHERE id = ANY($1::uuid[]) AND revoked_at IS NULL`,
+				revokeIDs); err != nil {
+				return err
+			}
+		}
+		if len(retireIDs) > 0 {
+			// LEAST ignores NULL: a key without expiry gets retireAt, an earlier expiry is kept.
+			if _, err := tx.Exec(ctx, `
+UPDATE api_keys SET expires_at = LEAST(expires_at, $2), updated_at = now()
+ WHERE id = ANY($1::uuid[]) AND revoked_at IS NULL AND expires_at IS DISTINCT FROM LEAST(expires_at, $2)`,
+				retireIDs, retireAt); err != nil {
+				return err
+			}
+		}
+		return tx.QueryRow(ctx, `
+INSERT INTO api_keys (tenant_id, digest, prefix, label, owner_ref, disabled, expires_at)
+VALUES ($1, $2, $3, NULLIF($4, ''), $5, $6, $7)
+RETURNING id::text, created_at`,
+			k.TenantID, k.Digest[:], k.Prefix, k.State.Label, k.OwnerRef, k.State.Disabled, k.State.ExpiresAt,
+		).Scan(&out.ID, &out.CreatedAt)
+	})
+	if err != nil {
+		return OwnedKey{}, translate(err, "minting a key for "+k.OwnerRef)
+	}
+	return out, nil
+}
+
+// SetKeyState brings an unrevoked key to state, writing only when a column differs, and reports whether
+// it wrote.
+func (s *Store) SetKeyState(ctx context.Context, id string, state KeyState) (bool, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	tag, err := s.pool.Exec(ctx, `
+UPDATE api_keys
+   SET label = NULLIF($2::text, ''), disabled = $3, expires_at = $4, updated_at = now()
+ WHERE id = $1::uuid AND revoked_at IS NULL
+   AND (label, disabled, expires_at) IS DISTINCT FROM (NULLIF($2::text, ''), $3::boolean, $4::timestamptz)`,
+		id, state.Label, state.Disabled, state.ExpiresAt)
+	if err != nil {
+		return false, translate(err, "updating key "+id)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// RevokeKeys revokes the given keys; already revoked ones are left alone.
+func (s *Store) RevokeKeys(ctx context.Context, ids []string) (int64, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	tag, err := s.pool.Exec(ctx,
+		`UPDATE api_keys SET revoked_at = now(), updated_at = now() WHERE id = ANY($1::uuid[]) AND revoked_at IS NULL`, ids)
+	if err != nil {
+		return 0, translate(err, "revoking keys")
+	}
+	return tag.RowsAffected(), nil
+}
+
+// RevokeOwnerKeys revokes every unrevoked key of ownerRef and returns how many it revoked.
+func (s *Store) RevokeOwnerKeys(ctx context.Context, ownerRef string) (int64, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	tag, err := s.pool.Exec(ctx,
+		`UPDATE api_keys SET revoked_at = now(), updated_at = now() WHERE owner_ref = $1 AND revoked_at IS NULL`, ownerRef)
+	if err != nil {
+		return 0, translate(err, "revoking the keys of "+ownerRef)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// KeyUsable reports whether the key with this digest authenticates, by the same rule as the API: the key
+// exists, is not disabled, revoked or expired, and its tenant is not suspended.
+func (s *Store) KeyUsable(ctx context.Context, digest [32]byte) (bool, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	var ok bool
+	err := s.pool.QueryRow(ctx, `
+SELECT EXISTS (
+  SELECT 1 FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
+   WHERE k.digest = $1 AND NOT k.disabled AND k.revoked_at IS NULL
+     AND (k.expires_at IS NULL OR k.expires_at > now()) AND NOT t.suspended)`, digest[:]).Scan(&ok)
+	if err != nil {
+		return false, translate(err, "checking a key")
+	}
+	return ok, nil
+}
