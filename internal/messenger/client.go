@@ -57,7 +57,8 @@ func NewTransport() *http.Transport {
 	return t
 }
 
-// WithTimeout returns a copy of c whose calls default to timeout when the context has no earlier deadline.
+// WithTimeout returns a copy of c whose calls default to timeout when the context has no earlier deadline
+// (0: no default, the context alone decides).
 func (c *Client) WithTimeout(timeout time.Duration) *Client {
 	cc := *c
 	cc.timeout = timeout

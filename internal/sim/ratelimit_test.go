@@ -46,7 +46,8 @@ func manyChats(e *env, n int) []int64 {
 }
 
 func TestGlobalLimitNeverFlagsAPacedClient(t *testing.T) {
-	e := newEnv(t, sim.Options{GlobalRate: 100, PerChatRate: -1})
+	// A burst of 10 at 100/s absorbs 100 ms of arrival jitter (the race detector adds plenty).
+	e := newEnv(t, sim.Options{GlobalRate: 100, GlobalBurst: 10, PerChatRate: -1})
 	errs := sendPaced(t, e, manyChats(e, 50), 150, 10*time.Millisecond) // exactly 100/s for 1.5 s
 	if len(errs) != 0 {
 		t.Fatalf("a client at the limit got %d errors, first %v", len(errs), errs[0])
@@ -101,6 +102,7 @@ func TestGlobalLimitFlagsASustainedExcess(t *testing.T) {
 }
 
 func TestPerChatLimit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, sim.Options{GlobalRate: -1, PerChatRate: 1, PerChatBurst: 3})
 	chats := manyChats(e, 2)
 	for i := range 3 {
@@ -126,6 +128,7 @@ func TestPerChatLimit(t *testing.T) {
 }
 
 func TestPerChatLimitNeverFlagsAOnePerSecondClient(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, sim.Options{GlobalRate: -1, PerChatRate: 1})
 	errs := sendPaced(t, e, manyChats(e, 1), 4, time.Second)
 	if len(errs) != 0 || e.sim.Stats().LimitViolations != 0 {
