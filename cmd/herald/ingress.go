@@ -39,6 +39,7 @@ func runIngress(ctx context.Context, args []string, _, stderr io.Writer) error {
 	defer producer.Close()
 
 	api := ingress.New(st, producer, logger, ingress.Options{DeepLinkBase: c.DeepLinkBase, BotUsername: c.BotUsername})
+	defer api.Close() // after Serve returns: in-flight sends are answered first
 	r := server.NewRouter(logger, storeReady(st), kafkaReady(c.Brokers()))
 	api.Routes(r)
 	return server.Serve(ctx, c.HTTPAddr, r, logger)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/apierror"
+	"github.com/heraldhq/herald/internal/enqueue"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/store"
@@ -20,6 +21,8 @@ type Options struct {
 	// AuthCacheTTL bounds how long a key is trusted without asking PostgreSQL again, and so how long a
 	// revoked, disabled or expired key, or a suspended tenant, may still be accepted.
 	AuthCacheTTL time.Duration
+	// MaxInFlight caps concurrent /v1 requests; DefaultMaxInFlight when zero.
+	MaxInFlight int
 }
 
 // API serves /v1.
@@ -29,6 +32,7 @@ type API struct {
 	log      *slog.Logger
 	opts     Options
 	keys     *keyCache
+	enqueuer *enqueue.Enqueuer
 }
 
 // New builds the tenant API.
@@ -36,11 +40,19 @@ func New(st *store.Store, producer *queue.Producer, logger *slog.Logger, opts Op
 	if opts.ProduceTimeout == 0 {
 		opts.ProduceTimeout = 2 * time.Second
 	}
+	if opts.MaxInFlight == 0 {
+		opts.MaxInFlight = DefaultMaxInFlight
+	}
 	if opts.AuthCacheTTL == 0 {
 		opts.AuthCacheTTL = 2 * time.Second
 	}
-	return &API{store: st, producer: producer, log: logger, opts: opts, keys: newKeyCache(opts.AuthCacheTTL)}
+	return &API{store: st, producer: producer, log: logger, opts: opts, keys: newKeyCache(opts.AuthCacheTTL),
+		enqueuer: enqueue.New(st, producer, enqueue.Options{ProduceTimeout: opts.ProduceTimeout})}
 }
+
+// Close stops the send batcher after the sends already handed to it are answered. Call it after the HTTP
+// server has stopped.
+func (a *API) Close() { a.enqueuer.Close() }
 
 // handle adapts a handler that returns an error: catalogued errors become their JSON body; anything else is
 // logged with the request id and answered as a generic error, never with its text.

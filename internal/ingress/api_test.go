@@ -11,7 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"net/http/httptest"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/heraldhq/herald/internal/ingress"
 
 	"github.com/heraldhq/herald/internal/apikey"
 )
@@ -342,4 +346,33 @@ func keys(m map[string]any) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+func TestOverloadIsShedWith503AndRetryAfter(t *testing.T) {
+	t.Parallel()
+	// A handler whose only slot is held by a request that blocks until released.
+	release := make(chan struct{})
+	held := make(chan struct{})
+	blocking := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { close(held); <-release })
+	h := ingress.LimitInFlightForTest(1)(blocking)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	go func() {
+		res, err := http.Get(srv.URL)
+		if err == nil {
+			res.Body.Close()
+		}
+	}()
+	<-held
+	res, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	close(release)
+	var body map[string]string
+	_ = json.NewDecoder(res.Body).Decode(&body)
+	if res.StatusCode != http.StatusServiceUnavailable || body["error"] != "unavailable" || res.Header.Get("Retry-After") != "1" {
+		t.Errorf("overloaded answer: %d %v Retry-After=%q", res.StatusCode, body, res.Header.Get("Retry-After"))
+	}
 }

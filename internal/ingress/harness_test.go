@@ -41,6 +41,7 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(func() { p.Close() })
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	api := ingress.New(st, p, logger, ingress.Options{DeepLinkBase: "https://t.me", BotUsername: "herald_test_bot", AuthCacheTTL: 500 * time.Millisecond})
+	t.Cleanup(api.Close)
 	r := server.NewRouter(logger)
 	api.Routes(r)
 	srv := httptest.NewServer(r)
@@ -62,7 +63,9 @@ func (e *env) tenant(id, developerName string, label *string) string {
 	return k.Secret
 }
 
-func isConflict(err error) bool { return err != nil && bytes.Contains([]byte(err.Error()), []byte("conflict")) }
+func isConflict(err error) bool {
+	return err != nil && bytes.Contains([]byte(err.Error()), []byte("conflict"))
+}
 
 // link makes user_id of tenant linked to a messenger chat, and verified when verified is true.
 func (e *env) link(tenant, user string, chatID int64, verification string) {

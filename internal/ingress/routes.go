@@ -5,11 +5,11 @@ import (
 	"github.com/go-chi/chi/v5"
 )
 
-// Routes mounts the tenant API on r. Every /v1 route authenticates first: a bad key is 401 before
-// anything else is looked at.
+// Routes mounts the tenant API on r. Every /v1 route sheds load past the in-flight cap, then
+// authenticates: a bad key is 401 before anything else is looked at.
 func (a *API) Routes(r chi.Router) {
 	r.Route("/v1", func(r chi.Router) {
-		r.Use(a.authenticate)
+		r.Use(limitInFlight(a.opts.MaxInFlight), a.authenticate)
 		r.Post("/send", a.handle(a.send))
 		r.Get("/status/{tracking_id}", a.handle(a.status))
 		r.Post("/link-token", a.handle(a.linkToken))

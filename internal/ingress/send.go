@@ -12,6 +12,7 @@ import (
 
 	"github.com/heraldhq/herald/internal/apierror"
 	"github.com/heraldhq/herald/internal/brand"
+	"github.com/heraldhq/herald/internal/enqueue"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/store"
 )
@@ -69,14 +70,22 @@ func (a *API) send(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	n := store.NewNotification{TrackingID: id.String(), Kind: store.KindTenant, TenantID: p.TenantID, UserID: userID, Priority: priority, Body: body}
+	trackingID := n.TrackingID
 	produceFailed := false
-	trackingID, _, err := a.store.EnqueueTenant(r.Context(), n, idem, func(ctx context.Context) error {
-		ctx, cancel := context.WithTimeout(ctx, a.opts.ProduceTimeout)
-		defer cancel()
-		err := a.producer.Publish(ctx, priority, queue.UserKey(p.TenantID, userID), queue.Envelope{V: queue.EnvelopeVersion, TrackingID: n.TrackingID, TenantID: p.TenantID})
-		produceFailed = err != nil
-		return err
-	})
+	if idem == nil {
+		err = a.enqueuer.Enqueue(r.Context(), n)
+		produceFailed = errors.Is(err, enqueue.ErrQueue)
+	} else {
+		// Idempotent sends take their own transaction: the key's row lock is what makes a concurrent
+		// duplicate wait for, and then replay, the first answer.
+		trackingID, _, err = a.store.EnqueueTenant(r.Context(), n, idem, func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, a.opts.ProduceTimeout)
+			defer cancel()
+			err := a.producer.Publish(ctx, priority, queue.UserKey(p.TenantID, userID), queue.Envelope{V: queue.EnvelopeVersion, TrackingID: n.TrackingID, TenantID: p.TenantID})
+			produceFailed = err != nil
+			return err
+		})
+	}
 	switch {
 	case errors.Is(err, store.ErrUnverified):
 		return apierror.PhoneUnverified.With("user %q has no verified phone: link the user and complete phone verification first", userID)

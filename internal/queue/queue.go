@@ -183,3 +183,23 @@ func dialController(ctx context.Context, brokers []string) (*kafka.Conn, error) 
 	}
 	return nil, fmt.Errorf("while connecting to the Kafka controller: %w", lastErr)
 }
+
+// Outgoing is one envelope to publish with PublishMany.
+type Outgoing struct {
+	Priority int
+	Key      []byte
+	Envelope Envelope
+}
+
+// PublishMany writes several envelopes in one call and waits for all acknowledgements: kafka-go groups them
+// into one produce request per partition.
+func (p *Producer) PublishMany(ctx context.Context, out []Outgoing) error {
+	msgs := make([]kafka.Message, len(out))
+	for i, o := range out {
+		msgs[i] = kafka.Message{Topic: p.topics.For(o.Priority), Key: o.Key, Value: o.Envelope.Marshal()}
+	}
+	if err := p.w.WriteMessages(ctx, msgs...); err != nil {
+		return fmt.Errorf("while producing %d envelopes: %w", len(out), err)
+	}
+	return nil
+}

@@ -161,3 +161,59 @@ func (s *Store) GetNotification(ctx context.Context, tenantID, trackingID string
 			&v.MessengerMessageID, &v.LastErrorCode, &v.LastErrorMessage)
 	return v, translate(err, "reading notification")
 }
+
+// EnqueueTenantBatch inserts many tenant notifications in one statement, each gated like EnqueueTenant,
+// hands the accepted ones to publish, and commits only when publish succeeds. It returns the tracking ids
+// that passed the gate; the others are unverified. Batching is what lets one ingress replica accept
+// thousands of sends per second: one transaction and one produce request serve a whole batch.
+func (s *Store) EnqueueTenantBatch(ctx context.Context, ns []NewNotification, publish func(ctx context.Context, accepted []NewNotification) error) (map[string]bool, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	ids := make([]string, len(ns))
+	tenants := make([]string, len(ns))
+	users := make([]string, len(ns))
+	prios := make([]int16, len(ns))
+	bodies := make([]string, len(ns))
+	for i, n := range ns {
+		ids[i], tenants[i], users[i], prios[i], bodies[i] = n.TrackingID, n.TenantID, n.UserID, int16(n.Priority), n.Body
+	}
+	accepted := make(map[string]bool, len(ns))
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `
+			INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status)
+			SELECT r.tracking_id, 'tenant', r.tenant_id, r.user_id, r.priority, r.body, 'queued'
+			FROM unnest($1::uuid[], $2::text[], $3::text[], $4::smallint[], $5::text[]) AS r(tracking_id, tenant_id, user_id, priority, body)
+			WHERE EXISTS (
+				SELECT 1 FROM phone_verifications v JOIN links l USING (tenant_id, user_id)
+				WHERE v.tenant_id = r.tenant_id AND v.user_id = r.user_id AND v.status = 'verified')
+			RETURNING tracking_id::text`, ids, tenants, users, prios, bodies)
+		if err != nil {
+			return fmt.Errorf("inserting notifications: %w", err)
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			accepted[id] = true
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("inserting notifications: %w", err)
+		}
+		if len(accepted) == 0 {
+			return nil
+		}
+		out := make([]NewNotification, 0, len(accepted))
+		for _, n := range ns {
+			if accepted[n.TrackingID] {
+				out = append(out, n)
+			}
+		}
+		return publish(ctx, out)
+	})
+	if err != nil {
+		return nil, translate(err, "enqueueing notifications")
+	}
+	return accepted, nil
+}

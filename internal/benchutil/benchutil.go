@@ -1,0 +1,99 @@
+// Package benchutil holds what Herald's benchmark programs (hack/bench/*) share: a private PostgreSQL
+// with the schema, latency summaries, and process RSS readings.
+package benchutil
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/heraldhq/herald/internal/pglocal"
+	"github.com/heraldhq/herald/internal/store"
+)
+
+// Postgres starts a private, durable (fsync on) cluster in a temporary directory with a migrated
+// database "herald", and returns its URL and a stop function.
+func Postgres(ctx context.Context) (url string, stop func(), err error) {
+	dir, err := os.MkdirTemp("", "herald-bench-pg-")
+	if err != nil {
+		return "", nil, err
+	}
+	c, err := pglocal.Start(ctx, pglocal.Options{Dir: dir, Durable: true})
+	if err != nil {
+		return "", nil, err
+	}
+	stop = func() { _ = c.Stop(); _ = os.RemoveAll(dir) }
+	if err := c.CreateDatabase(ctx, "herald", ""); err != nil {
+		stop()
+		return "", nil, err
+	}
+	url = c.URL("herald")
+	if err := store.Migrate(ctx, url); err != nil {
+		stop()
+		return "", nil, err
+	}
+	return url, stop, nil
+}
+
+// Latencies summarises a set of durations.
+type Latencies []time.Duration
+
+// Percentile returns the p-th percentile (0..100).
+func (l Latencies) Percentile(p float64) time.Duration {
+	if len(l) == 0 {
+		return 0
+	}
+	s := append(Latencies(nil), l...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(float64(len(s)-1) * p / 100)
+	return s[i]
+}
+
+// String renders p50/p90/p99/max in milliseconds.
+func (l Latencies) String() string {
+	return fmt.Sprintf("p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms",
+		ms(l.Percentile(50)), ms(l.Percentile(90)), ms(l.Percentile(99)), ms(l.Percentile(100)))
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// RSS returns the current and peak resident set size of a process in bytes (Linux).
+func RSS(pid int) (current, peak int64, err error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "VmRSS:":
+			current = kb << 10
+		case "VmHWM:":
+			peak = kb << 10
+		}
+	}
+	return current, peak, nil
+}
+
+// Machine describes where a benchmark ran.
+func Machine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "model name") {
+				model = strings.TrimSpace(strings.SplitN(line, ":", 2)[1])
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%d CPUs (%s), %s/%s, %s", runtime.NumCPU(), model, runtime.GOOS, runtime.GOARCH, runtime.Version())
+}

@@ -1,0 +1,156 @@
+// Package enqueue accepts tenant notifications on the hot path of POST /v1/send. Concurrent sends are
+// grouped into batches: each batch is one gated multi-row INSERT, one Kafka produce of all its envelopes,
+// and one COMMIT after the acknowledgement. A send is answered only after its batch committed, so a 202
+// still means "stored and on Kafka", and a failed produce still leaves no row behind.
+//
+// Batches form naturally: a batch loop takes whatever is waiting when it becomes free, so a lone request
+// waits for nothing and a burst shares the round trips.
+package enqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/heraldhq/herald/internal/queue"
+	"github.com/heraldhq/herald/internal/store"
+)
+
+// ErrQueue: the broker did not acknowledge within the produce timeout; nothing was stored.
+var ErrQueue = errors.New("enqueue failed")
+
+// ErrClosed: the enqueuer is shutting down.
+var ErrClosed = errors.New("enqueuer closed")
+
+// Options tune the batching.
+type Options struct {
+	Loops          int           // concurrent batch loops; 4 when zero
+	MaxBatch       int           // most notifications in one batch; 256 when zero
+	ProduceTimeout time.Duration // 2 s when zero
+}
+
+// Enqueuer batches sends.
+type Enqueuer struct {
+	st       *store.Store
+	producer *queue.Producer
+	opts     Options
+	in       chan *request
+	done     chan struct{}
+	stopped  chan struct{}
+}
+
+type request struct {
+	n   store.NewNotification
+	out chan error
+}
+
+// New starts the batch loops; Close stops them after the waiting requests are served.
+func New(st *store.Store, producer *queue.Producer, opts Options) *Enqueuer {
+	if opts.Loops == 0 {
+		opts.Loops = 4
+	}
+	if opts.MaxBatch == 0 {
+		opts.MaxBatch = 256
+	}
+	if opts.ProduceTimeout == 0 {
+		opts.ProduceTimeout = 2 * time.Second
+	}
+	e := &Enqueuer{st: st, producer: producer, opts: opts, in: make(chan *request, opts.MaxBatch*opts.Loops), done: make(chan struct{}), stopped: make(chan struct{})}
+	finished := make(chan struct{}, opts.Loops)
+	for range opts.Loops {
+		go func() { e.loop(); finished <- struct{}{} }()
+	}
+	go func() {
+		for range opts.Loops {
+			<-finished
+		}
+		close(e.stopped)
+	}()
+	return e
+}
+
+// Enqueue stores and produces one tenant notification. It returns nil once committed,
+// store.ErrUnverified when the user is not sendable, ErrQueue when the broker failed, or another error
+// when PostgreSQL did.
+func (e *Enqueuer) Enqueue(ctx context.Context, n store.NewNotification) error {
+	r := &request{n: n, out: make(chan error, 1)}
+	select {
+	case e.in <- r:
+	case <-e.done:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Once handed over, the request is carried out even if the caller goes away: the answer is what says
+	// whether it was accepted, so it must reflect what happened.
+	return <-r.out
+}
+
+// Close stops accepting, serves what is waiting, and waits for the loops.
+func (e *Enqueuer) Close() {
+	close(e.done)
+	<-e.stopped
+}
+
+func (e *Enqueuer) loop() {
+	batch := make([]*request, 0, e.opts.MaxBatch)
+	for {
+		var first *request
+		select {
+		case first = <-e.in:
+		case <-e.done:
+			// Drain what was handed over before Close.
+			select {
+			case first = <-e.in:
+			default:
+				return
+			}
+		}
+		batch = append(batch[:0], first)
+	fill:
+		for len(batch) < e.opts.MaxBatch {
+			select {
+			case r := <-e.in:
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		e.process(batch)
+	}
+}
+
+func (e *Enqueuer) process(batch []*request) {
+	ns := make([]store.NewNotification, len(batch))
+	for i, r := range batch {
+		ns[i] = r.n
+	}
+	produceFailed := false
+	ctx, cancel := context.WithTimeout(context.Background(), store.DefaultQueryTimeout+e.opts.ProduceTimeout)
+	defer cancel()
+	accepted, err := e.st.EnqueueTenantBatch(ctx, ns, func(ctx context.Context, ok []store.NewNotification) error {
+		out := make([]queue.Outgoing, len(ok))
+		for i, n := range ok {
+			out[i] = queue.Outgoing{Priority: n.Priority, Key: queue.UserKey(n.TenantID, n.UserID),
+				Envelope: queue.Envelope{V: queue.EnvelopeVersion, TrackingID: n.TrackingID, TenantID: n.TenantID}}
+		}
+		pctx, pcancel := context.WithTimeout(ctx, e.opts.ProduceTimeout)
+		defer pcancel()
+		err := e.producer.PublishMany(pctx, out)
+		produceFailed = err != nil
+		return err
+	})
+	for _, r := range batch {
+		switch {
+		case produceFailed:
+			r.out <- fmt.Errorf("%w: %v", ErrQueue, err)
+		case err != nil:
+			r.out <- err
+		case !accepted[r.n.TrackingID]:
+			r.out <- store.ErrUnverified
+		default:
+			r.out <- nil
+		}
+	}
+}
