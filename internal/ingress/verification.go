@@ -2,26 +2,21 @@ package ingress
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 
-	"github.com/google/uuid"
-
 	"github.com/heraldhq/herald/internal/apierror"
 	"github.com/heraldhq/herald/internal/brand"
-	"github.com/heraldhq/herald/internal/queue"
+	"github.com/heraldhq/herald/internal/dispatch"
+	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/store"
 )
-
-// SystemPriority is the priority of system messages (prompts, confirmations, replies): the high topic.
-const SystemPriority = 9
 
 // VerificationPromptText follows the branding line of the verification prompt.
 const VerificationPromptText = "Please verify your phone number: tap \"Share my phone number\" below."
 
-// ContactKeyboard is the reply keyboard with one request-contact button that the prompt carries.
-var ContactKeyboard = json.RawMessage(`{"keyboard":[[{"text":"Share my phone number","request_contact":true}]],"one_time_keyboard":true,"resize_keyboard":true}`)
+// contactKeyboard is the reply keyboard with one request-contact button that the prompt carries.
+var contactKeyboard = messenger.ContactRequestKeyboard("Share my phone number")
 
 type startVerificationResponse struct {
 	UserID    string `json:"user_id"`
@@ -30,7 +25,7 @@ type startVerificationResponse struct {
 }
 
 // startVerification is POST /v1/phone-verification/start: pending for 10 minutes, and the branded prompt
-// queued on the high topic in the same transaction.
+// queued as a system message (high topic) in the same transaction.
 func (a *API) startVerification(w http.ResponseWriter, r *http.Request) error {
 	var req userRequest
 	if err := decodeObject(w, r, &req); err != nil {
@@ -41,17 +36,14 @@ func (a *API) startVerification(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p := principalOf(r.Context())
-	produceFailed := false
+	d := dispatch.Dispatcher{Store: a.store, Producer: a.producer, Timeout: a.opts.ProduceTimeout}
 	prompt := func(chatID int64) store.NewNotification {
-		return store.NewNotification{
-			TrackingID: uuid.Must(uuid.NewV7()).String(), Kind: store.KindSystem, TenantID: p.TenantID, ChatID: chatID,
-			Priority: SystemPriority, Body: brand.Render(p.Label, VerificationPromptText), ReplyMarkup: ContactKeyboard,
-		}
+		return d.Notification(dispatch.Message{TenantID: p.TenantID, ChatID: chatID,
+			Body: brand.Render(p.Label, VerificationPromptText), ReplyMarkup: contactKeyboard})
 	}
+	produceFailed := false
 	expires, err := a.store.StartVerification(r.Context(), p.TenantID, userID, p.Label, prompt, func(ctx context.Context, n store.NewNotification) error {
-		ctx, cancel := context.WithTimeout(ctx, a.opts.ProduceTimeout)
-		defer cancel()
-		err := a.producer.Publish(ctx, n.Priority, queue.ChatKey(n.ChatID), queue.Envelope{V: queue.EnvelopeVersion, TrackingID: n.TrackingID, TenantID: p.TenantID})
+		err := d.Publisher(n)(ctx)
 		produceFailed = err != nil
 		return err
 	})

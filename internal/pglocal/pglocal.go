@@ -89,6 +89,10 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.MaxConnections == 0 {
 		opts.MaxConnections = 200
 	}
+	// The tools run with the cluster directory as their working directory: relative paths would double.
+	if opts.Dir, err = filepath.Abs(opts.Dir); err != nil {
+		return nil, err
+	}
 	c := &Cluster{opts: opts, bin: bin}
 	if os.Geteuid() == 0 {
 		c.runAs = "postgres"
