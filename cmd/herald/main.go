@@ -26,6 +26,7 @@ var commands = map[string]command{
 	"ingress": {"serve the tenant API (/v1)", runIngress},
 	"tenant":  {"admin: create, suspend, resume, list tenants; add developers", runTenant},
 	"apikey":  {"admin: create, revoke, list API keys", runAPIKey},
+	"webhook": {"serve the messenger webhook (or long-poll updates); set-url registers it", runWebhook},
 }
 
 func main() {

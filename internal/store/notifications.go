@@ -118,16 +118,21 @@ func (s *Store) EnqueueSystem(ctx context.Context, n NewNotification, publish Pu
 	return translate(err, "enqueueing system message")
 }
 
-func insertSystem(ctx context.Context, tx pgx.Tx, n NewNotification) error {
+// insertSystemSQL inserts a system message in state queued; systemArgs are its arguments.
+const insertSystemSQL = `
+	INSERT INTO notifications (tracking_id, kind, tenant_id, chat_id, priority, body, reply_markup, status)
+	VALUES ($1, 'system', NULLIF($2, ''), $3, $4, $5, $6::jsonb, 'queued')`
+
+func systemArgs(n NewNotification) []any {
 	var markup any
 	if len(n.ReplyMarkup) > 0 {
 		markup = string(n.ReplyMarkup)
 	}
-	_, err := tx.Exec(ctx, `
-		INSERT INTO notifications (tracking_id, kind, tenant_id, chat_id, priority, body, reply_markup, status)
-		VALUES ($1, 'system', NULLIF($2, ''), $3, $4, $5, $6::jsonb, 'queued')`,
-		n.TrackingID, n.TenantID, n.ChatID, n.Priority, n.Body, markup)
-	if err != nil {
+	return []any{n.TrackingID, n.TenantID, n.ChatID, n.Priority, n.Body, markup}
+}
+
+func insertSystem(ctx context.Context, tx pgx.Tx, n NewNotification) error {
+	if _, err := tx.Exec(ctx, insertSystemSQL, systemArgs(n)...); err != nil {
 		return fmt.Errorf("inserting system message: %w", err)
 	}
 	return nil

@@ -1,0 +1,156 @@
+package updates
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/heraldhq/herald/internal/brand"
+	"github.com/heraldhq/herald/internal/messenger"
+	"github.com/heraldhq/herald/internal/store"
+)
+
+// StatsWindow is the period /dev_stats counts.
+const StatsWindow = 24 * time.Hour
+
+// dev answers the /dev_* commands of developers (tenants.developers) and platform admins (DevAdmins), only
+// about their own tenants. Anyone else gets the reply to an unknown command, as does an unknown /dev_*.
+// The reads happen before the transaction that claims the update: they have no effect to protect.
+func (rc *Receiver) dev(ctx context.Context, updateID int64, m *messenger.Message, name, args string) (Result, error) {
+	r := Result{Kind: kindDevCommand, Outcome: outcomeReplied}
+	from := m.From.ID
+	admin := slices.Contains(rc.devAdmins, from)
+	tenants, err := rc.store.DeveloperTenants(ctx, from, admin)
+	if err != nil {
+		return r, err
+	}
+	if !admin && len(tenants) == 0 {
+		r.Outcome = outcomeRefused
+		return r, rc.reply(ctx, updateID, m, unbranded(textUnknown))
+	}
+	ids := make([]string, len(tenants))
+	for i, t := range tenants {
+		ids[i] = t.ID
+	}
+	var body string
+	switch name {
+	case "/dev_help":
+		body = devHelp
+	case "/dev_whoami":
+		body = whoami(from, admin, tenants)
+	case "/dev_stats":
+		counts, err := rc.store.NotificationStats(ctx, ids, StatsWindow)
+		if err != nil {
+			return r, err
+		}
+		body = formatStats(ids, counts)
+	case "/dev_status":
+		body, err = rc.devStatus(ctx, ids, args)
+		if err != nil {
+			return r, err
+		}
+	case "/dev_ping":
+		body = fmt.Sprintf(textDevPingFormat, updateID, rc.now().UTC().Format(time.RFC3339Nano))
+	default:
+		r.Kind = kindCommand
+		body = textUnknown
+	}
+	return r, rc.reply(ctx, updateID, m, unbranded(truncate(body)))
+}
+
+// truncate keeps an answer within the platform's message limit (an admin's list of tenants can be long).
+func truncate(s string) string {
+	if brand.Fits(s) {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:brand.MaxLength-1]) + "…"
+}
+
+func whoami(from int64, admin bool, tenants []store.Tenant) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, textDevWhoamiFormat, from)
+	if admin {
+		b.WriteString("\n" + textDevWhoamiAdmin)
+	}
+	b.WriteString("\n" + textDevWhoamiTenants)
+	n := 0
+	for _, t := range tenants {
+		// An admin sees every tenant, but is listed as developer only where they are one.
+		if slices.Contains(t.Developers, from) {
+			fmt.Fprintf(&b, "\n- %s (%s)", t.ID, t.DeveloperName)
+			n++
+		}
+	}
+	if n == 0 {
+		b.WriteString(" " + textDevNoTenants)
+	}
+	return b.String()
+}
+
+// formatStats lists every tenant, including those without notifications in the window.
+func formatStats(ids []string, counts []store.StatusCount) string {
+	var b strings.Builder
+	b.WriteString(textDevStatsTitle)
+	if len(ids) == 0 {
+		b.WriteString("\n" + textDevNoTenants)
+	}
+	for _, id := range ids {
+		var parts []string
+		for _, c := range counts {
+			if c.TenantID == id {
+				parts = append(parts, c.Status+" "+strconv.FormatInt(c.Count, 10))
+			}
+		}
+		if len(parts) == 0 {
+			parts = []string{textDevStatsNone}
+		}
+		fmt.Fprintf(&b, "\n%s: %s", id, strings.Join(parts, ", "))
+	}
+	return b.String()
+}
+
+// devStatus shows the fields of GET /v1/status (and the tenant), never the body.
+func (rc *Receiver) devStatus(ctx context.Context, tenantIDs []string, args string) (string, error) {
+	fields := strings.Fields(args)
+	if len(fields) != 1 {
+		return textDevStatusUsage, nil
+	}
+	id, err := uuid.Parse(fields[0])
+	if err != nil {
+		return textDevStatusUsage, nil
+	}
+	v, err := rc.store.FindTenantNotification(ctx, tenantIDs, id.String())
+	if errors.Is(err, store.ErrNotFound) {
+		return textDevNotFound, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+	orNull := func(s *string) string {
+		if s == nil {
+			return "null"
+		}
+		return *s
+	}
+	return strings.Join([]string{
+		"tracking_id: " + v.TrackingID,
+		"tenant: " + v.TenantID,
+		"user_id: " + v.UserID,
+		"priority: " + strconv.Itoa(v.Priority),
+		"status: " + v.Status,
+		"attempts: " + strconv.Itoa(v.Attempts),
+		"created_at: " + ts(v.CreatedAt),
+		"updated_at: " + ts(v.UpdatedAt),
+		"messenger_message_id: " + orNull(v.MessengerMessageID),
+		"last_error_code: " + strconv.Itoa(v.LastErrorCode),
+		"last_error_message: " + orNull(v.LastErrorMessage),
+	}, "\n"), nil
+}

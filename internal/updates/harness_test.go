@@ -1,0 +1,380 @@
+package updates_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/heraldhq/herald/internal/dispatch"
+	"github.com/heraldhq/herald/internal/kafkatest"
+	"github.com/heraldhq/herald/internal/pgtest"
+	"github.com/heraldhq/herald/internal/queue"
+	"github.com/heraldhq/herald/internal/server"
+	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/updates"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const (
+	prefix       = "wh"
+	secret       = "s3cret_Webhook-token"
+	phoneHashKey = "0123456789abcdef-phone-key"
+	adminID      = int64(900001)
+)
+
+// env is one webhook receiver over a fresh database and broker, served by a real HTTP server.
+type env struct {
+	t      *testing.T
+	st     *store.Store
+	broker *kafkatest.Broker
+	rc     *updates.Receiver
+	router chi.Router
+	srv    *httptest.Server
+	logs   *syncBuffer
+	nextID atomic.Int64
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	st, _ := pgtest.NewStore(t)
+	b := kafkatest.New(t, prefix)
+	p := queue.NewProducer(b.Addrs(), prefix)
+	t.Cleanup(func() { p.Close() })
+	logs := &syncBuffer{}
+	// Debug level: the test about phone numbers must see every line the receiver can write.
+	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	d := dispatch.Dispatcher{Store: st, Producer: p, Timeout: time.Second}
+	rc := updates.New(st, d, updates.Options{
+		Secret: secret, PhoneHashKey: []byte(phoneHashKey), DevAdmins: []int64{adminID}, Logger: logger,
+	})
+	r := server.NewRouter(logger)
+	rc.Routes(r)
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	e := &env{t: t, st: st, broker: b, rc: rc, router: r, srv: srv, logs: logs}
+	e.nextID.Store(1000)
+	return e
+}
+
+func (e *env) updateID() int64 { return e.nextID.Add(1) }
+
+type response struct {
+	status int
+	body   []byte
+}
+
+// post sends body (a string or []byte as is, anything else JSON-encoded) with the secret in the spec's
+// header unless headers are given (pairs of name, value; a nil slice means "the default secret header").
+func (e *env) post(body any, headers ...string) response {
+	e.t.Helper()
+	if headers == nil {
+		headers = []string{updates.SecretHeader, secret}
+	}
+	var raw []byte
+	switch b := body.(type) {
+	case string:
+		raw = []byte(b)
+	case []byte:
+		raw = b
+	default:
+		var err error
+		if raw, err = json.Marshal(b); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	req, err := http.NewRequest(http.MethodPost, e.srv.URL+updates.Path, bytes.NewReader(raw))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Add(headers[i], headers[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatalf("POST %s: %v", updates.Path, err)
+	}
+	defer res.Body.Close()
+	rb, _ := io.ReadAll(res.Body)
+	return response{status: res.StatusCode, body: rb}
+}
+
+// expectOK asserts 200 {"ok": true}.
+func expectOK(t *testing.T, r response) {
+	t.Helper()
+	if r.status != http.StatusOK {
+		t.Fatalf("status = %d, want 200; body %s", r.status, r.body)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(r.body, &m); err != nil || !reflect.DeepEqual(m, map[string]any{"ok": true}) {
+		t.Fatalf(`body = %s, want {"ok": true}`, r.body)
+	}
+}
+
+// expectError asserts the status and the error code of the catalogue's body.
+func expectError(t *testing.T, r response, status int, code string) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status = %d, want %d; body %s", r.status, status, r.body)
+	}
+	var m map[string]string
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatalf("error body is not {error, message}: %v\n%s", err, r.body)
+	}
+	if m["error"] != code || m["message"] == "" || len(m) != 2 {
+		t.Fatalf("error body = %s, want error %q with a message", r.body, code)
+	}
+}
+
+// Update builders, in the Bot API's JSON.
+
+func sender(id int64) map[string]any {
+	return map[string]any{"id": id, "is_bot": false, "first_name": "Ann", "language_code": "en"}
+}
+
+func privateChat(id int64) map[string]any {
+	return map[string]any{"id": id, "type": "private", "first_name": "Ann"}
+}
+
+func textUpdate(updateID, from int64, text string) map[string]any {
+	return map[string]any{"update_id": updateID, "message": map[string]any{
+		"message_id": 7, "date": 1700000000, "from": sender(from), "chat": privateChat(from), "text": text,
+	}}
+}
+
+// contactUpdate shares a contact; contactUserID 0 leaves user_id out.
+func contactUpdate(updateID, from int64, phoneNumber string, contactUserID int64) map[string]any {
+	c := map[string]any{"phone_number": phoneNumber, "first_name": "Ann"}
+	if contactUserID != 0 {
+		c["user_id"] = contactUserID
+	}
+	return map[string]any{"update_id": updateID, "message": map[string]any{
+		"message_id": 8, "date": 1700000000, "from": sender(from), "chat": privateChat(from), "contact": c,
+	}}
+}
+
+// Fixtures.
+
+func (e *env) exec(sql string, args ...any) {
+	e.t.Helper()
+	if _, err := e.st.Pool().Exec(context.Background(), sql, args...); err != nil {
+		e.t.Fatalf("fixture %q: %v", sql, err)
+	}
+}
+
+func (e *env) tenant(id, developerName string, developers ...int64) {
+	e.t.Helper()
+	if err := e.st.CreateTenant(context.Background(), id, developerName); err != nil {
+		e.t.Fatalf("create tenant: %v", err)
+	}
+	for _, d := range developers {
+		if err := e.st.AddTenantDeveloper(context.Background(), id, d); err != nil {
+			e.t.Fatalf("add developer: %v", err)
+		}
+	}
+}
+
+var tokenSeq atomic.Int64
+
+// token creates a link token for a tenant's user, with the label snapshot, and returns it. state "expired"
+// or "used" makes it so.
+func (e *env) token(tenantID, userID, label, state string) string {
+	e.t.Helper()
+	tok := "tok_" + time.Now().Format("150405") + "_" + itoa(tokenSeq.Add(1)) + "_aaaaaaaaaaaaaaaaaaaaaaaaa"
+	digest := digestOf(tok)
+	if _, err := e.st.CreateLinkToken(context.Background(), tenantID, userID, digest, label); err != nil {
+		e.t.Fatalf("create link token: %v", err)
+	}
+	switch state {
+	case "expired":
+		e.exec(`UPDATE link_tokens SET expires_at = now() - interval '1 second' WHERE digest = $1`, digest[:])
+	case "used":
+		e.exec(`UPDATE link_tokens SET used_at = now() - interval '1 minute' WHERE digest = $1`, digest[:])
+	}
+	return tok
+}
+
+// link makes the user linked to a messenger account directly.
+func (e *env) link(tenantID, userID string, messengerID int64) {
+	e.t.Helper()
+	e.exec(`INSERT INTO users (tenant_id, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, tenantID, userID)
+	e.exec(`INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ($1, $2, $3, $3)
+		ON CONFLICT (tenant_id, user_id) DO UPDATE SET messenger_user_id = $3, chat_id = $3`, tenantID, userID, messengerID)
+}
+
+// session sets the user's verification: "pending" (10 minutes ahead), "expired" (pending, past), or
+// "verified". label may be nil (the developer name brands).
+func (e *env) session(tenantID, userID, state string, label *string) {
+	e.t.Helper()
+	switch state {
+	case "pending":
+		e.exec(`INSERT INTO phone_verifications (tenant_id, user_id, status, session_expires_at, label) VALUES ($1, $2, 'pending', now() + interval '10 minutes', $3)`, tenantID, userID, label)
+	case "expired":
+		e.exec(`INSERT INTO phone_verifications (tenant_id, user_id, status, session_expires_at, label) VALUES ($1, $2, 'pending', now() - interval '1 second', $3)`, tenantID, userID, label)
+	case "verified":
+		e.exec(`INSERT INTO phone_verifications (tenant_id, user_id, status, label, phone_last4, phone_hash, verified_at) VALUES ($1, $2, 'verified', $3, '9999', '\x00', now())`, tenantID, userID, label)
+	}
+}
+
+type linkRow struct {
+	MessengerUserID int64
+	ChatID          int64
+}
+
+// links returns the links of a tenant's user (0 or 1).
+func (e *env) links(tenantID, userID string) []linkRow {
+	e.t.Helper()
+	rows, err := e.st.Pool().Query(context.Background(), `SELECT messenger_user_id, chat_id FROM links WHERE tenant_id = $1 AND user_id = $2`, tenantID, userID)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []linkRow
+	for rows.Next() {
+		var l linkRow
+		if err := rows.Scan(&l.MessengerUserID, &l.ChatID); err != nil {
+			e.t.Fatal(err)
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+type verificationRow struct {
+	Status     string
+	PhoneLast4 *string
+	PhoneHash  []byte
+	VerifiedAt *time.Time
+}
+
+func (e *env) verification(tenantID, userID string) verificationRow {
+	e.t.Helper()
+	var v verificationRow
+	err := e.st.Pool().QueryRow(context.Background(), `SELECT status, phone_last4, phone_hash, verified_at FROM phone_verifications WHERE tenant_id = $1 AND user_id = $2`, tenantID, userID).
+		Scan(&v.Status, &v.PhoneLast4, &v.PhoneHash, &v.VerifiedAt)
+	if err != nil {
+		e.t.Fatalf("reading verification of %s/%s: %v", tenantID, userID, err)
+	}
+	return v
+}
+
+func (e *env) count(sql string, args ...any) int {
+	e.t.Helper()
+	var n int
+	if err := e.st.Pool().QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		e.t.Fatalf("count: %v", err)
+	}
+	return n
+}
+
+// reply is a queued system message, read back from PostgreSQL by the tracking id of its envelope.
+type reply struct {
+	TrackingID  string
+	EnvTenantID string
+	Kind        string
+	TenantID    *string
+	ChatID      int64
+	Priority    int
+	Body        string
+	ReplyMarkup map[string]any
+	CreatedAt   time.Time
+}
+
+// replies returns every message on the high topic, oldest first, and checks that the normal topic is empty
+// (replies are system messages: priority 9, high topic).
+func (e *env) replies() []reply {
+	e.t.Helper()
+	topics := queue.TopicsFor(prefix)
+	if n := len(e.broker.Messages(e.t, topics.Normal)); n != 0 {
+		e.t.Fatalf("%d messages on the normal topic; replies belong on the high topic", n)
+	}
+	var out []reply
+	for _, m := range e.broker.Messages(e.t, topics.High) {
+		env, err := queue.ParseEnvelope(m.Value)
+		if err != nil {
+			e.t.Fatalf("bad envelope: %v", err)
+		}
+		r := reply{TrackingID: env.TrackingID, EnvTenantID: env.TenantID}
+		var markup []byte
+		err = e.st.Pool().QueryRow(context.Background(), `
+			SELECT kind, tenant_id, chat_id, priority, body, reply_markup::text, created_at FROM notifications WHERE tracking_id = $1`,
+			env.TrackingID).Scan(&r.Kind, &r.TenantID, &r.ChatID, &r.Priority, &r.Body, &markup, &r.CreatedAt)
+		if err != nil {
+			e.t.Fatalf("envelope %s has no notification row: %v", env.TrackingID, err)
+		}
+		if markup != nil {
+			if err := json.Unmarshal(markup, &r.ReplyMarkup); err != nil {
+				e.t.Fatal(err)
+			}
+		}
+		if r.Kind != store.KindSystem || r.Priority != dispatch.SystemPriority {
+			e.t.Fatalf("reply %s: kind %s priority %d, want a system message of priority 9", r.TrackingID, r.Kind, r.Priority)
+		}
+		if got := deref(r.TenantID); got != env.TenantID {
+			e.t.Fatalf("reply %s: envelope tenant %q, row tenant %q", r.TrackingID, env.TenantID, got)
+		}
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].TrackingID < out[j].TrackingID }) // UUIDv7: time order
+	if n := e.count(`SELECT count(*) FROM notifications WHERE kind = 'system'`); n != len(out) {
+		e.t.Fatalf("%d notification rows but %d envelopes: every stored reply must be produced, and only those", n, len(out))
+	}
+	return out
+}
+
+// onlyReply asserts exactly one reply and returns it.
+func (e *env) onlyReply() reply {
+	e.t.Helper()
+	rs := e.replies()
+	if len(rs) != 1 {
+		e.t.Fatalf("%d replies, want 1: %+v", len(rs), rs)
+	}
+	return rs[0]
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func digestOf(token string) [32]byte { return sha256.Sum256([]byte(token)) }
+
+var removeKeyboard = map[string]any{"remove_keyboard": true}
+
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -1,0 +1,183 @@
+// Package updates receives the messaging platform's updates — on POST /messenger/webhook, or by long
+// polling getUpdates — and acts on the ones Herald handles: /start <token> links an account, a shared
+// contact completes phone verification, /dev_* commands answer developers. Everything else is acknowledged
+// and ignored.
+//
+// Nothing is sent to the platform from here: replies are system messages queued through dispatch, in the
+// same transaction that claims the update's id and applies its effect, so an update takes effect at most
+// once and its reply is delivered by the workers like any notification.
+//
+// (The package is not called "webhook": to kubebuilder that word means admission webhooks.)
+package updates
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/heraldhq/herald/internal/apierror"
+	"github.com/heraldhq/herald/internal/dispatch"
+	"github.com/heraldhq/herald/internal/messenger"
+	"github.com/heraldhq/herald/internal/phone"
+	"github.com/heraldhq/herald/internal/store"
+)
+
+// Path is the webhook route (the spec's; no version prefix).
+const Path = "/messenger/webhook"
+
+// Secret headers: the spec's name and the one the real platform sends.
+const (
+	SecretHeader         = "X-Messenger-Bot-Api-Secret-Token"
+	PlatformSecretHeader = "X-Telegram-Bot-Api-Secret-Token"
+)
+
+// MaxBodyBytes bounds an update body; real updates are a few kilobytes.
+const MaxBodyBytes = 1 << 20
+
+// HandleTimeout bounds the work for one update: the platform waits for the answer, and retries on failure.
+const HandleTimeout = 10 * time.Second
+
+// AllowedUpdates are the update kinds Herald handles, for setWebhook and getUpdates.
+var AllowedUpdates = []string{messenger.KindMessage}
+
+// Options configure a Receiver.
+type Options struct {
+	// Secret is HERALD_WEBHOOK_SECRET, expected in the secret header of every webhook call.
+	Secret string
+	// PhoneHashKey is HERALD_PHONE_HASH_KEY, the key of the stored phone digests.
+	PhoneHashKey []byte
+	// DevAdmins are messenger user ids allowed every /dev_* command about every tenant.
+	DevAdmins []int64
+	// Logger; slog.Default() when nil. Phone numbers are never logged.
+	Logger *slog.Logger
+	// Now is the clock for replies that show a time; time.Now when nil.
+	Now func() time.Time
+}
+
+// Receiver handles updates. It is safe for concurrent use.
+type Receiver struct {
+	store     *store.Store
+	dispatch  dispatch.Dispatcher
+	secret    [32]byte
+	hasher    phone.Hasher
+	devAdmins []int64
+	log       *slog.Logger
+	now       func() time.Time
+}
+
+// New returns a Receiver storing through st and queueing replies through d.
+func New(st *store.Store, d dispatch.Dispatcher, opts Options) *Receiver {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Receiver{
+		store:    st,
+		dispatch: d,
+		// Compared as digests, so the comparison takes the same time whatever the length of the guess.
+		secret:    sha256.Sum256([]byte(opts.Secret)),
+		hasher:    phone.NewHasher(opts.PhoneHashKey),
+		devAdmins: slices.Clone(opts.DevAdmins),
+		log:       opts.Logger,
+		now:       opts.Now,
+	}
+}
+
+// Routes mounts POST /messenger/webhook.
+func (rc *Receiver) Routes(r chi.Router) {
+	r.Post(Path, rc.serveWebhook)
+}
+
+type okResponse struct {
+	OK bool `json:"ok"`
+}
+
+// serveWebhook authenticates before anything is read, bounds and parses the body, handles the update and
+// answers {"ok": true}. A failure to store or queue answers 5xx, so that the platform retries the update.
+func (rc *Receiver) serveWebhook(w http.ResponseWriter, r *http.Request) {
+	if !rc.authorized(r.Header) {
+		observe(kindNone, outcomeUnauthorized)
+		apierror.Write(w, apierror.Unauthorized.With("missing or invalid webhook secret"))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		observe(kindNone, outcomeInvalid)
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			apierror.Write(w, apierror.InvalidRequest.With("the update is larger than %d bytes", MaxBodyBytes))
+			return
+		}
+		apierror.Write(w, apierror.InvalidRequest.With("the update body could not be read"))
+		return
+	}
+	u, err := ParseUpdate(body)
+	if err != nil {
+		observe(kindNone, outcomeInvalid)
+		apierror.Write(w, apierror.InvalidRequest.With("malformed update: it must be a JSON object with an integer update_id"))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), HandleTimeout)
+	defer cancel()
+	if _, err := rc.Handle(ctx, u); err != nil {
+		if IsTransient(err) {
+			apierror.Write(w, apierror.Unavailable)
+			return
+		}
+		apierror.Write(w, apierror.Internal)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write([]byte(`{"ok":true}` + "\n"))
+}
+
+var secretHeaders = []string{SecretHeader, PlatformSecretHeader}
+
+// authorized: at least one secret header is present, and every value of every secret header equals the
+// secret (a request carrying a wrong value next to a right one is refused).
+func (rc *Receiver) authorized(h http.Header) bool {
+	seen := false
+	for _, name := range secretHeaders {
+		for _, v := range h.Values(name) {
+			got := sha256.Sum256([]byte(v))
+			if subtle.ConstantTimeCompare(got[:], rc.secret[:]) != 1 {
+				return false
+			}
+			seen = true
+		}
+	}
+	return seen
+}
+
+// ParseUpdate decodes a webhook body: a JSON object with an integer update_id. Errors wrap
+// messenger.ErrInvalidUpdate. The decoder's own message is dropped: encoding/json quotes offending number
+// literals, which could be a phone number, and errors get logged.
+func ParseUpdate(body []byte) (messenger.Update, error) {
+	u, err := messenger.ParseUpdate(body)
+	if err != nil {
+		return messenger.Update{}, fmt.Errorf("while parsing an update: %w", messenger.ErrInvalidUpdate)
+	}
+	return u, nil
+}
+
+// errQueue marks a failure to produce a reply's envelope: the update was rolled back, the platform may
+// retry it.
+var errQueue = errors.New("reply not queued")
+
+// IsTransient reports whether handling failed for a reason that a retry of the same update may overcome
+// (PostgreSQL or Kafka unavailable), as opposed to a bug.
+func IsTransient(err error) bool {
+	return errors.Is(err, errQueue) || store.IsUnavailable(err)
+}
