@@ -26,7 +26,7 @@ run: build postgres ## Run Herald on embedded defaults: herald dev (PostgreSQL, 
 
 .PHONY: test
 test: postgres envtest tools lint check-generated ## Run every test (race detector on)
-	KUBEBUILDER_ASSETS="$$(hack/envtest.sh | tail -n 1)" HELM="$(HELM)" $(GOTEST) -race -count=1 -timeout 30m ./...
+	KUBEBUILDER_ASSETS="$$(hack/envtest.sh 2>/dev/null | tail -n 1)" HELM="$(HELM)" $(GOTEST) -race -count=1 -timeout 30m ./...
 
 .PHONY: build
 build: ## Build bin/herald
@@ -41,10 +41,22 @@ lint: ## gofmt and go vet
 	$(GO) vet ./...
 
 .PHONY: check-generated
-check-generated: ## Fail when generated files (CRDs, RBAC, deepcopy, chart CRDs) are out of date
-	@true
+check-generated: ## Fail when generated files (CRDs, RBAC, deepcopy) are out of date
+	hack/manifests.sh check
+
+.PHONY: manifests
+manifests: ## Regenerate CRDs (config/crd), the operator's ClusterRole (config/rbac) and deepcopy (api/)
+	hack/manifests.sh generate
+
+.PHONY: fuzz
+fuzz: ## Fuzz the messenger update parser for 5 minutes (make test runs the seed corpus)
+	$(GO) test -run '^$$' -fuzz FuzzParseUpdate -fuzztime 5m ./internal/updates/
 
 ##@ Benchmarks (figures go to docs/benchmarks.md)
+
+.PHONY: bench-webhook
+bench-webhook: postgres ## Load POST /messenger/webhook with /start redemptions, contact shares and ignored updates
+	$(GO) run ./hack/bench/webhook -rate 2000 -duration 15s -concurrency 32
 
 .PHONY: bench-ingress
 bench-ingress: build postgres ## Load POST /v1/send: accepted/s, p99, RSS, and the direct-insert floor
@@ -57,8 +69,8 @@ postgres: ## Make sure the PostgreSQL server binaries are installed (apt as root
 	@hack/ensure-postgres.sh
 
 .PHONY: envtest
-envtest: ## Provide kube-apiserver and etcd for envtest (built and cached under ./bin)
-	@hack/envtest.sh >/dev/null
+envtest: ## Provide kube-apiserver and etcd for envtest (built once, cached under ./bin/k8s); prints the directory
+	@hack/envtest.sh
 
 .PHONY: tools
 tools: $(HELM) $(CONTROLLER_GEN) ## Install pinned tools into ./bin

@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
 	"github.com/heraldhq/herald/internal/apikey"
@@ -63,7 +63,6 @@ type ApiKeyReconciler struct {
 
 // Reconcile brings the Secret and the key store to the ApiKey's spec.
 func (r *ApiKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	logger := log.FromContext(ctx)
 	key := &notifyv1alpha1.ApiKey{}
 	if err := r.Client.Get(ctx, req.NamespacedName, key); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -83,9 +82,7 @@ func (r *ApiKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			err = fmt.Errorf("while updating the status: %w", perr)
 		}
 	}
-	if err != nil {
-		logger.Error(err, "reconcile failed")
-	}
+	// controller-runtime logs a returned error and retries with backoff.
 	return result, err
 }
 

@@ -27,8 +27,8 @@ func finalize[T client.Object](ctx context.Context, c client.Client, obj T, clea
 	}
 	patch := client.MergeFromWithOptions(obj.DeepCopyObject().(T), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(obj, Finalizer)
-	if err := c.Patch(ctx, obj, patch); err != nil {
-		return true, fmt.Errorf("while removing the finalizer: %w", client.IgnoreNotFound(err))
+	if err := c.Patch(ctx, obj, patch); client.IgnoreNotFound(err) != nil {
+		return true, fmt.Errorf("while removing the finalizer: %w", err)
 	}
 	return true, nil
 }

@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
 	"github.com/heraldhq/herald/internal/store"
@@ -39,7 +39,6 @@ type TenantReconciler struct {
 
 // Reconcile brings the key store to the Tenant's spec.
 func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	logger := log.FromContext(ctx)
 	tenant := &notifyv1alpha1.Tenant{}
 	if err := r.Client.Get(ctx, req.NamespacedName, tenant); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -59,9 +58,7 @@ func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			err = fmt.Errorf("while updating the status: %w", perr)
 		}
 	}
-	if err != nil {
-		logger.Error(err, "reconcile failed")
-	}
+	// controller-runtime logs a returned error and retries with backoff.
 	return result, err
 }
 

@@ -12,10 +12,11 @@ func (t *Tenant) AllowsNamespace(ns string) bool {
 	return slices.Contains(t.Spec.ApiKeyNamespaces, ns)
 }
 
-// IsInKeyStore reports whether the operator has written the tenant to the key store at least once, so
-// keys can reference it.
+// IsInKeyStore reports whether the operator has written the tenant to the key store at least once (a
+// generation was reconciled successfully), so keys can reference it. The row is never deleted, so this
+// stays true through a later key store outage.
 func (t *Tenant) IsInKeyStore() bool {
-	return meta.IsStatusConditionTrue(t.Status.Conditions, ConditionKeyStoreSynced)
+	return t.Status.ObservedGeneration > 0
 }
 
 // SetCondition sets one condition for the current generation; LastTransitionTime changes only when the

@@ -22,11 +22,12 @@ type command struct {
 
 // commands is the subcommand table.
 var commands = map[string]command{
-	"migrate": {"apply the embedded SQL migrations", runMigrate},
-	"ingress": {"serve the tenant API (/v1)", runIngress},
-	"tenant":  {"admin: create, suspend, resume, list tenants; add developers", runTenant},
-	"apikey":  {"admin: create, revoke, list API keys", runAPIKey},
-	"webhook": {"serve the messenger webhook (or long-poll updates); set-url registers it", runWebhook},
+	"migrate":  {"apply the embedded SQL migrations", runMigrate},
+	"ingress":  {"serve the tenant API (/v1)", runIngress},
+	"tenant":   {"admin: create, suspend, resume, list tenants; add developers", runTenant},
+	"apikey":   {"admin: create, revoke, list API keys", runAPIKey},
+	"operator": {"reconcile Tenant and ApiKey resources into the key store", runOperator},
+	"webhook":  {"serve the messenger webhook (or long-poll updates); set-url registers it", runWebhook},
 }
 
 func main() {

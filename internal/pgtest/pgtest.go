@@ -32,7 +32,11 @@ var (
 )
 
 // Main runs the tests and stops the cluster afterwards, then exits.
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run runs the tests, stops the cluster afterwards and returns the exit code, for a TestMain that has
+// more to tear down (an envtest control plane) before exiting.
+func Run(m *testing.M) int {
 	code := m.Run()
 	mu.Lock()
 	if cluster != nil {
@@ -40,7 +44,7 @@ func Main(m *testing.M) {
 		_ = os.RemoveAll(tmpDir)
 	}
 	mu.Unlock()
-	os.Exit(code)
+	return code
 }
 
 func ensure() (*pglocal.Cluster, error) {

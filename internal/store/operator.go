@@ -255,20 +255,3 @@ func (s *Store) RevokeOwnerKeys(ctx context.Context, ownerRef string) (int64, er
 	}
 	return tag.RowsAffected(), nil
 }
-
-// KeyUsable reports whether the key with this digest authenticates, by the same rule as the API: the key
-// exists, is not disabled, revoked or expired, and its tenant is not suspended.
-func (s *Store) KeyUsable(ctx context.Context, digest [32]byte) (bool, error) {
-	ctx, cancel := withTimeout(ctx)
-	defer cancel()
-	var ok bool
-	err := s.pool.QueryRow(ctx, `
-SELECT EXISTS (
-  SELECT 1 FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
-   WHERE k.digest = $1 AND NOT k.disabled AND k.revoked_at IS NULL
-     AND (k.expires_at IS NULL OR k.expires_at > now()) AND NOT t.suspended)`, digest[:]).Scan(&ok)
-	if err != nil {
-		return false, translate(err, "checking a key")
-	}
-	return ok, nil
-}

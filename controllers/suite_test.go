@@ -1,0 +1,418 @@
+package controllers_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
+	"github.com/heraldhq/herald/internal/apikey"
+	"github.com/heraldhq/herald/internal/operator"
+	"github.com/heraldhq/herald/internal/pgtest"
+	"github.com/heraldhq/herald/internal/store"
+)
+
+// One API server (envtest: real kube-apiserver and etcd, with the CRDs of config/crd/bases) for the
+// package; each test runs its own operator manager over its own fresh database, in its own namespace.
+var (
+	restConfig *rest.Config
+	k8s        client.Client // uncached: what kubectl would see
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	ctrl.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		// The binaries hack/envtest.sh builds, when a developer runs go test by hand.
+		if dir, _ := filepath.Abs(filepath.Join("..", "bin", "k8s")); fileExists(filepath.Join(dir, "kube-apiserver")) && fileExists(filepath.Join(dir, "etcd")) {
+			os.Setenv("KUBEBUILDER_ASSETS", dir)
+		} else {
+			fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set and ./bin/k8s has no kube-apiserver and etcd: run `make envtest` (hack/envtest.sh) first")
+			return 1
+		}
+	}
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "starting envtest (KUBEBUILDER_ASSETS=%s): %v\n", os.Getenv("KUBEBUILDER_ASSETS"), err)
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+	restConfig = cfg
+	if k8s, err = client.New(cfg, client.Options{Scheme: operator.Scheme()}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return pgtest.Run(m)
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// harness is one running operator over a fresh database.
+type harness struct {
+	t       *testing.T
+	ctx     context.Context
+	st      *store.Store
+	dbURL   string
+	ns      string
+	suffix  string
+	tenants []string
+}
+
+// start runs the real manager (both reconcilers) with opts; the resync and grace default to short test
+// values. Everything the test created through the harness is deleted (finalizers included) before the
+// manager stops.
+func start(t *testing.T, opts operator.Options) *harness {
+	t.Helper()
+	st, url := pgtest.NewStore(t)
+	if opts.ResyncPeriod == 0 {
+		opts.ResyncPeriod = time.Second
+	}
+	if opts.RotationGracePeriod == 0 {
+		opts.RotationGracePeriod = time.Hour
+	}
+	opts.MetricsAddr, opts.ProbeAddr = "0", "0"
+	opts.SkipControllerNameValidation = true
+	opts.Logger = logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	mgr, err := operator.NewManager(restConfig, st, opts)
+	if err != nil {
+		t.Fatalf("creating the manager: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	h := &harness{t: t, ctx: context.Background(), st: st, dbURL: url, suffix: hex.EncodeToString(b)}
+	h.ns = "ns-" + h.suffix
+	h.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: h.ns}})
+	t.Cleanup(func() {
+		h.cleanup()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager stopped with an error: %v", err)
+		}
+	})
+	return h
+}
+
+func (h *harness) cleanup() {
+	ctx := h.ctx
+	_ = k8s.DeleteAllOf(ctx, &notifyv1alpha1.ApiKey{}, client.InNamespace(h.ns))
+	for _, name := range h.tenants {
+		_ = k8s.Delete(ctx, &notifyv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		var keys notifyv1alpha1.ApiKeyList
+		_ = k8s.List(ctx, &keys, client.InNamespace(h.ns))
+		left := len(keys.Items)
+		for _, name := range h.tenants {
+			if err := k8s.Get(ctx, client.ObjectKey{Name: name}, &notifyv1alpha1.Tenant{}); err == nil {
+				left++
+			}
+		}
+		if left == 0 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	h.t.Errorf("cleanup: objects of %s still present after 15s (finalizers not removed)", h.ns)
+	// Unblock the next tests anyway.
+	var keys notifyv1alpha1.ApiKeyList
+	_ = k8s.List(ctx, &keys, client.InNamespace(h.ns))
+	for i := range keys.Items {
+		_ = k8s.Patch(ctx, &keys.Items[i], client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`)))
+	}
+	for _, name := range h.tenants {
+		_ = k8s.Patch(ctx, &notifyv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name}}, client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`)))
+	}
+}
+
+func (h *harness) create(obj client.Object) {
+	h.t.Helper()
+	if err := k8s.Create(h.ctx, obj); err != nil {
+		h.t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+// tenant creates a Tenant with a name unique to the test (name + suffix) that lists the test namespace.
+func (h *harness) tenant(name string, mutate ...func(*notifyv1alpha1.Tenant)) *notifyv1alpha1.Tenant {
+	h.t.Helper()
+	tn := &notifyv1alpha1.Tenant{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-" + h.suffix},
+		Spec:       notifyv1alpha1.TenantSpec{DisplayName: "Acme Corp", ApiKeyNamespaces: []string{h.ns}},
+	}
+	for _, m := range mutate {
+		m(tn)
+	}
+	h.tenants = append(h.tenants, tn.Name)
+	h.create(tn)
+	return tn
+}
+
+func (h *harness) apiKey(name, tenant string, mutate ...func(*notifyv1alpha1.ApiKey)) *notifyv1alpha1.ApiKey {
+	h.t.Helper()
+	k := &notifyv1alpha1.ApiKey{
+		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: name},
+		Spec:       notifyv1alpha1.ApiKeySpec{Tenant: tenant},
+	}
+	for _, m := range mutate {
+		m(k)
+	}
+	h.create(k)
+	return k
+}
+
+// eventually polls check until it returns nil, failing the test with its last error after timeout.
+func (h *harness) eventually(timeout time.Duration, what string, check func() error) {
+	h.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%s: not within %s: %v", what, timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// update re-reads obj, applies mutate and writes it, retrying on conflicts.
+func update[T client.Object](h *harness, obj T, mutate func(T)) {
+	h.t.Helper()
+	h.eventually(10*time.Second, "update "+obj.GetName(), func() error {
+		if err := k8s.Get(h.ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		mutate(obj)
+		return k8s.Update(h.ctx, obj)
+	})
+}
+
+func (h *harness) getKey(k *notifyv1alpha1.ApiKey) *notifyv1alpha1.ApiKey {
+	h.t.Helper()
+	out := &notifyv1alpha1.ApiKey{}
+	if err := k8s.Get(h.ctx, client.ObjectKeyFromObject(k), out); err != nil {
+		h.t.Fatalf("get ApiKey %s: %v", k.Name, err)
+	}
+	return out
+}
+
+func (h *harness) getTenant(name string) *notifyv1alpha1.Tenant {
+	h.t.Helper()
+	out := &notifyv1alpha1.Tenant{}
+	if err := k8s.Get(h.ctx, client.ObjectKey{Name: name}, out); err != nil {
+		h.t.Fatalf("get Tenant %s: %v", name, err)
+	}
+	return out
+}
+
+// condition checks one condition of a condition list against status and reason, and that it is
+// for generation.
+func condition(conds []metav1.Condition, generation int64, condType string, status metav1.ConditionStatus, reason string) error {
+	c := meta.FindStatusCondition(conds, condType)
+	switch {
+	case c == nil:
+		return fmt.Errorf("no %s condition in %+v", condType, conds)
+	case c.Status != status || c.Reason != reason:
+		return fmt.Errorf("%s = %s/%s (%q), want %s/%s", condType, c.Status, c.Reason, c.Message, status, reason)
+	case c.ObservedGeneration != generation:
+		return fmt.Errorf("%s is for generation %d, want %d", condType, c.ObservedGeneration, generation)
+	}
+	return nil
+}
+
+// waitKey waits until the ApiKey's Ready condition has status and reason for its current generation and
+// returns the object.
+func (h *harness) waitKey(k *notifyv1alpha1.ApiKey, status metav1.ConditionStatus, reason string) *notifyv1alpha1.ApiKey {
+	h.t.Helper()
+	var got *notifyv1alpha1.ApiKey
+	h.eventually(10*time.Second, "ApiKey "+k.Name+" Ready="+string(status)+"/"+reason, func() error {
+		got = &notifyv1alpha1.ApiKey{}
+		if err := k8s.Get(h.ctx, client.ObjectKeyFromObject(k), got); err != nil {
+			return err
+		}
+		return condition(got.Status.Conditions, got.Generation, notifyv1alpha1.ConditionReady, status, reason)
+	})
+	return got
+}
+
+func (h *harness) waitTenant(name string, status metav1.ConditionStatus, reason string) *notifyv1alpha1.Tenant {
+	h.t.Helper()
+	var got *notifyv1alpha1.Tenant
+	h.eventually(10*time.Second, "Tenant "+name+" Ready="+string(status)+"/"+reason, func() error {
+		got = &notifyv1alpha1.Tenant{}
+		if err := k8s.Get(h.ctx, client.ObjectKey{Name: name}, got); err != nil {
+			return err
+		}
+		if got.Status.ObservedGeneration != got.Generation {
+			return fmt.Errorf("observedGeneration %d, generation %d", got.Status.ObservedGeneration, got.Generation)
+		}
+		return condition(got.Status.Conditions, got.Generation, notifyv1alpha1.ConditionReady, status, reason)
+	})
+	return got
+}
+
+// secret returns the Secret of an ApiKey (its spec.secretName, defaulted to its name).
+func (h *harness) secret(k *notifyv1alpha1.ApiKey) *corev1.Secret {
+	h.t.Helper()
+	name := k.Spec.SecretName
+	if name == "" {
+		name = k.Name
+	}
+	s := &corev1.Secret{}
+	if err := k8s.Get(h.ctx, client.ObjectKey{Namespace: h.ns, Name: name}, s); err != nil {
+		h.t.Fatalf("get Secret %s: %v", name, err)
+	}
+	return s
+}
+
+func (h *harness) secretKey(k *notifyv1alpha1.ApiKey) string {
+	h.t.Helper()
+	return string(h.secret(k).Data[notifyv1alpha1.SecretKeyAPIKey])
+}
+
+// usable reports whether the key authenticates against the key store, with the API's own rule.
+func (h *harness) usable(secret string) bool {
+	h.t.Helper()
+	_, err := h.st.Authenticate(h.ctx, apikey.Digest(secret))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		h.t.Fatalf("authenticate: %v", err)
+	}
+	return err == nil
+}
+
+func (h *harness) waitUsable(secret string, want bool, within time.Duration) {
+	h.t.Helper()
+	h.eventually(within, fmt.Sprintf("key %s usable=%v", secret[:apikey.PrefixLen], want), func() error {
+		if got := h.usable(secret); got != want {
+			return fmt.Errorf("usable = %v", got)
+		}
+		return nil
+	})
+}
+
+// keyRow is a row of api_keys, as a test reads it.
+type keyRow struct {
+	ID        string
+	TenantID  string
+	Prefix    string
+	Label     *string
+	OwnerRef  *string
+	Disabled  bool
+	ExpiresAt *time.Time
+	RevokedAt *time.Time
+	UpdatedAt time.Time
+	Xmin      string
+}
+
+func (h *harness) keyRow(secret string) keyRow {
+	h.t.Helper()
+	var r keyRow
+	d := apikey.Digest(secret)
+	err := h.st.Pool().QueryRow(h.ctx, `
+SELECT id::text, tenant_id, prefix, label, owner_ref, disabled, expires_at, revoked_at, updated_at, xmin::text
+  FROM api_keys WHERE digest = $1`, d[:]).Scan(&r.ID, &r.TenantID, &r.Prefix, &r.Label, &r.OwnerRef, &r.Disabled, &r.ExpiresAt, &r.RevokedAt, &r.UpdatedAt, &r.Xmin)
+	if err != nil {
+		h.t.Fatalf("reading the key row of %s: %v", secret[:apikey.PrefixLen], err)
+	}
+	return r
+}
+
+func (h *harness) exec(sql string, args ...any) {
+	h.t.Helper()
+	if _, err := h.st.Pool().Exec(h.ctx, sql, args...); err != nil {
+		h.t.Fatalf("exec %q: %v", sql, err)
+	}
+}
+
+// events returns the events about the object, oldest first.
+func (h *harness) events(obj client.Object) []eventsv1.Event {
+	h.t.Helper()
+	var list eventsv1.EventList
+	ns := obj.GetNamespace()
+	if ns == "" {
+		ns = metav1.NamespaceDefault
+	}
+	if err := k8s.List(h.ctx, &list, client.InNamespace(ns)); err != nil {
+		h.t.Fatalf("listing events: %v", err)
+	}
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Regarding.Name == obj.GetName() && e.Regarding.UID == obj.GetUID() {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// waitEvent waits for an event of type and reason about obj whose note contains text.
+func (h *harness) waitEvent(obj client.Object, eventType, reason, text string) {
+	h.t.Helper()
+	h.eventually(10*time.Second, fmt.Sprintf("%s event %s about %s", eventType, reason, obj.GetName()), func() error {
+		evs := h.events(obj)
+		for _, e := range evs {
+			if e.Type == eventType && e.Reason == reason && strings.Contains(e.Note, text) {
+				return nil
+			}
+		}
+		var seen []string
+		for _, e := range evs {
+			seen = append(seen, e.Type+"/"+e.Reason+": "+e.Note)
+		}
+		return fmt.Errorf("events seen: %q", seen)
+	})
+}
+
+func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
+
+// reconcileCount is the number of reconciles the operator's controllers ran in this process.
+func reconcileCount(t *testing.T) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && (l.GetValue() == "apikey" || l.GetValue() == "tenant") {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
+}

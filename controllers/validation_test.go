@@ -1,0 +1,233 @@
+package controllers_test
+
+import (
+	"cmp"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
+)
+
+// The schema and CEL rules of the CRDs, checked against the real API server with the exact messages a
+// `kubectl apply` of a bad object prints.
+
+func TestTenantSchemaRejectsBadObjects(t *testing.T) {
+	ctx := context.Background()
+	valid := func(name string) *notifyv1alpha1.Tenant {
+		return &notifyv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: notifyv1alpha1.TenantSpec{DisplayName: "Acme"}}
+	}
+	tests := []struct {
+		name   string
+		tenant func() *notifyv1alpha1.Tenant
+		want   string
+	}{
+		{"empty displayName", func() *notifyv1alpha1.Tenant {
+			tn := valid("v-empty-display")
+			tn.Spec.DisplayName = ""
+			return tn
+		}, `Tenant.notify.herald.dev "v-empty-display" is invalid: spec.displayName: Invalid value: "": spec.displayName in body should be at least 1 chars long`},
+		{"displayName too long", func() *notifyv1alpha1.Tenant {
+			tn := valid("v-long-display")
+			tn.Spec.DisplayName = strings.Repeat("é", 129)
+			return tn
+		}, `Tenant.notify.herald.dev "v-long-display" is invalid: [spec.displayName: Too long: may not be more than 128 bytes, <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]`},
+		{"displayName with a newline", func() *notifyv1alpha1.Tenant {
+			tn := valid("v-newline-display")
+			tn.Spec.DisplayName = "Acme\nCorp"
+			return tn
+		}, `Tenant.notify.herald.dev "v-newline-display" is invalid: spec.displayName: Invalid value: "Acme\nCorp": spec.displayName in body should match '^[^\p{Cc}]+$'`},
+		{"name not a DNS label", func() *notifyv1alpha1.Tenant { return valid("acme.example") },
+			`Tenant.notify.herald.dev "acme.example" is invalid: <nil>: Invalid value: metadata.name must be a DNS label (at most 63 characters: lowercase letters, digits and '-')`},
+		{"developer id zero", func() *notifyv1alpha1.Tenant {
+			tn := valid("v-dev-zero")
+			tn.Spec.Developers = []int64{0}
+			return tn
+		}, `Tenant.notify.herald.dev "v-dev-zero" is invalid: spec.developers[0]: Invalid value: 0: spec.developers[0] in body should be greater than or equal to 1`},
+		{"duplicate developer", func() *notifyv1alpha1.Tenant {
+			tn := valid("v-dev-dup")
+			tn.Spec.Developers = []int64{5, 5}
+			return tn
+		}, `Tenant.notify.herald.dev "v-dev-dup" is invalid: spec.developers[1]: Duplicate value: 5`},
+		{"namespace not a DNS label", func() *notifyv1alpha1.Tenant {
+			tn := valid("v-bad-ns")
+			tn.Spec.ApiKeyNamespaces = []string{"Team_A"}
+			return tn
+		}, `Tenant.notify.herald.dev "v-bad-ns" is invalid: spec.apiKeyNamespaces[0]: Invalid value: "Team_A": spec.apiKeyNamespaces[0] in body should match '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'`},
+	}
+	// Lengths count characters, not bytes: 128 two-byte characters are fine.
+	long := valid("v-long-ok")
+	long.Spec.DisplayName = strings.Repeat("é", 128)
+	if err := k8s.Create(ctx, long); err != nil {
+		t.Errorf("a displayName of 128 characters (256 bytes): %v", err)
+	} else {
+		_ = k8s.Delete(ctx, long)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := k8s.Create(ctx, tt.tenant())
+			if err == nil {
+				_ = k8s.Delete(ctx, tt.tenant())
+				t.Fatalf("created; want the error %q", tt.want)
+			}
+			if err.Error() != tt.want {
+				t.Errorf("error\n got %s\nwant %s", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestApiKeySchemaRejectsBadObjects(t *testing.T) {
+	ctx := context.Background()
+	ns := "default"
+	valid := func(name string) *notifyv1alpha1.ApiKey {
+		return &notifyv1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: notifyv1alpha1.ApiKeySpec{Tenant: "acme"}}
+	}
+	creates := []struct {
+		name string
+		obj  client.Object
+		want string
+	}{
+		{"no tenant", unstructuredKey(ns, "v-no-tenant", map[string]any{}),
+			`ApiKey.notify.herald.dev "v-no-tenant" is invalid: [spec.tenant: Required value, <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]`},
+		{"tenant not a DNS label", func() client.Object { k := valid("v-bad-tenant"); k.Spec.Tenant = "Acme Corp"; return k }(),
+			`ApiKey.notify.herald.dev "v-bad-tenant" is invalid: spec.tenant: Invalid value: "Acme Corp": spec.tenant in body should match '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'`},
+		{"label too long", func() client.Object { k := valid("v-long-label"); k.Spec.Label = strings.Repeat("x", 65); return k }(),
+			`ApiKey.notify.herald.dev "v-long-label" is invalid: [spec.label: Too long: may not be more than 64 bytes, <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]`},
+		{"label with a control character", func() client.Object { k := valid("v-ctl-label"); k.Spec.Label = "Acme\tShop"; return k }(),
+			`ApiKey.notify.herald.dev "v-ctl-label" is invalid: spec.label: Invalid value: "Acme\tShop": spec.label in body should match '^[^\p{Cc}]+$'`},
+		{"secretName not a DNS name", func() client.Object { k := valid("v-bad-secret"); k.Spec.SecretName = "My_Secret"; return k }(),
+			`ApiKey.notify.herald.dev "v-bad-secret" is invalid: spec.secretName: Invalid value: "My_Secret": spec.secretName in body should match '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$'`},
+		{"negative rotation", func() client.Object {
+			k := valid("v-neg-rotation")
+			k.Spec.Rotation = &notifyv1alpha1.Rotation{Generation: -1}
+			return k
+		}(), `ApiKey.notify.herald.dev "v-neg-rotation" is invalid: spec.rotation.generation: Invalid value: -1: spec.rotation.generation in body should be greater than or equal to 0`},
+		{"expiresAt not a time", unstructuredKey(ns, "v-bad-expiry", map[string]any{"tenant": "acme", "expiresAt": "tomorrow"}),
+			`ApiKey.notify.herald.dev "v-bad-expiry" is invalid: [spec.expiresAt: Invalid value: "tomorrow": spec.expiresAt in body must be of type date-time: "tomorrow", <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]`},
+	}
+	for _, tt := range creates {
+		t.Run(tt.name, func(t *testing.T) {
+			err := k8s.Create(ctx, tt.obj)
+			if err == nil {
+				_ = k8s.Delete(ctx, tt.obj)
+				t.Fatalf("created; want the error %q", tt.want)
+			}
+			if err.Error() != tt.want {
+				t.Errorf("error\n got %s\nwant %s", err, tt.want)
+			}
+		})
+	}
+
+	updates := []struct {
+		name   string
+		start  func(*notifyv1alpha1.ApiKey)
+		mutate func(*notifyv1alpha1.ApiKey)
+		want   string
+	}{
+		{"tenant changed", nil, func(k *notifyv1alpha1.ApiKey) { k.Spec.Tenant = "other" },
+			`ApiKey.notify.herald.dev "v-update" is invalid: spec.tenant: Invalid value: "other": tenant is immutable`},
+		{"secretName changed", func(k *notifyv1alpha1.ApiKey) { k.Spec.SecretName = "one" }, func(k *notifyv1alpha1.ApiKey) { k.Spec.SecretName = "two" },
+			`ApiKey.notify.herald.dev "v-update" is invalid: spec.secretName: Invalid value: "two": secretName is immutable`},
+		{"secretName removed", func(k *notifyv1alpha1.ApiKey) { k.Spec.SecretName = "one" }, func(k *notifyv1alpha1.ApiKey) { k.Spec.SecretName = "" },
+			`ApiKey.notify.herald.dev "v-update" is invalid: spec: Invalid value: secretName cannot be removed once set`},
+		{"rotation decreased", func(k *notifyv1alpha1.ApiKey) { k.Spec.Rotation = &notifyv1alpha1.Rotation{Generation: 3} },
+			func(k *notifyv1alpha1.ApiKey) { k.Spec.Rotation.Generation = 2 },
+			`ApiKey.notify.herald.dev "v-update" is invalid: spec: Invalid value: rotation.generation may only increase`},
+		{"rotation removed", func(k *notifyv1alpha1.ApiKey) { k.Spec.Rotation = &notifyv1alpha1.Rotation{Generation: 3} },
+			func(k *notifyv1alpha1.ApiKey) { k.Spec.Rotation = nil },
+			`ApiKey.notify.herald.dev "v-update" is invalid: spec: Invalid value: rotation.generation may only increase`},
+	}
+	for _, tt := range updates {
+		t.Run(tt.name, func(t *testing.T) {
+			k := valid("v-update")
+			if tt.start != nil {
+				tt.start(k)
+			}
+			if err := k8s.Create(ctx, k); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = k8s.Delete(ctx, k) }()
+			tt.mutate(k)
+			err := k8s.Update(ctx, k)
+			if err == nil {
+				t.Fatalf("updated; want the error %q", tt.want)
+			}
+			if err.Error() != tt.want {
+				t.Errorf("error\n got %s\nwant %s", err, tt.want)
+			}
+		})
+	}
+
+	// What stays allowed: setting secretName once, and increasing the rotation generation.
+	k := valid("v-allowed")
+	if err := k8s.Create(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = k8s.Delete(ctx, k) }()
+	k.Spec.SecretName = "set-later"
+	k.Spec.Rotation = &notifyv1alpha1.Rotation{Generation: 1}
+	if err := k8s.Update(ctx, k); err != nil {
+		t.Fatalf("setting secretName and a first rotation: %v", err)
+	}
+	k.Spec.Rotation.Generation = 2
+	k.Spec.Label = "Acme"
+	k.Spec.Disabled = true
+	if err := k8s.Update(ctx, k); err != nil {
+		t.Fatalf("rotating, labelling, disabling: %v", err)
+	}
+}
+
+func unstructuredKey(ns, name string, spec map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": notifyv1alpha1.GroupVersion.String(),
+		"kind":       "ApiKey",
+		"metadata":   map[string]any{"namespace": ns, "name": name},
+		"spec":       spec,
+	}}
+	return u
+}
+
+func TestSamplesApplyCleanly(t *testing.T) {
+	ctx := context.Background()
+	files, err := filepath.Glob(filepath.Join("..", "config", "samples", "*.yaml"))
+	if err != nil || len(files) < 3 {
+		t.Fatalf("samples: %v %v", files, err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, f := range files {
+		if filepath.Base(f) == "kustomization.yaml" {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(data, &u.Object); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		objs = append(objs, u)
+	}
+	// Namespaces first, as kubectl apply -k orders them.
+	slices.SortStableFunc(objs, func(a, b *unstructured.Unstructured) int {
+		return cmp.Compare(map[bool]int{true: 0, false: 1}[a.GetKind() == "Namespace"], map[bool]int{true: 0, false: 1}[b.GetKind() == "Namespace"])
+	})
+	for _, u := range objs {
+		if err := k8s.Create(ctx, u); err != nil {
+			t.Errorf("applying sample %s %s: %v", u.GetKind(), u.GetName(), err)
+			continue
+		}
+		if u.GetKind() != "Namespace" {
+			t.Cleanup(func() { _ = k8s.Delete(ctx, u) })
+		}
+	}
+}

@@ -1,0 +1,214 @@
+// Package operator runs the Herald operator: a controller-runtime manager with the Tenant and ApiKey
+// reconcilers, leader election, metrics and health probes. `herald operator` calls Run.
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
+	"github.com/heraldhq/herald/controllers"
+	"github.com/heraldhq/herald/internal/store"
+)
+
+// Defaults of Options.
+const (
+	DefaultMetricsAddr         = ":8080"
+	DefaultProbeAddr           = ":8081"
+	DefaultLeaderElectionID    = "herald-operator.notify.herald.dev"
+	DefaultRotationGracePeriod = 24 * time.Hour
+	DefaultResyncPeriod        = 5 * time.Minute
+	DefaultMaxDBConns          = 4
+)
+
+// Options configure the operator. Zero values take the defaults above.
+type Options struct {
+	// DatabaseURL is the PostgreSQL URL of the key store (HERALD_DATABASE_URL). Required.
+	DatabaseURL string
+	// MetricsAddr serves Prometheus metrics at /metrics; "0" disables it.
+	MetricsAddr string
+	// ProbeAddr serves /healthz and /readyz; "0" disables it.
+	ProbeAddr string
+	// LeaderElection makes replicas elect one active operator through a Lease.
+	LeaderElection bool
+	// LeaderElectionNamespace holds the Lease; empty: the namespace the pod runs in.
+	LeaderElectionNamespace string
+	// LeaderElectionID names the Lease.
+	LeaderElectionID string
+	// RotationGracePeriod is how long a rotated-out key keeps working before it is revoked.
+	RotationGracePeriod time.Duration
+	// ResyncPeriod is how often every object is checked against the key store, repairing changes made
+	// to it by hand.
+	ResyncPeriod time.Duration
+	// MaxDBConns caps the PostgreSQL connections.
+	MaxDBConns int32
+	// RestConfig reaches the API server; nil: the in-cluster config or the kubeconfig
+	// (ctrl.GetConfig: --kubeconfig, $KUBECONFIG, ~/.kube/config).
+	RestConfig *rest.Config
+	// Logger receives the manager's and the reconcilers' logs; zero: slog.Default().
+	Logger logr.Logger
+
+	// SkipControllerNameValidation lets several managers run in one process (tests only).
+	SkipControllerNameValidation bool
+}
+
+func (o *Options) setDefaults() {
+	if o.MetricsAddr == "" {
+		o.MetricsAddr = DefaultMetricsAddr
+	}
+	if o.ProbeAddr == "" {
+		o.ProbeAddr = DefaultProbeAddr
+	}
+	if o.LeaderElectionID == "" {
+		o.LeaderElectionID = DefaultLeaderElectionID
+	}
+	if o.RotationGracePeriod == 0 {
+		o.RotationGracePeriod = DefaultRotationGracePeriod
+	}
+	if o.ResyncPeriod == 0 {
+		o.ResyncPeriod = DefaultResyncPeriod
+	}
+	if o.MaxDBConns == 0 {
+		o.MaxDBConns = DefaultMaxDBConns
+	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = logr.FromSlogHandler(slog.Default().Handler())
+	}
+}
+
+// Validate reports the first invalid option, in words an operator of the operator can act on.
+func (o *Options) Validate() error {
+	if o.DatabaseURL == "" {
+		return errors.New("the database URL is required (HERALD_DATABASE_URL)")
+	}
+	return o.validateManager()
+}
+
+func (o *Options) validateManager() error {
+	switch {
+	case o.RotationGracePeriod < 0:
+		return fmt.Errorf("the rotation grace period must not be negative, got %s", o.RotationGracePeriod)
+	case o.ResyncPeriod < time.Second:
+		return fmt.Errorf("the resync period must be at least 1s, got %s", o.ResyncPeriod)
+	case o.MaxDBConns < 1:
+		return fmt.Errorf("the maximum number of database connections must be at least 1, got %d", o.MaxDBConns)
+	}
+	return nil
+}
+
+// Run runs the operator until ctx is cancelled. PostgreSQL need not be up at start: reconcilers report
+// its absence in the objects' status and retry.
+func Run(ctx context.Context, opts Options) error {
+	opts.setDefaults()
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	ctrl.SetLogger(opts.Logger)
+	cfg := opts.RestConfig
+	if cfg == nil {
+		var err error
+		if cfg, err = ctrl.GetConfig(); err != nil {
+			return fmt.Errorf("while loading the Kubernetes client configuration: %w", err)
+		}
+	}
+	st, err := store.OpenLazy(opts.DatabaseURL, opts.MaxDBConns)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	mgr, err := NewManager(cfg, st, opts)
+	if err != nil {
+		return err
+	}
+	opts.Logger.Info("starting the operator", "leaderElection", opts.LeaderElection,
+		"rotationGracePeriod", opts.RotationGracePeriod.String(), "resyncPeriod", opts.ResyncPeriod.String())
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("while running the operator: %w", err)
+	}
+	return nil
+}
+
+// Scheme holds the types the operator reads and writes.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := notifyv1alpha1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// NewManager builds the manager with both reconcilers on st; Run starts it. Tests use it to run the real
+// manager against envtest.
+func NewManager(cfg *rest.Config, st *store.Store, opts Options) (manager.Manager, error) {
+	opts.setDefaults()
+	if err := opts.validateManager(); err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        Scheme(),
+		Logger:                        opts.Logger,
+		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress:        opts.ProbeAddr,
+		LeaderElection:                opts.LeaderElection,
+		LeaderElectionID:              opts.LeaderElectionID,
+		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		Cache: cache.Options{
+			// Only the Secrets the operator writes are cached (and watched), not every Secret of the cluster.
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{controllers.ManagedByLabel: controllers.ManagedByValue})},
+			},
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("while creating the manager: %w", err)
+	}
+	copts := controllers.ControllerOptions{SkipNameValidation: opts.SkipControllerNameValidation}
+	tenants := &controllers.TenantReconciler{
+		Client:       mgr.GetClient(),
+		Store:        st,
+		Recorder:     mgr.GetEventRecorder("herald-operator"),
+		ResyncPeriod: opts.ResyncPeriod,
+	}
+	if err := tenants.SetupWithManager(mgr, copts); err != nil {
+		return nil, fmt.Errorf("while setting up the Tenant controller: %w", err)
+	}
+	keys := &controllers.ApiKeyReconciler{
+		Client:              mgr.GetClient(),
+		APIReader:           mgr.GetAPIReader(),
+		Store:               st,
+		Recorder:            mgr.GetEventRecorder("herald-operator"),
+		RotationGracePeriod: opts.RotationGracePeriod,
+		ResyncPeriod:        opts.ResyncPeriod,
+	}
+	if err := keys.SetupWithManager(context.Background(), mgr, copts); err != nil {
+		return nil, fmt.Errorf("while setting up the ApiKey controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("while adding the health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("key-store", func(req *http.Request) error { return st.Ping(req.Context()) }); err != nil {
+		return nil, fmt.Errorf("while adding the readiness check: %w", err)
+	}
+	return mgr, nil
+}
