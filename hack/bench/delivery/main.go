@@ -1,0 +1,370 @@
+// Command delivery benchmarks the delivery worker end to end (`make bench-delivery`): a private
+// PostgreSQL, the embedded Kafka broker, the tenant API and the messenger simulator answering in 50 ms with
+// the paid-broadcast limit of 1,000 messages per second, and one worker.
+//
+//   - throughput: a backlog of -backlog notifications to as many chats, sent through the API before the
+//     worker starts; deliveries per second from the first delivery to the last.
+//   - latency: -rate sends per second through the API for -duration; median and p95 from the 202 to the
+//     delivered status in PostgreSQL.
+//
+// Each run uses fresh state; the figures of -runs runs are printed with their medians. The simulator's
+// limit violations must be zero.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/heraldhq/herald/internal/apikey"
+	"github.com/heraldhq/herald/internal/delivery"
+	"github.com/heraldhq/herald/internal/ingress"
+	"github.com/heraldhq/herald/internal/kafkatest"
+	"github.com/heraldhq/herald/internal/messenger"
+	"github.com/heraldhq/herald/internal/pglocal"
+	"github.com/heraldhq/herald/internal/queue"
+	"github.com/heraldhq/herald/internal/server"
+	"github.com/heraldhq/herald/internal/sim"
+	"github.com/heraldhq/herald/internal/store"
+)
+
+var (
+	runs      = flag.Int("runs", 3, "independent runs")
+	backlog   = flag.Int("backlog", 15000, "notifications in the throughput backlog")
+	rate      = flag.Int("rate", 100, "sends per second in the latency phase")
+	duration  = flag.Duration("duration", 10*time.Second, "length of the latency phase")
+	limit     = flag.Float64("limit", 1000, "the bot's global limit (simulator and worker)")
+	latencyMS = flag.Int("latency", 50, "simulator answer latency in ms")
+	verbose   = flag.Bool("v", false, "log the worker's warnings to stderr")
+	cpuprof   = flag.String("cpuprofile", "", "write a CPU profile of the last run's throughput phase")
+)
+
+type result struct {
+	throughput float64
+	p50, p95   time.Duration
+	violations int64
+}
+
+func main() {
+	flag.Parse()
+	log.SetFlags(0)
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "herald-bench-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	pg, err := pglocal.Start(ctx, pglocal.Options{Dir: dir, MaxConnections: 300})
+	if err != nil {
+		log.Fatalf("starting PostgreSQL: %v", err)
+	}
+	defer pg.Stop()
+
+	host, _ := os.Hostname()
+	fmt.Printf("machine: %s, %s/%s, %d CPUs, %s\n", host, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
+	fmt.Printf("simulator: %d ms latency, global limit %.0f/s, 1/s per chat; backlog %d; latency phase %d/s for %v\n",
+		*latencyMS, *limit, *backlog, *rate, *duration)
+	var results []result
+	for i := range *runs {
+		r, err := run(ctx, pg, i)
+		if err != nil {
+			log.Fatalf("run %d: %v", i+1, err)
+		}
+		fmt.Printf("run %d: throughput %.0f deliveries/s, latency p50 %v p95 %v, limit violations %d\n",
+			i+1, r.throughput, r.p50.Round(100*time.Microsecond), r.p95.Round(100*time.Microsecond), r.violations)
+		results = append(results, r)
+	}
+	med := func(f func(result) float64) float64 {
+		v := make([]float64, len(results))
+		for i, r := range results {
+			v[i] = f(r)
+		}
+		sort.Float64s(v)
+		return v[len(v)/2]
+	}
+	var violations int64
+	for _, r := range results {
+		violations += r.violations
+	}
+	tp := med(func(r result) float64 { return r.throughput })
+	p50 := time.Duration(med(func(r result) float64 { return float64(r.p50) }))
+	fmt.Printf("median of %d runs: throughput %.0f deliveries/s (target ≥ 950), latency p50 %v (target < 100 ms), p95 %v, violations %d (target 0)\n",
+		len(results), tp, p50.Round(100*time.Microsecond),
+		time.Duration(med(func(r result) float64 { return float64(r.p95) })).Round(100*time.Microsecond), violations)
+	if tp < 950 || p50 >= 100*time.Millisecond || violations != 0 {
+		fmt.Println("FAIL")
+		os.Exit(1)
+	}
+	fmt.Println("PASS")
+}
+
+func run(ctx context.Context, pg *pglocal.Cluster, i int) (result, error) {
+	var res result
+	db := "bench_" + strconv.Itoa(i)
+	if err := pg.CreateDatabase(ctx, db, ""); err != nil {
+		return res, err
+	}
+	url := pg.URL(db)
+	if err := store.Migrate(ctx, url); err != nil {
+		return res, err
+	}
+	st, err := store.Open(ctx, url, 64)
+	if err != nil {
+		return res, err
+	}
+	defer st.Close()
+	prefix := "bench" + strconv.Itoa(i)
+	broker, err := kafkatest.Start(prefix, 0, queue.DefaultPartitions)
+	if err != nil {
+		return res, err
+	}
+	defer broker.Close()
+	producer := queue.NewProducer(broker.Addrs(), prefix)
+	defer producer.Close()
+	quiet := slog.New(slog.DiscardHandler)
+
+	api := ingress.New(st, producer, quiet, ingress.Options{DeepLinkBase: "https://t.me", BotUsername: "bench_bot"})
+	router := server.NewRouter(quiet)
+	api.Routes(router)
+	apiURL, stopAPI, err := serve(router)
+	if err != nil {
+		return res, err
+	}
+	defer stopAPI()
+	s := sim.New(sim.Options{GlobalRate: *limit, Logger: quiet})
+	defer s.Close()
+	simURL, stopSim, err := serve(s)
+	if err != nil {
+		return res, err
+	}
+	defer stopSim()
+	if err := s.SetFaults(sim.Faults{LatencyMS: *latencyMS}); err != nil {
+		return res, err
+	}
+
+	// Tenant, key, and one linked, verified user per chat.
+	users := *backlog + *rate*int(duration.Seconds()) + 10
+	if err := st.CreateTenant(ctx, "bench", "Bench Developer"); err != nil {
+		return res, err
+	}
+	k := apikey.New()
+	label := "Bench"
+	if _, err := st.InsertAPIKey(ctx, "bench", k.Digest, k.Prefix, &label, nil); err != nil {
+		return res, err
+	}
+	for _, q := range []string{
+		`INSERT INTO users (tenant_id, user_id) SELECT 'bench', 'u' || g FROM generate_series(1, $1) g`,
+		`INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) SELECT 'bench', 'u' || g, 100000 + g, 100000 + g FROM generate_series(1, $1) g`,
+		`INSERT INTO phone_verifications (tenant_id, user_id, status, verified_at) SELECT 'bench', 'u' || g, 'verified', now() FROM generate_series(1, $1) g`,
+	} {
+		if _, err := st.Pool().Exec(ctx, q, users); err != nil {
+			return res, err
+		}
+	}
+	for u := 1; u <= users; u++ {
+		if _, err := s.EnsureUser(sim.User{ID: int64(100000 + u)}); err != nil {
+			return res, err
+		}
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	send := func(user int, prio int) (string, time.Time, error) {
+		body, _ := json.Marshal(map[string]any{"user_id": "u" + strconv.Itoa(user), "message": "benchmark message", "priority": prio})
+		req, _ := http.NewRequest("POST", apiURL+"/v1/send", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+k.Secret)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			return "", time.Time{}, err
+		}
+		at := time.Now()
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusAccepted {
+			return "", at, fmt.Errorf("send: %d %s", resp.StatusCode, b)
+		}
+		var out struct {
+			TrackingID string `json:"tracking_id"`
+		}
+		err = json.Unmarshal(b, &out)
+		return out.TrackingID, at, err
+	}
+
+	// Throughput: the backlog goes in before the worker starts.
+	var wg sync.WaitGroup
+	errc := make(chan error, 1)
+	next := make(chan int)
+	for range 64 {
+		wg.Go(func() {
+			for u := range next {
+				if _, _, err := send(u, 5); err != nil {
+					select {
+					case errc <- err:
+					default:
+					}
+				}
+			}
+		})
+	}
+	for u := 1; u <= *backlog; u++ {
+		next <- u
+	}
+	close(next)
+	wg.Wait()
+	select {
+	case err := <-errc:
+		return res, err
+	default:
+	}
+
+	if *cpuprof != "" && i == *runs-1 {
+		stop, err := startProfile(*cpuprof)
+		if err != nil {
+			return res, err
+		}
+		defer stop()
+	}
+	wctx, stopWorker := context.WithCancel(ctx)
+	w, err := delivery.New(delivery.Options{
+		Store: st, Sender: messenger.New(simURL, s.Token(), nil), Brokers: broker.Addrs(), TopicPrefix: prefix,
+		GroupID: "bench", Logger: workerLogger(quiet), RateLimit: *limit, LagInterval: time.Second,
+	})
+	if err != nil {
+		stopWorker()
+		return res, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	defer func() { stopWorker(); <-done }()
+
+	var first, last time.Time
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		var n int
+		if err := st.Pool().QueryRow(ctx, `SELECT count(*) FROM notifications WHERE status = 'delivered'`).Scan(&n); err != nil {
+			return res, err
+		}
+		if n >= *backlog {
+			break
+		}
+		if time.Now().After(deadline) {
+			return res, fmt.Errorf("only %d of %d delivered after 5 minutes", n, *backlog)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The simulator's clock: first to last message received.
+	for u := 1; u <= *backlog; u++ {
+		for _, m := range s.Messages(int64(100000 + u)) {
+			if first.IsZero() || m.Time.Before(first) {
+				first = m.Time
+			}
+			if m.Time.After(last) {
+				last = m.Time
+			}
+		}
+	}
+	res.throughput = float64(*backlog-1) / last.Sub(first).Seconds()
+	fmt.Printf("  throughput phase: %.0f deliveries/s\n", res.throughput)
+
+	// Latency: a steady rate of sends, each to a fresh chat.
+	type sent struct {
+		id string
+		at time.Time
+	}
+	total := *rate * int(duration.Seconds())
+	out := make([]sent, total)
+	tick := time.NewTicker(time.Second / time.Duration(*rate))
+	var lwg sync.WaitGroup
+	for j := range total {
+		<-tick.C
+		lwg.Go(func() {
+			id, at, err := send(*backlog+1+j, 5)
+			if err != nil {
+				select {
+				case errc <- err:
+				default:
+				}
+			}
+			out[j] = sent{id, at}
+		})
+	}
+	tick.Stop()
+	lwg.Wait()
+	select {
+	case err := <-errc:
+		return res, err
+	default:
+	}
+	ids := make([]string, total)
+	for j, s := range out {
+		ids[j] = s.id
+	}
+	var lat []time.Duration
+	deadline = time.Now().Add(time.Minute)
+	for {
+		rows, err := st.Pool().Query(ctx, `SELECT tracking_id::text, updated_at FROM notifications WHERE tracking_id = ANY($1::uuid[]) AND status = 'delivered'`, ids)
+		if err != nil {
+			return res, err
+		}
+		at := map[string]time.Time{}
+		for rows.Next() {
+			var id string
+			var t time.Time
+			_ = rows.Scan(&id, &t)
+			at[id] = t
+		}
+		rows.Close()
+		if len(at) == total {
+			for _, s := range out {
+				lat = append(lat, at[s.id].Sub(s.at))
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			var summary []string
+			rows, _ := st.Pool().Query(ctx, `(SELECT status || ':' || count(*) FROM notifications WHERE tracking_id = ANY($1::uuid[]) GROUP BY status) UNION ALL (SELECT user_id FROM notifications WHERE tracking_id = ANY($1::uuid[]) AND status = 'queued' LIMIT 5)`, ids)
+			for rows.Next() {
+				var s string
+				_ = rows.Scan(&s)
+				summary = append(summary, s)
+			}
+			rows.Close()
+			return res, fmt.Errorf("latency phase: %d of %d delivered after a minute: %v", len(at), total, summary)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	sort.Slice(lat, func(a, b int) bool { return lat[a] < lat[b] })
+	res.p50, res.p95 = lat[len(lat)/2], lat[len(lat)*95/100]
+	res.violations = s.Stats().LimitViolations
+	return res, nil
+}
+
+// serve serves h on a free local port.
+func serve(h http.Handler) (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(ln)
+	return "http://" + ln.Addr().String(), func() { srv.Close() }, nil
+}
+
+func workerLogger(quiet *slog.Logger) *slog.Logger {
+	if *verbose {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return quiet
+}

@@ -1,0 +1,278 @@
+package delivery
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Priority is the class of a delivery: the topic it came from.
+type Priority int
+
+const (
+	High Priority = iota
+	Normal
+)
+
+func (p Priority) String() string {
+	if p == High {
+		return "high"
+	}
+	return "normal"
+}
+
+// Limiter is the worker's share of the bot's global rate, granted in priority order: while both classes
+// wait, high gets HighWeight grants for every normal one, so high-priority messages overtake a normal
+// backlog without starving it. Grants follow GCRA (a token bucket) with a small burst, so that a grant
+// that wakes late is caught up rather than lost.
+//
+// It is a queue served by one goroutine (run) rather than a shared x/time/rate limiter, because a plain
+// limiter serves waiters in no particular order and priority needs a choice at each grant.
+type Limiter struct {
+	weight int
+
+	mu          sync.Mutex
+	rate        float64 // grants per second; 0 pauses
+	burst       int
+	next        time.Time // GCRA theoretical arrival time
+	pausedUntil time.Time
+	queues      [2][]*waiter
+	highRun     int // grants to high in a row while normal waited
+	wake        chan struct{}
+}
+
+type waiter struct {
+	granted   chan struct{}
+	abandoned bool
+}
+
+// NewLimiter returns a limiter granting rate per second (0 pauses until SetRate). Call Run to serve it.
+func NewLimiter(rate float64, highWeight int) *Limiter {
+	l := &Limiter{weight: max(1, highWeight), wake: make(chan struct{}, 1)}
+	l.SetRate(rate)
+	return l
+}
+
+// burstFor allows about 10 ms of catch-up: a goroutine that wakes a little late grants what it owes at
+// once instead of losing throughput, and the platform absorbs far more than 10 ms of arrival jitter.
+func burstFor(rate float64) int { return max(1, int(rate/100)) }
+
+// SetRate changes the rate, effective at the next grant.
+func (l *Limiter) SetRate(rate float64) {
+	l.mu.Lock()
+	l.rate = max(0, rate)
+	l.burst = burstFor(l.rate)
+	l.mu.Unlock()
+	l.poke()
+}
+
+// Rate is the current rate.
+func (l *Limiter) Rate() float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rate
+}
+
+// Pause grants nothing until t (a global flood: the platform answered 429 for several chats).
+func (l *Limiter) Pause(until time.Time) {
+	l.mu.Lock()
+	if until.After(l.pausedUntil) {
+		l.pausedUntil = until
+	}
+	l.mu.Unlock()
+	l.poke()
+}
+
+func (l *Limiter) poke() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Wait blocks until a grant for priority p, or ctx ends.
+func (l *Limiter) Wait(ctx context.Context, p Priority) error {
+	w := &waiter{granted: make(chan struct{})}
+	l.mu.Lock()
+	l.queues[p] = append(l.queues[p], w)
+	l.mu.Unlock()
+	l.poke()
+	select {
+	case <-w.granted:
+		return nil
+	case <-ctx.Done():
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		select {
+		case <-w.granted:
+			// Granted as we gave up: the grant is wasted, which errs on the side of sending less.
+		default:
+			w.abandoned = true
+		}
+		return ctx.Err()
+	}
+}
+
+// Run serves grants until ctx ends.
+func (l *Limiter) Run(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		delay := l.grantOne(time.Now())
+		if delay == 0 {
+			continue
+		}
+		if delay > 0 {
+			timer.Reset(delay)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.wake:
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// grantOne grants to one waiter if it may, returning 0; else how long to sleep (-1: until poked).
+func (l *Limiter) grantOne(now time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for p := range l.queues {
+		q := l.queues[p]
+		for len(q) > 0 && q[0].abandoned {
+			q[0] = nil
+			q = q[1:]
+		}
+		l.queues[p] = q
+	}
+	hasHigh, hasNormal := len(l.queues[High]) > 0, len(l.queues[Normal]) > 0
+	if !hasHigh && !hasNormal {
+		return -1
+	}
+	if l.rate <= 0 {
+		return 100 * time.Millisecond
+	}
+	if now.Before(l.pausedUntil) {
+		return l.pausedUntil.Sub(now)
+	}
+	interval := time.Duration(float64(time.Second) / l.rate)
+	if earliest := l.next.Add(-time.Duration(l.burst-1) * interval); now.Before(earliest) {
+		return earliest.Sub(now)
+	}
+	p := Normal
+	switch {
+	case hasHigh && !hasNormal:
+		p, l.highRun = High, 0
+	case hasHigh && l.highRun < l.weight:
+		p = High
+		l.highRun++
+	default:
+		l.highRun = 0
+	}
+	w := l.queues[p][0]
+	l.queues[p][0] = nil
+	l.queues[p] = l.queues[p][1:]
+	tat := l.next
+	if tat.Before(now) {
+		tat = now
+	}
+	l.next = tat.Add(interval)
+	close(w.granted)
+	return 0
+}
+
+// chatLimiter spaces the sends to one chat by interval, and holds a chat the platform throttled. Each
+// Wait reserves a slot, so concurrent deliveries to one chat (one messenger user linked to two tenants)
+// queue up rather than arrive together.
+type chatLimiter struct {
+	interval time.Duration
+
+	mu     sync.Mutex
+	next   map[int64]time.Time // earliest next send per chat
+	recent []throttled         // recent 429s, to tell a flood from one busy chat
+}
+
+type throttled struct {
+	chat int64
+	at   time.Time
+}
+
+func newChatLimiter(interval time.Duration) *chatLimiter {
+	return &chatLimiter{interval: interval, next: map[int64]time.Time{}}
+}
+
+// Wait reserves the chat's next slot and sleeps until it.
+func (c *chatLimiter) Wait(ctx context.Context, chat int64) error {
+	c.mu.Lock()
+	now := time.Now()
+	t := c.next[chat]
+	if t.Before(now) {
+		t = now
+	}
+	c.next[chat] = t.Add(c.interval)
+	c.mu.Unlock()
+	return sleepUntil(ctx, t)
+}
+
+// Sent records the moment the request left: the global limiter may have held it past its slot, and the
+// next send to the chat must keep its distance from the real one.
+func (c *chatLimiter) Sent(chat int64, at time.Time) {
+	c.mu.Lock()
+	if t := at.Add(c.interval); t.After(c.next[chat]) {
+		c.next[chat] = t
+	}
+	c.mu.Unlock()
+}
+
+// Throttle holds the chat until now + wait and reports whether 429s on other chats within the last second
+// make this a flood of the whole bot.
+func (c *chatLimiter) Throttle(chat int64, wait time.Duration) (flood bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if t := now.Add(wait); t.After(c.next[chat]) {
+		c.next[chat] = t
+	}
+	keep := c.recent[:0]
+	for _, r := range c.recent {
+		if now.Sub(r.at) < time.Second {
+			keep = append(keep, r)
+			flood = flood || r.chat != chat
+		}
+	}
+	c.recent = append(keep, throttled{chat: chat, at: now})
+	return flood
+}
+
+// prune forgets chats whose slot is long past, so the map stays as small as the set of active chats.
+func (c *chatLimiter) prune(before time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for chat, t := range c.next {
+		if t.Before(before) {
+			delete(c.next, chat)
+		}
+	}
+}
+
+func sleepUntil(ctx context.Context, t time.Time) error {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,82 @@
+package delivery
+
+import (
+	"context"
+	"sync"
+
+	"github.com/heraldhq/herald/internal/queue"
+	"github.com/heraldhq/herald/internal/store"
+)
+
+// republishDueRetries is the retry scheduler: retries live in PostgreSQL (status retrying,
+// next_attempt_at), and when due their envelopes go back to Kafka. Every worker runs it; SKIP LOCKED
+// shares the rows between them.
+func (w *Worker) republishDueRetries(ctx context.Context) {
+	for ctx.Err() == nil {
+		n, err := w.opts.Store.RepublishDueRetries(ctx, w.opts.RepublishBatch, w.opts.Lease, w.publisher("retry_due"))
+		if err != nil {
+			if ctx.Err() == nil {
+				w.log.Warn("retry scheduler failed", "err", err)
+			}
+			return
+		}
+		if n < w.opts.RepublishBatch {
+			return
+		}
+	}
+}
+
+// redrive re-publishes notifications that look lost: queued for longer than QueuedRedriveAfter (the
+// envelope never reached a worker) or delivering past their lease (the worker died). The claim accepts
+// both; a copy of an envelope that was not lost after all is dropped by the claim.
+func (w *Worker) redrive(ctx context.Context) {
+	for ctx.Err() == nil {
+		n, err := w.opts.Store.RepublishStuck(ctx, w.opts.RepublishBatch, w.opts.QueuedRedriveAfter, w.opts.Lease, w.publisher("redrive"))
+		if err != nil {
+			if ctx.Err() == nil {
+				w.log.Warn("redrive failed", "err", err)
+			}
+			return
+		}
+		if n > 0 {
+			w.log.Info("redrove stuck notifications", "count", n)
+		}
+		if n < w.opts.RepublishBatch {
+			return
+		}
+	}
+}
+
+// publisher produces envelopes concurrently (the producer batches concurrent writes) and returns the
+// tracking ids it produced.
+func (w *Worker) publisher(reason string) store.RepublishFunc {
+	return func(ctx context.Context, batch []store.Pending) []string {
+		var (
+			mu   sync.Mutex
+			done []string
+			wg   sync.WaitGroup
+			sem  = make(chan struct{}, 64)
+		)
+		for _, p := range batch {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				key := queue.UserKey(p.TenantID, p.UserID)
+				if p.Kind == store.KindSystem {
+					key = queue.ChatKey(p.ChatID)
+				}
+				env := queue.Envelope{V: queue.EnvelopeVersion, TrackingID: p.TrackingID, TenantID: p.TenantID}
+				if err := w.producer.Publish(ctx, p.Priority, key, env); err != nil {
+					w.log.Warn("could not re-publish", "tracking_id", p.TrackingID, "reason", reason, "err", err)
+					return
+				}
+				republished.WithLabelValues(reason).Inc()
+				mu.Lock()
+				done = append(done, p.TrackingID)
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		return done
+	}
+}

@@ -1,0 +1,251 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// shareKeeper sets this worker's rate to the global limit times its share of the partitions of both
+// topics, so the replicas together stay within the bot's limit without talking to each other: the
+// partition assignment is the coordination. It reads the share from the group description (members are
+// recognised by the worker's client id) after every rebalance its readers report, when a message arrives
+// from a partition it did not know it had, and every AssignmentInterval.
+//
+// A share that shrinks applies at once; one that grows applies only after ShareSettle, by which time the
+// replicas that gave up those partitions have lowered their own rates. A replica that is shutting down
+// keeps its partitions (and so its share) until it has drained, so its successor never overlaps it.
+type shareKeeper struct {
+	w      *Worker
+	client *kafka.Client
+
+	mu      sync.Mutex
+	known   map[string]map[int]bool // partitions seen in the last description
+	current float64                 // share in force
+	pending *time.Timer             // a delayed increase
+	refresh chan struct{}
+}
+
+func newShareKeeper(w *Worker) *shareKeeper {
+	return &shareKeeper{
+		w:       w,
+		client:  &kafka.Client{Addr: kafka.TCP(w.opts.Brokers...), Timeout: 10 * time.Second},
+		known:   map[string]map[int]bool{},
+		refresh: make(chan struct{}, 1),
+	}
+}
+
+// sawPartition asks for a refresh when a message comes from a partition the last description did not
+// give this worker (it got new partitions in a rebalance).
+func (s *shareKeeper) sawPartition(topic string, partition int) {
+	s.mu.Lock()
+	ok := s.known[topic][partition]
+	s.mu.Unlock()
+	if !ok {
+		s.poke()
+	}
+}
+
+func (s *shareKeeper) poke() {
+	select {
+	case s.refresh <- struct{}{}:
+	default:
+	}
+}
+
+func (s *shareKeeper) run(ctx context.Context) {
+	// Readers report rebalances through their stats; polling them is how a rebalance is noticed quickly.
+	watch := time.NewTicker(100 * time.Millisecond)
+	defer watch.Stop()
+	periodic := time.NewTicker(s.w.opts.AssignmentInterval)
+	defer periodic.Stop()
+	defer func() {
+		s.mu.Lock()
+		if s.pending != nil {
+			s.pending.Stop()
+		}
+		s.mu.Unlock()
+	}()
+	retry := time.Duration(0)
+	for {
+		var after <-chan time.Time
+		if retry > 0 {
+			after = time.After(retry)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-watch.C:
+			rebalanced := false
+			for _, c := range s.w.consumers {
+				if c.reader.Stats().Rebalances > 0 {
+					rebalanced = true
+				}
+			}
+			if !rebalanced {
+				continue
+			}
+		case <-periodic.C:
+		case <-s.refresh:
+		case <-after:
+		}
+		if err := s.update(ctx); err != nil {
+			// Unstable while a rebalance is in progress: look again soon.
+			s.w.log.Debug("partition share not updated", "err", err)
+			retry = 200 * time.Millisecond
+			continue
+		}
+		retry = 0
+	}
+}
+
+var errUnstable = errors.New("consumer group is rebalancing")
+
+// update reads the group description and applies the share it implies.
+func (s *shareKeeper) update(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	topics := []string{s.w.topics.High, s.w.topics.Normal}
+	meta, err := s.client.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
+	if err != nil {
+		return fmt.Errorf("while reading topic metadata: %w", err)
+	}
+	total := 0
+	for _, t := range meta.Topics {
+		total += len(t.Partitions)
+	}
+	resp, err := s.client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{s.w.opts.GroupID}})
+	if err != nil {
+		return fmt.Errorf("while describing the consumer group: %w", err)
+	}
+	if len(resp.Groups) != 1 || resp.Groups[0].Error != nil {
+		return fmt.Errorf("while describing the consumer group: %v", resp.Groups)
+	}
+	g := resp.Groups[0]
+	if g.GroupState != "Stable" || total == 0 {
+		return errUnstable
+	}
+	known := map[string]map[int]bool{}
+	mine := 0
+	for _, m := range g.Members {
+		if m.ClientID != s.w.clientID {
+			continue
+		}
+		for _, t := range m.MemberAssignments.Topics {
+			if known[t.Topic] == nil {
+				known[t.Topic] = map[int]bool{}
+			}
+			for _, p := range t.Partitions {
+				known[t.Topic][p] = true
+				mine++
+			}
+		}
+	}
+	s.mu.Lock()
+	s.known = known
+	s.mu.Unlock()
+	s.apply(float64(mine) / float64(total))
+	return nil
+}
+
+// apply lowers the rate at once, or raises it after ShareSettle.
+func (s *shareKeeper) apply(share float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending != nil {
+		s.pending.Stop()
+		s.pending = nil
+	}
+	set := func() {
+		rate := s.w.opts.RateLimit * share
+		s.w.limiter.SetRate(rate)
+		rateShare.Set(rate)
+	}
+	switch {
+	case share < s.current:
+		s.current = share
+		set()
+		s.w.log.Info("rate share lowered", "share", share, "rate", s.w.opts.RateLimit*share)
+	case share > s.current:
+		s.pending = time.AfterFunc(s.w.opts.ShareSettle, func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.current = share
+			set()
+			s.w.log.Info("rate share raised", "share", share, "rate", s.w.opts.RateLimit*share)
+		})
+	}
+}
+
+// updateLag sets herald_worker_consumer_lag from the group's committed offsets and the topics' end offsets.
+// Every replica reports the same group-wide figure; autoscaling takes the maximum.
+func (w *Worker) updateLag(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	lags, err := w.share.lag(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Warn("could not compute the consumer lag", "err", err)
+		}
+		return
+	}
+	for topic, lag := range lags {
+		consumerLag.WithLabelValues(topic).Set(float64(lag))
+	}
+}
+
+// lag is, per topic, the sum over partitions of the end offset minus the group's committed offset (the
+// start offset where the group has committed nothing).
+func (s *shareKeeper) lag(ctx context.Context) (map[string]int64, error) {
+	topics := []string{s.w.topics.High, s.w.topics.Normal}
+	meta, err := s.client.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
+	if err != nil {
+		return nil, fmt.Errorf("while reading topic metadata: %w", err)
+	}
+	parts := map[string][]int{}
+	var ends, starts = map[string][]kafka.OffsetRequest{}, map[string][]kafka.OffsetRequest{}
+	for _, t := range meta.Topics {
+		for _, p := range t.Partitions {
+			parts[t.Name] = append(parts[t.Name], p.ID)
+			ends[t.Name] = append(ends[t.Name], kafka.LastOffsetOf(p.ID))
+			starts[t.Name] = append(starts[t.Name], kafka.FirstOffsetOf(p.ID))
+		}
+	}
+	committed, err := s.client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: s.w.opts.GroupID, Topics: parts})
+	if err != nil {
+		return nil, fmt.Errorf("while fetching committed offsets: %w", err)
+	}
+	last, err := s.client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: ends})
+	if err != nil {
+		return nil, fmt.Errorf("while listing end offsets: %w", err)
+	}
+	first, err := s.client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: starts})
+	if err != nil {
+		return nil, fmt.Errorf("while listing start offsets: %w", err)
+	}
+	out := map[string]int64{}
+	for _, topic := range topics {
+		done := map[int]int64{}
+		for _, p := range committed.Topics[topic] {
+			done[p.Partition] = p.CommittedOffset
+		}
+		start := map[int]int64{}
+		for _, p := range first.Topics[topic] {
+			start[p.Partition] = p.FirstOffset
+		}
+		var lag int64
+		for _, p := range last.Topics[topic] {
+			from, ok := done[p.Partition]
+			if !ok || from < 0 {
+				from = start[p.Partition]
+			}
+			lag += max(0, p.LastOffset-from)
+		}
+		out[topic] = lag
+	}
+	return out, nil
+}

@@ -1,0 +1,125 @@
+package delivery
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/heraldhq/herald/internal/messenger"
+	"github.com/heraldhq/herald/internal/store"
+)
+
+// The delivery state machine, in one place. Statuses are the values of notifications.status:
+//
+//	queued ──claim──▶ delivering ──▶ delivered                        (the platform accepted it)
+//	retrying ─due─▶        │    ──▶ retrying ──(scheduler, when due)──▶ claimed again
+//	                       │    ──▶ blocked                          (403 blocked / deactivated)
+//	                       │    ──▶ unlinked                         (no link, chat not found, can't initiate)
+//	                       │    ──▶ failed                           (other 4xx, or attempts exhausted)
+//	delivering past its lease ──redrive──▶ claimed again            (the worker died)
+//
+// Claiming is one UPDATE (store.ClaimDelivery) that accepts only queued, due retrying, or delivering with
+// an expired lease, so a redelivered Kafka message for anything else is dropped without a send.
+const (
+	StatusQueued     = "queued"
+	StatusDelivering = "delivering"
+	StatusDelivered  = "delivered"
+	StatusRetrying   = "retrying"
+	StatusBlocked    = "blocked"
+	StatusUnlinked   = "unlinked"
+	StatusFailed     = "failed"
+)
+
+// CodeNoLink is the gateway-side last_error_code of a tenant notification whose user had no link when its
+// turn came (the link was removed after the send was accepted). The other gateway-side codes, for sends
+// the platform did not answer, are messenger.CodeTimeout (1001), CodeNetwork (1002), CodeBadResponse
+// (1003) and CodeCanceled (1004).
+const CodeNoLink = 1100
+
+// Backoff is the retry schedule for transient failures that come without a retry_after (5xx, timeouts,
+// network errors): Base × 2^(attempt-1), capped at Max, with ±Jitter of it at random so that a burst of
+// failures does not come back as a burst. With the defaults (15 s, ×2, 8 attempts) the seven waits add
+// up to about 32 minutes.
+type Backoff struct {
+	Base   time.Duration
+	Max    time.Duration
+	Jitter float64 // fraction, e.g. 0.2 = ±20 %
+}
+
+// DefaultBackoff is the production schedule.
+var DefaultBackoff = Backoff{Base: 15 * time.Second, Max: 30 * time.Minute, Jitter: 0.2}
+
+// Delay is the wait after the given failed attempt (1 = the first attempt failed).
+func (b Backoff) Delay(attempt int) time.Duration {
+	d := b.Base
+	for i := 1; i < attempt && d < b.Max; i++ {
+		d *= 2
+	}
+	d = min(d, b.Max)
+	if b.Jitter > 0 {
+		d = time.Duration(float64(d) * (1 + b.Jitter*(2*rand.Float64()-1)))
+	}
+	return d
+}
+
+// Throttle is what an answer asks of the rate limiter besides the notification's own retry.
+type Throttle int
+
+const (
+	ThrottleNone Throttle = iota
+	ThrottleChat          // 429: hold this chat for retry_after
+)
+
+// Decision is what one attempt leads to.
+type Decision struct {
+	Result   store.DeliveryResult
+	Throttle Throttle
+	// Wait is the platform's retry_after (429 only).
+	Wait time.Duration
+}
+
+// Decide maps the answer to an attempt onto the next state. messageID is the platform's message_id when
+// err is nil; attempts counts this attempt.
+func Decide(messageID int64, err error, attempts, maxAttempts int, backoff Backoff) Decision {
+	code, msg := messenger.ErrorCode(err), messenger.ErrorMessage(err)
+	switch messenger.Classify(err) {
+	case messenger.Delivered:
+		return Decision{Result: store.DeliveryResult{Status: StatusDelivered, MessengerMessageID: strconv.FormatInt(messageID, 10)}}
+	case messenger.Blocked:
+		return Decision{Result: store.DeliveryResult{Status: StatusBlocked, ErrorCode: code, ErrorMessage: msg}}
+	case messenger.Unlinked:
+		return Decision{Result: store.DeliveryResult{Status: StatusUnlinked, ErrorCode: code, ErrorMessage: msg, RemoveLink: true}}
+	case messenger.Failed:
+		return Decision{Result: store.DeliveryResult{Status: StatusFailed, ErrorCode: code, ErrorMessage: msg}}
+	}
+	// Transient. The last allowed attempt fails for good, keeping the error that ended it.
+	if attempts >= maxAttempts {
+		return Decision{Result: store.DeliveryResult{Status: StatusFailed, ErrorCode: code, ErrorMessage: msg}}
+	}
+	d := Decision{Result: store.DeliveryResult{Status: StatusRetrying, ErrorCode: code, ErrorMessage: msg}}
+	if wait := messenger.RetryAfter(err); wait > 0 {
+		// The platform said when: exactly then, never sooner, and the chat waits as long.
+		d.Result.RetryIn, d.Throttle, d.Wait = wait, ThrottleChat, wait
+	} else {
+		d.Result.RetryIn = backoff.Delay(attempts)
+	}
+	return d
+}
+
+// NoLink is the decision for a tenant notification whose user has no link at delivery time. The link is
+// already gone, so there is nothing to remove.
+func NoLink() Decision {
+	return Decision{Result: store.DeliveryResult{Status: StatusUnlinked, ErrorCode: CodeNoLink,
+		ErrorMessage: "the user has no link to a messenger chat"}}
+}
+
+// Release is the decision for a claimed notification that shutdown interrupted: retry at once (another
+// worker, or this one after a restart, picks it up). sent says whether the request had left, in which
+// case the platform may have delivered it and the attempt counts.
+func Release(sent bool) Decision {
+	r := store.DeliveryResult{Status: StatusRetrying, Release: !sent}
+	if sent {
+		r.ErrorCode, r.ErrorMessage = messenger.CodeCanceled, "the worker shut down before the platform answered"
+	}
+	return Decision{Result: r}
+}

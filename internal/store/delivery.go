@@ -1,0 +1,233 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrNotClaimable: the notification exists but is terminal, not yet due, or leased by another worker.
+var ErrNotClaimable = errors.New("not claimable")
+
+// Delivery is a notification a worker has claimed: everything it needs to send it.
+type Delivery struct {
+	TrackingID string
+	Kind       string
+	TenantID   string
+	UserID     string
+	// ChatID is where to send: a system message's own chat, or for a tenant notification the chat of the
+	// user's link read at claim time (0 when the user has no link any more).
+	ChatID      int64
+	Priority    int
+	Body        string
+	ReplyMarkup json.RawMessage
+	// Attempts counts this attempt too. It identifies the claim: a status write for an older attempt (a
+	// worker whose lease ran out and was redriven) matches nothing.
+	Attempts int
+}
+
+// ClaimDelivery moves a notification to delivering (attempts + 1, leased until now + lease) in one
+// statement, when it is queued, a due retry, or delivering under an expired lease. ErrNotFound when the
+// row does not exist (yet: ingress commits a few milliseconds after Kafka acknowledged the envelope);
+// ErrNotClaimable when it exists but must not be sent now (terminal, retry not due, leased by someone).
+func (s *Store) ClaimDelivery(ctx context.Context, trackingID string, lease time.Duration) (Delivery, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	for try := 0; ; try++ {
+		d, err := s.claimOnce(ctx, trackingID, lease)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			if err != nil {
+				return d, translate(err, "claiming notification "+trackingID)
+			}
+			return d, nil
+		}
+		// Nothing claimed: tell a missing row from one that must not be sent now. The UPDATE and this
+		// SELECT see different snapshots, so a row committed between them reads as claimable; claim again.
+		var status string
+		var claimable bool
+		err = s.pool.QueryRow(ctx, `
+			SELECT status, status = 'queued'
+			       OR (status = 'retrying' AND COALESCE(next_attempt_at, '-infinity') <= now())
+			       OR (status = 'delivering' AND lease_expires_at < now())
+			FROM notifications WHERE tracking_id = $1`, trackingID).Scan(&status, &claimable)
+		if err != nil {
+			return d, translate(err, "claiming notification "+trackingID)
+		}
+		if !claimable || try == 2 {
+			return d, fmt.Errorf("while claiming notification %s (%s): %w", trackingID, status, ErrNotClaimable)
+		}
+	}
+}
+
+func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Duration) (Delivery, error) {
+	var d Delivery
+	var markup *string
+	err := s.pool.QueryRow(ctx, `
+		WITH c AS (
+			UPDATE notifications
+			SET status = 'delivering', attempts = attempts + 1,
+			    lease_expires_at = now() + make_interval(secs => $2), updated_at = now()
+			WHERE tracking_id = $1
+			  AND (status = 'queued'
+			       OR (status = 'retrying' AND COALESCE(next_attempt_at, '-infinity') <= now())
+			       OR (status = 'delivering' AND lease_expires_at < now()))
+			RETURNING tracking_id, kind, tenant_id, user_id, chat_id, priority, body, reply_markup, attempts)
+		SELECT c.tracking_id::text, c.kind, COALESCE(c.tenant_id, ''), COALESCE(c.user_id, ''),
+		       CASE WHEN c.kind = 'system' THEN c.chat_id ELSE COALESCE(l.chat_id, 0) END,
+		       c.priority, c.body, c.reply_markup::text, c.attempts
+		FROM c LEFT JOIN links l ON c.kind = 'tenant' AND l.tenant_id = c.tenant_id AND l.user_id = c.user_id`,
+		trackingID, lease.Seconds()).
+		Scan(&d.TrackingID, &d.Kind, &d.TenantID, &d.UserID, &d.ChatID, &d.Priority, &d.Body, &markup, &d.Attempts)
+	if err == nil && markup != nil {
+		d.ReplyMarkup = json.RawMessage(*markup)
+	}
+	return d, err
+}
+
+// DeliveryResult is the status write that ends one attempt.
+type DeliveryResult struct {
+	Status             string // delivered, retrying, blocked, unlinked or failed
+	MessengerMessageID string // delivered only
+	ErrorCode          int    // 0 for delivered
+	ErrorMessage       string
+	RetryIn            time.Duration // retrying: next_attempt_at = now + RetryIn
+	// RemoveLink (unlinked by the platform): delete the link the attempt used and reset the user's phone
+	// verification, so the tenant must link again.
+	RemoveLink bool
+	// Release (retrying only): the attempt never reached the platform (shutdown before the send), so it
+	// is not counted and the last error is left as it was.
+	Release bool
+}
+
+// FinishDelivery writes the result of the attempt d.Attempts. It reports false when the notification is
+// no longer delivering under that attempt (its lease ran out and another worker claimed it): the write is
+// then dropped, and the newer attempt's result will stand.
+func (s *Store) FinishDelivery(ctx context.Context, d Delivery, r DeliveryResult) (bool, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	var msgID, errMsg *string
+	if r.MessengerMessageID != "" {
+		msgID = &r.MessengerMessageID
+	}
+	if r.ErrorMessage != "" {
+		errMsg = &r.ErrorMessage
+	}
+	const update = `
+			UPDATE notifications
+			SET status = $3,
+			    attempts = attempts - CASE WHEN $8 THEN 1 ELSE 0 END,
+			    messenger_message_id = COALESCE($4, messenger_message_id),
+			    last_error_code = CASE WHEN $8 THEN last_error_code ELSE $5 END,
+			    last_error_message = CASE WHEN $8 THEN last_error_message ELSE $6 END,
+			    next_attempt_at = CASE WHEN $3 = 'retrying' THEN now() + make_interval(secs => $7) END,
+			    lease_expires_at = NULL, published_at = NULL, updated_at = now()
+			WHERE tracking_id = $1 AND status = 'delivering' AND attempts = $2`
+	args := []any{d.TrackingID, d.Attempts, r.Status, msgID, r.ErrorCode, errMsg, r.RetryIn.Seconds(), r.Release}
+	removeLink := r.RemoveLink && d.TenantID != "" && d.ChatID != 0
+	if !removeLink {
+		// The common case is one statement: no transaction, one round trip.
+		tag, err := s.pool.Exec(ctx, update, args...)
+		return err == nil && tag.RowsAffected() == 1, translate(err, "recording the delivery of "+d.TrackingID)
+	}
+	updated := false
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, update, args...)
+		if err != nil {
+			return fmt.Errorf("updating status: %w", err)
+		}
+		updated = tag.RowsAffected() == 1
+		if !updated {
+			return nil
+		}
+		// Only the link the attempt used: if the user linked another account meanwhile, that link stands.
+		// A system message names no user, so every link of its tenant to the dead chat goes.
+		_, err = tx.Exec(ctx, `
+			WITH gone AS (
+				DELETE FROM links WHERE tenant_id = $1 AND chat_id = $3 AND ($2 = '' OR user_id = $2)
+				RETURNING tenant_id, user_id)
+			UPDATE phone_verifications v
+			SET status = 'unverified', session_expires_at = NULL, verified_at = NULL, phone_last4 = NULL,
+			    phone_hash = NULL, updated_at = now()
+			FROM gone WHERE v.tenant_id = gone.tenant_id AND v.user_id = gone.user_id`,
+			d.TenantID, d.UserID, d.ChatID)
+		if err != nil {
+			return fmt.Errorf("removing link: %w", err)
+		}
+		return nil
+	})
+	return updated, translate(err, "recording the delivery of "+d.TrackingID)
+}
+
+// Pending is a notification whose envelope must be produced again.
+type Pending struct {
+	TrackingID string
+	Kind       string
+	TenantID   string
+	UserID     string
+	ChatID     int64
+	Priority   int
+	Status     string
+}
+
+// RepublishFunc produces the envelopes of batch and returns the tracking ids it produced.
+type RepublishFunc func(ctx context.Context, batch []Pending) []string
+
+// RepublishDueRetries hands up to limit retrying notifications whose next attempt is due to publish, and
+// marks the ones it produced as published. quiet is how long a published envelope is trusted to arrive
+// before the notification is published again. Rows are locked with SKIP LOCKED for the duration, so
+// several workers share the work without producing the same envelope twice.
+func (s *Store) RepublishDueRetries(ctx context.Context, limit int, quiet time.Duration, publish RepublishFunc) (int, error) {
+	return s.republish(ctx, `
+		SELECT tracking_id::text, kind, COALESCE(tenant_id, ''), COALESCE(user_id, ''), COALESCE(chat_id, 0), priority, status
+		FROM notifications
+		WHERE status = 'retrying' AND next_attempt_at <= now()
+		  AND (published_at IS NULL OR published_at < now() - make_interval(secs => $2))
+		ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED`, publish, limit, quiet.Seconds())
+}
+
+// RepublishStuck hands up to limit notifications that look lost to publish: queued for longer than
+// queuedAfter (the envelope never arrived), or delivering past an expired lease (the worker died).
+func (s *Store) RepublishStuck(ctx context.Context, limit int, queuedAfter, quiet time.Duration, publish RepublishFunc) (int, error) {
+	return s.republish(ctx, `
+		SELECT tracking_id::text, kind, COALESCE(tenant_id, ''), COALESCE(user_id, ''), COALESCE(chat_id, 0), priority, status
+		FROM notifications
+		WHERE status IN ('queued', 'delivering')
+		  AND ((status = 'queued' AND updated_at < now() - make_interval(secs => $2))
+		       OR (status = 'delivering' AND lease_expires_at < now()))
+		  AND (published_at IS NULL OR published_at < now() - make_interval(secs => $3))
+		ORDER BY updated_at LIMIT $1 FOR UPDATE SKIP LOCKED`, publish, limit, queuedAfter.Seconds(), quiet.Seconds())
+}
+
+func (s *Store) republish(ctx context.Context, query string, publish RepublishFunc, args ...any) (int, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	n := 0
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, query, args...)
+		if err != nil {
+			return fmt.Errorf("selecting: %w", err)
+		}
+		batch, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Pending, error) {
+			var p Pending
+			err := row.Scan(&p.TrackingID, &p.Kind, &p.TenantID, &p.UserID, &p.ChatID, &p.Priority, &p.Status)
+			return p, err
+		})
+		if err != nil || len(batch) == 0 {
+			return err
+		}
+		done := publish(ctx, batch)
+		n = len(done)
+		if n == 0 {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `UPDATE notifications SET published_at = now() WHERE tracking_id = ANY($1::uuid[])`, done); err != nil {
+			return fmt.Errorf("marking published: %w", err)
+		}
+		return nil
+	})
+	return n, translate(err, "republishing notifications")
+}
