@@ -26,7 +26,10 @@ var commands = map[string]command{
 	"ingress":  {"serve the tenant API (/v1)", runIngress},
 	"tenant":   {"admin: create, suspend, resume, list tenants; add developers", runTenant},
 	"apikey":   {"admin: create, revoke, list API keys", runAPIKey},
+	"dev":      {"everything in one process on embedded defaults (make run)", runDev},
 	"operator": {"reconcile Tenant and ApiKey resources into the key store", runOperator},
+	"worker":   {"deliver notifications from Kafka to the messenger", runWorker},
+	"sim":      {"the messenger simulator on its own (Bot API + control API to act as users)", runSim},
 	"webhook":  {"serve the messenger webhook (or long-poll updates); set-url registers it", runWebhook},
 }
 

@@ -1,0 +1,256 @@
+// Package devenv is `herald dev`: the whole gateway in one process for a laptop. The tenant API, the
+// webhook and the messenger simulator share one listen address; a delivery worker runs beside them; a
+// private PostgreSQL (kept in the data directory between runs) and an embedded Kafka broker stand in for
+// the real ones unless their URLs are given.
+package devenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/heraldhq/herald/internal/apikey"
+	"github.com/heraldhq/herald/internal/delivery"
+	"github.com/heraldhq/herald/internal/dispatch"
+	"github.com/heraldhq/herald/internal/ingress"
+	"github.com/heraldhq/herald/internal/kafkatest"
+	"github.com/heraldhq/herald/internal/messenger"
+	"github.com/heraldhq/herald/internal/pglocal"
+	"github.com/heraldhq/herald/internal/queue"
+	"github.com/heraldhq/herald/internal/server"
+	"github.com/heraldhq/herald/internal/sim"
+	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/updates"
+)
+
+// Options configure the dev environment. Empty URLs mean "embedded".
+type Options struct {
+	HTTPAddr        string
+	DataDir         string // holds postgres/ and secrets.json; kept between runs
+	DatabaseURL     string
+	KafkaBrokers    []string
+	TopicPrefix     string
+	MessengerAPIURL string // empty: the simulator, on HTTPAddr
+	BotToken        string
+	BotUsername     string
+	DeepLinkBase    string
+	WebhookSecret   string // empty: generated and kept in secrets.json
+	PhoneHashKey    string // empty: generated and kept in secrets.json
+	RateLimit       float64
+	DevAdmins       []int64
+	Logger          *slog.Logger
+	Stdout          io.Writer // where the walkthrough goes
+}
+
+// secrets are generated once and kept in DataDir so links, phone digests and the demo key survive restarts.
+type secrets struct {
+	WebhookSecret string `json:"webhook_secret"`
+	PhoneHashKey  string `json:"phone_hash_key"`
+	DemoKey       string `json:"demo_key,omitempty"`
+}
+
+// Run starts everything and blocks until ctx is done, then stops it all cleanly.
+func Run(ctx context.Context, o Options) error {
+	log := o.Logger
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return fmt.Errorf("while creating the data directory %s: %w", o.DataDir, err)
+	}
+	sec, err := loadSecrets(filepath.Join(o.DataDir, "secrets.json"))
+	if err != nil {
+		return err
+	}
+	if o.WebhookSecret == "" {
+		o.WebhookSecret = sec.WebhookSecret
+	}
+	if o.PhoneHashKey == "" {
+		o.PhoneHashKey = sec.PhoneHashKey
+	}
+
+	// PostgreSQL.
+	if o.DatabaseURL == "" {
+		pg, err := pglocal.Start(ctx, pglocal.Options{Dir: filepath.Join(o.DataDir, "postgres"), Durable: true})
+		if err != nil {
+			if errors.Is(err, pglocal.ErrNoBinaries) {
+				return fmt.Errorf("%w\n(or set HERALD_DATABASE_URL to use an existing PostgreSQL)", err)
+			}
+			return fmt.Errorf("while starting the private PostgreSQL: %w", err)
+		}
+		defer func() {
+			if err := pg.Stop(); err != nil {
+				log.Warn("stopping PostgreSQL", "err", err)
+			}
+		}()
+		if err := pg.CreateDatabase(ctx, "herald", ""); err != nil && !strings.Contains(err.Error(), "already exists") {
+			return err
+		}
+		o.DatabaseURL = pg.URL("herald")
+		log.Info("private PostgreSQL running", "data", filepath.Join(o.DataDir, "postgres"), "port", pg.Port())
+	}
+	if err := store.Migrate(ctx, o.DatabaseURL); err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, o.DatabaseURL, 32)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	// Kafka.
+	if len(o.KafkaBrokers) == 0 {
+		b, err := kafkatest.Start(o.TopicPrefix, 0, 4)
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		o.KafkaBrokers = b.Addrs()
+		log.Info("embedded Kafka broker running", "brokers", o.KafkaBrokers)
+	} else if err := queue.EnsureTopics(ctx, o.KafkaBrokers, o.TopicPrefix, queue.DefaultPartitions, 1); err != nil {
+		log.Warn("could not ensure topics", "err", err)
+	}
+	producer := queue.NewProducer(o.KafkaBrokers, o.TopicPrefix)
+	defer producer.Close()
+
+	// One listener for the API, the webhook and the simulator.
+	ln, err := net.Listen("tcp", o.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("while listening on %s: %w", o.HTTPAddr, err)
+	}
+	base := "http://" + loopbackAddr(ln.Addr())
+	router := server.NewRouter(log, server.ReadyCheck{Name: "postgresql", Check: st.Ping},
+		server.ReadyCheck{Name: "kafka", Check: func(ctx context.Context) error { return queue.Ping(ctx, o.KafkaBrokers) }})
+
+	var simulator *sim.Server
+	polling := o.MessengerAPIURL != ""
+	if !polling {
+		simulator = sim.New(sim.Options{Token: o.BotToken, BotUsername: o.BotUsername, GlobalRate: o.RateLimit, Logger: log.With("component", "sim")})
+		defer simulator.Close()
+		o.BotToken, o.BotUsername, o.MessengerAPIURL = simulator.Token(), simulator.BotUsername(), base
+		router.Handle("/bot*", simulator)
+		router.Handle("/sim", simulator)
+		router.Handle("/sim/*", simulator)
+	}
+	client := messenger.New(o.MessengerAPIURL, o.BotToken, nil)
+
+	api := ingress.New(st, producer, log.With("component", "ingress"), ingress.Options{DeepLinkBase: o.DeepLinkBase, BotUsername: o.BotUsername})
+	defer api.Close()
+	api.Routes(router)
+	receiver := updates.New(st, dispatch.Dispatcher{Store: st, Producer: producer}, updates.Options{
+		Secret: o.WebhookSecret, PhoneHashKey: []byte(o.PhoneHashKey), DevAdmins: o.DevAdmins, Logger: log.With("component", "webhook")})
+	receiver.Routes(router)
+
+	worker, err := delivery.New(delivery.Options{Store: st, Sender: client, Brokers: o.KafkaBrokers, TopicPrefix: o.TopicPrefix,
+		Producer: producer, Logger: log.With("component", "worker"), RateLimit: o.RateLimit})
+	if err != nil {
+		return err
+	}
+
+	demoKey, err := ensureDemoTenant(ctx, st, sec, filepath.Join(o.DataDir, "secrets.json"))
+	if err != nil {
+		return err
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return server.ServeListener(gctx, ln, router, log) })
+	g.Go(func() error { return worker.Run(gctx) })
+	g.Go(func() error {
+		if polling {
+			// A real bot without a public URL: long-poll its updates.
+			return updates.Poll(gctx, client, receiver, log.With("component", "webhook"))
+		}
+		// The simulator delivers updates to our own webhook, with the secret header.
+		if err := updates.SetWebhookURL(gctx, client, base+updates.Path, o.WebhookSecret); err != nil {
+			return fmt.Errorf("while registering the webhook with the simulator: %w", err)
+		}
+		printWalkthrough(o.Stdout, base, demoKey, simulator != nil)
+		<-gctx.Done()
+		return nil
+	})
+	g.Go(func() error { receiver.Prune(gctx, time.Hour); return nil })
+	err = g.Wait()
+	if errors.Is(err, context.Canceled) || errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	log.Info("stopped")
+	return err
+}
+
+// ensureDemoTenant creates the demo tenant and key on the first run. The demo key is kept in the dev data
+// directory so the walkthrough can show it on every run: a convenience of `herald dev` only — production
+// never keeps a key in clear.
+func ensureDemoTenant(ctx context.Context, st *store.Store, sec secrets, path string) (string, error) {
+	tenants, err := st.ListTenants(ctx)
+	if err != nil {
+		return "", err
+	}
+	if len(tenants) > 0 {
+		return sec.DemoKey, nil
+	}
+	if err := st.CreateTenant(ctx, "demo", "Demo Developer"); err != nil {
+		return "", err
+	}
+	label := "Demo App"
+	k := apikey.New()
+	if _, err := st.InsertAPIKey(ctx, "demo", k.Digest, k.Prefix, &label, nil); err != nil {
+		return "", err
+	}
+	sec.DemoKey = k.Secret
+	return k.Secret, saveSecrets(path, sec)
+}
+
+func loadSecrets(path string) (secrets, error) {
+	var s secrets
+	b, err := os.ReadFile(path)
+	if err == nil {
+		if err := json.Unmarshal(b, &s); err != nil {
+			return s, fmt.Errorf("while reading %s: %w", path, err)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return s, err
+	}
+	if s.WebhookSecret == "" || s.PhoneHashKey == "" {
+		s.WebhookSecret, s.PhoneHashKey = randomString(32), randomString(32)
+		return s, saveSecrets(path, s)
+	}
+	return s, nil
+}
+
+func saveSecrets(path string, s secrets) error {
+	b, _ := json.MarshalIndent(s, "", "  ")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return fmt.Errorf("while writing %s: %w", path, err)
+	}
+	return nil
+}
+
+func randomString(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// loopbackAddr turns a wildcard listen address into one a local client can dial.
+func loopbackAddr(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok {
+		return a.String()
+	}
+	host := tcp.IP.String()
+	if tcp.IP.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, strconv.Itoa(tcp.Port))
+}
