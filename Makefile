@@ -7,6 +7,7 @@ BIN       := $(CURDIR)/bin
 GO        ?= go
 GOTEST    ?= $(GO) test
 HERALD    := $(BIN)/herald
+IMAGE     ?= ghcr.io/heraldhq/herald:dev
 
 # Pinned tool versions, installed into ./bin.
 HELM_VERSION           := v3.22.0
@@ -25,8 +26,8 @@ run: build postgres ## Run Herald on embedded defaults: herald dev (PostgreSQL, 
 	$(HERALD) dev
 
 .PHONY: test
-test: postgres envtest tools lint check-generated ## Run every test (race detector on)
-	KUBEBUILDER_ASSETS="$$(hack/envtest.sh 2>/dev/null | tail -n 1)" HELM="$(HELM)" $(GOTEST) -race -count=1 -timeout 30m ./...
+test: postgres envtest tools build lint check-generated ## Run every test (race detector on)
+	KUBEBUILDER_ASSETS="$$(hack/envtest.sh 2>/dev/null | tail -n 1)" HELM="$(HELM)" HERALD_BINARY="$(HERALD)" $(GOTEST) -race -count=1 -timeout 30m ./...
 
 .PHONY: build
 build: ## Build bin/herald
@@ -41,8 +42,17 @@ lint: ## gofmt and go vet
 	$(GO) vet ./...
 
 .PHONY: check-generated
-check-generated: ## Fail when generated files (CRDs, RBAC, deepcopy) are out of date
+check-generated: ## Fail when generated files (CRDs, RBAC, deepcopy, the chart's copies) are out of date
 	hack/manifests.sh check
+	hack/sync-chart-crds.sh check
+
+.PHONY: chart-crds
+chart-crds: ## Copy config/crd/bases and config/rbac into charts/herald/templates
+	hack/sync-chart-crds.sh
+
+.PHONY: docker-build
+docker-build: ## Build the container image $(IMAGE)
+	docker build -t $(IMAGE) .
 
 .PHONY: manifests
 manifests: ## Regenerate CRDs (config/crd), the operator's ClusterRole (config/rbac) and deepcopy (api/)
@@ -57,6 +67,10 @@ fuzz: ## Fuzz the messenger update parser for 5 minutes (make test runs the seed
 .PHONY: bench-webhook
 bench-webhook: postgres ## Load POST /messenger/webhook with /start redemptions, contact shares and ignored updates
 	$(GO) run ./hack/bench/webhook -rate 2000 -duration 15s -concurrency 32
+
+.PHONY: bench-delivery
+bench-delivery: postgres ## One worker against the simulator: 1,000/s limit, 50 ms answers; then 202→delivered at 100/s
+	$(GO) run ./hack/bench/delivery -runs 3
 
 .PHONY: bench-ingress
 bench-ingress: build postgres ## Load POST /v1/send: accepted/s, p99, RSS, and the direct-insert floor
@@ -76,7 +90,7 @@ envtest: ## Provide kube-apiserver and etcd for envtest (built once, cached unde
 tools: $(HELM) $(CONTROLLER_GEN) ## Install pinned tools into ./bin
 
 $(HELM):
-	GOBIN=$(BIN) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	GOBIN=$(BIN) $(GO) install -ldflags "-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)" helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
 $(CONTROLLER_GEN):
 	GOBIN=$(BIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)

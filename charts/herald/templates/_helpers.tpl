@@ -1,0 +1,355 @@
+{{/* Names, labels, the image and the per-component environment. */}}
+
+{{- define "herald.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "herald.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The name of a component's objects: (dict "root" $ "component" "worker"). */}}
+{{- define "herald.componentName" -}}
+{{- printf "%s-%s" (include "herald.fullname" .root | trunc 50 | trimSuffix "-") .component }}
+{{- end }}
+
+{{- define "herald.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels of every object: (dict "root" $ "component" "worker"); component may be empty. */}}
+{{- define "herald.labels" -}}
+helm.sh/chart: {{ include "herald.chart" .root }}
+{{ include "herald.selectorLabels" . }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+app.kubernetes.io/part-of: herald
+{{- with .root.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "herald.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "herald.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+{{- if .component }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+{{- end }}
+
+{{- define "herald.image" -}}
+{{- $tag := default .Chart.AppVersion .Values.image.tag }}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository $tag }}
+{{- end }}
+{{- end }}
+
+{{/*
+Settings each subcommand binds, by their flag names in internal/config (and cmd/herald/*.go): the chart
+passes a component exactly these, as HERALD_* variables. Keep in step with the wiring; the chart test
+checks every variable against `herald <subcommand> -h`.
+*/}}
+{{- define "herald.settings" -}}
+operator: [database-url, log-level, log-format]
+ingress: [database-url, kafka-brokers, kafka-topic-prefix, http-addr, messenger-bot-username, deep-link-base, log-level, log-format]
+webhook: [database-url, kafka-brokers, kafka-topic-prefix, http-addr, webhook-secret, phone-hash-key, dev-admins, messenger-api-url, messenger-bot-token, log-level, log-format]
+worker: [database-url, kafka-brokers, kafka-topic-prefix, http-addr, messenger-api-url, messenger-bot-token, messenger-rate-limit, messenger-per-chat-interval, worker-group-id, worker-max-attempts, worker-concurrency, worker-lease, log-level, log-format]
+migrate: [database-url, log-level, log-format]
+{{- end }}
+
+{{/*
+The Secret and key a sensitive setting comes from: (dict "root" $ "item" "databaseURL"), with "chartSecret"
+naming another chart-made Secret than the release's.
+*/}}
+{{- define "herald.secretKeyRef" -}}
+{{- $s := index .root.Values.secrets .item }}
+{{- if $s.existingSecret.name }}
+name: {{ $s.existingSecret.name }}
+key: {{ $s.existingSecret.key }}
+{{- else }}
+name: {{ .chartSecret | default (include "herald.fullname" .root) }}
+key: {{ include "herald.secretKey" .item }}
+{{- end }}
+{{- end }}
+
+{{/* The key of a sensitive setting in the chart-made Secret. */}}
+{{- define "herald.secretKey" -}}
+{{- get (dict "databaseURL" "database-url" "kafkaBrokers" "kafka-brokers" "botToken" "messenger-bot-token" "webhookSecret" "webhook-secret" "phoneHashKey" "phone-hash-key") . }}
+{{- end }}
+
+{{/* The HTTP port of ingress, webhook and worker: HERALD_HTTP_ADDR. */}}
+{{- define "herald.httpPort" -}}8080{{- end }}
+
+{{/*
+The HERALD_* environment of a component: (dict "root" $ "component" "worker"), optionally "chartSecret". Sensitive settings come from
+Secrets, the rest are plain values; a value left empty is not passed, so the binary's default applies.
+*/}}
+{{- define "herald.env" -}}
+{{- $root := .root }}
+{{- $v := $root.Values }}
+{{- $secretItems := dict "database-url" "databaseURL" "kafka-brokers" "kafkaBrokers" "messenger-bot-token" "botToken" "webhook-secret" "webhookSecret" "phone-hash-key" "phoneHashKey" }}
+{{- /* Integers go through int64: YAML numbers reach templates as float64, which print 7123456789 as 7.123456789e+09. */}}
+{{- $admins := list }}
+{{- range $v.messenger.devAdmins }}
+{{- $admins = append $admins (int64 . | toString) }}
+{{- end }}
+{{- $plain := dict
+  "kafka-topic-prefix" $v.kafka.topicPrefix
+  "http-addr" (printf ":%s" (include "herald.httpPort" $root))
+  "messenger-api-url" $v.messenger.apiURL
+  "messenger-bot-username" $v.messenger.botUsername
+  "deep-link-base" $v.messenger.deepLinkBase
+  "messenger-rate-limit" (toString $v.messenger.rateLimit)
+  "messenger-per-chat-interval" $v.messenger.perChatInterval
+  "dev-admins" (join "," $admins)
+  "log-level" $v.log.level
+  "log-format" $v.log.format
+  "worker-group-id" $v.worker.groupID
+  "worker-max-attempts" (int64 $v.worker.maxAttempts | toString)
+  "worker-concurrency" (int64 $v.worker.concurrency | toString)
+  "worker-lease" $v.worker.lease
+}}
+{{- $envNames := dict
+  "messenger-bot-token" "HERALD_MESSENGER_BOT_TOKEN"
+  "messenger-bot-username" "HERALD_MESSENGER_BOT_USERNAME"
+  "messenger-rate-limit" "HERALD_MESSENGER_RATE_LIMIT"
+  "messenger-per-chat-interval" "HERALD_MESSENGER_PER_CHAT_INTERVAL"
+}}
+{{- $settings := index (include "herald.settings" $root | fromYaml) .component }}
+{{- range $setting := $settings }}
+{{- $env := get $envNames $setting | default (printf "HERALD_%s" ($setting | replace "-" "_" | upper)) }}
+{{- if hasKey $secretItems $setting }}
+- name: {{ $env }}
+  valueFrom:
+    secretKeyRef:
+      {{- include "herald.secretKeyRef" (dict "root" $root "item" (get $secretItems $setting) "chartSecret" $.chartSecret) | trim | nindent 6 }}
+{{- else if not (hasKey $plain $setting) }}
+{{- fail (printf "herald.env: no value for setting %q" $setting) }}
+{{- else if ne (get $plain $setting) "" }}
+- name: {{ $env }}
+  value: {{ get $plain $setting | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* A checksum of the values behind the Secrets, so pods roll when one changes. */}}
+{{- define "herald.secretsChecksum" -}}
+{{- toJson .Values.secrets | sha256sum }}
+{{- end }}
+
+{{/* Pod-level scheduling fields shared by the Deployments: (dict "root" $ "component" "worker"). */}}
+{{- define "herald.scheduling" -}}
+{{- $c := index .root.Values .component }}
+{{- with $c.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with $c.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $c.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $c.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- if $c.topologySpreadConstraints }}
+topologySpreadConstraints:
+{{- range $c.topologySpreadConstraints }}
+{{- $tsc := . }}
+{{- if not (hasKey $tsc "labelSelector") }}
+{{- $tsc = merge (dict "labelSelector" (dict "matchLabels" (include "herald.selectorLabels" $ | fromYaml))) $tsc }}
+{{- end }}
+  - {{- toYaml $tsc | nindent 4 }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "herald.imagePullSecrets" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* A PodDisruptionBudget: (dict "root" $ "component" "worker"). */}}
+{{- define "herald.pdb" -}}
+{{- $c := index .root.Values .component }}
+{{- if $c.podDisruptionBudget.enabled }}
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ include "herald.componentName" . }}
+  namespace: {{ .root.Release.Namespace }}
+  labels:
+    {{- include "herald.labels" . | nindent 4 }}
+spec:
+  {{- if ne (toString $c.podDisruptionBudget.minAvailable) "" }}
+  minAvailable: {{ $c.podDisruptionBudget.minAvailable }}
+  {{- else }}
+  maxUnavailable: {{ $c.podDisruptionBudget.maxUnavailable }}
+  {{- end }}
+  selector:
+    matchLabels:
+      {{- include "herald.selectorLabels" . | nindent 6 }}
+{{- end }}
+{{- end }}
+
+{{/* A CPU HorizontalPodAutoscaler: (dict "root" $ "component" "worker"). */}}
+{{- define "herald.hpa" -}}
+{{- $c := index .root.Values .component }}
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata:
+  name: {{ include "herald.componentName" . }}
+  namespace: {{ .root.Release.Namespace }}
+  labels:
+    {{- include "herald.labels" . | nindent 4 }}
+spec:
+  scaleTargetRef:
+    apiVersion: apps/v1
+    kind: Deployment
+    name: {{ include "herald.componentName" . }}
+  minReplicas: {{ $c.autoscaling.minReplicas }}
+  maxReplicas: {{ $c.autoscaling.maxReplicas }}
+  metrics:
+    - type: Resource
+      resource:
+        name: cpu
+        target:
+          type: Utilization
+          averageUtilization: {{ $c.autoscaling.targetCPUUtilizationPercentage }}
+{{- end }}
+
+{{/* A ServiceAccount: (dict "root" $ "component" "worker" "automount" false). */}}
+{{- define "herald.serviceAccount" -}}
+{{- $c := index .root.Values .component }}
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: {{ include "herald.componentName" . }}
+  namespace: {{ .root.Release.Namespace }}
+  labels:
+    {{- include "herald.labels" . | nindent 4 }}
+  {{- with $c.serviceAccount.annotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+automountServiceAccountToken: {{ .automount }}
+{{- end }}
+
+{{/* The /tmp volume every container gets (the root filesystem is read-only). */}}
+{{- define "herald.tmpVolume" -}}
+- name: tmp
+  emptyDir:
+    sizeLimit: 64Mi
+{{- end }}
+
+{{/*
+A component's Deployment: (dict "root" $ "component" "worker" "args" (list "worker") "replicas" 2
+"automount" false "ports" (list (dict "name" "http" "port" 8080)) "probePort" "http").
+replicas is left out of the spec when an autoscaler owns it (pass nil).
+*/}}
+{{- define "herald.deployment" -}}
+{{- $root := .root }}
+{{- $c := index $root.Values .component }}
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ include "herald.componentName" . }}
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- include "herald.labels" . | nindent 4 }}
+spec:
+  {{- if not (kindIs "invalid" .replicas) }}
+  replicas: {{ .replicas }}
+  {{- end }}
+  revisionHistoryLimit: 5
+  selector:
+    matchLabels:
+      {{- include "herald.selectorLabels" . | nindent 6 }}
+  template:
+    metadata:
+      labels:
+        {{- include "herald.labels" . | nindent 8 }}
+        {{- with $c.podLabels }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      annotations:
+        checksum/secrets: {{ include "herald.secretsChecksum" $root }}
+        {{- with $c.podAnnotations }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+    spec:
+      serviceAccountName: {{ include "herald.componentName" . }}
+      automountServiceAccountToken: {{ .automount }}
+      enableServiceLinks: false
+      {{- with include "herald.imagePullSecrets" $root | trim }}
+      {{- . | nindent 6 }}
+      {{- end }}
+      securityContext:
+        {{- toYaml $root.Values.podSecurityContext | nindent 8 }}
+      terminationGracePeriodSeconds: 30
+      {{- with include "herald.scheduling" . | trim }}
+      {{- . | nindent 6 }}
+      {{- end }}
+      containers:
+        - name: {{ .component }}
+          image: {{ include "herald.image" $root }}
+          imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+          args:
+            {{- toYaml .args | nindent 12 }}
+          env:
+            {{- include "herald.env" . | trim | nindent 12 }}
+            {{- with $c.extraEnv }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
+          ports:
+            {{- range .ports }}
+            - name: {{ .name }}
+              containerPort: {{ .port }}
+              protocol: TCP
+            {{- end }}
+          startupProbe:
+            httpGet:
+              path: /healthz
+              port: {{ .probePort }}
+            periodSeconds: 2
+            failureThreshold: 30
+          livenessProbe:
+            httpGet:
+              path: /healthz
+              port: {{ .probePort }}
+            periodSeconds: 10
+            timeoutSeconds: 2
+            failureThreshold: 3
+          readinessProbe:
+            httpGet:
+              path: /readyz
+              port: {{ .probePort }}
+            periodSeconds: 5
+            timeoutSeconds: 2
+            failureThreshold: 3
+          resources:
+            {{- toYaml $c.resources | nindent 12 }}
+          securityContext:
+            {{- toYaml $root.Values.securityContext | nindent 12 }}
+          volumeMounts:
+            - name: tmp
+              mountPath: /tmp
+      volumes:
+        {{- include "herald.tmpVolume" . | nindent 8 }}
+{{- end }}
