@@ -91,8 +91,9 @@ func newEnv(t *testing.T) *env {
 func (e *env) updateID() int64 { return e.nextID.Add(1) }
 
 type response struct {
-	status int
-	body   []byte
+	status      int
+	contentType string
+	body        []byte
 }
 
 // post sends body (a string or []byte as is, anything else JSON-encoded) with the secret in the spec's
@@ -128,7 +129,7 @@ func (e *env) post(body any, headers ...string) response {
 	}
 	defer res.Body.Close()
 	rb, _ := io.ReadAll(res.Body)
-	return response{status: res.StatusCode, body: rb}
+	return response{status: res.StatusCode, contentType: res.Header.Get("Content-Type"), body: rb}
 }
 
 // expectOK asserts 200 {"ok": true}.

@@ -1,0 +1,126 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald/internal/server"
+)
+
+func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func get(t *testing.T, url string, header ...string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res, string(b)
+}
+
+func TestReadinessFollowsDependencies(t *testing.T) {
+	var down error
+	r := server.NewRouter(discard(), server.ReadyCheck{Name: "postgresql", Check: func(context.Context) error { return down }})
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+	if res, _ := get(t, srv.URL+"/readyz"); res.StatusCode != 200 {
+		t.Errorf("ready with a healthy dependency: %d", res.StatusCode)
+	}
+	down = errors.New("connection refused")
+	res, body := get(t, srv.URL+"/readyz")
+	if res.StatusCode != 503 || !strings.Contains(body, "postgresql") {
+		t.Errorf("not ready must be 503 naming the dependency: %d %s", res.StatusCode, body)
+	}
+	if res, _ := get(t, srv.URL+"/healthz"); res.StatusCode != 200 {
+		t.Errorf("liveness must not depend on dependencies: %d", res.StatusCode)
+	}
+}
+
+func TestRequestIDsMetricsAndPanics(t *testing.T) {
+	r := server.NewRouter(discard())
+	r.Get("/boom", func(http.ResponseWriter, *http.Request) { panic("bug") })
+	r.Get("/teapot/{id}", func(w http.ResponseWriter, req *http.Request) {
+		if server.RequestID(req.Context()) == "" {
+			t.Error("no request id in the handler's context")
+		}
+		w.WriteHeader(http.StatusTeapot)
+	})
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+
+	res, _ := get(t, srv.URL+"/teapot/1", "X-Request-Id", "abc-123")
+	if res.Header.Get("X-Request-Id") != "abc-123" {
+		t.Errorf("a sane incoming request id is kept: %q", res.Header.Get("X-Request-Id"))
+	}
+	res, _ = get(t, srv.URL+"/teapot/2", "X-Request-Id", "bad id\twith spaces")
+	if id := res.Header.Get("X-Request-Id"); id == "" || strings.Contains(id, " ") {
+		t.Errorf("an unsafe request id must be replaced: %q", id)
+	}
+	res, body := get(t, srv.URL+"/boom")
+	if res.StatusCode != 500 || !strings.Contains(body, `"error":"internal_error"`) || strings.Contains(body, "bug") {
+		t.Errorf("a panic must be a generic 500 JSON error: %d %s", res.StatusCode, body)
+	}
+	_, metrics := get(t, srv.URL+"/metrics")
+	for _, want := range []string{
+		`herald_http_requests_total{method="GET",route="/teapot/{id}",status="418"} 2`,
+		`herald_http_requests_total{method="GET",route="/boom",status="500"} 1`,
+		`herald_http_request_duration_seconds_bucket{method="GET",route="/teapot/{id}"`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+func TestShutdownFinishesInFlightRequests(t *testing.T) {
+	r := server.NewRouter(discard())
+	started := make(chan struct{})
+	r.Get("/slow", func(w http.ResponseWriter, _ *http.Request) {
+		close(started)
+		time.Sleep(300 * time.Millisecond)
+		_, _ = w.Write([]byte("done"))
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- server.ServeListener(ctx, ln, r, discard()) }()
+	result := make(chan string, 1)
+	go func() {
+		res, err := http.Get("http://" + ln.Addr().String() + "/slow")
+		if err != nil {
+			result <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		result <- string(b)
+	}()
+	<-started
+	cancel() // SIGTERM
+	if got := <-result; got != "done" {
+		t.Errorf("the in-flight request got %q, want it finished", got)
+	}
+	if err := <-served; err != nil {
+		t.Errorf("shutdown: %v", err)
+	}
+	if _, err := http.Get("http://" + ln.Addr().String() + "/healthz"); err == nil {
+		t.Error("the server still accepts requests after shutdown")
+	}
+}
