@@ -8,6 +8,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	_ "net/http/pprof" // registered on http.DefaultServeMux, served only with HERALD_PPROF_ADDR
 	"os"
 	"os/signal"
 	"sort"
@@ -34,6 +36,11 @@ var commands = map[string]command{
 }
 
 func main() {
+	// HERALD_PPROF_ADDR serves net/http/pprof on a separate, opt-in address (keep it on loopback): the
+	// way to profile a component under load without exposing profiles on the service port.
+	if addr := os.Getenv("HERALD_PPROF_ADDR"); addr != "" {
+		go func() { _ = http.ListenAndServe(addr, nil) }()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

@@ -25,7 +25,7 @@ var ErrClosed = errors.New("enqueuer closed")
 
 // Options tune the batching.
 type Options struct {
-	Loops          int           // concurrent batch loops; 4 when zero
+	Loops          int           // concurrent batch loops; 2 when zero (one batch commits while the next produces)
 	MaxBatch       int           // most notifications in one batch; 256 when zero
 	ProduceTimeout time.Duration // 2 s when zero
 }
@@ -48,7 +48,7 @@ type request struct {
 // New starts the batch loops; Close stops them after the waiting requests are served.
 func New(st *store.Store, producer *queue.Producer, opts Options) *Enqueuer {
 	if opts.Loops == 0 {
-		opts.Loops = 4
+		opts.Loops = 2
 	}
 	if opts.MaxBatch == 0 {
 		opts.MaxBatch = 256

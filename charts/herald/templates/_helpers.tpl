@@ -314,6 +314,12 @@ spec:
             {{- toYaml .args | nindent 12 }}
           env:
             {{- include "herald.env" . | trim | nindent 12 }}
+            # The Go runtime collects harder as it nears the container's memory limit instead of being
+            # OOM-killed (the ingress benchmark runs with the same soft limit).
+            - name: GOMEMLIMIT
+              valueFrom:
+                resourceFieldRef:
+                  resource: limits.memory
             {{- with $c.extraEnv }}
             {{- toYaml . | nindent 12 }}
             {{- end }}

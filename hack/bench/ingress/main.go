@@ -78,7 +78,7 @@ func run(herald string, rate int, duration time.Duration, concurrency, users int
 	cmd := exec.Command(herald, "ingress")
 	cmd.Env = append(os.Environ(),
 		"HERALD_DATABASE_URL="+dbURL, "HERALD_KAFKA_BROKERS="+broker.Addrs()[0], "HERALD_KAFKA_TOPIC_PREFIX=bench",
-		"HERALD_HTTP_ADDR="+addr, "HERALD_MESSENGER_BOT_USERNAME=bench_bot", "HERALD_LOG_LEVEL=warn")
+		"HERALD_HTTP_ADDR="+addr, "HERALD_MESSENGER_BOT_USERNAME=bench_bot", "HERALD_LOG_LEVEL=warn", "GOMEMLIMIT=64MiB")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		return err
