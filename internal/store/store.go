@@ -33,7 +33,8 @@ const DefaultQueryTimeout = 5 * time.Second
 
 // Store wraps the pgx pool. All methods are safe for concurrent use.
 type Store struct {
-	pool *pgxpool.Pool
+	pool    *pgxpool.Pool
+	updates updateBatcher // webhook updates: see updates.go
 }
 
 // Open connects to PostgreSQL and checks the connection.
@@ -58,7 +59,10 @@ func Open(ctx context.Context, url string, maxConns int32) (*Store, error) {
 }
 
 // Close releases every connection.
-func (s *Store) Close() { s.pool.Close() }
+func (s *Store) Close() {
+	s.updates.stop()
+	s.pool.Close()
+}
 
 // Pool exposes the pool for the few callers (tests, benchmarks) that need raw access.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }

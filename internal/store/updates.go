@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+	"golang.org/x/sync/errgroup"
 )
 
 // This file holds the SQL of the messenger update receiver (internal/updates). Every update that has an
@@ -27,71 +29,252 @@ type PublisherFor func(n NewNotification) Publisher
 // update long before (about a day), so a week is ample.
 const ProcessedUpdateRetention = 7 * 24 * time.Hour
 
-// updateEffect is what an update does in its transaction, in two round trips after BEGIN (the webhook's
-// latency is mostly round trips to PostgreSQL, so they are pipelined):
+// updateEffect is what an update does in its transaction, in two pipelined round trips:
 //
-//  1. first queues the effect's statements, sent with the claim of the update_id in one batch. They run
-//     whether or not the claim succeeds; when it does not, the transaction is rolled back.
+//  1. first queues the effect's statements; they run after the update_id was claimed.
 //  2. then, with the results of the first batch in, queues dependent statements and returns the replies;
 //     both are sent in a second batch. The replies' envelopes are produced before COMMIT.
 //
 // A reply known in advance (replies) is inserted in the first batch, saving the second round trip.
+// actor is the messenger user the update comes from (0: none), see updateBatcher.
 type updateEffect struct {
+	actor   int64
 	replies []NewNotification
 	first   func(b *pgx.Batch)
 	then    func(b *pgx.Batch) ([]NewNotification, error)
 }
 
-// processUpdate runs e in one transaction that claims updateID.
+// updateBatcher groups concurrent updates into one transaction, as internal/enqueue does for sends: one
+// claim statement, one pipelined batch of effects, one of dependent statements, one Kafka produce of all
+// replies and one COMMIT serve the whole batch, so the webhook's capacity is not one durable commit and one
+// Kafka acknowledgement per update. Within a batch the statements run in arrival order; a batch holds at
+// most one update per messenger user, so one user's updates still apply one after the other. A batch that
+// fails is retried update by update, so one failing update (or a deadlock with another batch) costs the
+// others nothing; the update that still fails answers an error and the platform retries it.
+type updateBatcher struct {
+	startOnce sync.Once
+	mu        sync.RWMutex // held shared while handing a job over, exclusively to close
+	closed    bool
+	jobs      chan *updateJob
+	done      chan struct{}
+	stopped   sync.WaitGroup
+}
+
+type updateJob struct {
+	updateID int64
+	publish  PublisherFor
+	effect   updateEffect
+	result   chan error
+	err      error // the job's own outcome within a committed batch (ErrUpdateProcessed)
+}
+
+const (
+	updateLoops    = 2
+	maxUpdateBatch = 64
+)
+
+// start runs the batch loops on first use.
+func (b *updateBatcher) start(s *Store) {
+	b.startOnce.Do(func() {
+		b.jobs = make(chan *updateJob, updateLoops*maxUpdateBatch)
+		b.done = make(chan struct{})
+		for range updateLoops {
+			b.stopped.Add(1)
+			go func() { defer b.stopped.Done(); s.updateLoop() }()
+		}
+	})
+}
+
+// stop serves the updates already handed over, then ends the loops; none start afterwards.
+func (b *updateBatcher) stop() {
+	b.startOnce.Do(func() { b.done = make(chan struct{}) })
+	b.mu.Lock()
+	if !b.closed {
+		b.closed = true
+		close(b.done)
+	}
+	b.mu.Unlock()
+	b.stopped.Wait()
+}
+
+// hand gives j to the loops; false once the store is closed.
+func (b *updateBatcher) hand(j *updateJob) bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		return false
+	}
+	b.jobs <- j // the loops run until closed, so this returns
+	return true
+}
+
+// processUpdate runs e in the transaction that claims updateID (batched with concurrent updates).
 func (s *Store) processUpdate(ctx context.Context, updateID int64, doing string, publish PublisherFor, e updateEffect) error {
-	ctx, cancel := withTimeout(ctx)
+	s.updates.start(s)
+	j := &updateJob{updateID: updateID, publish: publish, effect: e, result: make(chan error, 1)}
+	if !s.updates.hand(j) {
+		return fmt.Errorf("while %s: store closed", doing)
+	}
+	// Once handed over the update is carried out whatever the caller does: the answer must say what happened.
+	err := <-j.result
+	if errors.Is(err, ErrUpdateProcessed) {
+		return ErrUpdateProcessed
+	}
+	return translate(err, doing)
+}
+
+func (s *Store) updateLoop() {
+	var carry []*updateJob // updates of a user already in the previous batch
+	for {
+		var batch []*updateJob
+		actors := map[int64]bool{}
+		var next []*updateJob
+		add := func(j *updateJob) {
+			if a := j.effect.actor; a != 0 && actors[a] {
+				next = append(next, j)
+				return
+			}
+			actors[j.effect.actor] = true
+			batch = append(batch, j)
+		}
+		for _, j := range carry {
+			add(j)
+		}
+		if len(batch) == 0 {
+			select {
+			case j := <-s.updates.jobs:
+				add(j)
+			case <-s.updates.done:
+				select {
+				case j := <-s.updates.jobs:
+					add(j)
+				default:
+					return
+				}
+			}
+		}
+	fill:
+		for len(batch)+len(next) < maxUpdateBatch {
+			select {
+			case j := <-s.updates.jobs:
+				add(j)
+			default:
+				break fill
+			}
+		}
+		carry = next
+		err := s.runUpdates(batch)
+		if err != nil && len(batch) > 1 {
+			for _, j := range batch {
+				j.result <- jobError(j, s.runUpdates([]*updateJob{j}))
+			}
+			continue
+		}
+		for _, j := range batch {
+			j.result <- jobError(j, err)
+		}
+	}
+}
+
+// jobError is a job's answer once its batch committed (batchErr nil) or failed.
+func jobError(j *updateJob, batchErr error) error {
+	if batchErr != nil {
+		return batchErr
+	}
+	return j.err
+}
+
+// runUpdates applies a batch in one transaction. It returns an error only when the transaction failed;
+// an update whose id was claimed before gets ErrUpdateProcessed in its own job.
+func (s *Store) runUpdates(batch []*updateJob) error {
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultQueryTimeout)
 	defer cancel()
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		claimed := false
+	for _, j := range batch {
+		j.err = nil
+	}
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// Claim every update_id in one statement, in a fixed order so two batches cannot deadlock here.
+		ids := make([]int64, len(batch))
+		for i, j := range batch {
+			ids[i] = j.updateID
+		}
+		slices.Sort(ids)
+		rows, err := tx.Query(ctx, `INSERT INTO processed_updates (update_id) SELECT unnest($1::bigint[]) ON CONFLICT DO NOTHING RETURNING update_id`, ids)
+		if err != nil {
+			return fmt.Errorf("claiming updates: %w", err)
+		}
+		claimed := map[int64]bool{}
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			claimed[id] = true
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("claiming updates: %w", err)
+		}
+		var live []*updateJob
+		for _, j := range batch {
+			if claimed[j.updateID] {
+				delete(claimed, j.updateID) // a second copy in the same batch is a repeat
+				live = append(live, j)
+			} else {
+				j.err = ErrUpdateProcessed
+			}
+		}
+		if len(live) == 0 {
+			return nil
+		}
 		first := &pgx.Batch{}
-		first.Queue(`INSERT INTO processed_updates (update_id) VALUES ($1) ON CONFLICT DO NOTHING`, updateID).
-			Exec(func(tag pgconn.CommandTag) error {
-				claimed = tag.RowsAffected() == 1
-				return nil
-			})
-		for _, n := range e.replies {
-			queueSystem(first, n)
+		for _, j := range live {
+			for _, n := range j.effect.replies {
+				queueSystem(first, n)
+			}
+			if j.effect.first != nil {
+				j.effect.first(first)
+			}
 		}
-		if e.first != nil {
-			e.first(first)
+		if first.Len() > 0 {
+			if err := tx.SendBatch(ctx, first).Close(); err != nil {
+				return fmt.Errorf("applying updates: %w", err)
+			}
 		}
-		if err := tx.SendBatch(ctx, first).Close(); err != nil {
-			return fmt.Errorf("claiming update %d: %w", updateID, err)
+		type reply struct {
+			n       NewNotification
+			publish PublisherFor
 		}
-		if !claimed {
-			return ErrUpdateProcessed
-		}
-		replies := e.replies
-		if e.then != nil {
-			second := &pgx.Batch{}
-			more, err := e.then(second)
+		var replies []reply
+		second := &pgx.Batch{}
+		for _, j := range live {
+			for _, n := range j.effect.replies {
+				replies = append(replies, reply{n, j.publish})
+			}
+			if j.effect.then == nil {
+				continue
+			}
+			more, err := j.effect.then(second)
 			if err != nil {
 				return err
 			}
 			for _, n := range more {
 				queueSystem(second, n)
+				replies = append(replies, reply{n, j.publish})
 			}
+		}
+		if second.Len() > 0 {
 			if err := tx.SendBatch(ctx, second).Close(); err != nil {
-				return err
-			}
-			replies = append(replies, more...)
-		}
-		for _, n := range replies {
-			if err := publish(n)(ctx); err != nil {
-				return err
+				return fmt.Errorf("applying updates: %w", err)
 			}
 		}
-		return nil
+		// The envelopes are produced concurrently: kafka-go puts them in one produce request per partition.
+		g, gctx := errgroup.WithContext(ctx)
+		for _, r := range replies {
+			g.Go(func() error { return r.publish(r.n)(gctx) })
+		}
+		return g.Wait()
 	})
-	if errors.Is(err, ErrUpdateProcessed) {
-		return ErrUpdateProcessed
-	}
-	return translate(err, doing)
 }
 
 // queueSystem queues the insert of a system message in state queued, for a batch.
@@ -144,6 +327,7 @@ func (s *Store) RedeemLinkToken(ctx context.Context, updateID int64, r Redemptio
 		previous *int64 // the messenger account the user was linked to
 	)
 	err := s.processUpdate(ctx, updateID, "redeeming a link token", publish, updateEffect{
+		actor: r.MessengerUserID,
 		first: func(b *pgx.Batch) {
 			res, consumed, previous = LinkResult{}, false, nil
 			b.Queue(`
@@ -236,6 +420,7 @@ type VerificationResult struct {
 func (s *Store) CompleteVerifications(ctx context.Context, updateID int64, c ContactShare, replies func(VerificationResult) []NewNotification, publish PublisherFor) (VerificationResult, error) {
 	var res VerificationResult
 	err := s.processUpdate(ctx, updateID, "completing phone verification", publish, updateEffect{
+		actor: c.MessengerUserID,
 		first: func(b *pgx.Batch) {
 			res = VerificationResult{}
 			b.Queue(`
