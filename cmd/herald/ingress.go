@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"io"
+	"log/slog"
 
 	"github.com/heraldhq/herald/internal/config"
 	"github.com/heraldhq/herald/internal/ingress"
@@ -26,15 +27,11 @@ func runIngress(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return err
 	}
 	logger := c.Logger(stderr).With("component", "ingress")
-	st, err := store.Open(ctx, c.DatabaseURL, 32)
+	st, err := openBackends(ctx, &c, logger)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if err := queue.EnsureTopics(ctx, c.Brokers(), c.KafkaTopicPrefix, queue.DefaultPartitions, 1); err != nil {
-		// Topics are usually managed by the platform team; a broker that refuses creation is not fatal here.
-		logger.Warn("could not ensure topics", "err", err)
-	}
 	producer := queue.NewProducer(c.Brokers(), c.KafkaTopicPrefix)
 	defer producer.Close()
 
@@ -43,6 +40,20 @@ func runIngress(ctx context.Context, args []string, _, stderr io.Writer) error {
 	r := server.NewRouter(logger, storeReady(st), kafkaReady(c.Brokers()))
 	api.Routes(r)
 	return server.Serve(ctx, c.HTTPAddr, r, logger)
+}
+
+// openBackends opens the store and makes sure the Kafka topics exist: what ingress, webhook and worker all
+// do at start. Topics are usually managed by the platform team, so a broker that refuses to create them is
+// only a warning.
+func openBackends(ctx context.Context, c *config.Config, logger *slog.Logger) (*store.Store, error) {
+	st, err := store.Open(ctx, c.DatabaseURL, 32)
+	if err != nil {
+		return nil, err
+	}
+	if err := queue.EnsureTopics(ctx, c.Brokers(), c.KafkaTopicPrefix, queue.DefaultPartitions, 1); err != nil {
+		logger.Warn("could not ensure topics", "err", err)
+	}
+	return st, nil
 }
 
 func storeReady(st *store.Store) server.ReadyCheck {

@@ -14,7 +14,6 @@ import (
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
-	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/updates"
 )
 
@@ -59,14 +58,11 @@ func runWebhook(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	admins, _ := c.DevAdminIDs() // validated above
 	logger := c.Logger(stderr).With("component", "webhook")
 
-	st, err := store.Open(ctx, c.DatabaseURL, 32)
+	st, err := openBackends(ctx, &c, logger)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if err := queue.EnsureTopics(ctx, c.Brokers(), c.KafkaTopicPrefix, queue.DefaultPartitions, 1); err != nil {
-		logger.Warn("could not ensure topics", "err", err)
-	}
 	producer := queue.NewProducer(c.Brokers(), c.KafkaTopicPrefix)
 	defer producer.Close()
 

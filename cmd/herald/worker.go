@@ -9,9 +9,7 @@ import (
 	"github.com/heraldhq/herald/internal/config"
 	"github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/internal/messenger"
-	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
-	"github.com/heraldhq/herald/internal/store"
 )
 
 var workerSettings = []string{config.DatabaseURL, config.KafkaBrokers, config.KafkaTopicPrefix, config.HTTPAddr,
@@ -32,14 +30,11 @@ func runWorker(ctx context.Context, args []string, _, stderr io.Writer) error {
 	}
 	logger := c.Logger(stderr).With("component", "worker")
 	// Concurrent deliveries each hold a connection only for their claim and their status write.
-	st, err := store.Open(ctx, c.DatabaseURL, 32)
+	st, err := openBackends(ctx, &c, logger)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if err := queue.EnsureTopics(ctx, c.Brokers(), c.KafkaTopicPrefix, queue.DefaultPartitions, 1); err != nil {
-		logger.Warn("could not ensure topics", "err", err)
-	}
 	w, err := delivery.New(delivery.Options{
 		Store:           st,
 		Sender:          messenger.New(c.MessengerAPIURL, c.BotToken, nil),

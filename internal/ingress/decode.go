@@ -86,6 +86,17 @@ func validUserID(s string) error {
 	return nil
 }
 
+// decodeUser reads a {"user_id": …} body.
+func decodeUser(w http.ResponseWriter, r *http.Request) (string, error) {
+	var req struct {
+		UserID *string `json:"user_id"`
+	}
+	if err := decodeObject(w, r, &req); err != nil {
+		return "", err
+	}
+	return userIDField(req.UserID)
+}
+
 // userIDField validates a required user_id field that was decoded into a *string.
 func userIDField(p *string) (string, error) {
 	if p == nil {

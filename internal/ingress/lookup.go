@@ -65,10 +65,6 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-type userRequest struct {
-	UserID *string `json:"user_id"`
-}
-
 type linkTokenResponse struct {
 	Token     string `json:"token"`
 	ExpiresAt string `json:"expires_at"`
@@ -78,11 +74,7 @@ type linkTokenResponse struct {
 // linkToken is POST /v1/link-token: 32 random bytes, base64url (43 characters, within the platform's
 // 64-character start parameter); only the digest is stored, with the label snapshot.
 func (a *API) linkToken(w http.ResponseWriter, r *http.Request) error {
-	var req userRequest
-	if err := decodeObject(w, r, &req); err != nil {
-		return err
-	}
-	userID, err := userIDField(req.UserID)
+	userID, err := decodeUser(w, r)
 	if err != nil {
 		return err
 	}

@@ -27,11 +27,7 @@ type startVerificationResponse struct {
 // startVerification is POST /v1/phone-verification/start: pending for 10 minutes, and the branded prompt
 // queued as a system message (high topic) in the same transaction.
 func (a *API) startVerification(w http.ResponseWriter, r *http.Request) error {
-	var req userRequest
-	if err := decodeObject(w, r, &req); err != nil {
-		return err
-	}
-	userID, err := userIDField(req.UserID)
+	userID, err := decodeUser(w, r)
 	if err != nil {
 		return err
 	}
