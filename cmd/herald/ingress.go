@@ -27,6 +27,7 @@ func runIngress(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return err
 	}
 	logger := c.Logger(stderr).With("component", "ingress")
+	server.TuneGC()
 	st, err := openBackends(ctx, &c, logger)
 	if err != nil {
 		return err

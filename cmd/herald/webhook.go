@@ -57,6 +57,7 @@ func runWebhook(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	admins, _ := c.DevAdminIDs() // validated above
 	logger := c.Logger(stderr).With("component", "webhook")
+	server.TuneGC()
 
 	st, err := openBackends(ctx, &c, logger)
 	if err != nil {

@@ -66,6 +66,7 @@ type options struct {
 }
 
 func main() {
+	server.TuneGC() // the handler runs in this process: tune it as `herald webhook` does
 	var o options
 	flag.IntVar(&o.rate, "rate", 2000, "open-loop rate, updates per second")
 	flag.DurationVar(&o.duration, "duration", 15*time.Second, "length of each run")
