@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -15,11 +16,11 @@ import (
 )
 
 // openAdminStore parses the flags of an admin subcommand and opens the store.
-func openAdminStore(ctx context.Context, name string, args []string, stderr io.Writer, bind func(*flagSet)) (*store.Store, error) {
+func openAdminStore(ctx context.Context, name string, args []string, stderr io.Writer, bind func(*flag.FlagSet)) (*store.Store, error) {
 	var c config.Config
 	fs := newFlagSet(name, stderr)
 	c.Bind(fs, config.DatabaseURL)
-	bind(&flagSet{fs})
+	bind(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
@@ -39,17 +40,17 @@ func runTenant(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var id, name string
 	var developer int64
 	sub := args[0]
-	bind := func(f *flagSet) {}
+	bind := func(f *flag.FlagSet) {}
 	switch sub {
 	case "create":
-		bind = func(f *flagSet) {
+		bind = func(f *flag.FlagSet) {
 			f.StringVar(&id, "id", "", "tenant id (1-63 of a-z0-9-)")
 			f.StringVar(&name, "developer-name", "", "developer name: the branding label when a key has none")
 		}
 	case "suspend", "resume":
-		bind = func(f *flagSet) { f.StringVar(&id, "id", "", "tenant id") }
+		bind = func(f *flag.FlagSet) { f.StringVar(&id, "id", "", "tenant id") }
 	case "add-developer":
-		bind = func(f *flagSet) {
+		bind = func(f *flag.FlagSet) {
 			f.StringVar(&id, "id", "", "tenant id")
 			f.Int64Var(&developer, "messenger-user-id", 0, "messenger user id allowed the /dev_* commands for this tenant")
 		}
@@ -109,21 +110,21 @@ func runAPIKey(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var tenant, label, prefix string
 	var ttl time.Duration
 	sub := args[0]
-	var bind func(f *flagSet)
+	var bind func(f *flag.FlagSet)
 	switch sub {
 	case "create":
-		bind = func(f *flagSet) {
+		bind = func(f *flag.FlagSet) {
 			f.StringVar(&tenant, "tenant", "", "tenant id")
 			f.StringVar(&label, "label", "", "branding label (default: the tenant's developer name)")
 			f.DurationVar(&ttl, "expires-in", 0, "expire the key after this long (default: never)")
 		}
 	case "revoke":
-		bind = func(f *flagSet) {
+		bind = func(f *flag.FlagSet) {
 			f.StringVar(&tenant, "tenant", "", "tenant id")
 			f.StringVar(&prefix, "key", "", "the key's prefix (as `apikey list` shows it) or id")
 		}
 	case "list":
-		bind = func(f *flagSet) { f.StringVar(&tenant, "tenant", "", "tenant id (default: all)") }
+		bind = func(f *flag.FlagSet) { f.StringVar(&tenant, "tenant", "", "tenant id (default: all)") }
 	default:
 		return usageError{fmt.Errorf("unknown apikey subcommand %q (create, revoke, list)", sub)}
 	}

@@ -65,12 +65,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		var u usageError
-		if errors.As(err, &u) {
-			fmt.Fprintf(stderr, "herald %s: %v\n", args[0], err)
+		fmt.Fprintf(stderr, "herald %s: %v\n", args[0], err)
+		if errors.As(err, new(usageError)) {
 			return 2
 		}
-		fmt.Fprintf(stderr, "herald %s: %v\n", args[0], err)
 		return 1
 	}
 	return 0

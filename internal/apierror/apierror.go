@@ -38,18 +38,17 @@ func (e *Error) With(format string, args ...any) *Error {
 
 // The catalogue: the spec's codes and the ones the design brief adds.
 var (
-	Unauthorized         = &Error{Code: "unauthorized", Status: http.StatusUnauthorized, Message: "missing, invalid or inactive credentials"}
-	InvalidRequest       = &Error{Code: "invalid_request", Status: http.StatusBadRequest, Message: "the request is malformed"}
-	MessageTooLong       = &Error{Code: "message_too_long_after_branding", Status: http.StatusBadRequest, Message: "the branded message exceeds the messaging platform's limit of 4096 characters"}
-	PhoneUnverified      = &Error{Code: "phone_unverified", Status: http.StatusConflict, Message: "the user has no verified phone"}
-	QueueError           = &Error{Code: "queue_error", Status: http.StatusBadGateway, Message: "the notification could not be queued; nothing was stored, retry later"}
-	NotFound             = &Error{Code: "not_found", Status: http.StatusNotFound, Message: "not found"}
-	IdempotencyConflict  = &Error{Code: "idempotency_conflict", Status: http.StatusConflict, Message: "this Idempotency-Key was used with a different request body"}
-	RateLimited          = &Error{Code: "rate_limited", Status: http.StatusTooManyRequests, Message: "too many requests"}
-	MethodNotAllowed     = &Error{Code: "invalid_request", Status: http.StatusMethodNotAllowed, Message: "method not allowed"}
-	UnsupportedMediaType = &Error{Code: "invalid_request", Status: http.StatusUnsupportedMediaType, Message: "Content-Type must be application/json"}
-	Internal             = &Error{Code: "internal_error", Status: http.StatusInternalServerError, Message: "internal error"}
-	Unavailable          = &Error{Code: "unavailable", Status: http.StatusServiceUnavailable, Message: "the service is temporarily unavailable"}
+	Unauthorized        = &Error{Code: "unauthorized", Status: http.StatusUnauthorized, Message: "missing, invalid or inactive credentials"}
+	InvalidRequest      = &Error{Code: "invalid_request", Status: http.StatusBadRequest, Message: "the request is malformed"}
+	MessageTooLong      = &Error{Code: "message_too_long_after_branding", Status: http.StatusBadRequest, Message: "the branded message exceeds the messaging platform's limit of 4096 characters"}
+	PhoneUnverified     = &Error{Code: "phone_unverified", Status: http.StatusConflict, Message: "the user has no verified phone"}
+	QueueError          = &Error{Code: "queue_error", Status: http.StatusBadGateway, Message: "the notification could not be queued; nothing was stored, retry later"}
+	NotFound            = &Error{Code: "not_found", Status: http.StatusNotFound, Message: "not found"}
+	IdempotencyConflict = &Error{Code: "idempotency_conflict", Status: http.StatusConflict, Message: "this Idempotency-Key was used with a different request body"}
+	RateLimited         = &Error{Code: "rate_limited", Status: http.StatusTooManyRequests, Message: "too many requests"}
+	MethodNotAllowed    = &Error{Code: "invalid_request", Status: http.StatusMethodNotAllowed, Message: "method not allowed"}
+	Internal            = &Error{Code: "internal_error", Status: http.StatusInternalServerError, Message: "internal error"}
+	Unavailable         = &Error{Code: "unavailable", Status: http.StatusServiceUnavailable, Message: "the service is temporarily unavailable"}
 )
 
 // Body is the JSON error body.

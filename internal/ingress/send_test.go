@@ -187,7 +187,10 @@ func TestSendAnswersQueueErrorAndStoresNothingWhenTheBrokerIsDown(t *testing.T) 
 	key := e.tenant("acme", "Acme", nil)
 	e.link("acme", "u1", 1001, "verified")
 	e.broker.Close()
-	r := e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "hi"}, "Idempotency-Key", "k-502")
+	// Both paths: the batched one, and an idempotent send's own transaction.
+	r := e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "hi"})
+	expectError(t, r, http.StatusBadGateway, "queue_error")
+	r = e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "hi"}, "Idempotency-Key", "k-502")
 	expectError(t, r, http.StatusBadGateway, "queue_error")
 	if n := e.countRows(`SELECT count(*) FROM notifications`); n != 0 {
 		t.Errorf("a failed enqueue left %d notification rows", n)

@@ -107,14 +107,6 @@ func (p *Producer) Publish(ctx context.Context, priority int, key []byte, env En
 	return nil
 }
 
-// PublishTo writes one envelope to an explicit topic (the redrive loop uses it).
-func (p *Producer) PublishTo(ctx context.Context, topic string, key []byte, env Envelope) error {
-	if err := p.w.WriteMessages(ctx, kafka.Message{Topic: topic, Key: key, Value: env.Marshal()}); err != nil {
-		return fmt.Errorf("while producing to %s: %w", topic, err)
-	}
-	return nil
-}
-
 // Close flushes and closes the writer.
 func (p *Producer) Close() error { return p.w.Close() }
 

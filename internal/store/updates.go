@@ -108,14 +108,15 @@ func (b *updateBatcher) hand(j *updateJob) bool {
 	return true
 }
 
-// processUpdate runs e in the transaction that claims updateID (batched with concurrent updates).
-func (s *Store) processUpdate(ctx context.Context, updateID int64, doing string, publish PublisherFor, e updateEffect) error {
+// processUpdate runs e in the transaction that claims updateID (batched with concurrent updates). The
+// caller's context does not bound it: once handed over, an update is carried out under the batch's own
+// deadline (DefaultQueryTimeout), so that its answer says what happened.
+func (s *Store) processUpdate(_ context.Context, updateID int64, doing string, publish PublisherFor, e updateEffect) error {
 	s.updates.start(s)
 	j := &updateJob{updateID: updateID, publish: publish, effect: e, result: make(chan error, 1)}
 	if !s.updates.hand(j) {
 		return fmt.Errorf("while %s: store closed", doing)
 	}
-	// Once handed over the update is carried out whatever the caller does: the answer must say what happened.
 	err := <-j.result
 	if errors.Is(err, ErrUpdateProcessed) {
 		return ErrUpdateProcessed
