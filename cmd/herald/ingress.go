@@ -14,7 +14,7 @@ import (
 )
 
 var ingressSettings = []string{config.DatabaseURL, config.KafkaBrokers, config.KafkaTopicPrefix, config.HTTPAddr,
-	config.BotUsername, config.DeepLinkBase, config.LogLevel, config.LogFormat}
+	config.BotUsername, config.DeepLinkBase, config.ShutdownDelay, config.LogLevel, config.LogFormat}
 
 func runIngress(ctx context.Context, args []string, _, stderr io.Writer) error {
 	var c config.Config
@@ -40,7 +40,7 @@ func runIngress(ctx context.Context, args []string, _, stderr io.Writer) error {
 	defer api.Close() // after Serve returns: in-flight sends are answered first
 	r := server.NewRouter(logger, storeReady(st), kafkaReady(c.Brokers()))
 	api.Routes(r)
-	return server.Serve(ctx, c.HTTPAddr, r, logger)
+	return server.Serve(ctx, c.HTTPAddr, r, logger, server.ServeOptions{ShutdownDelay: c.ShutdownDelay})
 }
 
 // openBackends opens the store and makes sure the Kafka topics exist: what ingress, webhook and worker all

@@ -19,7 +19,7 @@ import (
 
 var webhookSettings = []string{config.DatabaseURL, config.KafkaBrokers, config.KafkaTopicPrefix, config.HTTPAddr,
 	config.WebhookSecret, config.PhoneHashKey, config.DevAdmins, config.UpdatesMode, config.MessengerAPIURL,
-	config.BotToken, config.LogLevel, config.LogFormat}
+	config.BotToken, config.ShutdownDelay, config.LogLevel, config.LogFormat}
 
 // pruneInterval is how often the webhook forgets old processed update ids.
 const pruneInterval = time.Hour
@@ -45,7 +45,7 @@ func runWebhook(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	// The secret guards the webhook route; polling needs the Bot API instead.
 	required := []string{config.DatabaseURL, config.KafkaBrokers, config.KafkaTopicPrefix, config.HTTPAddr,
-		config.PhoneHashKey, config.DevAdmins, config.UpdatesMode, config.LogLevel, config.LogFormat}
+		config.PhoneHashKey, config.DevAdmins, config.UpdatesMode, config.ShutdownDelay, config.LogLevel, config.LogFormat}
 	polling := c.UpdatesMode == "polling"
 	if polling {
 		required = append(required, config.MessengerAPIURL, config.BotToken)
@@ -83,7 +83,9 @@ func runWebhook(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	} else {
 		rc.Routes(r)
 	}
-	g.Go(func() error { return server.Serve(gctx, c.HTTPAddr, r, logger) })
+	g.Go(func() error {
+		return server.Serve(gctx, c.HTTPAddr, r, logger, server.ServeOptions{ShutdownDelay: c.ShutdownDelay})
+	})
 	return g.Wait()
 }
 

@@ -14,7 +14,7 @@ import (
 
 var workerSettings = []string{config.DatabaseURL, config.KafkaBrokers, config.KafkaTopicPrefix, config.HTTPAddr,
 	config.MessengerAPIURL, config.BotToken, config.RateLimit, config.PerChatInterval, config.WorkerGroupID,
-	config.WorkerAttempts, config.WorkerConcurrent, config.WorkerLease, config.LogLevel, config.LogFormat}
+	config.WorkerAttempts, config.WorkerConcurrent, config.WorkerLease, config.BackoffBase, config.BackoffMax, config.LogLevel, config.LogFormat}
 
 // runWorker delivers notifications from Kafka to the messenger, serving /healthz, /readyz and /metrics on
 // HERALD_HTTP_ADDR. On SIGTERM it drains (delivery.Options.GracePeriod) before it exits.
@@ -47,6 +47,7 @@ func runWorker(ctx context.Context, args []string, _, stderr io.Writer) error {
 		MaxAttempts:     c.WorkerMaxAttempts,
 		Concurrency:     c.WorkerConcurrency,
 		Lease:           c.WorkerLease,
+		Backoff:         delivery.Backoff{Base: c.BackoffBase, Max: c.BackoffMax, Jitter: delivery.DefaultBackoff.Jitter},
 	})
 	if err != nil {
 		return err

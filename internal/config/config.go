@@ -38,6 +38,11 @@ type Config struct {
 	WorkerMaxAttempts int
 	WorkerConcurrency int
 	WorkerLease       time.Duration
+	BackoffBase       time.Duration
+	BackoffMax        time.Duration
+
+	// HTTP servers.
+	ShutdownDelay time.Duration
 
 	// Webhook receiver.
 	UpdatesMode string
@@ -66,6 +71,9 @@ const (
 	WorkerAttempts   = "worker-max-attempts"
 	WorkerConcurrent = "worker-concurrency"
 	WorkerLease      = "worker-lease"
+	BackoffBase      = "worker-backoff-base"
+	BackoffMax       = "worker-backoff-max"
+	ShutdownDelay    = "shutdown-delay"
 	UpdatesMode      = "updates"
 )
 
@@ -134,6 +142,12 @@ func (c *Config) Bind(fs *flag.FlagSet, names ...string) {
 			fs.IntVar(&c.WorkerConcurrency, n, c.envInt(n, 256), usage)
 		case WorkerLease:
 			fs.DurationVar(&c.WorkerLease, n, c.envDuration(n, 2*time.Minute), usage)
+		case BackoffBase:
+			fs.DurationVar(&c.BackoffBase, n, c.envDuration(n, 15*time.Second), usage)
+		case BackoffMax:
+			fs.DurationVar(&c.BackoffMax, n, c.envDuration(n, 30*time.Minute), usage)
+		case ShutdownDelay:
+			fs.DurationVar(&c.ShutdownDelay, n, c.envDuration(n, 0), usage)
 		case UpdatesMode:
 			fs.StringVar(&c.UpdatesMode, n, c.env(n, "webhook"), usage)
 		default:
@@ -162,6 +176,9 @@ var descriptions = map[string]string{
 	WorkerAttempts:   "delivery attempts before a notification fails",
 	WorkerConcurrent: "deliveries in flight per worker",
 	WorkerLease:      "how long a claimed delivery may stay in flight before it is redriven",
+	BackoffBase:      "wait after the first transient delivery failure (5xx, timeout), doubled after each",
+	BackoffMax:       "longest wait between two delivery attempts",
+	ShutdownDelay:    "after SIGTERM, how long to keep serving while /readyz answers 503, so load balancers stop routing first",
 	UpdatesMode:      "how updates arrive: webhook or polling",
 }
 
@@ -303,6 +320,18 @@ func (c *Config) Validate(names ...string) error {
 		case WorkerLease:
 			if c.WorkerLease < 5*time.Second {
 				bad(n, "must be at least 5s")
+			}
+		case BackoffBase:
+			if c.BackoffBase < 10*time.Millisecond {
+				bad(n, "must be at least 10ms")
+			}
+		case BackoffMax:
+			if c.BackoffMax < c.BackoffBase {
+				bad(n, "must not be shorter than %s (%s)", envOf(BackoffBase), c.BackoffBase)
+			}
+		case ShutdownDelay:
+			if c.ShutdownDelay < 0 || c.ShutdownDelay > time.Minute {
+				bad(n, "must be between 0s and 1m")
 			}
 		case UpdatesMode:
 			if c.UpdatesMode != "webhook" && c.UpdatesMode != "polling" {

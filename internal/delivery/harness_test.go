@@ -216,8 +216,8 @@ func (e *env) send(user, message string, priority int) (string, time.Time) {
 func (e *env) enqueueRaw(user, body string, priority int) string {
 	e.t.Helper()
 	id := uuid.Must(uuid.NewV7()).String()
-	e.exec(`INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status)
-		VALUES ($1, 'tenant', 'acme', $2, $3, $4, 'queued')`, id, user, priority, body)
+	e.exec(`INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status, published_at)
+		VALUES ($1, 'tenant', 'acme', $2, $3, $4, 'queued', now())`, id, user, priority, body)
 	env := queue.Envelope{V: queue.EnvelopeVersion, TrackingID: id, TenantID: "acme"}
 	if err := e.producer.Publish(context.Background(), priority, queue.UserKey("acme", user), env); err != nil {
 		e.t.Fatalf("publish: %v", err)

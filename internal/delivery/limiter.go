@@ -21,20 +21,26 @@ func (p Priority) String() string {
 	return "normal"
 }
 
-// Limiter is the worker's share of the bot's global rate, granted in priority order: while both classes
-// wait, high gets HighWeight grants for every normal one, so high-priority messages overtake a normal
-// backlog without starving it. Grants follow GCRA (a token bucket) with a small burst, so that a grant
-// that wakes late is caught up rather than lost.
+// Limiter is the worker's share of the bot's global rate, in two stages:
 //
-// It is a queue served by one goroutine (run) rather than a shared x/time/rate limiter, because a plain
-// limiter serves waiters in no particular order and priority needs a choice at each grant.
+//  1. Wait grants in priority order: while both classes wait, high gets HighWeight grants for every
+//     normal one, so high-priority messages overtake a normal backlog without starving it. Grants follow
+//     GCRA (a token bucket) with a small burst, so that a grant that wakes late is caught up rather than
+//     lost. It is a queue served by one goroutine (Run) rather than a shared x/time/rate limiter, because a
+//     plain limiter serves waiters in no particular order and priority needs a choice at each grant.
+//  2. Admit, called by a granted delivery at the last moment before its request leaves, applies the same
+//     GCRA to the moments requests actually leave. A process that stalls (CPU starvation, SIGSTOP, a long
+//     GC pause) after granting would otherwise send every grant it made before the stall at once when it
+//     resumes; Admit spaces them again, so that in any window of length T at most burst + rate·T requests
+//     leave — a sliding-window cap on what the platform sees, whatever happened to the process.
 type Limiter struct {
 	weight int
 
 	mu          sync.Mutex
 	rate        float64 // grants per second; 0 pauses
 	burst       int
-	next        time.Time // GCRA theoretical arrival time
+	next        time.Time // GCRA theoretical arrival time of grants
+	sent        time.Time // GCRA theoretical arrival time of admissions
 	pausedUntil time.Time
 	queues      [2][]*waiter
 	highRun     int // grants to high in a row while normal waited
@@ -111,6 +117,43 @@ func (l *Limiter) Wait(ctx context.Context, p Priority) error {
 		}
 		return ctx.Err()
 	}
+}
+
+// Admit waits until a granted request may leave now without exceeding rate and burst over the moments
+// requests actually left (stage 2, see Limiter), and records it as leaving.
+func (l *Limiter) Admit(ctx context.Context) error {
+	for {
+		l.mu.Lock()
+		now := time.Now()
+		var wait time.Duration
+		switch {
+		case l.rate <= 0:
+			wait = 100 * time.Millisecond
+		case now.Before(l.pausedUntil):
+			wait = l.pausedUntil.Sub(now)
+		default:
+			interval := time.Duration(float64(time.Second) / l.rate)
+			if earliest := l.sent.Add(-time.Duration(l.burst-1) * interval); now.Before(earliest) {
+				wait = earliest.Sub(now)
+			} else {
+				l.sent = later(l.sent, now).Add(interval)
+			}
+		}
+		l.mu.Unlock()
+		if wait == 0 {
+			return nil
+		}
+		if err := sleepUntil(ctx, now.Add(wait)); err != nil {
+			return err
+		}
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // Run serves grants until ctx ends.

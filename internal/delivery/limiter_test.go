@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -145,5 +146,49 @@ func TestOffsetTrackerCommitsOnlyContiguouslyFinished(t *testing.T) {
 	tr.done(again)
 	if got := tr.committable(); len(got) != 1 || got[0].Partition != 1 || got[0].Offset != 5 {
 		t.Errorf("committable = %v, want partition 1 offset 5", got)
+	}
+}
+
+// A process that stalls after granting (CPU starvation, SIGSTOP, a GC pause) would send every grant it
+// made before the stall at once when it resumes. Admit, taken at the moment a request leaves, spaces them
+// again: whatever the grants did, the admissions never exceed burst + rate·T in any window T.
+func TestAdmitSpacesRequestsAfterAStall(t *testing.T) {
+	const rate = 50.0 // burst 1
+	l := NewLimiter(rate, 9)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go l.Run(ctx)
+	// Twenty deliveries are granted; then "the process stalls": all of them resume at the same instant.
+	const n = 20
+	start := make(chan struct{})
+	var mu sync.Mutex
+	var admitted []time.Time
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			if err := l.Wait(ctx, Normal); err != nil {
+				t.Error(err)
+				return
+			}
+			<-start
+			if err := l.Admit(ctx); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			admitted = append(admitted, time.Now())
+			mu.Unlock()
+		})
+	}
+	time.Sleep(time.Duration(float64(n)/rate*float64(time.Second)) + 100*time.Millisecond) // every grant made
+	close(start)
+	wg.Wait()
+	slices.SortFunc(admitted, func(a, b time.Time) int { return a.Compare(b) })
+	interval := time.Duration(float64(time.Second) / rate)
+	for i := 1; i < len(admitted); i++ {
+		// A little slack for the clock between Admit's decision and the time taken here.
+		if gap := admitted[i].Sub(admitted[i-1]); gap < interval-2*time.Millisecond {
+			t.Fatalf("admissions %d and %d only %v apart after a stall, want at least %v (rate %v/s, burst 1)", i-1, i, gap, interval, rate)
+		}
 	}
 }

@@ -35,11 +35,11 @@ var (
 	}, []string{"priority"})
 	skipped = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_worker_skipped_total",
-		Help: "Kafka messages dropped without a send, by reason (not_claimable, not_found, bad_envelope, stale_result).",
+		Help: "Kafka messages dropped without a send, by reason (not_claimable, leased, not_found, bad_envelope, stale_result).",
 	}, []string{"reason"})
 	republished = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_worker_republished_total",
-		Help: "Envelopes produced again by the worker, by reason (retry_due, redrive).",
+		Help: "Envelopes produced again by the worker, by reason (retry_due, unpublished, redrive).",
 	}, []string{"reason"})
 	throttles = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_worker_throttled_total",

@@ -8,15 +8,26 @@ import (
 	"github.com/heraldhq/herald/internal/store"
 )
 
-// republishDueRetries is the retry scheduler: retries live in PostgreSQL (status retrying,
-// next_attempt_at), and when due their envelopes go back to Kafka. Every worker runs it; SKIP LOCKED
-// shares the rows between them.
-func (w *Worker) republishDueRetries(ctx context.Context) {
+// republishDue is the retry scheduler and the outbox relay. Retries live in PostgreSQL (status retrying,
+// next_attempt_at), and when due their envelopes go back to Kafka; notifications whose first publish
+// failed (a webhook reply or a verification prompt while the broker was away) are published as soon as
+// the broker takes them. Every worker runs it; SKIP LOCKED shares the rows between them.
+func (w *Worker) republishDue(ctx context.Context) {
+	w.republishAll(ctx, "retry scheduler", func(ctx context.Context) (int, error) {
+		return w.opts.Store.RepublishDueRetries(ctx, w.opts.RepublishBatch, w.opts.Lease, w.publisher("retry_due"))
+	})
+	w.republishAll(ctx, "relay", func(ctx context.Context) (int, error) {
+		return w.opts.Store.RepublishUnpublished(ctx, w.opts.RepublishBatch, w.publisher("unpublished"))
+	})
+}
+
+// republishAll runs one republishing query batch after batch until a batch comes back short.
+func (w *Worker) republishAll(ctx context.Context, what string, batch func(ctx context.Context) (int, error)) {
 	for ctx.Err() == nil {
-		n, err := w.opts.Store.RepublishDueRetries(ctx, w.opts.RepublishBatch, w.opts.Lease, w.publisher("retry_due"))
+		n, err := batch(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
-				w.log.Warn("retry scheduler failed", "err", err)
+				w.log.Warn(what+" failed", "err", err)
 			}
 			return
 		}
@@ -30,21 +41,13 @@ func (w *Worker) republishDueRetries(ctx context.Context) {
 // envelope never reached a worker) or delivering past their lease (the worker died). The claim accepts
 // both; a copy of an envelope that was not lost after all is dropped by the claim.
 func (w *Worker) redrive(ctx context.Context) {
-	for ctx.Err() == nil {
+	w.republishAll(ctx, "redrive", func(ctx context.Context) (int, error) {
 		n, err := w.opts.Store.RepublishStuck(ctx, w.opts.RepublishBatch, w.opts.QueuedRedriveAfter, w.opts.Lease, w.publisher("redrive"))
-		if err != nil {
-			if ctx.Err() == nil {
-				w.log.Warn("redrive failed", "err", err)
-			}
-			return
-		}
 		if n > 0 {
 			w.log.Info("redrove stuck notifications", "count", n)
 		}
-		if n < w.opts.RepublishBatch {
-			return
-		}
-	}
+		return n, err
+	})
 }
 
 // publisher produces envelopes concurrently (the producer batches concurrent writes) and returns the

@@ -48,18 +48,21 @@ type Options struct {
 	HighWeight      int           // high-priority grants per normal one while both wait; 9
 	Lease           time.Duration // how long a claim may stay in flight before it is redriven; 2 m
 	Backoff         Backoff       // transient-failure schedule; DefaultBackoff
-	SendTimeout     time.Duration // one sendMessage call; 10 s
+	SendTimeout     time.Duration // one sendMessage call; min(10 s, Lease/2), so a slow call never outlives its lease
 
-	SchedulerInterval  time.Duration // how often due retries are re-published; 1 s
-	RedriveInterval    time.Duration // how often stuck notifications are looked for; 30 s
+	SchedulerInterval  time.Duration // how often due retries and failed publishes are re-published; 1 s
+	RedriveInterval    time.Duration // how often stuck notifications are looked for; min(30 s, Lease/2)
 	QueuedRedriveAfter time.Duration // a notification queued this long is presumed lost; 10 m
 	RepublishBatch     int           // rows per scheduler or redrive transaction; 500
 
 	GracePeriod    time.Duration // shutdown: how long in-flight deliveries may finish; 20 s
 	CommitInterval time.Duration // how often finished offsets are committed; 500 ms
-	// VisibilityWait bounds how long a claim waits for a row that does not exist yet: ingress commits the
-	// row just after Kafka acknowledged its envelope. 2 s.
-	VisibilityWait time.Duration
+	// HandoverWait bounds how long a claim waits for a notification that another attempt holds under a
+	// live lease before giving up on it: during a partition handover the worker giving the partition up
+	// finishes what it had started while the new owner reads the same messages, and waiting for it keeps
+	// one user's messages in order and paced. A holder that died leaves the lease to expire instead (the
+	// redrive sends it). SendTimeout + 5 s.
+	HandoverWait time.Duration
 
 	LagInterval        time.Duration // how often the consumer lag gauge is refreshed; 15 s
 	AssignmentInterval time.Duration // how often the partition share is re-read besides rebalances; 5 s
@@ -112,13 +115,13 @@ func (o *Options) defaults() error {
 	if o.Backoff.Max < o.Backoff.Base {
 		o.Backoff.Max = o.Backoff.Base
 	}
-	def(&o.SendTimeout, 10*time.Second)
+	def(&o.SendTimeout, min(10*time.Second, o.Lease/2))
 	def(&o.SchedulerInterval, time.Second)
-	def(&o.RedriveInterval, 30*time.Second)
+	def(&o.RedriveInterval, min(30*time.Second, o.Lease/2))
 	def(&o.QueuedRedriveAfter, 10*time.Minute)
 	def(&o.GracePeriod, 20*time.Second)
 	def(&o.CommitInterval, 500*time.Millisecond)
-	def(&o.VisibilityWait, 2*time.Second)
+	def(&o.HandoverWait, o.SendTimeout+5*time.Second)
 	def(&o.LagInterval, 15*time.Second)
 	def(&o.AssignmentInterval, 5*time.Second)
 	def(&o.ShareSettle, time.Second)
@@ -215,7 +218,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	bg.Go(func() { w.share.run(bgCtx) })
 	bg.Go(func() { w.pruneChats(bgCtx) })
 	var loops sync.WaitGroup
-	loops.Go(func() { w.every(fetchCtx, w.opts.SchedulerInterval, w.republishDueRetries) })
+	loops.Go(func() { w.every(fetchCtx, w.opts.SchedulerInterval, w.republishDue) })
 	loops.Go(func() { w.every(fetchCtx, w.opts.RedriveInterval, w.redrive) })
 	loops.Go(func() { w.every(fetchCtx, w.opts.LagInterval, w.updateLag) })
 
@@ -406,6 +409,9 @@ func (c *consumer) dispatch(ctx context.Context, f *fetched) {
 
 // lane delivers the messages of one key in order until its queue is empty.
 func (c *consumer) lane(ctx context.Context, key string) {
+	// handover is when another worker last acted on this key's chat, as far as this lane saw (see
+	// claim): the lane's next send keeps the per-chat interval from it.
+	var handover time.Time
 	for {
 		c.mu.Lock()
 		q := c.queues[key]
@@ -419,7 +425,7 @@ func (c *consumer) lane(ctx context.Context, key string) {
 
 		// After abort (grace over, or killed) nothing new starts: the message stays uncommitted and the
 		// partition's next owner reads it again.
-		if ctx.Err() == nil && c.w.handle(ctx, c.prio, f.msg) {
+		if ctx.Err() == nil && c.w.handle(ctx, c.prio, f.msg, &handover) {
 			c.tracker.done(f)
 		}
 		c.w.release(c.prio)
@@ -460,7 +466,9 @@ func (c *consumer) commit(ctx context.Context) error {
 
 // handle delivers the notification of one Kafka message. It reports whether the message is settled
 // (its offset may be committed): false only when the worker was killed or aborted before settling it.
-func (w *Worker) handle(ctx context.Context, p Priority, m kafka.Message) bool {
+// handover carries, from one message of a lane to the next, the moment another worker last acted on the
+// lane's chat (zero when none is known).
+func (w *Worker) handle(ctx context.Context, p Priority, m kafka.Message, handover *time.Time) bool {
 	env, err := queue.ParseEnvelope(m.Value)
 	if err == nil {
 		_, err = uuid.Parse(env.TrackingID)
@@ -470,48 +478,78 @@ func (w *Worker) handle(ctx context.Context, p Priority, m kafka.Message) bool {
 		w.log.Error("dropping a malformed envelope", "topic", m.Topic, "partition", m.Partition, "offset", m.Offset, "err", err)
 		return true
 	}
-	d, err := w.claim(ctx, env.TrackingID)
+	d, settledAt, err := w.claim(ctx, env.TrackingID)
+	if !settledAt.IsZero() {
+		*handover = settledAt
+	}
+	var nc *store.NotClaimable
 	switch {
+	case errors.As(err, &nc) && nc.Leased:
+		// Still held by another attempt after HandoverWait: its holder is stuck or dead. Its lease will run
+		// out and the redrive sends it again; the lane moves on.
+		skipped.WithLabelValues("leased").Inc()
+		w.log.Warn("skipping a notification another attempt still holds", "tracking_id", env.TrackingID)
+		return true
 	case errors.Is(err, store.ErrNotClaimable):
-		// Terminal, leased by another worker, or a retry not yet due (the scheduler re-publishes it).
+		// Terminal, or a retry not yet due (the scheduler re-publishes it).
 		skipped.WithLabelValues("not_claimable").Inc()
 		w.log.Debug("skipping", "tracking_id", env.TrackingID, "reason", err)
 		return true
 	case errors.Is(err, store.ErrNotFound):
-		// The ingress transaction never committed (it failed after the produce), or it committed later
-		// than VisibilityWait; in that case the redrive loop finds it queued.
+		// Every producer commits the row before it publishes, so this envelope's publish was given up (the
+		// request was answered 502 and its row deleted) yet reached the broker after all. Drop it at once.
 		skipped.WithLabelValues("not_found").Inc()
-		w.log.Warn("no notification for envelope", "tracking_id", env.TrackingID)
+		w.log.Info("dropping an envelope without a notification (a publish that was given up)", "tracking_id", env.TrackingID)
 		return true
 	case err != nil:
 		return false // ctx ended while PostgreSQL was unavailable
 	}
+	if !handover.IsZero() {
+		w.chats.Sent(d.ChatID, *handover)
+		*handover = time.Time{}
+	}
 	return w.deliver(ctx, p, d)
 }
 
-// claim claims the notification, waiting up to VisibilityWait for a row that is not visible yet and
-// indefinitely (until ctx ends) while PostgreSQL is unavailable.
-func (w *Worker) claim(ctx context.Context, trackingID string) (store.Delivery, error) {
-	deadline := time.Now().Add(w.opts.VisibilityWait)
+// claim claims the notification. It waits, indefinitely (until ctx ends), while PostgreSQL is unavailable,
+// and up to HandoverWait while another attempt holds the notification: then settledAt is when that
+// attempt ended (by the database's clock, translated to ours), the last moment another worker may have
+// sent to the chat.
+func (w *Worker) claim(ctx context.Context, trackingID string) (d store.Delivery, settledAt time.Time, err error) {
+	handoverDeadline := time.Now().Add(w.opts.HandoverWait)
+	waitedForLease := false
 	wait := 10 * time.Millisecond
 	for {
-		d, err := w.opts.Store.ClaimDelivery(ctx, trackingID, w.opts.Lease)
-		if err == nil || errors.Is(err, store.ErrNotClaimable) {
-			return d, err
-		}
-		if errors.Is(err, store.ErrNotFound) {
-			if time.Now().Add(wait).After(deadline) {
-				return d, err
+		d, err = w.opts.Store.ClaimDelivery(ctx, trackingID, w.opts.Lease)
+		var nc *store.NotClaimable
+		switch {
+		case err == nil:
+			if waitedForLease {
+				settledAt = time.Now()
 			}
-		} else {
+			return d, settledAt, nil
+		case errors.As(err, &nc) && nc.Leased:
+			if time.Now().After(handoverDeadline) {
+				return d, time.Time{}, err
+			}
+			waitedForLease = true
+			wait = 50 * time.Millisecond
+		case errors.As(err, &nc):
+			if waitedForLease {
+				settledAt = time.Now().Add(-nc.Age)
+			}
+			return d, settledAt, err
+		case errors.Is(err, store.ErrNotFound):
+			return d, time.Time{}, err
+		default:
 			if ctx.Err() != nil {
-				return d, ctx.Err()
+				return d, time.Time{}, ctx.Err()
 			}
 			w.log.Warn("claim failed; retrying", "tracking_id", trackingID, "err", err)
 			wait = max(wait, 500*time.Millisecond)
 		}
 		if err := sleepUntil(ctx, time.Now().Add(wait)); err != nil {
-			return d, err
+			return d, time.Time{}, err
 		}
 		wait = min(2*wait, 5*time.Second)
 	}
@@ -529,6 +567,10 @@ func (w *Worker) deliver(ctx context.Context, p Priority, d store.Delivery) bool
 	limiterWait.WithLabelValues("chat", p.String()).Observe(time.Since(start).Seconds())
 	start = time.Now()
 	if err := w.limiter.Wait(ctx, p); err != nil {
+		return w.finish(d, Release(false))
+	}
+	// The last moment before the request leaves: see Limiter.Admit.
+	if err := w.limiter.Admit(ctx); err != nil {
 		return w.finish(d, Release(false))
 	}
 	limiterWait.WithLabelValues("global", p.String()).Observe(time.Since(start).Seconds())
@@ -575,6 +617,14 @@ func (w *Worker) finish(d store.Delivery, dec Decision) bool {
 		var ok bool
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		ok, err = w.opts.Store.FinishDelivery(ctx, d, r)
+		if err == nil && !ok && try > 0 {
+			// An earlier try may have committed and lost only its answer (the connection broke): then the
+			// row already shows this result, and nobody took the claim over.
+			var recorded bool
+			if recorded, err = w.opts.Store.DeliveryRecorded(ctx, d, r); recorded {
+				ok = true
+			}
+		}
 		cancel()
 		if err == nil {
 			if !ok {

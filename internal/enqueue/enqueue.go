@@ -1,7 +1,7 @@
 // Package enqueue accepts tenant notifications on the hot path of POST /v1/send. Concurrent sends are
-// grouped into batches: each batch is one gated multi-row INSERT, one Kafka produce of all its envelopes,
-// and one COMMIT after the acknowledgement. A send is answered only after its batch committed, so a 202
-// still means "stored and on Kafka", and a failed produce still leaves no row behind.
+// grouped into batches: each batch is one gated multi-row INSERT (committed), then one Kafka produce of all
+// its envelopes. A send is answered only after the acknowledgement, so a 202 means "stored and on Kafka";
+// a failed produce deletes the batch's rows again, so a 502 means nothing was stored.
 //
 // Batches form naturally: a batch loop takes whatever is waiting when it becomes free, so a lone request
 // waits for nothing and a burst shares the round trips.
@@ -126,10 +126,9 @@ func (e *Enqueuer) process(batch []*request) {
 	for i, r := range batch {
 		ns[i] = r.n
 	}
-	produceFailed := false
 	ctx, cancel := context.WithTimeout(context.Background(), store.DefaultQueryTimeout+e.opts.ProduceTimeout)
 	defer cancel()
-	accepted, err := e.st.EnqueueTenantBatch(ctx, ns, func(ctx context.Context, ok []store.NewNotification) error {
+	accepted, publishErr, err := e.st.EnqueueTenantBatch(ctx, ns, func(ctx context.Context, ok []store.NewNotification) error {
 		out := make([]queue.Outgoing, len(ok))
 		for i, n := range ok {
 			out[i] = queue.Outgoing{Priority: n.Priority, Key: queue.UserKey(n.TenantID, n.UserID),
@@ -137,18 +136,17 @@ func (e *Enqueuer) process(batch []*request) {
 		}
 		pctx, pcancel := context.WithTimeout(ctx, e.opts.ProduceTimeout)
 		defer pcancel()
-		err := e.producer.PublishMany(pctx, out)
-		produceFailed = err != nil
-		return err
+		return e.producer.PublishMany(pctx, out)
 	})
 	for _, r := range batch {
 		switch {
-		case produceFailed:
-			r.out <- fmt.Errorf("%w: %v", ErrQueue, err)
 		case err != nil:
 			r.out <- err
 		case !accepted[r.n.TrackingID]:
+			// Refused by the gate: that answer stands whatever happened to the rest of the batch.
 			r.out <- store.ErrUnverified
+		case publishErr != nil:
+			r.out <- fmt.Errorf("%w: %v", ErrQueue, publishErr)
 		default:
 			r.out <- nil
 		}

@@ -78,13 +78,15 @@ func (a *API) send(w http.ResponseWriter, r *http.Request) error {
 	} else {
 		// Idempotent sends take their own transaction: the key's row lock is what makes a concurrent
 		// duplicate wait for, and then replay, the first answer.
-		trackingID, _, err = a.store.EnqueueTenant(r.Context(), n, idem, func(ctx context.Context) error {
+		var publishErr error
+		trackingID, _, publishErr, err = a.store.EnqueueTenant(r.Context(), n, idem, func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, a.opts.ProduceTimeout)
 			defer cancel()
-			err := a.producer.Publish(ctx, priority, queue.UserKey(p.TenantID, userID), queue.Envelope{V: queue.EnvelopeVersion, TrackingID: n.TrackingID, TenantID: p.TenantID})
-			produceFailed = err != nil
-			return err
+			return a.producer.Publish(ctx, priority, queue.UserKey(p.TenantID, userID), queue.Envelope{V: queue.EnvelopeVersion, TrackingID: n.TrackingID, TenantID: p.TenantID})
 		})
+		if publishErr != nil {
+			produceFailed, err = true, publishErr
+		}
 	}
 	switch {
 	case errors.Is(err, store.ErrUnverified):

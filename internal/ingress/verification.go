@@ -37,20 +37,18 @@ func (a *API) startVerification(w http.ResponseWriter, r *http.Request) error {
 		return d.Notification(dispatch.Message{TenantID: p.TenantID, ChatID: chatID,
 			Body: brand.Render(p.Label, VerificationPromptText), ReplyMarkup: contactKeyboard})
 	}
-	produceFailed := false
-	expires, err := a.store.StartVerification(r.Context(), p.TenantID, userID, p.Label, prompt, func(ctx context.Context, n store.NewNotification) error {
-		err := d.Publisher(n)(ctx)
-		produceFailed = err != nil
-		return err
+	expires, publishErr, err := a.store.StartVerification(r.Context(), p.TenantID, userID, p.Label, prompt, func(ctx context.Context, n store.NewNotification) error {
+		return d.Publisher(n)(ctx)
 	})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return apierror.NotFound.With("user %q has no messenger link for this tenant", userID)
-	case produceFailed:
-		a.log.Warn("enqueue of verification prompt failed", "err", err, "tenant_id", p.TenantID)
-		return apierror.QueueError
 	case err != nil:
 		return err
+	}
+	if publishErr != nil {
+		// The session is pending and the prompt stored: the relay sends it once the broker is back.
+		a.log.Warn("verification prompt not published yet; the relay will publish it", "err", publishErr, "tenant_id", p.TenantID)
 	}
 	writeJSON(w, http.StatusAccepted, startVerificationResponse{UserID: userID, Status: "pending", ExpiresAt: timestamp(expires)})
 	return nil

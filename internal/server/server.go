@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -156,18 +157,44 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // ShutdownGrace is how long in-flight requests get to finish after SIGTERM.
 const ShutdownGrace = 20 * time.Second
 
-// Serve listens on addr and serves h until ctx is done, then stops accepting and waits for in-flight
-// requests (up to ShutdownGrace).
-func Serve(ctx context.Context, addr string, h http.Handler, logger *slog.Logger) error {
+// ServeOptions tune how a server stops.
+type ServeOptions struct {
+	// ShutdownDelay: once ctx ends, keep serving for this long while /readyz answers 503 and every answer
+	// closes its connection, so that load balancers stop routing to this replica (and clients reconnect
+	// elsewhere) before its listener closes. 0 stops accepting at once.
+	ShutdownDelay time.Duration
+}
+
+// Serve listens on addr and serves h until ctx is done, then stops: see ServeListener.
+func Serve(ctx context.Context, addr string, h http.Handler, logger *slog.Logger, opts ...ServeOptions) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("while listening on %s: %w", addr, err)
 	}
-	return ServeListener(ctx, ln, h, logger)
+	return ServeListener(ctx, ln, h, logger, opts...)
 }
 
-// ServeListener is Serve on an existing listener (tests pick a free port this way).
-func ServeListener(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Logger) error {
+// ServeListener serves h on ln until ctx is done. Then /readyz answers 503 at once; after the
+// ShutdownDelay the listener closes and in-flight requests finish (up to ShutdownGrace).
+func ServeListener(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Logger, opts ...ServeOptions) error {
+	var o ServeOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	var draining atomic.Bool
+	inner := h
+	h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if draining.Load() {
+			w.Header().Set("Connection", "close")
+			if r.URL.Path == "/readyz" {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = w.Write([]byte(`{"status":"shutting down"}` + "\n"))
+				return
+			}
+		}
+		inner.ServeHTTP(w, r)
+	})
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -184,6 +211,11 @@ func ServeListener(ctx context.Context, ln net.Listener, h http.Handler, logger 
 	case err := <-errc:
 		return fmt.Errorf("while serving HTTP: %w", err)
 	case <-ctx.Done():
+	}
+	draining.Store(true)
+	if o.ShutdownDelay > 0 {
+		logger.Info("shutting down: not ready, still serving", "delay", o.ShutdownDelay)
+		time.Sleep(o.ShutdownDelay)
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
 	defer cancel()

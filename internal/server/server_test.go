@@ -124,3 +124,50 @@ func TestShutdownFinishesInFlightRequests(t *testing.T) {
 		t.Error("the server still accepts requests after shutdown")
 	}
 }
+
+// On SIGTERM with a shutdown delay, the replica reports itself not ready at once but keeps serving for the
+// delay, so the load balancer stops routing to it before its listener closes; requests made meanwhile
+// still succeed (and are told to close their connection).
+func TestShutdownDelayKeepsServingWhileNotReady(t *testing.T) {
+	r := server.NewRouter(discard())
+	r.Get("/work", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() {
+		served <- server.ServeListener(ctx, ln, r, discard(), server.ServeOptions{ShutdownDelay: 500 * time.Millisecond})
+	}()
+	get := func(path string) (int, bool) {
+		res, err := http.Get(base + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer res.Body.Close()
+		return res.StatusCode, res.Close
+	}
+	if code, _ := get("/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz before SIGTERM = %d, want 200", code)
+	}
+	cancel() // SIGTERM
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		code, _ := get("/readyz")
+		if code == http.StatusServiceUnavailable {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("/readyz still 200 after SIGTERM")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code, closing := get("/work"); code != http.StatusOK || !closing {
+		t.Errorf("a request during the shutdown delay got %d (connection closing: %v), want 200 and close", code, closing)
+	}
+	if err := <-served; err != nil {
+		t.Errorf("shutdown: %v", err)
+	}
+}

@@ -11,7 +11,26 @@ import (
 )
 
 // ErrNotClaimable: the notification exists but is terminal, not yet due, or leased by another worker.
+// The error is a *NotClaimable, which says which.
 var ErrNotClaimable = errors.New("not claimable")
+
+// NotClaimable describes a notification a claim refused.
+type NotClaimable struct {
+	TrackingID string
+	Status     string
+	// Leased: another attempt holds it (status delivering under a live lease): a worker that received the
+	// same envelope during a partition handover, or a redelivered copy.
+	Leased bool
+	// Age is how long ago the row last changed (for a terminal one: when its last attempt was recorded).
+	Age time.Duration
+}
+
+func (e *NotClaimable) Error() string {
+	return fmt.Sprintf("notification %s is not claimable (%s)", e.TrackingID, e.Status)
+}
+
+// Is makes errors.Is(err, ErrNotClaimable) hold.
+func (e *NotClaimable) Is(target error) bool { return target == ErrNotClaimable }
 
 // Delivery is a notification a worker has claimed: everything it needs to send it.
 type Delivery struct {
@@ -32,8 +51,9 @@ type Delivery struct {
 
 // ClaimDelivery moves a notification to delivering (attempts + 1, leased until now + lease) in one
 // statement, when it is queued, a due retry, or delivering under an expired lease. ErrNotFound when the
-// row does not exist (yet: ingress commits a few milliseconds after Kafka acknowledged the envelope);
-// ErrNotClaimable when it exists but must not be sent now (terminal, retry not due, leased by someone).
+// row does not exist: every producer commits the row before it publishes the envelope, so that is an
+// envelope whose publish was given up (see EnqueueTenant). A *NotClaimable when it exists but must not be
+// sent now (terminal, retry not due, leased by someone).
 func (s *Store) ClaimDelivery(ctx context.Context, trackingID string, lease time.Duration) (Delivery, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
@@ -46,19 +66,23 @@ func (s *Store) ClaimDelivery(ctx context.Context, trackingID string, lease time
 			return d, nil
 		}
 		// Nothing claimed: tell a missing row from one that must not be sent now. The UPDATE and this
-		// SELECT see different snapshots, so a row committed between them reads as claimable; claim again.
-		var status string
+		// SELECT see different snapshots, so a row that changed between them reads as claimable; claim again.
+		nc := &NotClaimable{TrackingID: trackingID}
 		var claimable bool
+		var age float64
 		err = s.pool.QueryRow(ctx, `
 			SELECT status, status = 'queued'
 			       OR (status = 'retrying' AND COALESCE(next_attempt_at, '-infinity') <= now())
-			       OR (status = 'delivering' AND lease_expires_at < now())
-			FROM notifications WHERE tracking_id = $1`, trackingID).Scan(&status, &claimable)
+			       OR (status = 'delivering' AND lease_expires_at < now()),
+			       status = 'delivering' AND lease_expires_at >= now(),
+			       extract(epoch FROM now() - updated_at)
+			FROM notifications WHERE tracking_id = $1`, trackingID).Scan(&nc.Status, &claimable, &nc.Leased, &age)
 		if err != nil {
 			return d, translate(err, "claiming notification "+trackingID)
 		}
+		nc.Age = time.Duration(age * float64(time.Second))
 		if !claimable || try == 2 {
-			return d, fmt.Errorf("while claiming notification %s (%s): %w", trackingID, status, ErrNotClaimable)
+			return d, nc
 		}
 	}
 }
@@ -162,6 +186,22 @@ func (s *Store) FinishDelivery(ctx context.Context, d Delivery, r DeliveryResult
 	return updated, translate(err, "recording the delivery of "+d.TrackingID)
 }
 
+// DeliveryRecorded reports whether the notification already shows the result r of attempt d.Attempts: a
+// status write whose answer was lost (the connection broke after the commit) and whose retry then matched
+// nothing.
+func (s *Store) DeliveryRecorded(ctx context.Context, d Delivery, r DeliveryResult) (bool, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	attempts := d.Attempts
+	if r.Release {
+		attempts--
+	}
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT status = $2 AND attempts = $3 FROM notifications WHERE tracking_id = $1`,
+		d.TrackingID, r.Status, attempts).Scan(&ok)
+	return ok, translate(err, "reading the delivery of "+d.TrackingID)
+}
+
 // Pending is a notification whose envelope must be produced again.
 type Pending struct {
 	TrackingID string
@@ -187,6 +227,16 @@ func (s *Store) RepublishDueRetries(ctx context.Context, limit int, quiet time.D
 		WHERE status = 'retrying' AND next_attempt_at <= now()
 		  AND (published_at IS NULL OR published_at < now() - make_interval(secs => $2))
 		ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED`, publish, limit, quiet.Seconds())
+}
+
+// RepublishUnpublished is the outbox relay: it hands up to limit queued notifications whose publish failed
+// (published_at cleared by MarkUnpublished) to publish, and marks the ones it produced.
+func (s *Store) RepublishUnpublished(ctx context.Context, limit int, publish RepublishFunc) (int, error) {
+	return s.republish(ctx, `
+		SELECT tracking_id::text, kind, COALESCE(tenant_id, ''), COALESCE(user_id, ''), COALESCE(chat_id, 0), priority, status
+		FROM notifications
+		WHERE status = 'queued' AND published_at IS NULL
+		ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED`, publish, limit)
 }
 
 // RepublishStuck hands up to limit notifications that look lost to publish: queued for longer than

@@ -1,11 +1,13 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -41,23 +43,70 @@ type Idempotency struct {
 // IdempotencyWindow is how long an Idempotency-Key is remembered.
 const IdempotencyWindow = 24 * time.Hour
 
-// Publisher produces the Kafka envelope of a notification inside its insert transaction: the row commits
-// only after the broker acknowledged, so a failed produce leaves nothing behind.
+// Publisher produces the Kafka envelope of a notification whose row is already committed.
 type Publisher func(ctx context.Context) error
 
+// PublishWindow bounds how long a producer may take to publish a notification it has just committed: a
+// producer that gets no acknowledgement within it takes the notification back (tenant sends) or leaves it
+// to the relay (system messages). Producers use shorter timeouts (2 s); the window is what a concurrent
+// duplicate of an idempotent send waits for before it trusts the first request's outcome.
+const PublishWindow = 5 * time.Second
+
+// Every producer commits a notification's row before it publishes the envelope (an outbox): a worker that
+// receives an envelope finds its row, so an envelope without a row is an orphan to drop at once — the
+// publish of a request that was answered 502 but that the Kafka client delivered anyway after the broker
+// came back. Rows are inserted with published_at set ("a publish is under way"); a publish that fails
+// either takes the row back (DiscardNotifications: the tenant was told nothing was stored) or clears
+// published_at so that the relay publishes it when the broker is back (MarkUnpublished). A producer that
+// dies between the commit and the publish leaves a row with published_at set that nobody consumes; the
+// redrive finds it after the queued-redrive threshold.
+
 // EnqueueTenant inserts a tenant notification in state queued when the user has a link and a verified
-// phone, publishes it, and commits. With idem set, a repeat of the same key and request returns the first
-// tracking id (replayed=true) and publishes nothing; a repeat with another request is
-// ErrIdempotencyConflict. ErrUnverified when the user may not receive notifications.
-func (s *Store) EnqueueTenant(ctx context.Context, n NewNotification, idem *Idempotency, publish Publisher) (trackingID string, replayed bool, err error) {
-	ctx, cancel := withTimeout(ctx)
+// phone, commits, and publishes it; a failed publish takes the row (and the Idempotency-Key) back. With idem
+// set, a repeat of the same key and request returns the first tracking id (replayed=true) and publishes
+// nothing; a repeat with another request is ErrIdempotencyConflict. ErrUnverified when the user may not
+// receive notifications. publishErr is set (and err nil) when the publish failed.
+func (s *Store) EnqueueTenant(ctx context.Context, n NewNotification, idem *Idempotency, publish Publisher) (trackingID string, replayed bool, publishErr, err error) {
+	ctx, cancel := context.WithTimeout(ctx, DefaultQueryTimeout+PublishWindow)
 	defer cancel()
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	for {
+		trackingID, replayed, err = s.insertTenant(ctx, n, idem)
+		if err != nil || !replayed {
+			break
+		}
+		// A replay: the first request may still be publishing, and take its notification back if that
+		// fails. Answer only once its outcome is certain.
+		settled, err := s.settledAfterPublish(ctx, trackingID)
+		if err != nil {
+			return "", false, nil, err
+		}
+		if settled {
+			return trackingID, true, nil, nil
+		}
+		// The first request took its notification back: this one is the first now.
+	}
+	if err != nil {
+		return "", false, nil, err
+	}
+	if perr := publish(ctx); perr != nil {
+		if derr := s.DiscardNotifications(context.WithoutCancel(ctx), []string{n.TrackingID}, n.TenantID, idem); derr != nil {
+			perr = errors.Join(perr, derr)
+		}
+		return "", false, perr, nil
+	}
+	return trackingID, false, nil, nil
+}
+
+// insertTenant is the transaction of EnqueueTenant: claim the Idempotency-Key, gate and insert.
+func (s *Store) insertTenant(ctx context.Context, n NewNotification, idem *Idempotency) (trackingID string, replayed bool, err error) {
+	qctx, cancel := withTimeout(ctx)
+	defer cancel()
+	err = pgx.BeginFunc(qctx, s.pool, func(tx pgx.Tx) error {
 		if idem != nil {
 			// Claim the key, or take over one older than the window. A concurrent claim of the same key waits
 			// here for the other transaction, so two duplicates never both enqueue.
 			var claimed string
-			err := tx.QueryRow(ctx, `
+			err := tx.QueryRow(qctx, `
 				INSERT INTO idempotency_keys (tenant_id, key, request_hash, tracking_id) VALUES ($1, $2, $3, $4)
 				ON CONFLICT (tenant_id, key) DO UPDATE
 				  SET request_hash = EXCLUDED.request_hash, tracking_id = EXCLUDED.tracking_id, created_at = now()
@@ -65,7 +114,7 @@ func (s *Store) EnqueueTenant(ctx context.Context, n NewNotification, idem *Idem
 				RETURNING tracking_id::text`, n.TenantID, idem.Key, idem.RequestHash[:], n.TrackingID, IdempotencyWindow.String()).Scan(&claimed)
 			if errors.Is(err, pgx.ErrNoRows) {
 				var hash []byte
-				if err := tx.QueryRow(ctx, `SELECT request_hash, tracking_id::text FROM idempotency_keys WHERE tenant_id = $1 AND key = $2`,
+				if err := tx.QueryRow(qctx, `SELECT request_hash, tracking_id::text FROM idempotency_keys WHERE tenant_id = $1 AND key = $2`,
 					n.TenantID, idem.Key).Scan(&hash, &trackingID); err != nil {
 					return fmt.Errorf("reading idempotency key: %w", err)
 				}
@@ -80,9 +129,9 @@ func (s *Store) EnqueueTenant(ctx context.Context, n NewNotification, idem *Idem
 			}
 		}
 		// The gate and the insert are one statement: a user is sendable when linked with a verified phone.
-		tag, err := tx.Exec(ctx, `
-			INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status)
-			SELECT $1, 'tenant', $2, $3, $4, $5, 'queued'
+		tag, err := tx.Exec(qctx, `
+			INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status, published_at)
+			SELECT $1, 'tenant', $2, $3, $4, $5, 'queued', now()
 			WHERE EXISTS (
 				SELECT 1 FROM phone_verifications v JOIN links l USING (tenant_id, user_id)
 				WHERE v.tenant_id = $2 AND v.user_id = $3 AND v.status = 'verified')`,
@@ -94,34 +143,108 @@ func (s *Store) EnqueueTenant(ctx context.Context, n NewNotification, idem *Idem
 			return ErrUnverified
 		}
 		trackingID = n.TrackingID
-		return publish(ctx)
+		return nil
 	})
 	if errors.Is(err, ErrUnverified) || errors.Is(err, ErrIdempotencyConflict) {
 		return "", false, err
 	}
-	if err != nil {
-		return "", false, translate(err, "enqueueing notification")
-	}
-	return trackingID, replayed, nil
+	return trackingID, replayed, translate(err, "enqueueing notification")
 }
 
-// EnqueueSystem inserts a system message (addressed to n.ChatID) in state queued, publishes it, commits.
-func (s *Store) EnqueueSystem(ctx context.Context, n NewNotification, publish Publisher) error {
+// settledAfterPublish waits until the publish of a notification inserted by another request must have
+// ended (PublishWindow after its row was created) and reports whether the notification still exists:
+// false when that request took it back after a failed publish.
+func (s *Store) settledAfterPublish(ctx context.Context, trackingID string) (bool, error) {
+	for {
+		var settled bool
+		qctx, cancel := withTimeout(ctx)
+		err := s.pool.QueryRow(qctx, `SELECT created_at < now() - $2::interval FROM notifications WHERE tracking_id = $1`,
+			trackingID, PublishWindow.String()).Scan(&settled)
+		cancel()
+		if errors.Is(err, pgx.ErrNoRows) {
+			return false, nil
+		}
+		if err != nil {
+			return false, translate(err, "reading a replayed notification")
+		}
+		if settled {
+			return true, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+}
+
+// DiscardNotifications deletes notifications whose publish failed, so that the 502 the tenant receives is
+// true. With idem, the tenant's Idempotency-Key that names the (one) notification goes too, so that a
+// retry with the same key starts afresh.
+func (s *Store) DiscardNotifications(ctx context.Context, trackingIDs []string, tenantID string, idem *Idempotency) error {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := insertSystem(ctx, tx, n); err != nil {
-			return err
+		if idem != nil {
+			if _, err := tx.Exec(ctx, `DELETE FROM idempotency_keys WHERE tenant_id = $1 AND key = $2 AND tracking_id = ANY($3::uuid[])`,
+				tenantID, idem.Key, trackingIDs); err != nil {
+				return err
+			}
 		}
-		return publish(ctx)
+		_, err := tx.Exec(ctx, `DELETE FROM notifications WHERE tracking_id = ANY($1::uuid[]) AND status = 'queued'`, trackingIDs)
+		return err
 	})
-	return translate(err, "enqueueing system message")
+	return translate(err, "discarding unpublished notifications")
+}
+
+// MarkUnpublished hands notifications whose publish failed to the relay (RepublishUnpublished).
+func (s *Store) MarkUnpublished(ctx context.Context, trackingIDs []string) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	_, err := s.pool.Exec(ctx, `UPDATE notifications SET published_at = NULL WHERE tracking_id = ANY($1::uuid[]) AND status = 'queued'`, trackingIDs)
+	return translate(err, "marking notifications unpublished")
+}
+
+// EnqueueSystem inserts a system message (addressed to n.ChatID) in state queued, commits, and publishes
+// it; a failed publish leaves it to the relay.
+func (s *Store) EnqueueSystem(ctx context.Context, n NewNotification, publish Publisher) error {
+	qctx, cancel := withTimeout(ctx)
+	defer cancel()
+	if _, err := s.pool.Exec(qctx, insertSystemSQL, systemArgs(n)...); err != nil {
+		return translate(err, "enqueueing system message")
+	}
+	return s.publishSystem(ctx, []NewNotification{n}, func(ctx context.Context, n NewNotification) error { return publish(ctx) })
+}
+
+// publishSystem publishes committed system messages concurrently (the producer puts them in one request per
+// partition) and hands those it could not publish to the relay. It returns the first publish error.
+func (s *Store) publishSystem(ctx context.Context, ns []NewNotification, publish func(ctx context.Context, n NewNotification) error) error {
+	errs := make([]error, len(ns))
+	var wg sync.WaitGroup
+	for i, n := range ns {
+		wg.Go(func() { errs[i] = publish(ctx, n) })
+	}
+	wg.Wait()
+	var failed []string
+	var first error
+	for i, err := range errs {
+		if err != nil {
+			failed = append(failed, ns[i].TrackingID)
+			first = cmp.Or(first, err)
+		}
+	}
+	if len(failed) > 0 {
+		if err := s.MarkUnpublished(context.WithoutCancel(ctx), failed); err != nil {
+			first = errors.Join(first, err)
+		}
+	}
+	return first
 }
 
 // insertSystemSQL inserts a system message in state queued; systemArgs are its arguments.
 const insertSystemSQL = `
-	INSERT INTO notifications (tracking_id, kind, tenant_id, chat_id, priority, body, reply_markup, status)
-	VALUES ($1, 'system', NULLIF($2, ''), $3, $4, $5, $6::jsonb, 'queued')`
+	INSERT INTO notifications (tracking_id, kind, tenant_id, chat_id, priority, body, reply_markup, status, published_at)
+	VALUES ($1, 'system', NULLIF($2, ''), $3, $4, $5, $6::jsonb, 'queued', now())`
 
 func systemArgs(n NewNotification) []any {
 	var markup any
@@ -168,12 +291,11 @@ func (s *Store) GetNotification(ctx context.Context, tenantID, trackingID string
 }
 
 // EnqueueTenantBatch inserts many tenant notifications in one statement, each gated like EnqueueTenant,
-// hands the accepted ones to publish, and commits only when publish succeeds. It returns the tracking ids
-// that passed the gate; the others are unverified. Batching is what lets one ingress replica accept
-// thousands of sends per second: one transaction and one produce request serve a whole batch.
-func (s *Store) EnqueueTenantBatch(ctx context.Context, ns []NewNotification, publish func(ctx context.Context, accepted []NewNotification) error) (map[string]bool, error) {
-	ctx, cancel := withTimeout(ctx)
-	defer cancel()
+// commits, and hands the accepted ones to publish; when publish fails it takes them back. It returns the
+// tracking ids that passed the gate (the others are unverified) and the publish error, if any. Batching is
+// what lets one ingress replica accept thousands of sends per second: one statement and one produce
+// request serve a whole batch, and no transaction stays open across the produce.
+func (s *Store) EnqueueTenantBatch(ctx context.Context, ns []NewNotification, publish func(ctx context.Context, accepted []NewNotification) error) (accepted map[string]bool, publishErr, err error) {
 	ids := make([]string, len(ns))
 	tenants := make([]string, len(ns))
 	users := make([]string, len(ns))
@@ -182,43 +304,45 @@ func (s *Store) EnqueueTenantBatch(ctx context.Context, ns []NewNotification, pu
 	for i, n := range ns {
 		ids[i], tenants[i], users[i], prios[i], bodies[i] = n.TrackingID, n.TenantID, n.UserID, int16(n.Priority), n.Body
 	}
-	accepted := make(map[string]bool, len(ns))
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `
-			INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status)
-			SELECT r.tracking_id, 'tenant', r.tenant_id, r.user_id, r.priority, r.body, 'queued'
-			FROM unnest($1::uuid[], $2::text[], $3::text[], $4::smallint[], $5::text[]) AS r(tracking_id, tenant_id, user_id, priority, body)
-			WHERE EXISTS (
-				SELECT 1 FROM phone_verifications v JOIN links l USING (tenant_id, user_id)
-				WHERE v.tenant_id = r.tenant_id AND v.user_id = r.user_id AND v.status = 'verified')
-			RETURNING tracking_id::text`, ids, tenants, users, prios, bodies)
-		if err != nil {
-			return fmt.Errorf("inserting notifications: %w", err)
-		}
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
+	accepted = make(map[string]bool, len(ns))
+	qctx, cancel := withTimeout(ctx)
+	rows, err := s.pool.Query(qctx, `
+		INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status, published_at)
+		SELECT r.tracking_id, 'tenant', r.tenant_id, r.user_id, r.priority, r.body, 'queued', now()
+		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::smallint[], $5::text[]) AS r(tracking_id, tenant_id, user_id, priority, body)
+		WHERE EXISTS (
+			SELECT 1 FROM phone_verifications v JOIN links l USING (tenant_id, user_id)
+			WHERE v.tenant_id = r.tenant_id AND v.user_id = r.user_id AND v.status = 'verified')
+		RETURNING tracking_id::text`, ids, tenants, users, prios, bodies)
+	if err == nil {
+		var got []string
+		got, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		for _, id := range got {
 			accepted[id] = true
 		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("inserting notifications: %w", err)
-		}
-		if len(accepted) == 0 {
-			return nil
-		}
-		out := make([]NewNotification, 0, len(accepted))
-		for _, n := range ns {
-			if accepted[n.TrackingID] {
-				out = append(out, n)
-			}
-		}
-		return publish(ctx, out)
-	})
-	if err != nil {
-		return nil, translate(err, "enqueueing notifications")
 	}
-	return accepted, nil
+	cancel()
+	if err != nil {
+		return nil, nil, translate(err, "enqueueing notifications")
+	}
+	if len(accepted) == 0 {
+		return accepted, nil, nil
+	}
+	out := make([]NewNotification, 0, len(accepted))
+	for _, n := range ns {
+		if accepted[n.TrackingID] {
+			out = append(out, n)
+		}
+	}
+	if perr := publish(ctx, out); perr != nil {
+		taken := make([]string, len(out))
+		for i, n := range out {
+			taken[i] = n.TrackingID
+		}
+		if derr := s.DiscardNotifications(context.WithoutCancel(ctx), taken, "", nil); derr != nil {
+			perr = errors.Join(perr, derr)
+		}
+		return accepted, perr, nil
+	}
+	return accepted, nil, nil
 }

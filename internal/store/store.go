@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -126,6 +127,17 @@ func IsUnavailable(err error) bool {
 	}
 	if errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) || pgconn.SafeToRetry(err) {
 		return true
+	}
+	// The server is going away or refusing work: a fast or immediate shutdown (57P01, 57P02), a server
+	// still starting (57P03), a connection failure reported by the server (class 08) or too many
+	// connections (53300). A restart answers these to the sessions it ends; they are retryable.
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case strings.HasPrefix(pgErr.Code, "08"), pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03",
+			pgErr.Code == "53300":
+			return true
+		}
 	}
 	var connErr *pgconn.ConnectError
 	var netErr net.Error

@@ -9,15 +9,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"golang.org/x/sync/errgroup"
 )
 
 // This file holds the SQL of the messenger update receiver (internal/updates). Every update that has an
 // effect runs in one transaction that first claims its update_id in processed_updates, then applies the
-// effect, then inserts the replies and produces their envelopes; the transaction commits only after Kafka
-// acknowledged. So an update_id takes effect at most once, also when two copies arrive at the same time
-// (the second INSERT waits for the first transaction and then finds the row), and a failure anywhere
-// leaves nothing behind, so the platform's retry can succeed.
+// effect, then inserts the replies; after the commit the replies' envelopes are produced (a reply that
+// cannot be produced now is left to the relay). So an update_id takes effect at most once, also when two
+// copies arrive at the same time (the second INSERT waits for the first transaction and then finds the
+// row), and a failure before the commit leaves nothing behind, so the platform's retry can succeed.
 
 // ErrUpdateProcessed says the update_id was handled before; the caller acknowledges it and does nothing.
 var ErrUpdateProcessed = errors.New("update already processed")
@@ -177,6 +176,29 @@ func (s *Store) updateLoop() {
 	}
 }
 
+// publishReplies publishes the replies of a committed batch. A reply that cannot be published now is left
+// to the relay: the update has taken effect, and the platform must not send it again.
+func (s *Store) publishReplies(replies []reply) {
+	if len(replies) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultQueryTimeout)
+	defer cancel()
+	ns := make([]NewNotification, len(replies))
+	byID := make(map[string]PublisherFor, len(replies))
+	for i, r := range replies {
+		ns[i] = r.n
+		byID[r.n.TrackingID] = r.publish
+	}
+	_ = s.publishSystem(ctx, ns, func(ctx context.Context, n NewNotification) error { return byID[n.TrackingID](n)(ctx) })
+}
+
+// reply is a system message queued by an update, with the function that publishes it.
+type reply struct {
+	n       NewNotification
+	publish PublisherFor
+}
+
 // jobError is a job's answer once its batch committed (batchErr nil) or failed.
 func jobError(j *updateJob, batchErr error) error {
 	if batchErr != nil {
@@ -185,15 +207,18 @@ func jobError(j *updateJob, batchErr error) error {
 	return j.err
 }
 
-// runUpdates applies a batch in one transaction. It returns an error only when the transaction failed;
-// an update whose id was claimed before gets ErrUpdateProcessed in its own job.
+// runUpdates applies a batch in one transaction, then publishes the replies it queued. It returns an error
+// only when the transaction failed; an update whose id was claimed before gets ErrUpdateProcessed in its
+// own job.
 func (s *Store) runUpdates(batch []*updateJob) error {
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultQueryTimeout)
 	defer cancel()
 	for _, j := range batch {
 		j.err = nil
 	}
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	var replies []reply
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		replies = replies[:0]
 		// Claim every update_id in one statement, in a fixed order so two batches cannot deadlock here.
 		ids := make([]int64, len(batch))
 		for i, j := range batch {
@@ -242,11 +267,6 @@ func (s *Store) runUpdates(batch []*updateJob) error {
 				return fmt.Errorf("applying updates: %w", err)
 			}
 		}
-		type reply struct {
-			n       NewNotification
-			publish PublisherFor
-		}
-		var replies []reply
 		second := &pgx.Batch{}
 		for _, j := range live {
 			for _, n := range j.effect.replies {
@@ -269,13 +289,12 @@ func (s *Store) runUpdates(batch []*updateJob) error {
 				return fmt.Errorf("applying updates: %w", err)
 			}
 		}
-		// The envelopes are produced concurrently: kafka-go puts them in one produce request per partition.
-		g, gctx := errgroup.WithContext(ctx)
-		for _, r := range replies {
-			g.Go(func() error { return r.publish(r.n)(gctx) })
-		}
-		return g.Wait()
+		return nil
 	})
+	if err == nil {
+		s.publishReplies(replies)
+	}
+	return err
 }
 
 // queueSystem queues the insert of a system message in state queued, for a batch.

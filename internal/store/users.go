@@ -33,20 +33,21 @@ func (s *Store) CreateLinkToken(ctx context.Context, tenantID, userID string, di
 	return expires, translate(err, "creating link token")
 }
 
-// StartVerification moves the user's verification to pending for VerificationTTL and enqueues the prompt
-// (built by prompt from the link's chat id) in the same transaction. ErrNotFound when the user has no link
-// for the tenant.
-func (s *Store) StartVerification(ctx context.Context, tenantID, userID, label string, prompt func(chatID int64) NewNotification, publish func(ctx context.Context, n NewNotification) error) (time.Time, error) {
-	ctx, cancel := withTimeout(ctx)
+// StartVerification moves the user's verification to pending for VerificationTTL and inserts the prompt
+// (built by prompt from the link's chat id) in the same transaction, then publishes the prompt; a prompt
+// that cannot be published now is left to the relay, and publishErr says so. ErrNotFound when the user has
+// no link for the tenant.
+func (s *Store) StartVerification(ctx context.Context, tenantID, userID, label string, prompt func(chatID int64) NewNotification, publish func(ctx context.Context, n NewNotification) error) (expires time.Time, publishErr, err error) {
+	qctx, cancel := withTimeout(ctx)
 	defer cancel()
-	var expires time.Time
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	var n NewNotification
+	err = pgx.BeginFunc(qctx, s.pool, func(tx pgx.Tx) error {
 		var chatID int64
 		// Lock the link so a concurrent relink cannot slip between reading the chat and queuing the prompt.
-		if err := tx.QueryRow(ctx, `SELECT chat_id FROM links WHERE tenant_id = $1 AND user_id = $2 FOR UPDATE`, tenantID, userID).Scan(&chatID); err != nil {
+		if err := tx.QueryRow(qctx, `SELECT chat_id FROM links WHERE tenant_id = $1 AND user_id = $2 FOR UPDATE`, tenantID, userID).Scan(&chatID); err != nil {
 			return err
 		}
-		if err := tx.QueryRow(ctx, `
+		if err := tx.QueryRow(qctx, `
 			INSERT INTO phone_verifications (tenant_id, user_id, status, session_expires_at, label, updated_at)
 			VALUES ($1, $2, 'pending', now() + $4::interval, $3, now())
 			ON CONFLICT (tenant_id, user_id) DO UPDATE
@@ -55,16 +56,16 @@ func (s *Store) StartVerification(ctx context.Context, tenantID, userID, label s
 			RETURNING session_expires_at`, tenantID, userID, label, VerificationTTL.String()).Scan(&expires); err != nil {
 			return err
 		}
-		n := prompt(chatID)
-		if err := insertSystem(ctx, tx, n); err != nil {
-			return err
-		}
-		return publish(ctx, n)
+		n = prompt(chatID)
+		return insertSystem(qctx, tx, n)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return time.Time{}, fmt.Errorf("while starting verification: %w", ErrNotFound)
+		return time.Time{}, nil, fmt.Errorf("while starting verification: %w", ErrNotFound)
 	}
-	return expires, translate(err, "starting verification")
+	if err != nil {
+		return time.Time{}, nil, translate(err, "starting verification")
+	}
+	return expires, s.publishSystem(ctx, []NewNotification{n}, publish), nil
 }
 
 // Verification is the tenant-visible phone verification state.

@@ -188,12 +188,15 @@ func (rc *Receiver) notification(m *messenger.Message, msg dispatch.Message) sto
 	return rc.dispatch.Notification(msg)
 }
 
-// publisher produces a reply's envelope and marks a failure as errQueue, so the caller can tell the
-// platform to retry rather than report a bug.
+// publisher produces a reply's envelope once the update's transaction committed. A reply that cannot be
+// published now is left to the relay (the worker publishes it when the broker is back): the update took
+// effect, so the platform is answered 200 and does not send it again.
 func (rc *Receiver) publisher(n store.NewNotification) store.Publisher {
 	p := rc.dispatch.Publisher(n)
 	return func(ctx context.Context) error {
 		if err := p(ctx); err != nil {
+			rc.log.LogAttrs(ctx, slog.LevelWarn, "reply not published yet; the relay will publish it",
+				slog.String("tracking_id", n.TrackingID), slog.Any("err", err))
 			return fmt.Errorf("%w: %w", errQueue, err)
 		}
 		return nil

@@ -205,9 +205,11 @@ func TestMetricsCountUpdatesByKindAndOutcome(t *testing.T) {
 	}
 }
 
-// A reply that cannot be queued rolls the whole update back and answers 503, so the platform retries it;
-// the token stays unused and the update unclaimed.
-func TestQueueFailureRollsBackAndAsksForARetry(t *testing.T) {
+// A reply that cannot be published takes nothing back: the update takes effect (once), its reply is
+// stored and handed to the relay (published_at cleared), and the platform is answered 200 so that it does
+// not send the update again. The worker's relay publishes the reply when the broker is back
+// (internal/delivery: TestRelayPublishesWhatFailedToPublish).
+func TestPublishFailureLeavesTheReplyToTheRelay(t *testing.T) {
 	t.Parallel()
 	st, _ := pgtest.NewStore(t)
 	b, err := kafkatest.Start(prefix, 0, 1)
@@ -227,17 +229,24 @@ func TestQueueFailureRollsBackAndAsksForARetry(t *testing.T) {
 	e.tenant("acme", "Acme Dev")
 	tok := e.token("acme", "u1", "Acme", "")
 
-	expectError(t, e.post(textUpdate(4242, 5, "/start "+tok)), http.StatusServiceUnavailable, "unavailable")
-	if n := e.count(`SELECT count(*) FROM processed_updates`); n != 0 {
-		t.Fatal("the update was claimed although its reply was not queued")
+	resp := e.post(textUpdate(4242, 5, "/start "+tok))
+	if resp.status != http.StatusOK {
+		t.Fatalf("status = %d, want 200; body %s", resp.status, resp.body)
 	}
-	if n := e.count(`SELECT count(*) FROM links`); n != 0 {
-		t.Fatal("the account was linked although the reply was not queued")
+	if n := e.count(`SELECT count(*) FROM processed_updates WHERE update_id = 4242`); n != 1 {
+		t.Fatal("the update was not claimed")
 	}
-	if n := e.count(`SELECT count(*) FROM link_tokens WHERE used_at IS NULL`); n != 1 {
-		t.Fatal("the token was consumed although the reply was not queued")
+	if n := e.count(`SELECT count(*) FROM links WHERE tenant_id = 'acme' AND user_id = 'u1'`); n != 1 {
+		t.Fatal("the account was not linked")
 	}
-	if n := e.count(`SELECT count(*) FROM notifications`); n != 0 {
-		t.Fatal("a reply row was left behind")
+	if n := e.count(`SELECT count(*) FROM notifications WHERE kind = 'system' AND status = 'queued' AND published_at IS NULL`); n != 1 {
+		t.Fatalf("want the reply stored for the relay (queued, published_at NULL); got %d such rows", n)
+	}
+	// The platform's retry of the same update changes nothing.
+	if resp := e.post(textUpdate(4242, 5, "/start "+tok)); resp.status != http.StatusOK {
+		t.Fatalf("repeat: status = %d, want 200; body %s", resp.status, resp.body)
+	}
+	if n := e.count(`SELECT count(*) FROM notifications`); n != 1 {
+		t.Fatalf("the repeated update queued another reply: %d rows", n)
 	}
 }

@@ -1,0 +1,139 @@
+package delivery_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/heraldhq/herald/internal/queue"
+	"github.com/heraldhq/herald/internal/sim"
+)
+
+// An envelope whose row does not exist is one whose publish was given up (the request was answered 502
+// and its row deleted) but that reached the broker after all. Every producer commits its row before it
+// publishes, so the worker drops such an envelope at once: it must not hold its user's lane, and the
+// user's next message goes out without waiting for it.
+func TestOrphanEnvelopeDoesNotHoldTheLane(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sim.Options{})
+	e.user("u1", 4101, true)
+	opts := e.fastOptions()
+	e.start(opts)
+
+	// Warm up: the worker has joined the group and delivers.
+	first, _ := e.send("u1", "warm-up", 5)
+	e.waitStatus(first, "delivered", 30*time.Second)
+
+	// Five orphans on u1's key, then a real message behind them on the same partition.
+	for range 5 {
+		env := queue.Envelope{V: queue.EnvelopeVersion, TrackingID: uuid.Must(uuid.NewV7()).String(), TenantID: "acme"}
+		if err := e.producer.Publish(context.Background(), 5, queue.UserKey("acme", "u1"), env); err != nil {
+			t.Fatalf("publish orphan: %v", err)
+		}
+	}
+	id, accepted := e.send("u1", "after the orphans", 5)
+	r := e.waitStatus(id, "delivered", 30*time.Second)
+	// The worker used to wait 2 s for each missing row (10 s for five); dropping them at once leaves the
+	// per-chat interval (1 s after the warm-up message) as the only wait.
+	if took := r.UpdatedAt.Sub(accepted); took > 1500*time.Millisecond {
+		t.Errorf("the message behind five orphan envelopes took %v from 202 to delivered; orphans held the lane", took)
+	}
+	if got := e.texts(4101); len(got) != 2 {
+		t.Errorf("chat received %d messages, want 2: %q", len(got), got)
+	}
+}
+
+// A reply whose publish failed (the broker was away) is stored with published_at cleared; the relay in
+// every worker publishes it once the broker takes it, and it is delivered.
+func TestRelayPublishesWhatFailedToPublish(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sim.Options{})
+	if _, err := e.sim.EnsureUser(sim.User{ID: 4201}); err != nil {
+		t.Fatal(err)
+	}
+	id := uuid.Must(uuid.NewV7()).String()
+	e.exec(`INSERT INTO notifications (tracking_id, kind, tenant_id, chat_id, priority, body, status, published_at)
+		VALUES ($1, 'system', 'acme', 4201, 9, 'relayed reply', 'queued', NULL)`, id)
+	e.start(e.fastOptions())
+	e.waitStatus(id, "delivered", 30*time.Second)
+	if got := e.texts(4201); len(got) != 1 || got[0] != "relayed reply" {
+		t.Fatalf("chat received %q, want the relayed reply once", got)
+	}
+}
+
+// During a partition handover the worker giving a partition up may still be sending a message that the
+// new owner reads again. The new owner waits for that attempt to end instead of skipping ahead, so the
+// user's next message is neither sent before it nor closer to it than the per-chat interval.
+func TestHandoverWaitsForTheOtherAttemptAndKeepsThePace(t *testing.T) {
+	t.Parallel()
+	const interval = time.Second
+	e := newEnv(t, sim.Options{})
+	e.user("u1", 4301, true)
+	opts := e.fastOptions()
+	opts.PerChatInterval = interval
+	e.start(opts)
+	warm, _ := e.send("u1", "warm-up", 5)
+	e.waitStatus(warm, "delivered", 30*time.Second)
+	// Let the per-chat interval of the warm-up message pass, so only the handover can space what follows.
+	time.Sleep(interval)
+
+	// m1 is held by "another worker": delivering under a live lease, its envelope on u1's key.
+	m1 := uuid.Must(uuid.NewV7()).String()
+	e.exec(`INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status, attempts, lease_expires_at, published_at)
+		VALUES ($1, 'tenant', 'acme', 'u1', 5, 'm1', 'delivering', 1, now() + interval '1 minute', now())`, m1)
+	env := queue.Envelope{V: queue.EnvelopeVersion, TrackingID: m1, TenantID: "acme"}
+	if err := e.producer.Publish(context.Background(), 5, queue.UserKey("acme", "u1"), env); err != nil {
+		t.Fatal(err)
+	}
+	m2, _ := e.send("u1", "m2", 5)
+
+	// The other worker is still sending m1: m2 must wait behind it.
+	time.Sleep(700 * time.Millisecond)
+	if r := e.row(m2); r.Status != "queued" {
+		t.Fatalf("m2 is %s while m1 is still being sent by another worker; want queued (order)", r.Status)
+	}
+	// The other worker's send of m1 ends now.
+	settled := time.Now()
+	e.exec(`UPDATE notifications SET status = 'delivered', lease_expires_at = NULL, messenger_message_id = '1', updated_at = now() WHERE tracking_id = $1`, m1)
+
+	e.waitStatus(m2, "delivered", 30*time.Second)
+	msgs := e.sim.Messages(4301)
+	if len(msgs) != 2 || msgs[1].Text != brand("m2") {
+		t.Fatalf("chat received %d messages, want the warm-up and m2 (m1 was sent by the other worker): %v", len(msgs), msgs)
+	}
+	if gap := msgs[1].Time.Sub(settled); gap < time.Duration(float64(interval)*0.95) {
+		t.Errorf("m2 went out %v after the other worker's send of m1 ended; want at least the per-chat interval %v", gap, interval)
+	}
+}
+
+// A claim held by an attempt that never ends (its worker froze or died) is given up after HandoverWait:
+// the lane moves on, and the lease's expiry lets the redrive send it again later.
+func TestHandoverWaitIsBounded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sim.Options{})
+	e.user("u1", 4401, true)
+	opts := e.fastOptions()
+	opts.PerChatInterval = 10 * time.Millisecond
+	opts.HandoverWait = 500 * time.Millisecond
+	opts.Lease = time.Minute // the stuck claim stays leased for the whole test
+	e.start(opts)
+	stuck := uuid.Must(uuid.NewV7()).String()
+	e.exec(`INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status, attempts, lease_expires_at, published_at)
+		VALUES ($1, 'tenant', 'acme', 'u1', 5, 'stuck', 'delivering', 1, now() + interval '1 minute', now())`, stuck)
+	env := queue.Envelope{V: queue.EnvelopeVersion, TrackingID: stuck, TenantID: "acme"}
+	if err := e.producer.Publish(context.Background(), 5, queue.UserKey("acme", "u1"), env); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range 3 {
+		id, _ := e.send("u1", fmt.Sprintf("after %d", i), 5)
+		ids = append(ids, id)
+	}
+	e.waitAllTerminal(ids, 30*time.Second)
+	if r := e.row(stuck); r.Status != "delivering" || r.Attempts != 1 {
+		t.Errorf("the stuck notification is %s after %d attempts; the lane must leave it to its lease", r.Status, r.Attempts)
+	}
+}
