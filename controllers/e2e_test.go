@@ -16,6 +16,7 @@ import (
 	"github.com/heraldhq/herald/internal/ingress"
 	"github.com/heraldhq/herald/internal/kafkatest"
 	"github.com/heraldhq/herald/internal/operator"
+	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
 )
@@ -31,12 +32,13 @@ func TestEndToEndFromApplyToRotation(t *testing.T) {
 	producer := queue.NewProducer(broker.Addrs(), "e2e")
 	t.Cleanup(func() { _ = producer.Close() })
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	api := ingress.New(h.st, producer, logger, ingress.Options{DeepLinkBase: "https://t.me", BotUsername: "herald_e2e_bot"})
+	ob := outbox.New(h.st, producer, outbox.Options{Logger: logger})
+	t.Cleanup(ob.Close)
+	api := ingress.New(h.st, ob, logger, ingress.Options{DeepLinkBase: "https://t.me", BotUsername: "herald_e2e_bot"})
 	router := server.NewRouter(logger)
 	api.Routes(router)
 	srv := httptest.NewServer(router)
 	t.Cleanup(srv.Close)
-	t.Cleanup(api.Close)
 	linkToken := func(key string) int {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/link-token", bytes.NewBufferString(`{"user_id":"user-1"}`))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/heraldhq/herald/internal/config"
 	"github.com/heraldhq/herald/internal/ingress"
+	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/store"
@@ -35,9 +36,10 @@ func runIngress(ctx context.Context, args []string, _, stderr io.Writer) error {
 	defer st.Close()
 	producer := queue.NewProducer(c.Brokers(), c.KafkaTopicPrefix)
 	defer producer.Close()
+	ob := outbox.New(st, producer, outbox.Options{Logger: logger})
+	defer ob.Close() // after Serve returns: in-flight sends are answered first
 
-	api := ingress.New(st, producer, logger, ingress.Options{DeepLinkBase: c.DeepLinkBase, BotUsername: c.BotUsername})
-	defer api.Close() // after Serve returns: in-flight sends are answered first
+	api := ingress.New(st, ob, logger, ingress.Options{DeepLinkBase: c.DeepLinkBase, BotUsername: c.BotUsername})
 	r := server.NewRouter(logger, storeReady(st), kafkaReady(c.Brokers()))
 	api.Routes(r)
 	return server.Serve(ctx, c.HTTPAddr, r, logger, server.ServeOptions{ShutdownDelay: c.ShutdownDelay})

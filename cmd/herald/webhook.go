@@ -10,8 +10,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/heraldhq/herald/internal/config"
-	"github.com/heraldhq/herald/internal/dispatch"
 	"github.com/heraldhq/herald/internal/messenger"
+	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/updates"
@@ -66,10 +66,13 @@ func runWebhook(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	defer st.Close()
 	producer := queue.NewProducer(c.Brokers(), c.KafkaTopicPrefix)
 	defer producer.Close()
+	ob := outbox.New(st, producer, outbox.Options{Logger: logger})
+	defer ob.Close()
 
-	rc := updates.New(st, dispatch.Dispatcher{Store: st, Producer: producer}, updates.Options{
+	rc := updates.New(st, ob, updates.Options{
 		Secret: c.WebhookSecret, PhoneHashKey: []byte(c.PhoneHashKey), DevAdmins: admins, Logger: logger,
 	})
+	defer rc.Close() // after the server and the poller stopped: updates in flight are answered first
 	r := server.NewRouter(logger, storeReady(st), kafkaReady(c.Brokers()))
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {

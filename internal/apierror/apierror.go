@@ -49,7 +49,28 @@ var (
 	MethodNotAllowed    = &Error{Code: "invalid_request", Status: http.StatusMethodNotAllowed, Message: "method not allowed"}
 	Internal            = &Error{Code: "internal_error", Status: http.StatusInternalServerError, Message: "internal error"}
 	Unavailable         = &Error{Code: "unavailable", Status: http.StatusServiceUnavailable, Message: "the service is temporarily unavailable"}
+	// Overloaded is unavailable, with a hint when to come back: the replica sheds load it cannot serve now.
+	Overloaded = &Error{Code: "unavailable", Status: http.StatusServiceUnavailable, Message: "the service is overloaded; retry shortly", RetryAfter: time.Second}
 )
+
+// catalogue lists every error by code, for ByCode (Overloaded and MethodNotAllowed share their codes with
+// Unavailable and InvalidRequest).
+var catalogue = map[string]*Error{}
+
+func init() {
+	for _, e := range []*Error{Unauthorized, InvalidRequest, MessageTooLong, PhoneUnverified, QueueError, NotFound,
+		IdempotencyConflict, RateLimited, Internal, Unavailable} {
+		catalogue[e.Code] = e
+	}
+}
+
+// ByCode returns the catalogue entry of a code, or Internal for a code that is not in it.
+func ByCode(code string) *Error {
+	if e, ok := catalogue[code]; ok {
+		return e
+	}
+	return Internal
+}
 
 // Body is the JSON error body.
 type Body struct {

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/internal/dispatch"
 	"github.com/heraldhq/herald/internal/messenger"
+	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/sim"
 )
 
@@ -39,12 +39,8 @@ func TestSystemMessageGoesToItsChatWithItsKeyboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.start(e.fastOptions())
-	d := dispatch.Dispatcher{Store: e.st, Producer: e.producer}
 	kb := messenger.ContactRequestKeyboard("Share my phone number")
-	id, err := d.Send(context.Background(), dispatch.Message{TenantID: "acme", ChatID: 2002, Body: "Please share your phone", ReplyMarkup: kb})
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := e.system(outbox.SystemMessage{TenantID: "acme", ChatID: 2002, Body: "Please share your phone", ReplyMarkup: kb})
 	if r := e.waitTerminal(id, 20*time.Second); r.Status != "delivered" {
 		t.Fatalf("system message ended %+v, want delivered", r)
 	}
@@ -184,9 +180,7 @@ func TestOutcomes(t *testing.T) {
 		if _, err := e.sim.EnsureUser(sim.User{ID: 3009}); err != nil {
 			t.Fatal(err)
 		}
-		d := dispatch.Dispatcher{Store: e.st, Producer: e.producer}
-		id, err := d.Send(ctx, dispatch.Message{ChatID: 3009, Body: "bad keyboard", ReplyMarkup: []byte(`{"nonsense":true}`)})
-		must(t, err)
+		id := e.system(outbox.SystemMessage{ChatID: 3009, Body: "bad keyboard", ReplyMarkup: []byte(`{"nonsense":true}`)})
 		r := e.waitTerminal(id, 20*time.Second)
 		if r.Status != "failed" || r.Attempts != 1 || r.ErrCode != 400 {
 			t.Fatalf("row = %+v, want failed after one attempt with 400", r)

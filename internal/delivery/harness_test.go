@@ -23,6 +23,7 @@ import (
 	"github.com/heraldhq/herald/internal/ingress"
 	"github.com/heraldhq/herald/internal/kafkatest"
 	"github.com/heraldhq/herald/internal/messenger"
+	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/pgtest"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
@@ -41,6 +42,7 @@ type env struct {
 	st       *store.Store
 	broker   *kafkatest.Broker
 	producer *queue.Producer
+	outbox   *outbox.Outbox
 	api      *httptest.Server
 	sim      *sim.Server
 	simSrv   *httptest.Server
@@ -63,7 +65,9 @@ func newEnv(t *testing.T, simOpts sim.Options) *env {
 	p := queue.NewProducer(b.Addrs(), prefix)
 	t.Cleanup(func() { p.Close() })
 	logger := testLogger()
-	api := ingress.New(st, p, logger, ingress.Options{DeepLinkBase: "https://t.me", BotUsername: "herald_test_bot"})
+	ob := outbox.New(st, p, outbox.Options{Logger: logger})
+	t.Cleanup(ob.Close)
+	api := ingress.New(st, ob, logger, ingress.Options{DeepLinkBase: "https://t.me", BotUsername: "herald_test_bot"})
 	r := server.NewRouter(logger)
 	api.Routes(r)
 	srv := httptest.NewServer(r)
@@ -74,7 +78,7 @@ func newEnv(t *testing.T, simOpts sim.Options) *env {
 	s := sim.New(simOpts)
 	simSrv := httptest.NewServer(s)
 	t.Cleanup(func() { simSrv.Close(); s.Close() })
-	e := &env{t: t, st: st, broker: b, producer: p, api: srv, sim: s, simSrv: simSrv,
+	e := &env{t: t, st: st, broker: b, producer: p, outbox: ob, api: srv, sim: s, simSrv: simSrv,
 		client: messenger.New(simSrv.URL, s.Token(), nil), logger: logger}
 	e.key = e.tenant("acme", "Acme Developer", "Acme Shop")
 	return e
@@ -218,11 +222,23 @@ func (e *env) enqueueRaw(user, body string, priority int) string {
 	id := uuid.Must(uuid.NewV7()).String()
 	e.exec(`INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status, published_at)
 		VALUES ($1, 'tenant', 'acme', $2, $3, $4, 'queued', now())`, id, user, priority, body)
-	env := queue.Envelope{V: queue.EnvelopeVersion, TrackingID: id, TenantID: "acme"}
-	if err := e.producer.Publish(context.Background(), priority, queue.UserKey("acme", user), env); err != nil {
+	if err := e.producer.Publish(context.Background(), queue.NewOutgoing(id, "acme", user, 0, priority)); err != nil {
 		e.t.Fatalf("publish: %v", err)
 	}
 	return id
+}
+
+// system stores and publishes a system message as the webhook does, and returns its tracking id.
+func (e *env) system(m outbox.SystemMessage) string {
+	e.t.Helper()
+	n := outbox.System(m)
+	if err := e.st.InsertSystemMessage(context.Background(), n); err != nil {
+		e.t.Fatalf("insert system message: %v", err)
+	}
+	if !e.outbox.Publish(context.Background(), []store.NewNotification{n}) {
+		e.t.Fatal("system message not published")
+	}
+	return n.TrackingID
 }
 
 func jsonEqual(a, b []byte) bool {

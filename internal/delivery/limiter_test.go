@@ -52,8 +52,21 @@ func TestLimiterServesHighFirstWithoutStarvingNormal(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(100 * time.Millisecond)
-	l.SetRate(1000)
+	// Every waiter is queued before the first grant (no fixed sleep: a busy machine may take longer).
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		l.mu.Lock()
+		n := len(l.queues[High]) + len(l.queues[Normal])
+		l.mu.Unlock()
+		if n == 40 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of 40 waiters queued", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// 100/s: a burst of 1 and 10 ms between grants, so the order goroutines record is the grant order.
+	l.SetRate(100)
 	wg.Wait()
 	// While both wait: three high, one normal. The first 20 grants hold 15 high and 5 normal.
 	highs := 0

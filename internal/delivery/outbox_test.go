@@ -29,8 +29,7 @@ func TestOrphanEnvelopeDoesNotHoldTheLane(t *testing.T) {
 
 	// Five orphans on u1's key, then a real message behind them on the same partition.
 	for range 5 {
-		env := queue.Envelope{V: queue.EnvelopeVersion, TrackingID: uuid.Must(uuid.NewV7()).String(), TenantID: "acme"}
-		if err := e.producer.Publish(context.Background(), 5, queue.UserKey("acme", "u1"), env); err != nil {
+		if err := e.producer.Publish(context.Background(), queue.NewOutgoing(uuid.Must(uuid.NewV7()).String(), "acme", "u1", 0, 5)); err != nil {
 			t.Fatalf("publish orphan: %v", err)
 		}
 	}
@@ -84,8 +83,7 @@ func TestHandoverWaitsForTheOtherAttemptAndKeepsThePace(t *testing.T) {
 	m1 := uuid.Must(uuid.NewV7()).String()
 	e.exec(`INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status, attempts, lease_expires_at, published_at)
 		VALUES ($1, 'tenant', 'acme', 'u1', 5, 'm1', 'delivering', 1, now() + interval '1 minute', now())`, m1)
-	env := queue.Envelope{V: queue.EnvelopeVersion, TrackingID: m1, TenantID: "acme"}
-	if err := e.producer.Publish(context.Background(), 5, queue.UserKey("acme", "u1"), env); err != nil {
+	if err := e.producer.Publish(context.Background(), queue.NewOutgoing(m1, "acme", "u1", 0, 5)); err != nil {
 		t.Fatal(err)
 	}
 	m2, _ := e.send("u1", "m2", 5)
@@ -123,8 +121,7 @@ func TestHandoverWaitIsBounded(t *testing.T) {
 	stuck := uuid.Must(uuid.NewV7()).String()
 	e.exec(`INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status, attempts, lease_expires_at, published_at)
 		VALUES ($1, 'tenant', 'acme', 'u1', 5, 'stuck', 'delivering', 1, now() + interval '1 minute', now())`, stuck)
-	env := queue.Envelope{V: queue.EnvelopeVersion, TrackingID: stuck, TenantID: "acme"}
-	if err := e.producer.Publish(context.Background(), 5, queue.UserKey("acme", "u1"), env); err != nil {
+	if err := e.producer.Publish(context.Background(), queue.NewOutgoing(stuck, "acme", "u1", 0, 5)); err != nil {
 		t.Fatal(err)
 	}
 	var ids []string

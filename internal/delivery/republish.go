@@ -2,9 +2,7 @@ package delivery
 
 import (
 	"context"
-	"sync"
 
-	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/store"
 )
 
@@ -50,36 +48,7 @@ func (w *Worker) redrive(ctx context.Context) {
 	})
 }
 
-// publisher produces envelopes concurrently (the producer batches concurrent writes) and returns the
-// tracking ids it produced.
+// publisher publishes the envelopes of a batch through the outbox and counts them under reason.
 func (w *Worker) publisher(reason string) store.RepublishFunc {
-	return func(ctx context.Context, batch []store.Pending) []string {
-		var (
-			mu   sync.Mutex
-			done []string
-			wg   sync.WaitGroup
-			sem  = make(chan struct{}, 64)
-		)
-		for _, p := range batch {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				key := queue.UserKey(p.TenantID, p.UserID)
-				if p.Kind == store.KindSystem {
-					key = queue.ChatKey(p.ChatID)
-				}
-				env := queue.Envelope{V: queue.EnvelopeVersion, TrackingID: p.TrackingID, TenantID: p.TenantID}
-				if err := w.producer.Publish(ctx, p.Priority, key, env); err != nil {
-					w.log.Warn("could not re-publish", "tracking_id", p.TrackingID, "reason", reason, "err", err)
-					return
-				}
-				republished.WithLabelValues(reason).Inc()
-				mu.Lock()
-				done = append(done, p.TrackingID)
-				mu.Unlock()
-			})
-		}
-		wg.Wait()
-		return done
-	}
+	return w.outbox.Republisher(func(n int) { republished.WithLabelValues(reason).Add(float64(n)) })
 }

@@ -18,17 +18,9 @@ import (
 //	                       │    ──▶ failed                           (other 4xx, or attempts exhausted)
 //	delivering past its lease ──redrive──▶ claimed again            (the worker died)
 //
-// Claiming is one UPDATE (store.ClaimDelivery) that accepts only queued, due retrying, or delivering with
-// an expired lease, so a redelivered Kafka message for anything else is dropped without a send.
-const (
-	StatusQueued     = "queued"
-	StatusDelivering = "delivering"
-	StatusDelivered  = "delivered"
-	StatusRetrying   = "retrying"
-	StatusBlocked    = "blocked"
-	StatusUnlinked   = "unlinked"
-	StatusFailed     = "failed"
-)
+// Claiming is one UPDATE (store.ClaimDelivery) that accepts only the states store.Status.Claimable allows
+// (queued, a due retry, delivering with an expired lease), so a redelivered Kafka message for anything
+// else is dropped without a send. The states themselves are store.Status.
 
 // CodeNoLink is the gateway-side last_error_code of a tenant notification whose user had no link when its
 // turn came (the link was removed after the send was accepted). The other gateway-side codes, for sends
@@ -84,19 +76,19 @@ func Decide(messageID int64, err error, attempts, maxAttempts int, backoff Backo
 	code, msg := messenger.ErrorCode(err), messenger.ErrorMessage(err)
 	switch messenger.Classify(err) {
 	case messenger.Delivered:
-		return Decision{Result: store.DeliveryResult{Status: StatusDelivered, MessengerMessageID: strconv.FormatInt(messageID, 10)}}
+		return Decision{Result: store.DeliveryResult{Status: store.StatusDelivered, MessengerMessageID: strconv.FormatInt(messageID, 10)}}
 	case messenger.Blocked:
-		return Decision{Result: store.DeliveryResult{Status: StatusBlocked, ErrorCode: code, ErrorMessage: msg}}
+		return Decision{Result: store.DeliveryResult{Status: store.StatusBlocked, ErrorCode: code, ErrorMessage: msg}}
 	case messenger.Unlinked:
-		return Decision{Result: store.DeliveryResult{Status: StatusUnlinked, ErrorCode: code, ErrorMessage: msg, RemoveLink: true}}
+		return Decision{Result: store.DeliveryResult{Status: store.StatusUnlinked, ErrorCode: code, ErrorMessage: msg, RemoveLink: true}}
 	case messenger.Failed:
-		return Decision{Result: store.DeliveryResult{Status: StatusFailed, ErrorCode: code, ErrorMessage: msg}}
+		return Decision{Result: store.DeliveryResult{Status: store.StatusFailed, ErrorCode: code, ErrorMessage: msg}}
 	}
 	// Transient. The last allowed attempt fails for good, keeping the error that ended it.
 	if attempts >= maxAttempts {
-		return Decision{Result: store.DeliveryResult{Status: StatusFailed, ErrorCode: code, ErrorMessage: msg}}
+		return Decision{Result: store.DeliveryResult{Status: store.StatusFailed, ErrorCode: code, ErrorMessage: msg}}
 	}
-	d := Decision{Result: store.DeliveryResult{Status: StatusRetrying, ErrorCode: code, ErrorMessage: msg}}
+	d := Decision{Result: store.DeliveryResult{Status: store.StatusRetrying, ErrorCode: code, ErrorMessage: msg}}
 	if wait := messenger.RetryAfter(err); wait > 0 {
 		// The platform said when: exactly then, never sooner, and the chat waits as long.
 		d.Result.RetryIn, d.Throttle, d.Wait = wait, ThrottleChat, wait
@@ -109,7 +101,7 @@ func Decide(messageID int64, err error, attempts, maxAttempts int, backoff Backo
 // NoLink is the decision for a tenant notification whose user has no link at delivery time. The link is
 // already gone, so there is nothing to remove.
 func NoLink() Decision {
-	return Decision{Result: store.DeliveryResult{Status: StatusUnlinked, ErrorCode: CodeNoLink,
+	return Decision{Result: store.DeliveryResult{Status: store.StatusUnlinked, ErrorCode: CodeNoLink,
 		ErrorMessage: "the user has no link to a messenger chat"}}
 }
 
@@ -117,7 +109,7 @@ func NoLink() Decision {
 // worker, or this one after a restart, picks it up). sent says whether the request had left, in which
 // case the platform may have delivered it and the attempt counts.
 func Release(sent bool) Decision {
-	r := store.DeliveryResult{Status: StatusRetrying, Release: !sent}
+	r := store.DeliveryResult{Status: store.StatusRetrying, Release: !sent}
 	if sent {
 		r.ErrorCode, r.ErrorMessage = messenger.CodeCanceled, "the worker shut down before the platform answered"
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/heraldhq/herald/internal/messenger"
+	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/store"
 )
@@ -36,10 +37,10 @@ type Options struct {
 	Brokers     []string     // required
 	TopicPrefix string       // "herald"
 	GroupID     string       // "herald-workers"
-	// Producer re-publishes due retries and redriven notifications; when nil one is built from Brokers
-	// and TopicPrefix and closed by Run.
-	Producer *queue.Producer
-	Logger   *slog.Logger // slog.Default()
+	// Outbox re-publishes due retries, failed publishes and redriven notifications; when nil one is built
+	// on a producer from Brokers and TopicPrefix, and closed by Run.
+	Outbox *outbox.Outbox
+	Logger *slog.Logger // slog.Default()
 
 	RateLimit       float64       // the bot's global messages per second, shared by all workers; 30
 	PerChatInterval time.Duration // minimum spacing of two sends to one chat; 1 s
@@ -135,8 +136,8 @@ type Worker struct {
 	opts     Options
 	log      *slog.Logger
 	topics   queue.Topics
-	producer *queue.Producer
-	ownsProd bool
+	outbox   *outbox.Outbox
+	owned    func() // closes the outbox and producer New built
 	clientID string
 
 	limiter *Limiter
@@ -167,16 +168,17 @@ func New(opts Options) (*Worker, error) {
 		opts:        opts,
 		log:         opts.Logger,
 		topics:      queue.TopicsFor(opts.TopicPrefix),
-		producer:    opts.Producer,
+		outbox:      opts.Outbox,
 		clientID:    "herald-worker-" + hex.EncodeToString(b[:]),
 		limiter:     NewLimiter(0, opts.HighWeight),
 		chats:       newChatLimiter(opts.PerChatInterval),
 		slots:       make(chan struct{}, opts.Concurrency),
 		normalSlots: make(chan struct{}, max(1, opts.Concurrency-opts.Concurrency/4)),
 	}
-	if w.producer == nil {
-		w.producer = queue.NewProducer(opts.Brokers, opts.TopicPrefix)
-		w.ownsProd = true
+	if w.outbox == nil {
+		p := queue.NewProducer(opts.Brokers, opts.TopicPrefix)
+		w.outbox = outbox.New(opts.Store, p, outbox.Options{Logger: opts.Logger})
+		w.owned = func() { w.outbox.Close(); p.Close() }
 	}
 	w.killCtx, w.kill = context.WithCancel(context.Background())
 	w.share = newShareKeeper(w)
@@ -196,8 +198,8 @@ func Run(ctx context.Context, opts Options) error {
 
 // Run is the worker's main loop; see the package function Run.
 func (w *Worker) Run(ctx context.Context) error {
-	if w.ownsProd {
-		defer w.producer.Close()
+	if w.owned != nil {
+		defer w.owned()
 	}
 	fetchCtx, stopFetching := context.WithCancel(ctx)
 	defer stopFetching()
@@ -631,8 +633,8 @@ func (w *Worker) finish(d store.Delivery, dec Decision) bool {
 				skipped.WithLabelValues("stale_result").Inc()
 				log.Warn("status not recorded: the claim was taken over after its lease ran out")
 			} else {
-				outcomes.WithLabelValues(r.Status, strconv.Itoa(r.ErrorCode)).Inc()
-				if r.Status == StatusDelivered {
+				outcomes.WithLabelValues(string(r.Status), strconv.Itoa(r.ErrorCode)).Inc()
+				if r.Status == store.StatusDelivered {
 					log.Debug("delivered", "messenger_message_id", r.MessengerMessageID)
 				} else {
 					log.Info("delivery attempt ended", "error_code", r.ErrorCode, "error", r.ErrorMessage, "retry_in", r.RetryIn)

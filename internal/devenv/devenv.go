@@ -25,10 +25,10 @@ import (
 
 	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/delivery"
-	"github.com/heraldhq/herald/internal/dispatch"
 	"github.com/heraldhq/herald/internal/ingress"
 	"github.com/heraldhq/herald/internal/kafkatest"
 	"github.com/heraldhq/herald/internal/messenger"
+	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/pglocal"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
@@ -145,15 +145,17 @@ func Run(ctx context.Context, o Options) error {
 	}
 	client := messenger.New(o.MessengerAPIURL, o.BotToken, nil)
 
-	api := ingress.New(st, producer, log.With("component", "ingress"), ingress.Options{DeepLinkBase: o.DeepLinkBase, BotUsername: o.BotUsername})
-	defer api.Close()
+	ob := outbox.New(st, producer, outbox.Options{Logger: log})
+	defer ob.Close()
+	api := ingress.New(st, ob, log.With("component", "ingress"), ingress.Options{DeepLinkBase: o.DeepLinkBase, BotUsername: o.BotUsername})
 	api.Routes(router)
-	receiver := updates.New(st, dispatch.Dispatcher{Store: st, Producer: producer}, updates.Options{
+	receiver := updates.New(st, ob, updates.Options{
 		Secret: o.WebhookSecret, PhoneHashKey: []byte(o.PhoneHashKey), DevAdmins: o.DevAdmins, Logger: log.With("component", "webhook")})
+	defer receiver.Close()
 	receiver.Routes(router)
 
 	worker, err := delivery.New(delivery.Options{Store: st, Sender: client, Brokers: o.KafkaBrokers, TopicPrefix: o.TopicPrefix,
-		Producer: producer, Logger: log.With("component", "worker"), RateLimit: o.RateLimit})
+		Outbox: ob, Logger: log.With("component", "worker"), RateLimit: o.RateLimit})
 	if err != nil {
 		return err
 	}

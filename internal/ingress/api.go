@@ -6,8 +6,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/apierror"
-	"github.com/heraldhq/herald/internal/enqueue"
-	"github.com/heraldhq/herald/internal/queue"
+	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/store"
 )
@@ -16,8 +15,6 @@ import (
 type Options struct {
 	DeepLinkBase string // e.g. https://t.me
 	BotUsername  string
-	// ProduceTimeout bounds the Kafka acknowledgement of a send; past it the send is 502 queue_error.
-	ProduceTimeout time.Duration
 	// AuthCacheTTL bounds how long a key is trusted without asking PostgreSQL again, and so how long a
 	// revoked, disabled or expired key, or a suspended tenant, may still be accepted.
 	AuthCacheTTL time.Duration
@@ -27,32 +24,24 @@ type Options struct {
 
 // API serves /v1.
 type API struct {
-	store    *store.Store
-	producer *queue.Producer
-	log      *slog.Logger
-	opts     Options
-	keys     *keyCache
-	enqueuer *enqueue.Enqueuer
+	store  *store.Store
+	outbox *outbox.Outbox
+	log    *slog.Logger
+	opts   Options
+	keys   *keyCache
 }
 
-// New builds the tenant API.
-func New(st *store.Store, producer *queue.Producer, logger *slog.Logger, opts Options) *API {
-	if opts.ProduceTimeout == 0 {
-		opts.ProduceTimeout = 2 * time.Second
-	}
+// New builds the tenant API. Notifications go through ob (close it after the HTTP server has stopped, so
+// that sends in flight are answered).
+func New(st *store.Store, ob *outbox.Outbox, logger *slog.Logger, opts Options) *API {
 	if opts.MaxInFlight == 0 {
 		opts.MaxInFlight = DefaultMaxInFlight
 	}
 	if opts.AuthCacheTTL == 0 {
 		opts.AuthCacheTTL = 2 * time.Second
 	}
-	return &API{store: st, producer: producer, log: logger, opts: opts, keys: newKeyCache(opts.AuthCacheTTL),
-		enqueuer: enqueue.New(st, producer, enqueue.Options{ProduceTimeout: opts.ProduceTimeout})}
+	return &API{store: st, outbox: ob, log: logger, opts: opts, keys: newKeyCache(opts.AuthCacheTTL)}
 }
-
-// Close stops the send batcher after the sends already handed to it are answered. Call it after the HTTP
-// server has stopped.
-func (a *API) Close() { a.enqueuer.Close() }
 
 // handle adapts a handler that returns an error: catalogued errors become their JSON body; anything else is
 // logged with the request id and answered as a generic error, never with its text.

@@ -14,6 +14,7 @@ import (
 	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/ingress"
 	"github.com/heraldhq/herald/internal/kafkatest"
+	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/pgtest"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
@@ -40,8 +41,9 @@ func newEnv(t *testing.T) *env {
 	p := queue.NewProducer(b.Addrs(), prefix)
 	t.Cleanup(func() { p.Close() })
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	api := ingress.New(st, p, logger, ingress.Options{DeepLinkBase: "https://t.me", BotUsername: "herald_test_bot", AuthCacheTTL: 500 * time.Millisecond})
-	t.Cleanup(api.Close)
+	ob := outbox.New(st, p, outbox.Options{Logger: logger})
+	t.Cleanup(ob.Close)
+	api := ingress.New(st, ob, logger, ingress.Options{DeepLinkBase: "https://t.me", BotUsername: "herald_test_bot", AuthCacheTTL: 500 * time.Millisecond})
 	r := server.NewRouter(logger)
 	api.Routes(r)
 	srv := httptest.NewServer(r)

@@ -2,7 +2,6 @@ package ingress
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/heraldhq/herald/internal/apierror"
 )
@@ -14,8 +13,7 @@ const DefaultMaxInFlight = 1024
 
 func limitInFlight(max int) func(http.Handler) http.Handler {
 	slots := make(chan struct{}, max)
-	overloaded := &apierror.Error{Code: apierror.Unavailable.Code, Status: apierror.Unavailable.Status,
-		Message: "the service is overloaded; retry shortly", RetryAfter: time.Second}
+	overloaded := apierror.Overloaded
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			select {

@@ -58,7 +58,7 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, notificationResponse{
-		TrackingID: v.TrackingID, UserID: v.UserID, Priority: v.Priority, Status: v.Status, Attempts: v.Attempts,
+		TrackingID: v.TrackingID, UserID: v.UserID, Priority: v.Priority, Status: string(v.Status), Attempts: v.Attempts,
 		CreatedAt: timestamp(v.CreatedAt), UpdatedAt: timestamp(v.UpdatedAt), MessengerMessageID: v.MessengerMessageID,
 		LastErrorCode: v.LastErrorCode, LastErrorMessage: v.LastErrorMessage,
 	})

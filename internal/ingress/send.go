@@ -1,20 +1,15 @@
 package ingress
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
 
-	"github.com/google/uuid"
-
 	"github.com/heraldhq/herald/internal/apierror"
 	"github.com/heraldhq/herald/internal/brand"
-	"github.com/heraldhq/herald/internal/enqueue"
-	"github.com/heraldhq/herald/internal/queue"
-	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/outbox"
 )
 
 // DefaultPriority applies when a send names none.
@@ -31,8 +26,9 @@ type sendResponse struct {
 	Status     string `json:"status"`
 }
 
-// send is POST /v1/send: validate, brand, gate on a verified phone, then insert and produce in one
-// transaction so that a 202 means the notification is both stored and on Kafka.
+// send is POST /v1/send: validate and brand, then hand the notification to the outbox, which gates it on
+// a verified phone, stores it and publishes it, so that a 202 means the notification is both stored and
+// on Kafka.
 func (a *API) send(w http.ResponseWriter, r *http.Request) error {
 	p := principalOf(r.Context())
 	var req sendRequest
@@ -57,50 +53,38 @@ func (a *API) send(w http.ResponseWriter, r *http.Request) error {
 	if !brand.Fits(body) {
 		return apierror.MessageTooLong.With("the branded message is %d characters; the messaging platform allows %d", brand.Length(body), brand.MaxLength)
 	}
-	var idem *store.Idempotency
+	var idem *outbox.Idempotency
 	if key := r.Header.Get("Idempotency-Key"); key != "" {
 		if !validIdempotencyKey(key) {
 			return apierror.InvalidRequest.With("Idempotency-Key must be 1-255 printable ASCII characters")
 		}
-		idem = &store.Idempotency{Key: key, RequestHash: requestHash(userID, *req.Message, priority)}
+		idem = &outbox.Idempotency{Key: key, RequestHash: requestHash(userID, *req.Message, priority)}
 	}
-
-	id, err := uuid.NewV7() // time-ordered: inserts stay at the right edge of the primary key index
+	results, _, err := a.outbox.Send(r.Context(), p.TenantID, []outbox.Item{{UserID: userID, Priority: priority, Body: body}}, idem)
 	if err != nil {
-		return err
+		return a.outboxError(err)
 	}
-	n := store.NewNotification{TrackingID: id.String(), Kind: store.KindTenant, TenantID: p.TenantID, UserID: userID, Priority: priority, Body: body}
-	trackingID := n.TrackingID
-	produceFailed := false
-	if idem == nil {
-		err = a.enqueuer.Enqueue(r.Context(), n)
-		produceFailed = errors.Is(err, enqueue.ErrQueue)
-	} else {
-		// Idempotent sends take their own transaction: the key's row lock is what makes a concurrent
-		// duplicate wait for, and then replay, the first answer.
-		var publishErr error
-		trackingID, _, publishErr, err = a.store.EnqueueTenant(r.Context(), n, idem, func(ctx context.Context) error {
-			ctx, cancel := context.WithTimeout(ctx, a.opts.ProduceTimeout)
-			defer cancel()
-			return a.producer.Publish(ctx, priority, queue.UserKey(p.TenantID, userID), queue.Envelope{V: queue.EnvelopeVersion, TrackingID: n.TrackingID, TenantID: p.TenantID})
-		})
-		if publishErr != nil {
-			produceFailed, err = true, publishErr
+	res := results[0]
+	if !res.Accepted() {
+		if res.Code == outbox.CodeQueueError {
+			a.log.Warn("send not queued: the broker did not acknowledge", "tenant_id", p.TenantID)
 		}
+		return apierror.ByCode(res.Code).With("%s", res.Message)
 	}
-	switch {
-	case errors.Is(err, store.ErrUnverified):
-		return apierror.PhoneUnverified.With("user %q has no verified phone: link the user and complete phone verification first", userID)
-	case errors.Is(err, store.ErrIdempotencyConflict):
-		return apierror.IdempotencyConflict
-	case produceFailed:
-		a.log.Warn("enqueue failed", "err", err, "tenant_id", p.TenantID)
-		return apierror.QueueError
-	case err != nil:
-		return err
-	}
-	writeJSON(w, http.StatusAccepted, sendResponse{TrackingID: trackingID, Status: "queued"})
+	writeJSON(w, http.StatusAccepted, sendResponse{TrackingID: res.TrackingID, Status: res.Status})
 	return nil
+}
+
+// outboxError maps what the outbox reports about a whole request to the catalogue; anything else is the
+// store's (PostgreSQL: handle turns an unavailable database into 503).
+func (a *API) outboxError(err error) error {
+	switch {
+	case errors.Is(err, outbox.ErrIdempotencyConflict):
+		return apierror.IdempotencyConflict
+	case errors.Is(err, outbox.ErrOverloaded), errors.Is(err, outbox.ErrClosed):
+		return apierror.Overloaded
+	}
+	return err
 }
 
 // parsePriority accepts an absent or null priority (the default) or a JSON integer 0..9; 5.5, "5", true,

@@ -1,14 +1,13 @@
 package ingress
 
 import (
-	"context"
 	"errors"
 	"net/http"
 
 	"github.com/heraldhq/herald/internal/apierror"
 	"github.com/heraldhq/herald/internal/brand"
-	"github.com/heraldhq/herald/internal/dispatch"
 	"github.com/heraldhq/herald/internal/messenger"
+	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/store"
 )
 
@@ -25,31 +24,27 @@ type startVerificationResponse struct {
 }
 
 // startVerification is POST /v1/phone-verification/start: pending for 10 minutes, and the branded prompt
-// queued as a system message (high topic) in the same transaction.
+// stored as a system message (high topic) in the same transaction, then published.
 func (a *API) startVerification(w http.ResponseWriter, r *http.Request) error {
 	userID, err := decodeUser(w, r)
 	if err != nil {
 		return err
 	}
 	p := principalOf(r.Context())
-	d := dispatch.Dispatcher{Store: a.store, Producer: a.producer, Timeout: a.opts.ProduceTimeout}
 	prompt := func(chatID int64) store.NewNotification {
-		return d.Notification(dispatch.Message{TenantID: p.TenantID, ChatID: chatID,
+		return outbox.System(outbox.SystemMessage{TenantID: p.TenantID, ChatID: chatID,
 			Body: brand.Render(p.Label, VerificationPromptText), ReplyMarkup: contactKeyboard})
 	}
-	expires, publishErr, err := a.store.StartVerification(r.Context(), p.TenantID, userID, p.Label, prompt, func(ctx context.Context, n store.NewNotification) error {
-		return d.Publisher(n)(ctx)
-	})
+	expires, n, err := a.store.StartVerification(r.Context(), p.TenantID, userID, p.Label, prompt)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return apierror.NotFound.With("user %q has no messenger link for this tenant", userID)
 	case err != nil:
 		return err
 	}
-	if publishErr != nil {
-		// The session is pending and the prompt stored: the relay sends it once the broker is back.
-		a.log.Warn("verification prompt not published yet; the relay will publish it", "err", publishErr, "tenant_id", p.TenantID)
-	}
+	// The session is pending and the prompt stored; a prompt the broker does not take now is published by
+	// the relay once it can.
+	a.outbox.Publish(r.Context(), []store.NewNotification{n})
 	writeJSON(w, http.StatusAccepted, startVerificationResponse{UserID: userID, Status: "pending", ExpiresAt: timestamp(expires)})
 	return nil
 }

@@ -62,11 +62,25 @@ func (t Topics) For(priority int) string {
 	return t.Normal
 }
 
-// UserKey keys a tenant notification so one user's messages stay in order on one partition.
-func UserKey(tenantID, userID string) []byte { return []byte(tenantID + "/" + userID) }
+// Outgoing is one envelope to publish: its topic (by priority), its partition key and its value.
+type Outgoing struct {
+	Priority int
+	Key      []byte
+	Envelope Envelope
+}
 
-// ChatKey keys a system message by its chat.
-func ChatKey(chatID int64) []byte { return []byte("chat/" + strconv.FormatInt(chatID, 10)) }
+// NewOutgoing is the one constructor of an envelope and the one place of the partition-key rule: a tenant
+// notification is keyed by its tenant and user ("tenant/user"), a system message by its chat
+// ("chat/<id>"), so that one user's (or one chat's) messages share a partition and stay in order.
+// tenantID is empty for a system message of no tenant; userID is empty for every system message.
+func NewOutgoing(trackingID, tenantID, userID string, chatID int64, priority int) Outgoing {
+	key := "chat/" + strconv.FormatInt(chatID, 10)
+	if userID != "" {
+		key = tenantID + "/" + userID
+	}
+	return Outgoing{Priority: priority, Key: []byte(key),
+		Envelope: Envelope{V: EnvelopeVersion, TrackingID: trackingID, TenantID: tenantID}}
+}
 
 // Producer writes envelopes with acknowledgement from all in-sync replicas.
 type Producer struct {
@@ -76,7 +90,7 @@ type Producer struct {
 
 // NewProducer builds a producer. The writer waits at most 1 ms to fill a batch: kafka-go's default
 // BatchTimeout of 1 s would make every synchronous send take a second, and callers on the hot path
-// (internal/enqueue) already hand it whole batches. Shorter waits cost more produce requests than they
+// (internal/outbox) already hand it whole batches. Shorter waits cost more produce requests than they
 // save in latency (measured: docs/benchmarks.md).
 func NewProducer(brokers []string, prefix string) *Producer {
 	w := &kafka.Writer{
@@ -97,15 +111,6 @@ func NewProducer(brokers []string, prefix string) *Producer {
 
 // Topics returns the producer's topics.
 func (p *Producer) Topics() Topics { return p.topics }
-
-// Publish writes one envelope to the topic of its priority and waits for the acknowledgement or ctx.
-func (p *Producer) Publish(ctx context.Context, priority int, key []byte, env Envelope) error {
-	err := p.w.WriteMessages(ctx, kafka.Message{Topic: p.topics.For(priority), Key: key, Value: env.Marshal()})
-	if err != nil {
-		return fmt.Errorf("while producing to %s: %w", p.topics.For(priority), err)
-	}
-	return nil
-}
 
 // Close flushes and closes the writer.
 func (p *Producer) Close() error { return p.w.Close() }
@@ -178,16 +183,9 @@ func dialController(ctx context.Context, brokers []string) (*kafka.Conn, error) 
 	return nil, fmt.Errorf("while connecting to the Kafka controller: %w", lastErr)
 }
 
-// Outgoing is one envelope to publish with PublishMany.
-type Outgoing struct {
-	Priority int
-	Key      []byte
-	Envelope Envelope
-}
-
-// PublishMany writes several envelopes in one call and waits for all acknowledgements: kafka-go groups them
+// Publish writes envelopes in one call and waits for every acknowledgement (or ctx): kafka-go groups them
 // into one produce request per partition.
-func (p *Producer) PublishMany(ctx context.Context, out []Outgoing) error {
+func (p *Producer) Publish(ctx context.Context, out ...Outgoing) error {
 	msgs := make([]kafka.Message, len(out))
 	for i, o := range out {
 		msgs[i] = kafka.Message{Topic: p.topics.For(o.Priority), Key: o.Key, Value: o.Envelope.Marshal()}

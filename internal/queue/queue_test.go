@@ -19,9 +19,9 @@ func TestPublishRoutesByPriorityAndKeepsEnvelope(t *testing.T) {
 
 	byPriority := map[int]queue.Envelope{}
 	for _, prio := range []int{0, 6, 7, 9} {
-		env := queue.Envelope{V: 1, TrackingID: time.Now().Format(time.RFC3339Nano), TenantID: "acme"}
-		byPriority[prio] = env
-		if err := p.Publish(ctx, prio, queue.UserKey("acme", "u1"), env); err != nil {
+		out := queue.NewOutgoing(time.Now().Format(time.RFC3339Nano), "acme", "u1", 0, prio)
+		byPriority[prio] = out.Envelope
+		if err := p.Publish(ctx, out); err != nil {
 			t.Fatalf("publish priority %d: %v", prio, err)
 		}
 	}

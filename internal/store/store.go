@@ -34,8 +34,28 @@ const DefaultQueryTimeout = 5 * time.Second
 
 // Store wraps the pgx pool. All methods are safe for concurrent use.
 type Store struct {
-	pool    *pgxpool.Pool
-	updates updateBatcher // webhook updates: see updates.go
+	pool *pgxpool.Pool
+}
+
+// querier is what a statement runs on: the pool (a statement of its own) or a transaction.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Tx is a transaction for a caller that composes several statements of this package (the outbox's
+// idempotent sends). Its methods are in the files of the tables they touch.
+type Tx struct {
+	tx pgx.Tx
+}
+
+// InTx runs fn in a transaction under the default statement deadline, committing when fn returns nil.
+func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx *Tx) error) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return fn(ctx, &Tx{tx: tx}) })
+	return translate(err, "running a transaction")
 }
 
 // Open connects to PostgreSQL and checks the connection.
@@ -60,10 +80,7 @@ func Open(ctx context.Context, url string, maxConns int32) (*Store, error) {
 }
 
 // Close releases every connection.
-func (s *Store) Close() {
-	s.updates.stop()
-	s.pool.Close()
-}
+func (s *Store) Close() { s.pool.Close() }
 
 // Pool exposes the pool for the few callers (tests, benchmarks) that need raw access.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }

@@ -85,3 +85,25 @@ func (s *Store) GetTenant(ctx context.Context, id string) (Tenant, error) {
 		Scan(&t.ID, &t.DeveloperName, &t.Suspended, &t.Developers, &t.CreatedAt)
 	return t, translate(err, "reading tenant")
 }
+
+// DeveloperTenants returns the tenants whose developers include the messenger user, or every tenant for a
+// platform admin, ordered by id.
+func (s *Store) DeveloperTenants(ctx context.Context, messengerUserID int64, admin bool) ([]Tenant, error) {
+	if admin {
+		return s.ListTenants(ctx)
+	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `
+		SELECT id, developer_name, suspended, developers, created_at FROM tenants
+		WHERE $1 = ANY (developers) ORDER BY id`, messengerUserID)
+	if err != nil {
+		return nil, translate(err, "listing a developer's tenants")
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Tenant, error) {
+		var t Tenant
+		err := r.Scan(&t.ID, &t.DeveloperName, &t.Suspended, &t.Developers, &t.CreatedAt)
+		return t, err
+	})
+	return out, translate(err, "listing a developer's tenants")
+}

@@ -105,7 +105,7 @@ func formatStats(ids []string, counts []store.StatusCount) string {
 		var parts []string
 		for _, c := range counts {
 			if c.TenantID == id {
-				parts = append(parts, c.Status+" "+strconv.FormatInt(c.Count, 10))
+				parts = append(parts, string(c.Status)+" "+strconv.FormatInt(c.Count, 10))
 			}
 		}
 		if len(parts) == 0 {
@@ -145,7 +145,7 @@ func (rc *Receiver) devStatus(ctx context.Context, tenantIDs []string, args stri
 		"tenant: " + v.TenantID,
 		"user_id: " + v.UserID,
 		"priority: " + strconv.Itoa(v.Priority),
-		"status: " + v.Status,
+		"status: " + string(v.Status),
 		"attempts: " + strconv.Itoa(v.Attempts),
 		"created_at: " + ts(v.CreatedAt),
 		"updated_at: " + ts(v.UpdatedAt),

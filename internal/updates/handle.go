@@ -5,13 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"unicode"
 
-	"github.com/heraldhq/herald/internal/dispatch"
 	"github.com/heraldhq/herald/internal/messenger"
+	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/phone"
 	"github.com/heraldhq/herald/internal/store"
 )
@@ -116,13 +115,13 @@ func (rc *Receiver) start(ctx context.Context, updateID int64, m *messenger.Mess
 	if !validToken(token) {
 		return r, rc.reply(ctx, updateID, m, linkReply(store.LinkResult{Outcome: store.LinkUnknown}))
 	}
-	res, err := rc.store.RedeemLinkToken(ctx, updateID,
+	effect, result := store.RedeemLinkToken(updateID,
 		store.Redemption{Digest: sha256.Sum256([]byte(token)), MessengerUserID: m.From.ID, ChatID: m.Chat.ID},
-		func(res store.LinkResult) store.NewNotification { return rc.notification(m, linkReply(res)) },
-		rc.publisher)
-	if err != nil {
+		func(res store.LinkResult) store.NewNotification { return rc.notification(m, linkReply(res)) })
+	if err := rc.apply(ctx, m.From.ID, effect); err != nil {
 		return r, err
 	}
+	res := *result
 	if res.Outcome == store.LinkLinked {
 		r.Outcome = outcomeLinked
 		rc.log.LogAttrs(ctx, slog.LevelInfo, "account linked", slog.Int64("update_id", updateID),
@@ -152,17 +151,18 @@ func (rc *Receiver) contact(ctx context.Context, updateID int64, m *messenger.Me
 		return r, rc.reply(ctx, updateID, m, unbranded(textBadPhone))
 	}
 	share := store.ContactShare{MessengerUserID: m.From.ID, PhoneLast4: phone.Last4(e164), PhoneHash: rc.hasher.Sum(e164)}
-	res, err := rc.store.CompleteVerifications(ctx, updateID, share, func(res store.VerificationResult) []store.NewNotification {
+	effect, result := store.CompleteVerifications(updateID, share, func(res store.VerificationResult) []store.NewNotification {
 		msgs := verificationReplies(res)
 		out := make([]store.NewNotification, len(msgs))
 		for i, msg := range msgs {
 			out[i] = rc.notification(m, msg)
 		}
 		return out
-	}, rc.publisher)
-	if err != nil {
+	})
+	if err := rc.apply(ctx, m.From.ID, effect); err != nil {
 		return r, err
 	}
+	res := *result
 	if len(res.Verified) > 0 {
 		r.Outcome = outcomeVerified
 	}
@@ -178,29 +178,14 @@ func (rc *Receiver) contact(ctx context.Context, updateID int64, m *messenger.Me
 }
 
 // reply queues one message to the sender's chat, once per update.
-func (rc *Receiver) reply(ctx context.Context, updateID int64, m *messenger.Message, msg dispatch.Message) error {
-	return rc.store.ReplyOnce(ctx, updateID, rc.notification(m, msg), rc.publisher)
+func (rc *Receiver) reply(ctx context.Context, updateID int64, m *messenger.Message, msg outbox.SystemMessage) error {
+	return rc.apply(ctx, m.From.ID, store.ReplyEffect(updateID, rc.notification(m, msg)))
 }
 
 // notification addresses msg to the chat the update came from.
-func (rc *Receiver) notification(m *messenger.Message, msg dispatch.Message) store.NewNotification {
+func (rc *Receiver) notification(m *messenger.Message, msg outbox.SystemMessage) store.NewNotification {
 	msg.ChatID = m.Chat.ID
-	return rc.dispatch.Notification(msg)
-}
-
-// publisher produces a reply's envelope once the update's transaction committed. A reply that cannot be
-// published now is left to the relay (the worker publishes it when the broker is back): the update took
-// effect, so the platform is answered 200 and does not send it again.
-func (rc *Receiver) publisher(n store.NewNotification) store.Publisher {
-	p := rc.dispatch.Publisher(n)
-	return func(ctx context.Context) error {
-		if err := p(ctx); err != nil {
-			rc.log.LogAttrs(ctx, slog.LevelWarn, "reply not published yet; the relay will publish it",
-				slog.String("tracking_id", n.TrackingID), slog.Any("err", err))
-			return fmt.Errorf("%w: %w", errQueue, err)
-		}
-		return nil
-	}
+	return outbox.System(msg)
 }
 
 // removeKeyboard is the reply_markup that takes the contact button away once it has served.

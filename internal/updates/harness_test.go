@@ -19,8 +19,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/heraldhq/herald/internal/dispatch"
 	"github.com/heraldhq/herald/internal/kafkatest"
+	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/pgtest"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
@@ -75,8 +75,9 @@ func newEnv(t *testing.T) *env {
 	logs := &syncBuffer{}
 	// Debug level: the test about phone numbers must see every line the receiver can write.
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	d := dispatch.Dispatcher{Store: st, Producer: p, Timeout: time.Second}
-	rc := updates.New(st, d, updates.Options{
+	ob := outbox.New(st, p, outbox.Options{ProduceTimeout: time.Second, Logger: logger})
+	t.Cleanup(ob.Close)
+	rc := updates.New(st, ob, updates.Options{
 		Secret: secret, PhoneHashKey: []byte(phoneHashKey), DevAdmins: []int64{adminID}, Logger: logger,
 	})
 	r := server.NewRouter(logger)
@@ -340,7 +341,7 @@ func (e *env) replies() []reply {
 				e.t.Fatal(err)
 			}
 		}
-		if r.Kind != store.KindSystem || r.Priority != dispatch.SystemPriority {
+		if r.Kind != store.KindSystem || r.Priority != outbox.SystemPriority {
 			e.t.Fatalf("reply %s: kind %s priority %d, want a system message of priority 9", r.TrackingID, r.Kind, r.Priority)
 		}
 		if got := deref(r.TenantID); got != env.TenantID {

@@ -3,9 +3,10 @@
 // contact completes phone verification, /dev_* commands answer developers. Everything else is acknowledged
 // and ignored.
 //
-// Nothing is sent to the platform from here: replies are system messages queued through dispatch, in the
-// same transaction that claims the update's id and applies its effect, so an update takes effect at most
-// once and its reply is delivered by the workers like any notification.
+// Nothing is sent to the platform from here: replies are system messages stored in the same transaction
+// that claims the update's id and applies its effect, then published through the outbox, so an update
+// takes effect at most once and its reply is delivered by the workers like any notification. Concurrent
+// updates share that transaction (apply.go).
 //
 // (The package is not called "webhook": to kubebuilder that word means admission webhooks.)
 package updates
@@ -25,8 +26,9 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/heraldhq/herald/internal/apierror"
-	"github.com/heraldhq/herald/internal/dispatch"
+	"github.com/heraldhq/herald/internal/batch"
 	"github.com/heraldhq/herald/internal/messenger"
+	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/phone"
 	"github.com/heraldhq/herald/internal/store"
 )
@@ -66,7 +68,8 @@ type Options struct {
 // Receiver handles updates. It is safe for concurrent use.
 type Receiver struct {
 	store     *store.Store
-	dispatch  dispatch.Dispatcher
+	outbox    *outbox.Outbox
+	updates   *batch.Batcher[*job, error]
 	secret    [32]byte
 	hasher    phone.Hasher
 	devAdmins []int64
@@ -74,17 +77,18 @@ type Receiver struct {
 	now       func() time.Time
 }
 
-// New returns a Receiver storing through st and queueing replies through d.
-func New(st *store.Store, d dispatch.Dispatcher, opts Options) *Receiver {
+// New returns a Receiver storing through st and publishing replies through ob. Close it after the HTTP
+// server (or the poller) has stopped.
+func New(st *store.Store, ob *outbox.Outbox, opts Options) *Receiver {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Receiver{
-		store:    st,
-		dispatch: d,
+	rc := &Receiver{
+		store:  st,
+		outbox: ob,
 		// Compared as digests, so the comparison takes the same time whatever the length of the guess.
 		secret:    sha256.Sum256([]byte(opts.Secret)),
 		hasher:    phone.NewHasher(opts.PhoneHashKey),
@@ -92,7 +96,12 @@ func New(st *store.Store, d dispatch.Dispatcher, opts Options) *Receiver {
 		log:       opts.Logger,
 		now:       opts.Now,
 	}
+	rc.updates = batch.New(batch.Options{Loops: applyLoops, MaxBatch: maxApplyBatch}, jobActor, rc.applyBatch)
+	return rc
 }
+
+// Close answers the updates already handed over, then stops.
+func (rc *Receiver) Close() { rc.updates.Close() }
 
 // Routes mounts POST /messenger/webhook.
 func (rc *Receiver) Routes(r chi.Router) {
@@ -172,12 +181,8 @@ func ParseUpdate(body []byte) (messenger.Update, error) {
 	return u, nil
 }
 
-// errQueue marks a failure to produce a reply's envelope: the update was rolled back, the platform may
-// retry it.
-var errQueue = errors.New("reply not queued")
-
 // IsTransient reports whether handling failed for a reason that a retry of the same update may overcome
-// (PostgreSQL or Kafka unavailable), as opposed to a bug.
+// (PostgreSQL unavailable, or too many updates at once), as opposed to a bug.
 func IsTransient(err error) bool {
-	return errors.Is(err, errQueue) || store.IsUnavailable(err)
+	return store.IsUnavailable(err) || errors.Is(err, batch.ErrOverloaded) || errors.Is(err, batch.ErrClosed)
 }

@@ -2,7 +2,7 @@ package updates
 
 import (
 	"github.com/heraldhq/herald/internal/brand"
-	"github.com/heraldhq/herald/internal/dispatch"
+	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/store"
 )
 
@@ -44,14 +44,14 @@ const devHelp = `Developer commands:
 /dev_status <tracking_id> - delivery metadata of a notification of your tenants
 /dev_ping - a reply that travels the whole delivery pipeline`
 
-func unbranded(text string) dispatch.Message { return dispatch.Message{Body: text} }
+func unbranded(text string) outbox.SystemMessage { return outbox.SystemMessage{Body: text} }
 
-func branded(tenantID, label, text string) dispatch.Message {
-	return dispatch.Message{TenantID: tenantID, Body: brand.Render(label, text)}
+func branded(tenantID, label, text string) outbox.SystemMessage {
+	return outbox.SystemMessage{TenantID: tenantID, Body: brand.Render(label, text)}
 }
 
 // linkReply is the answer to a /start with a token.
-func linkReply(res store.LinkResult) dispatch.Message {
+func linkReply(res store.LinkResult) outbox.SystemMessage {
 	switch res.Outcome {
 	case store.LinkLinked:
 		if res.Replaced {
@@ -69,8 +69,8 @@ func linkReply(res store.LinkResult) dispatch.Message {
 // verificationReplies answers a contact share: one confirmation per completed session, each branded for its
 // tenant, or one reply saying why nothing was completed. Each removes the contact keyboard, which has no
 // use left.
-func verificationReplies(res store.VerificationResult) []dispatch.Message {
-	var out []dispatch.Message
+func verificationReplies(res store.VerificationResult) []outbox.SystemMessage {
+	var out []outbox.SystemMessage
 	for _, s := range res.Verified {
 		out = append(out, branded(s.TenantID, s.Label, textVerified))
 	}

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/internal/dispatch"
 	"github.com/heraldhq/herald/internal/kafkatest"
+	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/pgtest"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
@@ -219,8 +219,10 @@ func TestPublishFailureLeavesTheReplyToTheRelay(t *testing.T) {
 	p := queue.NewProducer(b.Addrs(), prefix)
 	t.Cleanup(func() { p.Close() })
 	b.Close() // the broker is gone before the first produce
-	rc := updates.New(st, dispatch.Dispatcher{Store: st, Producer: p, Timeout: 300 * time.Millisecond},
-		updates.Options{Secret: secret, PhoneHashKey: []byte(phoneHashKey)})
+	ob := outbox.New(st, p, outbox.Options{ProduceTimeout: 300 * time.Millisecond, Logger: discardLogger()})
+	t.Cleanup(ob.Close)
+	rc := updates.New(st, ob, updates.Options{Secret: secret, PhoneHashKey: []byte(phoneHashKey)})
+	t.Cleanup(rc.Close)
 	r := server.NewRouter(discardLogger())
 	rc.Routes(r)
 	srv := httptest.NewServer(r)

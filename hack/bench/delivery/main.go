@@ -34,6 +34,7 @@ import (
 	"github.com/heraldhq/herald/internal/ingress"
 	"github.com/heraldhq/herald/internal/kafkatest"
 	"github.com/heraldhq/herald/internal/messenger"
+	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/pglocal"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
@@ -141,7 +142,9 @@ func run(ctx context.Context, pg *pglocal.Cluster, i int) (result, error) {
 	defer producer.Close()
 	quiet := slog.New(slog.DiscardHandler)
 
-	api := ingress.New(st, producer, quiet, ingress.Options{DeepLinkBase: "https://t.me", BotUsername: "bench_bot"})
+	ob := outbox.New(st, producer, outbox.Options{Logger: quiet})
+	defer ob.Close()
+	api := ingress.New(st, ob, quiet, ingress.Options{DeepLinkBase: "https://t.me", BotUsername: "bench_bot"})
 	router := server.NewRouter(quiet)
 	api.Routes(router)
 	apiURL, stopAPI, err := serve(router)

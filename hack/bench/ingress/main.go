@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -23,13 +24,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/benchutil"
 	"github.com/heraldhq/herald/internal/brand"
-	"github.com/heraldhq/herald/internal/enqueue"
 	"github.com/heraldhq/herald/internal/kafkatest"
+	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/store"
 )
@@ -123,14 +122,17 @@ func run(herald string, rate int, duration time.Duration, concurrency, users int
 	fmt.Printf("\n== floor: the same batched, gated insert + produce without HTTP, %d concurrent, %v ==\n", concurrency, duration)
 	producer := queue.NewProducer(broker.Addrs(), "bench")
 	defer producer.Close()
-	enq := enqueue.New(st, producer, enqueue.Options{})
-	defer enq.Close()
+	ob := outbox.New(st, producer, outbox.Options{Logger: slog.New(slog.DiscardHandler)})
+	defer ob.Close()
 	direct := func(i int) (int, error) {
 		userID := "user-" + strconv.Itoa(i%users)
-		n := store.NewNotification{TrackingID: uuid.Must(uuid.NewV7()).String(), Kind: store.KindTenant, TenantID: "bench", UserID: userID,
-			Priority: i % 10, Body: brand.Render("Bench", fmt.Sprintf("Your order %d has shipped", i))}
-		if err := enq.Enqueue(ctx, n); err != nil {
+		item := outbox.Item{UserID: userID, Priority: i % 10, Body: brand.Render("Bench", fmt.Sprintf("Your order %d has shipped", i))}
+		res, _, err := ob.Send(ctx, "bench", []outbox.Item{item}, nil)
+		if err != nil {
 			return 0, err
+		}
+		if !res[0].Accepted() {
+			return 0, fmt.Errorf("%s: %s", res[0].Code, res[0].Message)
 		}
 		return http.StatusAccepted, nil
 	}

@@ -40,8 +40,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/heraldhq/herald/internal/benchutil"
-	"github.com/heraldhq/herald/internal/dispatch"
 	"github.com/heraldhq/herald/internal/kafkatest"
+	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/store"
@@ -119,9 +119,12 @@ func run(o options) error {
 
 	// The receiver logs like production (JSON, info: one access line per request), to nowhere.
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	rc := updates.New(st, dispatch.Dispatcher{Store: st, Producer: producer}, updates.Options{
+	ob := outbox.New(st, producer, outbox.Options{Logger: logger})
+	defer ob.Close()
+	rc := updates.New(st, ob, updates.Options{
 		Secret: secret, PhoneHashKey: []byte("bench-phone-hash-key-0123456789"), Logger: logger,
 	})
+	defer rc.Close()
 	r := server.NewRouter(logger)
 	rc.Routes(r)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

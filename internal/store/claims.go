@@ -1,5 +1,8 @@
 package store
 
+// The delivery states of notifications: a worker's claim, the write that ends its attempt, and the
+// queries that hand envelopes to publish again (due retries, failed publishes, lost envelopes).
+
 import (
 	"context"
 	"encoding/json"
@@ -17,7 +20,7 @@ var ErrNotClaimable = errors.New("not claimable")
 // NotClaimable describes a notification a claim refused.
 type NotClaimable struct {
 	TrackingID string
-	Status     string
+	Status     Status
 	// Leased: another attempt holds it (status delivering under a live lease): a worker that received the
 	// same envelope during a partition handover, or a redelivered copy.
 	Leased bool
@@ -52,7 +55,7 @@ type Delivery struct {
 // ClaimDelivery moves a notification to delivering (attempts + 1, leased until now + lease) in one
 // statement, when it is queued, a due retry, or delivering under an expired lease. ErrNotFound when the
 // row does not exist: every producer commits the row before it publishes the envelope, so that is an
-// envelope whose publish was given up (see EnqueueTenant). A *NotClaimable when it exists but must not be
+// envelope whose publish was given up (see DiscardNotifications). A *NotClaimable when it exists but must not be
 // sent now (terminal, retry not due, leased by someone).
 func (s *Store) ClaimDelivery(ctx context.Context, trackingID string, lease time.Duration) (Delivery, error) {
 	ctx, cancel := withTimeout(ctx)
@@ -71,9 +74,7 @@ func (s *Store) ClaimDelivery(ctx context.Context, trackingID string, lease time
 		var claimable bool
 		var age float64
 		err = s.pool.QueryRow(ctx, `
-			SELECT status, status = 'queued'
-			       OR (status = 'retrying' AND COALESCE(next_attempt_at, '-infinity') <= now())
-			       OR (status = 'delivering' AND lease_expires_at < now()),
+			SELECT status, `+claimSQL+`,
 			       status = 'delivering' AND lease_expires_at >= now(),
 			       extract(epoch FROM now() - updated_at)
 			FROM notifications WHERE tracking_id = $1`, trackingID).Scan(&nc.Status, &claimable, &nc.Leased, &age)
@@ -95,10 +96,7 @@ func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Dur
 			UPDATE notifications
 			SET status = 'delivering', attempts = attempts + 1,
 			    lease_expires_at = now() + make_interval(secs => $2), updated_at = now()
-			WHERE tracking_id = $1
-			  AND (status = 'queued'
-			       OR (status = 'retrying' AND COALESCE(next_attempt_at, '-infinity') <= now())
-			       OR (status = 'delivering' AND lease_expires_at < now()))
+			WHERE tracking_id = $1 AND `+claimSQL+`
 			RETURNING tracking_id, kind, tenant_id, user_id, chat_id, priority, body, reply_markup, attempts)
 		SELECT c.tracking_id::text, c.kind, COALESCE(c.tenant_id, ''), COALESCE(c.user_id, ''),
 		       CASE WHEN c.kind = 'system' THEN c.chat_id ELSE COALESCE(l.chat_id, 0) END,
@@ -114,7 +112,7 @@ func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Dur
 
 // DeliveryResult is the status write that ends one attempt.
 type DeliveryResult struct {
-	Status             string // delivered, retrying, blocked, unlinked or failed
+	Status             Status // delivered, retrying, blocked, unlinked or failed
 	MessengerMessageID string // delivered only
 	ErrorCode          int    // 0 for delivered
 	ErrorMessage       string
@@ -210,7 +208,7 @@ type Pending struct {
 	UserID     string
 	ChatID     int64
 	Priority   int
-	Status     string
+	Status     Status
 }
 
 // RepublishFunc produces the envelopes of batch and returns the tracking ids it produced.

@@ -1,0 +1,151 @@
+package batch_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald/internal/batch"
+)
+
+// Concurrent requests share batches, and each gets its own answer.
+func TestRequestsShareBatchesAndGetTheirOwnAnswers(t *testing.T) {
+	var mu sync.Mutex
+	var sizes []int
+	release := make(chan struct{})
+	b := batch.New(batch.Options{Loops: 1, MaxBatch: 100}, nil, func(items []int) []int {
+		<-release
+		mu.Lock()
+		sizes = append(sizes, len(items))
+		mu.Unlock()
+		out := make([]int, len(items))
+		for i, v := range items {
+			out[i] = v * 10
+		}
+		return out
+	})
+	defer b.Close()
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Go(func() {
+			got, err := b.Do(context.Background(), i)
+			if err != nil || got != i*10 {
+				t.Errorf("Do(%d) = %d, %v; want %d", i, got, err, i*10)
+			}
+		})
+	}
+	time.Sleep(100 * time.Millisecond) // the first request holds the loop; the others queue behind it
+	close(release)
+	wg.Wait()
+	if len(sizes) >= 50 {
+		t.Errorf("50 concurrent requests ran in %d batches (%v); want them to share", len(sizes), sizes)
+	}
+}
+
+// Requests with the same key never share a batch, and run in arrival order.
+func TestApartKeepsOneKeyPerBatchInOrder(t *testing.T) {
+	var mu sync.Mutex
+	var batches [][]string
+	release := make(chan struct{})
+	b := batch.New(batch.Options{Loops: 1}, func(s string) string { return s[:1] }, func(items []string) []bool {
+		<-release
+		mu.Lock()
+		batches = append(batches, slices.Clone(items))
+		mu.Unlock()
+		return make([]bool, len(items))
+	})
+	defer b.Close()
+	var wg sync.WaitGroup
+	wg.Go(func() { _, _ = b.Do(context.Background(), "z0") }) // occupies the loop
+	time.Sleep(50 * time.Millisecond)
+	for _, s := range []string{"a1", "a2", "b1", "a3"} {
+		wg.Go(func() { _, _ = b.Do(context.Background(), s) })
+		time.Sleep(20 * time.Millisecond) // arrival order
+	}
+	close(release)
+	wg.Wait()
+	var order []string
+	for _, bt := range batches {
+		seen := map[byte]bool{}
+		for _, s := range bt {
+			if seen[s[0]] {
+				t.Errorf("batch %v holds two requests of key %c", bt, s[0])
+			}
+			seen[s[0]] = true
+			if s[0] == 'a' {
+				order = append(order, s)
+			}
+		}
+	}
+	if !slices.Equal(order, []string{"a1", "a2", "a3"}) {
+		t.Errorf("key a ran as %v, want arrival order", order)
+	}
+}
+
+// Past MaxQueue waiting requests, Do fails at once instead of queueing without bound.
+func TestOverloadFailsFast(t *testing.T) {
+	release := make(chan struct{})
+	b := batch.New(batch.Options{Loops: 1, MaxBatch: 1, MaxQueue: 2}, nil, func(items []int) []int {
+		<-release
+		return make([]int, len(items))
+	})
+	var wg sync.WaitGroup
+	defer func() { close(release); wg.Wait(); b.Close() }()
+	for range 3 { // one in the loop, two queued
+		wg.Go(func() { _, _ = b.Do(context.Background(), 1) })
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		// Probe from a goroutine: a probe that is accepted waits for release like the others.
+		errc := make(chan error, 1)
+		wg.Go(func() { _, err := b.Do(context.Background(), 1); errc <- err })
+		select {
+		case err := <-errc:
+			if errors.Is(err, batch.ErrOverloaded) {
+				return
+			}
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Do never reported overload")
+		}
+	}
+}
+
+// Close answers what was handed over and refuses what comes after.
+func TestCloseServesPendingThenRefuses(t *testing.T) {
+	started := make(chan struct{}, 10)
+	release := make(chan struct{})
+	b := batch.New(batch.Options{Loops: 1, MaxBatch: 1, MaxQueue: 4}, nil, func(items []int) []int {
+		started <- struct{}{}
+		<-release
+		return []int{7}
+	})
+	results := make(chan error, 2)
+	for range 2 {
+		go func() {
+			got, err := b.Do(context.Background(), 1)
+			if err == nil && got != 7 {
+				err = errors.New("wrong answer")
+			}
+			results <- err
+		}()
+	}
+	<-started
+	time.Sleep(20 * time.Millisecond) // the second request is queued
+	closed := make(chan struct{})
+	go func() { b.Close(); close(closed) }()
+	close(release)
+	for range 2 {
+		if err := <-results; err != nil {
+			t.Errorf("a request handed over before Close got %v", err)
+		}
+	}
+	<-closed
+	if _, err := b.Do(context.Background(), 1); !errors.Is(err, batch.ErrClosed) {
+		t.Errorf("Do after Close = %v, want ErrClosed", err)
+	}
+}

@@ -1,0 +1,340 @@
+// Package outbox is the one seam between "a notification exists" and "a worker will receive it": it
+// records notifications in PostgreSQL and publishes their envelopes to Kafka.
+//
+// It owns the rules of that step, each in one place:
+//   - the tracking id (a UUIDv7, minted here: time-ordered, so inserts stay at the right edge of the index);
+//   - the envelope and the partition key (envelope below): one tenant user's, or one chat's, messages
+//     share a key and so a partition, and stay in order;
+//   - the order of the two writes: the rows commit first, then the envelopes are published, so a worker
+//     never receives an envelope whose row is not there yet, and no transaction stays open across a produce;
+//   - what a failed publish means: tenant sends are taken back (their rows deleted, so the 502 is true);
+//     system messages are left to the relay (published_at cleared; the worker publishes them when the
+//     broker is back);
+//   - batching: concurrent tenant sends share one INSERT and one produce request (internal/batch);
+//   - the answer per item: queued, refused by the gate (phone unverified), or not queued (queue error).
+//
+// Handlers call Send or, for system messages inserted in their own transaction, Publish; they never see
+// Kafka.
+package outbox
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/heraldhq/herald/internal/batch"
+	"github.com/heraldhq/herald/internal/queue"
+	"github.com/heraldhq/herald/internal/store"
+)
+
+// Outcomes of an item, as codes of the API's error catalogue (internal/apierror) where they are errors.
+const (
+	CodeUnverified = "phone_unverified" // the user has no link or no verified phone: nothing stored
+	CodeQueueError = "queue_error"      // the broker did not acknowledge in time: nothing stored
+)
+
+// Options configure an Outbox. Zero values take the defaults given in each comment.
+type Options struct {
+	// ProduceTimeout bounds the Kafka acknowledgement of a publish; 2 s. It must stay well under
+	// store.PublishWindow.
+	ProduceTimeout time.Duration
+	// Batch tunes the batching of tenant sends (internal/batch defaults: 2 loops of up to 256).
+	Batch  batch.Options
+	Logger *slog.Logger
+}
+
+// Outbox records and publishes notifications. Build it with New; Close it after the HTTP server stopped.
+type Outbox struct {
+	st       *store.Store
+	producer *queue.Producer
+	timeout  time.Duration
+	log      *slog.Logger
+	sends    *batch.Batcher[*request, answer]
+}
+
+// New starts the send batcher.
+func New(st *store.Store, producer *queue.Producer, opts Options) *Outbox {
+	if opts.ProduceTimeout <= 0 {
+		opts.ProduceTimeout = 2 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	o := &Outbox{st: st, producer: producer, timeout: opts.ProduceTimeout, log: opts.Logger}
+	o.sends = batch.New(opts.Batch, nil, o.sendBatch)
+	return o
+}
+
+// Close answers the sends already handed over, then stops.
+func (o *Outbox) Close() { o.sends.Close() }
+
+// ErrOverloaded: more sends wait than the outbox queues; shed the request (503, Retry-After).
+var ErrOverloaded = batch.ErrOverloaded
+
+// ErrClosed: the outbox is shutting down.
+var ErrClosed = batch.ErrClosed
+
+// Item is one tenant notification to send.
+type Item struct {
+	UserID   string
+	Priority int
+	Body     string // branded
+	// Refused, when set, is the item's answer already (the caller refused it, e.g. as invalid): it is not
+	// stored, and stands in the answer (and the idempotent replay) at its position.
+	Refused *Result
+}
+
+// Result is the answer for one item: TrackingID and Status when it was accepted, Code and Message when not.
+type Result struct {
+	TrackingID string `json:"tracking_id,omitempty"`
+	Status     string `json:"status,omitempty"`
+	Code       string `json:"error,omitempty"`
+	Message    string `json:"message,omitempty"`
+}
+
+// Accepted reports whether the item was stored and published.
+func (r Result) Accepted() bool { return r.TrackingID != "" }
+
+// Idempotency identifies a request by its Idempotency-Key: RequestHash says what the request means (a
+// repeat with another meaning is ErrIdempotencyConflict).
+type Idempotency struct {
+	Key         string
+	RequestHash [32]byte
+}
+
+// ErrIdempotencyConflict: the Idempotency-Key was used with a different request.
+var ErrIdempotencyConflict = errors.New("idempotency key reused with a different request")
+
+// request is one Send in a batch.
+type request struct {
+	tenantID string
+	items    []Item
+	idem     *Idempotency
+	// ns are the notifications of the items not refused beforehand, with their positions.
+	ns  []store.NewNotification
+	pos []int
+}
+
+// answer is the batch's answer to one request.
+type answer struct {
+	results []Result
+	replay  bool  // the key belongs to an earlier request: nothing was done
+	err     error // the batch failed as a whole (PostgreSQL): nothing was stored
+}
+
+// Send stores and publishes one request's tenant notifications (a POST /v1/send has one; a batch up to a
+// hundred) and answers each item, in order. It shares one INSERT and one produce with the concurrent
+// requests of other callers. With idem, the whole request is done once per key: a repeat gets the first
+// answer again (replayed), once the first request's publish has ended.
+//
+// Errors: ErrIdempotencyConflict; ErrOverloaded, ErrClosed; a store error (PostgreSQL unavailable). A
+// failed publish is not an error but the answer CodeQueueError for every accepted item.
+func (o *Outbox) Send(ctx context.Context, tenantID string, items []Item, idem *Idempotency) (results []Result, replayed bool, err error) {
+	for {
+		r := &request{tenantID: tenantID, items: items, idem: idem}
+		for i, it := range items {
+			if it.Refused != nil {
+				continue
+			}
+			r.ns = append(r.ns, store.NewNotification{TrackingID: newTrackingID(), Kind: store.KindTenant, TenantID: tenantID,
+				UserID: it.UserID, Priority: it.Priority, Body: it.Body})
+			r.pos = append(r.pos, i)
+		}
+		a, err := o.sends.Do(ctx, r)
+		if err == nil {
+			err = a.err
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		if !a.replay {
+			return a.results, false, nil
+		}
+		// The key names an earlier request: its answer, once that request's publish has ended.
+		results, found, err := o.replay(ctx, tenantID, idem)
+		if err != nil || found {
+			return results, found, err
+		}
+		// The earlier request took its notifications (and the key) back: this one goes ahead as the first.
+	}
+}
+
+func newTrackingID() string { return uuid.Must(uuid.NewV7()).String() }
+
+// sendBatch stores the batch's notifications in one statement (a transaction when keys are claimed),
+// publishes the accepted ones in one produce, and answers each request.
+func (o *Outbox) sendBatch(reqs []*request) []answer {
+	out := make([]answer, len(reqs))
+	ctx, cancel := context.WithTimeout(context.Background(), store.DefaultQueryTimeout+o.timeout)
+	defer cancel()
+
+	var claims []store.KeyClaim
+	for _, r := range reqs {
+		if r.idem != nil {
+			claims = append(claims, store.KeyClaim{IdempotencyKey: keyOf(r), RequestHash: r.idem.RequestHash})
+		}
+	}
+	var ns []store.NewNotification
+	var accepted map[string]bool
+	var keys []store.IdempotencyKey // the keys this batch claimed and keeps
+	var err error
+	if len(claims) == 0 {
+		for _, r := range reqs {
+			ns = append(ns, r.ns...)
+		}
+		accepted, err = o.st.InsertTenantNotifications(ctx, ns)
+	} else {
+		err = o.st.InTx(ctx, func(ctx context.Context, tx *store.Tx) error {
+			claimed, err := tx.ClaimIdempotencyKeys(ctx, claims)
+			if err != nil {
+				return err
+			}
+			ns, keys = ns[:0], keys[:0]
+			for i, r := range reqs {
+				out[i].replay = r.idem != nil && !claimed[keyOf(r)]
+				if !out[i].replay {
+					ns = append(ns, r.ns...)
+				}
+			}
+			if accepted, err = tx.InsertTenantNotifications(ctx, ns); err != nil {
+				return err
+			}
+			// Keep the answer of each claimed key, for its repeats. A request that stored nothing keeps no key:
+			// a retry is evaluated afresh, as if it were the first.
+			var drop []store.IdempotencyKey
+			for i, r := range reqs {
+				if r.idem == nil || out[i].replay {
+					continue
+				}
+				res := results(r, accepted, false)
+				if !anyAccepted(res) {
+					drop = append(drop, keyOf(r))
+					continue
+				}
+				if err := tx.SaveIdempotencyResults(ctx, keyOf(r), encodeResults(res)); err != nil {
+					return err
+				}
+				keys = append(keys, keyOf(r))
+			}
+			return tx.DeleteIdempotencyKeys(ctx, drop)
+		})
+	}
+	if err != nil {
+		for i := range out {
+			out[i] = answer{err: err}
+		}
+		return out
+	}
+
+	// Publish what was stored, in one produce request per partition.
+	var stored []store.NewNotification
+	for _, n := range ns {
+		if accepted[n.TrackingID] {
+			stored = append(stored, n)
+		}
+	}
+	failed := false
+	if len(stored) > 0 {
+		if err := o.publishNew(ctx, stored); err != nil {
+			failed = true
+			o.log.Warn("publish failed: the notifications are taken back and answered queue_error", "count", len(stored), "err", err)
+			ids := make([]string, len(stored))
+			for i, n := range stored {
+				ids[i] = n.TrackingID
+			}
+			if derr := o.st.DiscardNotifications(context.WithoutCancel(ctx), ids, keys); derr != nil {
+				// The rows stay (with published_at set): the redrive publishes them after its threshold, so a
+				// tenant answered 502 may still receive them.
+				o.log.Error("could not take unpublished notifications back; the redrive will deliver them", "count", len(ids), "err", derr)
+			}
+		}
+	}
+	if !failed && len(keys) > 0 {
+		if err := o.st.MarkIdempotencyPublished(ctx, keys); err != nil {
+			// Repeats then wait for PublishWindow before they replay; nothing is lost.
+			o.log.Warn("could not mark idempotent requests answered", "err", err)
+		}
+	}
+	for i, r := range reqs {
+		if !out[i].replay {
+			out[i].results = results(r, accepted, failed)
+		}
+	}
+	return out
+}
+
+func keyOf(r *request) store.IdempotencyKey {
+	return store.IdempotencyKey{TenantID: r.tenantID, Key: r.idem.Key}
+}
+
+// results is a request's answer, given what the batch stored and whether its publish failed.
+func results(r *request, accepted map[string]bool, publishFailed bool) []Result {
+	res := make([]Result, len(r.items))
+	for i, it := range r.items {
+		if it.Refused != nil {
+			res[i] = *it.Refused
+		}
+	}
+	for j, n := range r.ns {
+		i := r.pos[j]
+		switch {
+		case !accepted[n.TrackingID]:
+			res[i] = Result{Code: CodeUnverified, Message: fmt.Sprintf("user %q has no verified phone: link the user and complete phone verification first", n.UserID)}
+		case publishFailed:
+			res[i] = Result{Code: CodeQueueError, Message: "the notification could not be queued; nothing was stored, retry later"}
+		default:
+			res[i] = Result{TrackingID: n.TrackingID, Status: string(store.StatusQueued)}
+		}
+	}
+	return res
+}
+
+func anyAccepted(res []Result) bool {
+	for _, r := range res {
+		if r.Accepted() {
+			return true
+		}
+	}
+	return false
+}
+
+func encodeResults(res []Result) []byte {
+	b, _ := json.Marshal(res) // strings only: cannot fail
+	return b
+}
+
+// replay answers a repeat of an idempotent request with the first request's answer, once the first
+// request's publish has ended (a failed publish deletes the key, and then found is false: the repeat goes
+// ahead as the first).
+func (o *Outbox) replay(ctx context.Context, tenantID string, idem *Idempotency) (res []Result, found bool, err error) {
+	k := store.IdempotencyKey{TenantID: tenantID, Key: idem.Key}
+	for {
+		rec, err := o.st.ReadIdempotencyKey(ctx, k)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		if subtle.ConstantTimeCompare(rec.RequestHash[:], idem.RequestHash[:]) != 1 {
+			return nil, false, ErrIdempotencyConflict
+		}
+		if rec.Settled {
+			if err := json.Unmarshal(rec.Results, &res); err != nil {
+				return nil, false, fmt.Errorf("while reading the answer kept for Idempotency-Key %q: %w", idem.Key, err)
+			}
+			return res, true, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,247 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/heraldhq/herald/internal/kafkatest"
+	"github.com/heraldhq/herald/internal/outbox"
+	"github.com/heraldhq/herald/internal/pgtest"
+	"github.com/heraldhq/herald/internal/queue"
+	"github.com/heraldhq/herald/internal/store"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const prefix = "ob"
+
+type env struct {
+	t      *testing.T
+	st     *store.Store
+	broker *kafkatest.Broker
+	ob     *outbox.Outbox
+}
+
+// newEnv: PostgreSQL with tenant acme (user "ok" linked and verified, "no" linked but unverified), a
+// broker, and an outbox with a short produce budget.
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	st, _ := pgtest.NewStore(t)
+	b := kafkatest.New(t, prefix)
+	p := queue.NewProducer(b.Addrs(), prefix)
+	t.Cleanup(func() { p.Close() })
+	ob := outbox.New(st, p, outbox.Options{ProduceTimeout: 500 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	t.Cleanup(ob.Close)
+	e := &env{t: t, st: st, broker: b, ob: ob}
+	if err := st.CreateTenant(context.Background(), "acme", "Acme"); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`INSERT INTO users (tenant_id, user_id) VALUES ('acme', 'ok'), ('acme', 'no')`)
+	e.exec(`INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ('acme', 'ok', 1, 1), ('acme', 'no', 2, 2)`)
+	e.exec(`INSERT INTO phone_verifications (tenant_id, user_id, status) VALUES ('acme', 'ok', 'verified'), ('acme', 'no', 'unverified')`)
+	return e
+}
+
+func (e *env) exec(q string, args ...any) {
+	e.t.Helper()
+	if _, err := e.st.Pool().Exec(context.Background(), q, args...); err != nil {
+		e.t.Fatalf("%s: %v", q, err)
+	}
+}
+
+func (e *env) count(q string, args ...any) int {
+	e.t.Helper()
+	var n int
+	if err := e.st.Pool().QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+// envelopes maps the tracking ids on the normal topic to their partition keys.
+func (e *env) envelopes() map[string]string {
+	out := map[string]string{}
+	for _, m := range e.broker.Messages(e.t, prefix+".notifications.normal") {
+		env, err := queue.ParseEnvelope(m.Value)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		out[env.TrackingID] = string(m.Key)
+	}
+	return out
+}
+
+func item(user string) outbox.Item {
+	return outbox.Item{UserID: user, Priority: 5, Body: "A message from Acme\nhello"}
+}
+
+// Each item is answered in its place: stored and published, refused by the gate, or refused beforehand by
+// the caller (which the outbox neither stores nor changes).
+func TestSendAnswersEachItemInOrder(t *testing.T) {
+	e := newEnv(t)
+	refused := &outbox.Result{Code: "invalid_request", Message: "message is required"}
+	items := []outbox.Item{item("ok"), item("no"), {Refused: refused}, item("ok")}
+	res, replayed, err := e.ob.Send(context.Background(), "acme", items, nil)
+	if err != nil || replayed {
+		t.Fatalf("Send: %v (replayed %v)", err, replayed)
+	}
+	if !res[0].Accepted() || res[0].Status != "queued" || !res[3].Accepted() {
+		t.Errorf("verified items answered %+v and %+v, want queued", res[0], res[3])
+	}
+	if res[1].Code != outbox.CodeUnverified {
+		t.Errorf("unverified item answered %+v, want %s", res[1], outbox.CodeUnverified)
+	}
+	if res[2] != *refused {
+		t.Errorf("refused item answered %+v, want the caller's answer", res[2])
+	}
+	got := e.envelopes()
+	for _, i := range []int{0, 3} {
+		if got[res[i].TrackingID] != "acme/ok" {
+			t.Errorf("envelope of item %d: key %q, want acme/ok", i, got[res[i].TrackingID])
+		}
+	}
+	if len(got) != 2 {
+		t.Errorf("%d envelopes published, want 2", len(got))
+	}
+}
+
+// A publish the broker does not acknowledge in time takes the stored items back: they answer queue_error
+// and nothing stays; the gate's refusals stand.
+func TestPublishFailureTakesTheItemsBack(t *testing.T) {
+	e := newEnv(t)
+	e.broker.Close()
+	res, _, err := e.ob.Send(context.Background(), "acme", []outbox.Item{item("ok"), item("no")}, &outbox.Idempotency{Key: "k1", RequestHash: [32]byte{1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Code != outbox.CodeQueueError || res[1].Code != outbox.CodeUnverified {
+		t.Errorf("answers %+v, want queue_error then phone_unverified", res)
+	}
+	if n := e.count(`SELECT count(*) FROM notifications`); n != 0 {
+		t.Errorf("%d rows left after a failed publish", n)
+	}
+	if n := e.count(`SELECT count(*) FROM idempotency_keys`); n != 0 {
+		t.Errorf("the key stayed after a failed publish: a retry could never succeed")
+	}
+}
+
+// A repeat of an idempotent request gets the first answer, item by item, and stores nothing; the same key
+// with another request is a conflict.
+func TestIdempotentRepeatReplaysTheAnswer(t *testing.T) {
+	e := newEnv(t)
+	idem := &outbox.Idempotency{Key: "batch-1", RequestHash: [32]byte{1}}
+	items := []outbox.Item{item("ok"), item("no")}
+	first, replayed, err := e.ob.Send(context.Background(), "acme", items, idem)
+	if err != nil || replayed {
+		t.Fatal(err, replayed)
+	}
+	start := time.Now()
+	again, replayed, err := e.ob.Send(context.Background(), "acme", items, idem)
+	if err != nil || !replayed {
+		t.Fatalf("repeat: %v (replayed %v)", err, replayed)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("the repeat of an answered request waited %v", took)
+	}
+	if len(again) != 2 || again[0] != first[0] || again[1] != first[1] {
+		t.Errorf("repeat answered %+v, want %+v", again, first)
+	}
+	if n := e.count(`SELECT count(*) FROM notifications`); n != 1 {
+		t.Errorf("%d rows after a repeat, want 1", n)
+	}
+	_, _, err = e.ob.Send(context.Background(), "acme", items, &outbox.Idempotency{Key: "batch-1", RequestHash: [32]byte{2}})
+	if !errors.Is(err, outbox.ErrIdempotencyConflict) {
+		t.Errorf("another request under the key: %v, want ErrIdempotencyConflict", err)
+	}
+}
+
+// A duplicate that arrives while the first request is still publishing waits for its outcome. When that
+// publish fails (the first is answered queue_error and takes its notification back), the duplicate goes
+// ahead as the first: it never answers 202 for a notification that no longer exists.
+func TestDuplicateWaitsForTheFirstPublish(t *testing.T) {
+	e := newEnv(t)
+	var held atomic.Int32
+	entered := make(chan struct{})
+	e.broker.Cluster().ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		// Hold the first produce past the budget; let the later ones through.
+		if held.Add(1) == 1 {
+			e.broker.Cluster().KeepControl()
+			close(entered)
+			time.Sleep(800 * time.Millisecond) // past the 500 ms budget; kfake holds the others meanwhile
+		}
+		return nil, nil, false
+	})
+	idem := &outbox.Idempotency{Key: "k", RequestHash: [32]byte{1}}
+	type answer struct {
+		res      []outbox.Result
+		replayed bool
+		err      error
+	}
+	firstDone := make(chan answer, 1)
+	go func() {
+		res, replayed, err := e.ob.Send(context.Background(), "acme", []outbox.Item{item("ok")}, idem)
+		firstDone <- answer{res, replayed, err}
+	}()
+	<-entered
+	second, replayed, err := e.ob.Send(context.Background(), "acme", []outbox.Item{item("ok")}, idem)
+	first := <-firstDone
+	if first.err != nil || first.res[0].Code != outbox.CodeQueueError {
+		t.Fatalf("first request: %+v, want queue_error", first)
+	}
+	if err != nil || replayed || !second[0].Accepted() {
+		t.Fatalf("duplicate: %+v (replayed %v, err %v), want its own notification queued", second, replayed, err)
+	}
+	if n := e.count(`SELECT count(*) FROM notifications WHERE tracking_id = $1`, second[0].TrackingID); n != 1 {
+		t.Error("the duplicate's notification is not stored")
+	}
+}
+
+// Concurrent sends share batches: a hundred callers, all answered, all stored, all published once.
+func TestConcurrentSendsAreAllAnswered(t *testing.T) {
+	e := newEnv(t)
+	var wg sync.WaitGroup
+	ids := make([]string, 100)
+	for i := range 100 {
+		wg.Go(func() {
+			res, _, err := e.ob.Send(context.Background(), "acme", []outbox.Item{item("ok")}, nil)
+			if err != nil || !res[0].Accepted() {
+				t.Errorf("send %d: %+v, %v", i, res, err)
+				return
+			}
+			ids[i] = res[0].TrackingID
+		})
+	}
+	wg.Wait()
+	got := e.envelopes()
+	for _, id := range ids {
+		if _, ok := got[id]; !ok {
+			t.Errorf("notification %s was not published", id)
+		}
+	}
+	if n := e.count(`SELECT count(*) FROM notifications`); n != 100 {
+		t.Errorf("%d rows, want 100", n)
+	}
+}
+
+// A system message the broker does not take is left to the relay; the change that produced it stands.
+func TestSystemMessagePublishFailureGoesToTheRelay(t *testing.T) {
+	e := newEnv(t)
+	n := outbox.System(outbox.SystemMessage{TenantID: "acme", ChatID: 1, Body: "Thank you"})
+	if err := e.st.InsertSystemMessage(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+	e.broker.Close()
+	if e.ob.Publish(context.Background(), []store.NewNotification{n}) {
+		t.Fatal("Publish reported success with the broker down")
+	}
+	if c := e.count(`SELECT count(*) FROM notifications WHERE tracking_id = $1 AND status = 'queued' AND published_at IS NULL`, n.TrackingID); c != 1 {
+		t.Error("the message is not waiting for the relay")
+	}
+}

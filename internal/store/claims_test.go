@@ -1,0 +1,192 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald/internal/pgtest"
+	"github.com/heraldhq/herald/internal/store"
+)
+
+// A claim takes exactly the states store.Status.Claimable allows, and tells the others apart.
+func TestClaimFromEachState(t *testing.T) {
+	s := fixture(t)
+	ctx := context.Background()
+	cases := []struct {
+		name, set   string // an UPDATE … SET clause putting the row in the state
+		status      store.Status
+		next, lease string // next_attempt_at and lease_expires_at relative to now, as SQL
+		claimable   bool
+		leased      bool
+	}{
+		{"queued", "", store.StatusQueued, "", "", true, false},
+		{"retrying, due", "status = 'retrying', next_attempt_at = now() - interval '1 second'", store.StatusRetrying, "-1 second", "", true, false},
+		{"retrying, not due", "status = 'retrying', next_attempt_at = now() + interval '1 hour'", store.StatusRetrying, "1 hour", "", false, false},
+		{"delivering, live lease", "status = 'delivering', attempts = 1, lease_expires_at = now() + interval '1 hour'", store.StatusDelivering, "", "1 hour", false, true},
+		{"delivering, lease run out", "status = 'delivering', attempts = 1, lease_expires_at = now() - interval '1 second'", store.StatusDelivering, "", "-1 second", true, false},
+		{"delivered", "status = 'delivered'", store.StatusDelivered, "", "", false, false},
+		{"blocked", "status = 'blocked'", store.StatusBlocked, "", "", false, false},
+		{"failed", "status = 'failed'", store.StatusFailed, "", "", false, false},
+		{"unlinked", "status = 'unlinked'", store.StatusUnlinked, "", "", false, false},
+	}
+	at := func(rel string) *time.Time {
+		if rel == "" {
+			return nil
+		}
+		d, _ := time.ParseDuration(map[string]string{"-1 second": "-1s", "1 hour": "1h"}[rel])
+		t := time.Now().Add(d)
+		return &t
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			id := queued(t, s)
+			if c.set != "" {
+				exec(t, s, `UPDATE notifications SET `+c.set+` WHERE tracking_id = $1`, id)
+			}
+			if got := c.status.Claimable(at(c.next), at(c.lease), time.Now()); got != c.claimable {
+				t.Errorf("Status.Claimable = %v, want %v (Go and SQL must agree)", got, c.claimable)
+			}
+			d, err := s.ClaimDelivery(ctx, id, time.Minute)
+			if c.claimable {
+				if err != nil {
+					t.Fatalf("claim: %v, want claimed", err)
+				}
+				if d.ChatID != 1 || d.Body != "hello" {
+					t.Errorf("claimed %+v, want chat 1 and the body", d)
+				}
+				if n := count(t, s, `SELECT count(*) FROM notifications WHERE tracking_id = $1 AND status = 'delivering' AND lease_expires_at > now()`, id); n != 1 {
+					t.Error("the claimed row is not delivering under a lease")
+				}
+				return
+			}
+			var nc *store.NotClaimable
+			if !errors.As(err, &nc) || nc.Status != c.status || nc.Leased != c.leased {
+				t.Fatalf("claim: %v, want not claimable in %s (leased %v)", err, c.status, c.leased)
+			}
+		})
+	}
+	if _, err := s.ClaimDelivery(ctx, newID(), time.Minute); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("claim of a row that does not exist: %v, want ErrNotFound", err)
+	}
+}
+
+// A worker whose lease ran out and whose notification another worker claimed cannot overwrite the newer
+// attempt's result.
+func TestStaleFinishAfterTheLeaseRanOut(t *testing.T) {
+	s := fixture(t)
+	ctx := context.Background()
+	id := queued(t, s)
+	first, err := s.ClaimDelivery(ctx, id, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec(t, s, `UPDATE notifications SET lease_expires_at = now() - interval '1 second' WHERE tracking_id = $1`, id)
+	second, err := s.ClaimDelivery(ctx, id, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Attempts != first.Attempts+1 {
+		t.Fatalf("attempts %d then %d, want one more", first.Attempts, second.Attempts)
+	}
+	ok, err := s.FinishDelivery(ctx, first, store.DeliveryResult{Status: store.StatusFailed, ErrorCode: 400, ErrorMessage: "late"})
+	if err != nil || ok {
+		t.Fatalf("the stale finish matched (%v, %v); it must not", ok, err)
+	}
+	ok, err = s.FinishDelivery(ctx, second, store.DeliveryResult{Status: store.StatusDelivered, MessengerMessageID: "9"})
+	if err != nil || !ok {
+		t.Fatalf("the current finish: %v %v", ok, err)
+	}
+	if n := count(t, s, `SELECT count(*) FROM notifications WHERE tracking_id = $1 AND status = 'delivered' AND attempts = 2 AND last_error_code = 0`, id); n != 1 {
+		t.Error("the row does not show the newer attempt's result")
+	}
+	if rec, err := s.DeliveryRecorded(ctx, second, store.DeliveryResult{Status: store.StatusDelivered}); err != nil || !rec {
+		t.Errorf("DeliveryRecorded(current) = %v, %v; want true (a retried write whose answer was lost)", rec, err)
+	}
+	if rec, _ := s.DeliveryRecorded(ctx, first, store.DeliveryResult{Status: store.StatusFailed}); rec {
+		t.Error("DeliveryRecorded matched the stale attempt")
+	}
+}
+
+// Two workers running the retry scheduler at once hand each due row to exactly one of them (SKIP LOCKED).
+func TestRepublishersShareRowsWithSkipLocked(t *testing.T) {
+	s := fixture(t)
+	ctx := context.Background()
+	var ids []string
+	for range 20 {
+		id := queued(t, s)
+		exec(t, s, `UPDATE notifications SET status = 'retrying', attempts = 1, next_attempt_at = now() - interval '1 second', published_at = NULL WHERE tracking_id = $1`, id)
+		ids = append(ids, id)
+	}
+	var mu sync.Mutex
+	var got [2][]string
+	inside := make(chan struct{}, 2)
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 2 {
+		wg.Go(func() {
+			_, err := s.RepublishDueRetries(ctx, 10, time.Minute, func(_ context.Context, batch []store.Pending) []string {
+				inside <- struct{}{}
+				<-release // both hold their rows at once
+				var done []string
+				for _, p := range batch {
+					done = append(done, p.TrackingID)
+				}
+				mu.Lock()
+				got[w] = done
+				mu.Unlock()
+				return done
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	<-inside
+	<-inside
+	close(release)
+	wg.Wait()
+	if len(got[0]) != 10 || len(got[1]) != 10 {
+		t.Fatalf("workers got %d and %d rows, want 10 each", len(got[0]), len(got[1]))
+	}
+	all := append(slices.Clone(got[0]), got[1]...)
+	slices.Sort(all)
+	if len(slices.Compact(all)) != 20 {
+		t.Fatal("a row was handed to both workers")
+	}
+	// Published rows are not handed out again before their quiet period.
+	n, err := s.RepublishDueRetries(ctx, 10, time.Minute, func(_ context.Context, batch []store.Pending) []string {
+		t.Errorf("republished %d rows again at once", len(batch))
+		return nil
+	})
+	if err != nil || n != 0 {
+		t.Errorf("second round: %d, %v", n, err)
+	}
+}
+
+// A PostgreSQL restart ends every session with 57P01 (admin shutdown): that is "unavailable, retry", not
+// an internal error.
+func TestTerminatedSessionIsUnavailable(t *testing.T) {
+	s, _ := pgtest.NewStore(t)
+	ctx := context.Background()
+	conn, err := s.Pool().Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	var pid int
+	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, s, `SELECT pg_terminate_backend($1)`, pid)
+	_, err = conn.Exec(ctx, `SELECT 1`)
+	if err == nil {
+		t.Fatal("a query on a terminated session succeeded")
+	}
+	if !store.IsUnavailable(err) {
+		t.Fatalf("IsUnavailable(%v) = false, want true", err)
+	}
+}

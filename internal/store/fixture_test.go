@@ -1,0 +1,58 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/heraldhq/herald/internal/pgtest"
+	"github.com/heraldhq/herald/internal/store"
+)
+
+// fixture creates tenant acme with users "ok" (linked to chat 1, verified) and "no" (linked to chat 2,
+// unverified).
+func fixture(t *testing.T) *store.Store {
+	t.Helper()
+	s, _ := pgtest.NewStore(t)
+	if err := s.CreateTenant(context.Background(), "acme", "Acme"); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, s, `INSERT INTO users (tenant_id, user_id) VALUES ('acme', 'ok'), ('acme', 'no')`)
+	exec(t, s, `INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ('acme', 'ok', 1, 1), ('acme', 'no', 2, 2)`)
+	exec(t, s, `INSERT INTO phone_verifications (tenant_id, user_id, status) VALUES ('acme', 'ok', 'verified'), ('acme', 'no', 'unverified')`)
+	return s
+}
+
+func exec(t *testing.T, s *store.Store, q string, args ...any) {
+	t.Helper()
+	if _, err := s.Pool().Exec(context.Background(), q, args...); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+func count(t *testing.T, s *store.Store, q string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := s.Pool().QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func newID() string { return uuid.Must(uuid.NewV7()).String() }
+
+func tenantNotification(user string) store.NewNotification {
+	return store.NewNotification{TrackingID: newID(), Kind: store.KindTenant, TenantID: "acme", UserID: user, Priority: 5, Body: "hello"}
+}
+
+// queued inserts a queued notification for user "ok" and returns its id.
+func queued(t *testing.T, s *store.Store) string {
+	t.Helper()
+	n := tenantNotification("ok")
+	got, err := s.InsertTenantNotifications(context.Background(), []store.NewNotification{n})
+	if err != nil || !got[n.TrackingID] {
+		t.Fatalf("insert: %v %v", got, err)
+	}
+	return n.TrackingID
+}

@@ -1,0 +1,134 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// LinkTokenTTL is the lifetime of a link token, fixed by the spec.
+const LinkTokenTTL = 15 * time.Minute
+
+// CreateLinkToken records a link token's digest with the label snapshot, creating the user record if it
+// is new, and returns the expiry.
+func (s *Store) CreateLinkToken(ctx context.Context, tenantID, userID string, digest [32]byte, label string) (time.Time, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	var expires time.Time
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO users (tenant_id, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, tenantID, userID); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `
+			INSERT INTO link_tokens (digest, tenant_id, user_id, label, expires_at)
+			VALUES ($1, $2, $3, $4, now() + $5::interval) RETURNING expires_at`,
+			digest[:], tenantID, userID, label, LinkTokenTTL.String()).Scan(&expires)
+	})
+	return expires, translate(err, "creating link token")
+}
+
+// LinkOutcome is what a /start with a token did.
+type LinkOutcome string
+
+// Link outcomes.
+const (
+	LinkLinked  LinkOutcome = "linked"  // the token was valid: the user is linked to the sender
+	LinkUnknown LinkOutcome = "unknown" // no such token
+	LinkExpired LinkOutcome = "expired" // the token outlived LinkTokenTTL unused
+	LinkUsed    LinkOutcome = "used"    // the token was redeemed before
+)
+
+// Redemption is a /start <token> from a private chat.
+type Redemption struct {
+	Digest          [32]byte // SHA-256 of the token
+	MessengerUserID int64
+	ChatID          int64
+}
+
+// LinkResult describes a redemption. TenantID and Label are set for every outcome but LinkUnknown, UserID
+// only for LinkLinked.
+type LinkResult struct {
+	Outcome  LinkOutcome
+	TenantID string
+	UserID   string
+	Label    string // the token's label snapshot
+	// Replaced: the user was linked to another messenger account before; that link was replaced and the
+	// phone verification reset to unverified.
+	Replaced bool
+}
+
+// RedeemLinkToken is the effect of a /start <token>: it consumes a valid, unexpired, unused token and
+// links its user to the sender, and inserts the reply built from the result (filled into *LinkResult when
+// ApplyUpdates returns). Of two concurrent redemptions of one token exactly one links: the second waits on
+// the token's row lock, then finds it used.
+func RedeemLinkToken(updateID int64, r Redemption, reply func(LinkResult) NewNotification) (*Effect, *LinkResult) {
+	var (
+		res      LinkResult
+		consumed bool
+		previous *int64 // the messenger account the user was linked to
+	)
+	return &Effect{
+		UpdateID: updateID,
+		first: func(b *pgx.Batch) {
+			res, consumed, previous = LinkResult{}, false, nil
+			b.Queue(`
+				UPDATE link_tokens SET used_at = now()
+				WHERE digest = $1 AND used_at IS NULL AND expires_at > now()
+				RETURNING tenant_id, user_id, label`, r.Digest[:]).QueryRow(func(row pgx.Row) error {
+				err := row.Scan(&res.TenantID, &res.UserID, &res.Label)
+				if errors.Is(err, pgx.ErrNoRows) {
+					return nil
+				}
+				consumed = err == nil
+				return err
+			})
+			// Why a token was refused, and the current link of its user, read after the consumption above.
+			b.Queue(`
+				SELECT t.tenant_id, t.label, t.used_at IS NOT NULL,
+				       (SELECT l.messenger_user_id FROM links l WHERE l.tenant_id = t.tenant_id AND l.user_id = t.user_id)
+				FROM link_tokens t WHERE t.digest = $1`, r.Digest[:]).QueryRow(func(row pgx.Row) error {
+				var tenantID, label string
+				var used bool
+				err := row.Scan(&tenantID, &label, &used, &previous)
+				switch {
+				case errors.Is(err, pgx.ErrNoRows):
+					res.Outcome = LinkUnknown
+					return nil
+				case err != nil:
+					return err
+				case consumed:
+					res.Outcome = LinkLinked
+				case used:
+					res.Outcome, res.TenantID, res.Label = LinkUsed, tenantID, label
+				default:
+					res.Outcome, res.TenantID, res.Label = LinkExpired, tenantID, label
+				}
+				return nil
+			})
+		},
+		then: func(b *pgx.Batch) ([]NewNotification, error) {
+			if res.Outcome != LinkLinked {
+				return []NewNotification{reply(res)}, nil
+			}
+			b.Queue(`
+				INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ($1, $2, $3, $4)
+				ON CONFLICT (tenant_id, user_id) DO UPDATE
+				  SET messenger_user_id = EXCLUDED.messenger_user_id, chat_id = EXCLUDED.chat_id, linked_at = now()`,
+				res.TenantID, res.UserID, r.MessengerUserID, r.ChatID)
+			// A verification proves the phone of one messenger account; it does not carry over to another.
+			// (Two concurrent relinks of one user serialise on the link's row lock; each resets when the
+			// account it read differs from its own, so a verification never outlives a change of account.)
+			if previous != nil && *previous != r.MessengerUserID {
+				res.Replaced = true
+				b.Queue(`
+					UPDATE phone_verifications
+					SET status = 'unverified', session_expires_at = NULL, phone_last4 = NULL, phone_hash = NULL,
+					    verified_at = NULL, updated_at = now()
+					WHERE tenant_id = $1 AND user_id = $2`, res.TenantID, res.UserID)
+			}
+			return []NewNotification{reply(res)}, nil
+		},
+	}, &res
+}

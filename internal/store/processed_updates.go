@@ -1,0 +1,150 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The transaction of messenger updates (internal/updates batches them). Every update that has an effect
+// runs in one transaction that first claims its update_id in processed_updates, then applies the effect,
+// then inserts the replies; the caller publishes the replies after the commit. So an update_id takes
+// effect at most once, also when two copies arrive at the same time (the second INSERT waits for the first
+// transaction and then finds the row), and a failure before the commit leaves nothing behind, so the
+// platform's retry can succeed.
+
+// ErrUpdateProcessed says the update_id was handled before; the caller acknowledges it and does nothing.
+var ErrUpdateProcessed = errors.New("update already processed")
+
+// ProcessedUpdateRetention is how long processed update ids are kept. The platform gives up redelivering an
+// update long before (about a day), so a week is ample.
+const ProcessedUpdateRetention = 7 * 24 * time.Hour
+
+// Effect is what one update does in its transaction, in two pipelined round trips shared by every update of
+// a batch:
+//
+//  1. first queues the effect's statements; they run after the update_id was claimed.
+//  2. then, with the results of the first round trip in, queues dependent statements and returns the
+//     replies to insert.
+//
+// A reply known in advance (replies) is inserted in the first round trip, saving the second. Build one
+// with ReplyEffect, RedeemLinkToken or CompleteVerifications; ApplyUpdates fills Err and Replies.
+type Effect struct {
+	UpdateID int64
+	replies  []NewNotification
+	first    func(b *pgx.Batch)
+	then     func(b *pgx.Batch) ([]NewNotification, error)
+
+	// Err is ErrUpdateProcessed when the update_id was claimed before (nothing was applied).
+	Err error
+	// Replies are the system messages the effect inserted, for the caller to publish after the commit.
+	Replies []NewNotification
+}
+
+// ReplyEffect is an update whose only effect is a reply (an explanation, a refusal, a developer command's
+// answer), once per update_id.
+func ReplyEffect(updateID int64, reply NewNotification) *Effect {
+	return &Effect{UpdateID: updateID, replies: []NewNotification{reply}}
+}
+
+// ApplyUpdates applies the effects in one transaction. It returns an error only when the transaction
+// failed (nothing was applied); an effect whose update_id was claimed before gets ErrUpdateProcessed in its
+// Err. Two copies of one update_id in the same call: the second is a repeat.
+func (s *Store) ApplyUpdates(ctx context.Context, effects []*Effect) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	for _, e := range effects {
+		e.Err, e.Replies = nil, nil
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// Claim every update_id in one statement, in a fixed order so two batches cannot deadlock here.
+		ids := make([]int64, len(effects))
+		for i, e := range effects {
+			ids[i] = e.UpdateID
+		}
+		slices.Sort(ids)
+		rows, err := tx.Query(ctx, `INSERT INTO processed_updates (update_id) SELECT unnest($1::bigint[]) ON CONFLICT DO NOTHING RETURNING update_id`, ids)
+		if err != nil {
+			return fmt.Errorf("claiming updates: %w", err)
+		}
+		got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return fmt.Errorf("claiming updates: %w", err)
+		}
+		claimed := map[int64]bool{}
+		for _, id := range got {
+			claimed[id] = true
+		}
+		var live []*Effect
+		for _, e := range effects {
+			if claimed[e.UpdateID] {
+				delete(claimed, e.UpdateID) // a second copy in the same batch is a repeat
+				live = append(live, e)
+			} else {
+				e.Err = ErrUpdateProcessed
+			}
+		}
+		if len(live) == 0 {
+			return nil
+		}
+		first := &pgx.Batch{}
+		for _, e := range live {
+			for _, n := range e.replies {
+				queueSystem(first, n)
+			}
+			if e.first != nil {
+				e.first(first)
+			}
+		}
+		if first.Len() > 0 {
+			if err := tx.SendBatch(ctx, first).Close(); err != nil {
+				return fmt.Errorf("applying updates: %w", err)
+			}
+		}
+		second := &pgx.Batch{}
+		for _, e := range live {
+			e.Replies = append(e.Replies, e.replies...)
+			if e.then == nil {
+				continue
+			}
+			more, err := e.then(second)
+			if err != nil {
+				return err
+			}
+			for _, n := range more {
+				queueSystem(second, n)
+			}
+			e.Replies = append(e.Replies, more...)
+		}
+		if second.Len() > 0 {
+			if err := tx.SendBatch(ctx, second).Close(); err != nil {
+				return fmt.Errorf("applying updates: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		for _, e := range effects {
+			e.Replies = nil
+		}
+	}
+	return translate(err, "applying updates")
+}
+
+// queueSystem queues the insert of a system message in state queued, for a batch.
+func queueSystem(b *pgx.Batch, n NewNotification) { b.Queue(insertSystemSQL, systemArgs(n)...) }
+
+// PruneProcessedUpdates forgets update ids processed before olderThan ago and returns how many.
+func (s *Store) PruneProcessedUpdates(ctx context.Context, olderThan time.Duration) (int64, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	tag, err := s.pool.Exec(ctx, `DELETE FROM processed_updates WHERE processed_at < now() - $1::interval`, olderThan.String())
+	if err != nil {
+		return 0, translate(err, "pruning processed updates")
+	}
+	return tag.RowsAffected(), nil
+}
