@@ -1,0 +1,107 @@
+package delivery
+
+// The claim step: parse the envelope, claim the notification in PostgreSQL, and decide what to do with a
+// message whose notification cannot be claimed now.
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/heraldhq/herald/internal/queue"
+	"github.com/heraldhq/herald/internal/store"
+)
+
+// handle delivers the notification of one Kafka message. It reports whether the message is settled
+// (its offset may be committed): false only when the worker was killed or aborted before settling it.
+// handover carries, from one message of a lane to the next, the moment another worker last acted on the
+// lane's chat (zero when none is known).
+func (w *Worker) handle(ctx context.Context, p Priority, m kafka.Message, handover *time.Time) bool {
+	env, err := queue.ParseEnvelope(m.Value)
+	if err == nil {
+		_, err = uuid.Parse(env.TrackingID)
+	}
+	if err != nil {
+		skipped.WithLabelValues("bad_envelope").Inc()
+		w.log.Error("dropping a malformed envelope", "topic", m.Topic, "partition", m.Partition, "offset", m.Offset, "err", err)
+		return true
+	}
+	d, settledAt, err := w.claim(ctx, env.TrackingID)
+	if !settledAt.IsZero() {
+		*handover = settledAt
+	}
+	var nc *store.NotClaimable
+	switch {
+	case errors.As(err, &nc) && nc.Leased:
+		// Still held by another attempt after HandoverWait: its holder is stuck or dead. Its lease will run
+		// out and the redrive sends it again; the lane moves on.
+		skipped.WithLabelValues("leased").Inc()
+		w.log.Warn("skipping a notification another attempt still holds", "tracking_id", env.TrackingID)
+		return true
+	case errors.Is(err, store.ErrNotClaimable):
+		// Terminal, or a retry not yet due (the scheduler re-publishes it).
+		skipped.WithLabelValues("not_claimable").Inc()
+		w.log.Debug("skipping", "tracking_id", env.TrackingID, "reason", err)
+		return true
+	case errors.Is(err, store.ErrNotFound):
+		// Every producer commits the row before it publishes, so this envelope's publish was given up (the
+		// request was answered 502 and its row deleted) yet reached the broker after all. Drop it at once.
+		skipped.WithLabelValues("not_found").Inc()
+		w.log.Info("dropping an envelope without a notification (a publish that was given up)", "tracking_id", env.TrackingID)
+		return true
+	case err != nil:
+		return false // ctx ended while PostgreSQL was unavailable
+	}
+	if !handover.IsZero() {
+		w.chats.Sent(d.ChatID, *handover)
+		*handover = time.Time{}
+	}
+	return w.deliver(ctx, p, d)
+}
+
+// claim claims the notification. It waits, indefinitely (until ctx ends), while PostgreSQL is unavailable,
+// and up to HandoverWait while another attempt holds the notification: then settledAt is when that
+// attempt ended (by the database's clock, translated to ours), the last moment another worker may have
+// sent to the chat.
+func (w *Worker) claim(ctx context.Context, trackingID string) (d store.Delivery, settledAt time.Time, err error) {
+	handoverDeadline := time.Now().Add(w.opts.HandoverWait)
+	waitedForLease := false
+	wait := 10 * time.Millisecond
+	for {
+		d, err = w.opts.Store.ClaimDelivery(ctx, trackingID, w.opts.Lease)
+		var nc *store.NotClaimable
+		switch {
+		case err == nil:
+			if waitedForLease {
+				settledAt = time.Now()
+			}
+			return d, settledAt, nil
+		case errors.As(err, &nc) && nc.Leased:
+			if time.Now().After(handoverDeadline) {
+				return d, time.Time{}, err
+			}
+			waitedForLease = true
+			wait = 50 * time.Millisecond
+		case errors.As(err, &nc):
+			if waitedForLease {
+				settledAt = time.Now().Add(-nc.Age)
+			}
+			return d, settledAt, err
+		case errors.Is(err, store.ErrNotFound):
+			return d, time.Time{}, err
+		default:
+			if ctx.Err() != nil {
+				return d, time.Time{}, ctx.Err()
+			}
+			w.log.Warn("claim failed; retrying", "tracking_id", trackingID, "err", err)
+			wait = max(wait, 500*time.Millisecond)
+		}
+		if err := sleepUntil(ctx, time.Now().Add(wait)); err != nil {
+			return d, time.Time{}, err
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}

@@ -1,0 +1,103 @@
+package delivery
+
+// The send step: wait for the chat's interval and the bot's rate, call sendMessage, and record the
+// outcome the state machine (state.go) decides.
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/heraldhq/herald/internal/messenger"
+	"github.com/heraldhq/herald/internal/store"
+)
+
+// deliver sends a claimed notification and records the outcome.
+func (w *Worker) deliver(ctx context.Context, p Priority, d store.Delivery) bool {
+	if d.Kind == store.KindTenant && d.ChatID == 0 {
+		return w.finish(d, NoLink())
+	}
+	start := time.Now()
+	if err := w.chats.Wait(ctx, d.ChatID); err != nil {
+		return w.finish(d, Release(false))
+	}
+	limiterWait.WithLabelValues("chat", p.String()).Observe(time.Since(start).Seconds())
+	start = time.Now()
+	if err := w.limiter.Wait(ctx, p); err != nil {
+		return w.finish(d, Release(false))
+	}
+	// The last moment before the request leaves: see Limiter.Admit.
+	if err := w.limiter.Admit(ctx); err != nil {
+		return w.finish(d, Release(false))
+	}
+	limiterWait.WithLabelValues("global", p.String()).Observe(time.Since(start).Seconds())
+
+	sent := time.Now()
+	w.chats.Sent(d.ChatID, sent)
+	sendCtx, cancel := context.WithTimeout(ctx, w.opts.SendTimeout)
+	msgID, err := w.opts.Sender.SendMessage(sendCtx, messenger.SendMessageRequest{ChatID: d.ChatID, Text: d.Body, ReplyMarkup: d.ReplyMarkup})
+	cancel()
+	elapsed := time.Since(sent)
+	if err != nil && ctx.Err() != nil {
+		// Shutdown interrupted the call: the platform may or may not have the message.
+		return w.finish(d, Release(true))
+	}
+	class := messenger.Classify(err).String()
+	platformLatency.WithLabelValues(class).Observe(elapsed.Seconds())
+	dec := Decide(msgID, err, d.Attempts, w.opts.MaxAttempts, w.opts.Backoff)
+	if dec.Throttle == ThrottleChat {
+		if w.chats.Throttle(d.ChatID, dec.Wait) {
+			throttles.WithLabelValues("bot").Inc()
+			w.limiter.Pause(time.Now().Add(dec.Wait))
+			w.log.Warn("the platform throttles the whole bot", "retry_after", dec.Wait)
+		} else {
+			throttles.WithLabelValues("chat").Inc()
+		}
+	}
+	return w.finish(d, dec)
+}
+
+// finish writes the decision. A write that keeps failing is given up after a few tries: the lease then
+// runs out and the redrive loop sends the notification again (the one way a delivered message can be sent
+// twice, besides a timeout the platform actually served).
+func (w *Worker) finish(d store.Delivery, dec Decision) bool {
+	if w.killed.Load() {
+		return false // a dead worker writes nothing
+	}
+	r := dec.Result
+	log := w.log.With("tracking_id", d.TrackingID, "attempt", d.Attempts, "status", r.Status)
+	var err error
+	for try := range 4 {
+		if try > 0 {
+			time.Sleep(time.Duration(try) * 250 * time.Millisecond)
+		}
+		var ok bool
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ok, err = w.opts.Store.FinishDelivery(ctx, d, r)
+		if err == nil && !ok && try > 0 {
+			// An earlier try may have committed and lost only its answer (the connection broke): then the
+			// row already shows this result, and nobody took the claim over.
+			var recorded bool
+			if recorded, err = w.opts.Store.DeliveryRecorded(ctx, d, r); recorded {
+				ok = true
+			}
+		}
+		cancel()
+		if err == nil {
+			if !ok {
+				skipped.WithLabelValues("stale_result").Inc()
+				log.Warn("status not recorded: the claim was taken over after its lease ran out")
+			} else {
+				outcomes.WithLabelValues(string(r.Status), strconv.Itoa(r.ErrorCode)).Inc()
+				if r.Status == store.StatusDelivered {
+					log.Debug("delivered", "messenger_message_id", r.MessengerMessageID)
+				} else {
+					log.Info("delivery attempt ended", "error_code", r.ErrorCode, "error", r.ErrorMessage, "retry_in", r.RetryIn)
+				}
+			}
+			return true
+		}
+	}
+	log.Error("could not record the delivery; the lease will expire and redrive it", "err", err)
+	return true
+}
