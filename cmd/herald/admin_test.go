@@ -92,6 +92,29 @@ func TestAdminCLIManagesTenantsAndKeys(t *testing.T) {
 	}
 }
 
+func TestAdminCLIHelpListsSubcommands(t *testing.T) {
+	for _, args := range [][]string{{"tenant", "-h"}, {"tenant", "--help"}, {"help", "tenant"}} {
+		code, stdout, stderr := herald(t, args...)
+		if code != 0 {
+			t.Errorf("herald %s: %d %s", strings.Join(args, " "), code, stderr)
+		}
+		for _, sub := range []string{"create", "suspend", "resume", "list", "add-developer"} {
+			if !strings.Contains(stdout, "tenant "+sub) {
+				t.Errorf("herald %s does not list %s:\n%s", strings.Join(args, " "), sub, stdout)
+			}
+		}
+	}
+	code, stdout, _ := herald(t, "apikey", "-h")
+	for _, sub := range []string{"create", "revoke", "list"} {
+		if code != 0 || !strings.Contains(stdout, "apikey "+sub) {
+			t.Errorf("herald apikey -h does not list %s:\n%s", sub, stdout)
+		}
+	}
+	if code, _, stderr := herald(t, "tenant"); code != 2 || !strings.Contains(stderr, "add-developer") {
+		t.Errorf("herald tenant without a subcommand: %d %s", code, stderr)
+	}
+}
+
 func TestUnknownCommandsAndMissingConfiguration(t *testing.T) {
 	if code, _, stderr := herald(t, "nonsense"); code != 2 || !strings.Contains(stderr, "unknown command") {
 		t.Errorf("unknown command: %d %s", code, stderr)
