@@ -8,6 +8,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/alecthomas/kong"
+	"github.com/google/uuid"
+
 	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/config"
 	"github.com/heraldhq/herald/internal/store"
@@ -46,7 +49,10 @@ func (c *tenantCreateCmd) Run(e runEnv) error {
 	}
 	return withStore(e, &c.Admin, func(st *store.Store) error {
 		if err := st.CreateTenant(e.ctx, c.ID, name); err != nil {
-			return fmt.Errorf("while creating tenant %q: %w", c.ID, err)
+			if errors.Is(err, store.ErrConflict) {
+				return fmt.Errorf("tenant %s already exists", c.ID)
+			}
+			return err
 		}
 		fmt.Fprintf(e.stderr, "created tenant %s\n", c.ID)
 		return nil
@@ -70,30 +76,27 @@ func (c *tenantResumeCmd) Run(e runEnv) error { return setSuspended(e, &c.Admin,
 func setSuspended(e runEnv, admin *config.Admin, id string, suspended bool) error {
 	return withStore(e, admin, func(st *store.Store) error {
 		if err := st.SetTenantSuspended(e.ctx, id, suspended); err != nil {
-			return fmt.Errorf("while updating tenant %q: %w", id, err)
+			return tenantError(id, err)
 		}
-		sub := "resume"
+		done := "resumed"
 		if suspended {
-			sub = "suspend"
+			done = "suspended"
 		}
-		fmt.Fprintf(e.stderr, "tenant %s %sd\n", id, sub)
+		fmt.Fprintf(e.stderr, "tenant %s %s\n", id, done)
 		return nil
 	})
 }
 
 type tenantAddDeveloperCmd struct {
 	config.Admin
-	ID              string `name:"id" required:"" placeholder:"TENANT" help:"tenant id"`
-	MessengerUserID int64  `name:"messenger-user-id" placeholder:"ID" help:"messenger user id allowed the /dev_* commands for this tenant"`
+	ID              string          `name:"id" required:"" placeholder:"TENANT" help:"tenant id"`
+	MessengerUserID messengerUserID `name:"messenger-user-id" required:"" placeholder:"ID" help:"the developer's numeric messenger user id, like 123456789 (not a @username or a phone number)"`
 }
 
 func (c *tenantAddDeveloperCmd) Run(e runEnv) error {
-	if c.MessengerUserID <= 0 {
-		return usageError{errors.New("--messenger-user-id is required")}
-	}
 	return withStore(e, &c.Admin, func(st *store.Store) error {
-		if err := st.AddTenantDeveloper(e.ctx, c.ID, c.MessengerUserID); err != nil {
-			return fmt.Errorf("while adding developer to tenant %q: %w", c.ID, err)
+		if err := st.AddTenantDeveloper(e.ctx, c.ID, int64(c.MessengerUserID)); err != nil {
+			return tenantError(c.ID, err)
 		}
 		fmt.Fprintf(e.stderr, "messenger user %d is a developer of %s\n", c.MessengerUserID, c.ID)
 		return nil
@@ -119,9 +122,9 @@ func (c *tenantListCmd) Run(e runEnv) error {
 
 type apikeyCreateCmd struct {
 	config.Admin
-	Tenant    string        `name:"tenant" required:"" placeholder:"TENANT" help:"tenant id"`
-	Label     string        `name:"label" placeholder:"LABEL" help:"branding label, at most 64 characters (default: the tenant's developer name)"`
-	ExpiresIn time.Duration `name:"expires-in" default:"0s" help:"expire the key after this long (default: never)"`
+	Tenant    string         `name:"tenant" required:"" placeholder:"TENANT" help:"tenant id"`
+	Label     string         `name:"label" placeholder:"LABEL" help:"branding label, at most 64 characters (default: the tenant's developer name)"`
+	ExpiresIn *time.Duration `name:"expires-in" placeholder:"DURATION" help:"expire the key after this long, like 720h (default: never)"`
 }
 
 func (c *apikeyCreateCmd) Run(e runEnv) error {
@@ -133,14 +136,24 @@ func (c *apikeyCreateCmd) Run(e runEnv) error {
 		label = &c.Label
 	}
 	var expires *time.Time
-	if c.ExpiresIn > 0 {
-		t := time.Now().Add(c.ExpiresIn)
+	if c.ExpiresIn != nil {
+		// Zero or negative would make a key that is expired at birth or, worse, read as "never".
+		if *c.ExpiresIn <= 0 {
+			return usageError{fmt.Errorf("--expires-in must be a positive duration, like 720h (leave it out for a key that never expires), not %s", *c.ExpiresIn)}
+		}
+		t := time.Now().Add(*c.ExpiresIn)
 		expires = &t
 	}
 	return withStore(e, &c.Admin, func(st *store.Store) error {
 		k := apikey.New()
 		if _, err := st.InsertAPIKey(e.ctx, c.Tenant, k.Digest, k.Prefix, label, expires); err != nil {
-			return fmt.Errorf("while creating a key for tenant %q (does it exist?): %w", c.Tenant, err)
+			// The one conflict a new key can meet is its tenant missing (the digest is 256 random bits).
+			if errors.Is(err, store.ErrConflict) {
+				if _, gerr := st.GetTenant(e.ctx, c.Tenant); errors.Is(gerr, store.ErrNotFound) {
+					return tenantError(c.Tenant, gerr)
+				}
+			}
+			return fmt.Errorf("while creating a key for tenant %s: %w", c.Tenant, err)
 		}
 		// The key alone on stdout: scripts capture it. It is shown once and never stored.
 		fmt.Fprintln(e.stdout, k.Secret)
@@ -151,24 +164,48 @@ func (c *apikeyCreateCmd) Run(e runEnv) error {
 type apikeyRevokeCmd struct {
 	config.Admin
 	Tenant string `name:"tenant" required:"" placeholder:"TENANT" help:"tenant id"`
-	Key    string `name:"key" required:"" placeholder:"KEY" help:"the key's prefix (as apikey list shows it) or id"`
+	Key    string `name:"key" required:"" placeholder:"KEY" help:"the key to revoke: its ID, or its PREFIX exactly as herald apikey list shows it (hk_ and 8 characters; the trailing … may be left out), or the key itself"`
 }
 
 func (c *apikeyRevokeCmd) Run(e runEnv) error {
-	if len(c.Key) < apikey.PrefixLen && !strings.Contains(c.Key, "-") {
-		return usageError{fmt.Errorf("--key must be the full prefix shown by `apikey list` (%d characters) or a key id", apikey.PrefixLen)}
+	ref, err := keyRef(c.Key)
+	if err != nil {
+		return usageError{err}
 	}
 	return withStore(e, &c.Admin, func(st *store.Store) error {
-		n, err := st.RevokeAPIKeys(e.ctx, c.Tenant, c.Key)
+		n, err := st.RevokeAPIKeys(e.ctx, c.Tenant, ref)
 		if err != nil {
 			return err
 		}
 		if n == 0 {
-			return fmt.Errorf("no active key of tenant %q matches %q", c.Tenant, c.Key)
+			if _, err := st.GetTenant(e.ctx, c.Tenant); err != nil {
+				return tenantError(c.Tenant, err)
+			}
+			return fmt.Errorf("no active key of tenant %s matches %s (see herald apikey list --tenant %s)", c.Tenant, ref, c.Tenant)
 		}
 		fmt.Fprintf(e.stderr, "revoked %d key(s)\n", n)
 		return nil
 	})
+}
+
+// keyRef turns what --key was given into what the store matches: a key id, or a key's whole prefix.
+// A key given whole is reduced to its prefix, so it is never echoed.
+func keyRef(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	if id, err := uuid.Parse(s); err == nil {
+		return id.String(), nil
+	}
+	if apikey.LooksValid(s) {
+		return s[:apikey.PrefixLen], nil
+	}
+	// `apikey list` prints the prefix with an ellipsis to show that it is not the whole key.
+	s = strings.TrimSuffix(strings.TrimSuffix(s, "…"), "...")
+	if len(s) == apikey.PrefixLen && strings.HasPrefix(s, apikey.Scheme) {
+		return s, nil
+	}
+	// A shorter prefix could match several keys: refuse it.
+	return "", fmt.Errorf("--key must be a key id or a key's prefix as herald apikey list shows it: %s and 8 characters, like %sAbCdEfGh…",
+		apikey.Scheme, apikey.Scheme)
 }
 
 type apikeyListCmd struct {
@@ -181,6 +218,11 @@ func (c *apikeyListCmd) Run(e runEnv) error {
 		keys, err := st.ListAPIKeys(e.ctx, c.Tenant)
 		if err != nil {
 			return err
+		}
+		if len(keys) == 0 && c.Tenant != "" {
+			if _, err := st.GetTenant(e.ctx, c.Tenant); err != nil {
+				return tenantError(c.Tenant, err)
+			}
 		}
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tTENANT\tPREFIX\tLABEL\tSTATE\tEXPIRES\tCREATED")
@@ -199,6 +241,36 @@ func withStore(e runEnv, admin *config.Admin, do func(*store.Store) error) error
 	}
 	defer st.Close()
 	return do(st)
+}
+
+// tenantError says in plain words that a tenant does not exist.
+func tenantError(id string, err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("no tenant %s", id)
+	}
+	return err
+}
+
+// messengerUserID is --messenger-user-id, parsed here so that a wrong value says what is wrong with it.
+type messengerUserID int64
+
+// Decode implements kong.MapperValue.
+func (id *messengerUserID) Decode(ctx *kong.DecodeContext) error {
+	var s string
+	if err := ctx.Scan.PopValueInto("messenger user id", &s); err != nil {
+		return err
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	switch {
+	case err != nil && errors.Is(err, strconv.ErrRange):
+		return fmt.Errorf("%s is too large for a messenger user id", s)
+	case err != nil:
+		return fmt.Errorf("%q is not a messenger user id: that is a number, like 123456789, not a @username or a phone number", s)
+	case n <= 0:
+		return fmt.Errorf("%d is not a messenger user id: they are positive numbers, like 123456789", n)
+	}
+	*id = messengerUserID(n)
+	return nil
 }
 
 func keyState(k store.APIKey) string {
