@@ -23,6 +23,7 @@ import (
 // cli is herald's command line.
 type cli struct {
 	config.Process
+	Version kong.VersionFlag `help:"print the version and exit"`
 
 	Ingress  ingressCmd  `cmd:"" help:"serve the tenant API (/v1)"`
 	Webhook  webhookCmd  `cmd:"" help:"serve the messenger webhook (or long-poll updates); set-url registers it"`
@@ -35,6 +36,7 @@ type cli struct {
 	APIKey   apikeyCmd   `cmd:"" name:"apikey" help:"admin: create, revoke, list API keys"`
 
 	Help       helpCmd       `cmd:"" help:"show the help of a command: herald help [COMMAND…]"`
+	VersionCmd versionCmd    `cmd:"" name:"version" help:"print the version"`
 	ConfigDocs configDocsCmd `cmd:"" name:"config-docs" hidden:"" help:"print the settings table of docs/configuration.md, or update it in FILE"`
 }
 
@@ -56,7 +58,7 @@ func main() {
 	os.Exit(code)
 }
 
-// exit is how kong's help flag ends a run: run recovers it, so tests can call run.
+// exit is how kong's help and version flags end a run: run recovers it, so tests can call run.
 type exit int
 
 // newParser builds herald's parser around a fresh grammar.
@@ -66,6 +68,7 @@ func newParser(c *cli, stdout, stderr io.Writer) *config.Parser {
 		kong.Description("Herald, a multi-tenant notification delivery gateway. Every setting is a flag and a HERALD_* environment variable; the flag wins."),
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { panic(exit(code)) }),
+		kong.Vars{"version": version()},
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, NoExpandSubcommands: true}),
 		kong.Help(printHelp),
 		// `--expires-in -5m` is a value, as it was with the standard flag package: then refused for what it is.

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -90,6 +91,45 @@ func TestHelpAndUsage(t *testing.T) {
 	// herald webhook's help is that of the command it runs, not of a hidden "serve".
 	if _, stdout, _ := herald(t, "webhook", "-h"); strings.Contains(stdout, "serve [flags]") || !strings.HasPrefix(stdout, "Usage: herald webhook [flags]\n") {
 		t.Errorf("herald webhook -h:\n%s", stdout)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	_, v1, _ := herald(t, "version")
+	code, v2, _ := herald(t, "--version")
+	if code != 0 || v1 != v2 || !strings.HasPrefix(v1, "herald ") {
+		t.Errorf("herald version %q, herald --version %q (%d)", v1, v2, code)
+	}
+}
+
+func TestDescribeBuild(t *testing.T) {
+	vcs := func(kv ...string) []debug.BuildSetting {
+		var s []debug.BuildSetting
+		for i := 0; i < len(kv); i += 2 {
+			s = append(s, debug.BuildSetting{Key: kv[i], Value: kv[i+1]})
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name string
+		info *debug.BuildInfo
+		ok   bool
+		want string
+	}{
+		{"no build information", nil, false, "herald (unknown version: no build information)"},
+		{"a checkout with changes", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"},
+			Settings: vcs("-trimpath", "true", "vcs", "git", "vcs.revision", "0072c9b1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7", "vcs.time", "2026-05-01T10:00:00Z", "vcs.modified", "true")},
+			true, "herald (devel), commit 0072c9b1d2e3 (modified) of 2026-05-01T10:00:00Z, go1.26.8"},
+		{"a tagged, clean build", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.2.0"},
+			Settings: vcs("vcs.revision", "abc123", "vcs.modified", "false")},
+			true, "herald v1.2.0, commit abc123, go1.26.8"},
+		{"-buildvcs=false or no checkout", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}, Settings: vcs("-trimpath", "true")},
+			true, "herald (devel), go1.26.8"},
+		{"a test binary", &debug.BuildInfo{}, true, "herald (devel)"},
+	} {
+		if got := describeBuild(tc.info, tc.ok); got != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }
 
