@@ -12,6 +12,7 @@ import (
 	_ "net/http/pprof" // registered on http.DefaultServeMux, served only with --pprof-addr
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -147,16 +148,7 @@ func commandPath(kctx *kong.Context) string {
 
 func isCommand(app *kong.Application, name string) bool {
 	for _, n := range app.Children {
-		if n.Type == kong.CommandNode && (n.Name == name || contains(n.Aliases, name)) {
-			return true
-		}
-	}
-	return false
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
+		if n.Type == kong.CommandNode && (n.Name == name || slices.Contains(n.Aliases, name)) {
 			return true
 		}
 	}

@@ -22,8 +22,9 @@ func version() string {
 
 // describeBuild is "herald VERSION", then the commit and whether the tree had uncommitted changes when
 // the toolchain recorded them, then the Go version. A build from a checkout has the version "(devel)"
-// (or one derived from the commit); -trimpath keeps both; -buildvcs=false, or a build outside a checkout,
-// records no commit, and then none is shown.
+// (Go 1.24 and later derive a pseudo-version from the commit instead); -trimpath keeps both. A build with
+// -buildvcs=false, from a git worktree (whose .git is a file, which Go does not recognise) or outside a
+// checkout records no commit, and then none is shown.
 func describeBuild(info *debug.BuildInfo, ok bool) string {
 	if !ok || info == nil {
 		return "herald (unknown version: no build information)"

@@ -19,7 +19,7 @@ const (
 type setting struct {
 	flag     *kong.Flag
 	usedBy   []string
-	defaults map[string]string // command name → default, for commands that override it (herald dev)
+	defaults map[string]string // command → its default, where it differs from the first command's (herald dev's)
 }
 
 // SettingsTable renders every HERALD_* setting of a grammar as a Markdown table: variable, flag,
@@ -76,11 +76,12 @@ func defaultCell(s *setting) string {
 	if s.flag.Default != "" {
 		d = "`" + s.flag.Default + "`"
 	}
-	if dev := s.flag.Tag.Get("dev"); dev != "" && slices.Contains(s.usedBy, "dev") {
-		return d + " (dev: " + cell(dev) + ")"
-	}
-	if v, ok := s.defaults["dev"]; ok {
-		return d + " (dev: `" + v + "`)"
+	for _, command := range s.usedBy {
+		if command == "dev" && s.flag.Tag.Get("dev") != "" {
+			d += " (dev: " + cell(s.flag.Tag.Get("dev")) + ")"
+		} else if v, ok := s.defaults[command]; ok {
+			d += " (" + command + ": `" + v + "`)"
+		}
 	}
 	return d
 }
