@@ -41,6 +41,10 @@ lint: ## gofmt and go vet
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
+.PHONY: docs
+docs: ## Regenerate the settings table of docs/configuration.md from internal/config
+	$(GO) run ./cmd/herald config-docs docs/configuration.md
+
 .PHONY: check-generated
 check-generated: ## Fail when generated files (CRDs, RBAC, deepcopy, the chart's copies) are out of date
 	hack/manifests.sh check

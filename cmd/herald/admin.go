@@ -1,188 +1,275 @@
 package main
 
 import (
-	"context"
-	"flag"
+	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/alecthomas/kong"
+	"github.com/google/uuid"
 
 	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/config"
 	"github.com/heraldhq/herald/internal/store"
 )
 
-// openAdminStore parses the flags of an admin subcommand and opens the store.
-func openAdminStore(ctx context.Context, name string, args []string, stderr io.Writer, bind func(*flag.FlagSet)) (*store.Store, error) {
-	var c config.Config
-	fs := newFlagSet(name, stderr)
-	c.Bind(fs, config.DatabaseURL)
-	bind(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, usageError{fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))}
-	}
-	if err := c.Validate(config.DatabaseURL); err != nil {
-		return nil, err
-	}
-	return store.Open(ctx, c.DatabaseURL, 2)
+// The admin CLI, for installs without Kubernetes. Results go to stdout (scripts read them: `apikey create`
+// prints the key alone on one line); confirmations go to stderr.
+
+type tenantCmd struct {
+	Create       tenantCreateCmd       `cmd:"" help:"create a tenant"`
+	Suspend      tenantSuspendCmd      `cmd:"" help:"suspend a tenant: its keys stop authenticating"`
+	Resume       tenantResumeCmd       `cmd:"" help:"resume a suspended tenant"`
+	List         tenantListCmd         `cmd:"" help:"list the tenants"`
+	AddDeveloper tenantAddDeveloperCmd `cmd:"" name:"add-developer" help:"allow a messenger user the /dev_* commands about a tenant"`
 }
 
-func runTenant(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return usageError{fmt.Errorf("usage: herald tenant create|suspend|resume|list|add-developer [flags]")}
+type apikeyCmd struct {
+	Create apikeyCreateCmd `cmd:"" help:"create a key and print it, alone on one line of stdout (it is shown only once)"`
+	Revoke apikeyRevokeCmd `cmd:"" help:"revoke a key"`
+	List   apikeyListCmd   `cmd:"" help:"list keys: prefixes only, never keys"`
+}
+
+type tenantCreateCmd struct {
+	config.Admin
+	ID            string `name:"id" required:"" placeholder:"TENANT" help:"tenant id: 1-63 of a-z, 0-9 and - (not at the ends)"`
+	DeveloperName string `name:"developer-name" required:"" placeholder:"NAME" help:"developer name: the branding label of keys without one (1-128 characters)"`
+}
+
+func (c *tenantCreateCmd) Run(e runEnv) error {
+	if err := validTenantID(c.ID); err != nil {
+		return usageError{err}
 	}
-	var id, name string
-	var developer int64
-	sub := args[0]
-	bind := func(f *flag.FlagSet) {}
-	switch sub {
-	case "create":
-		bind = func(f *flag.FlagSet) {
-			f.StringVar(&id, "id", "", "tenant id (1-63 of a-z0-9-)")
-			f.StringVar(&name, "developer-name", "", "developer name: the branding label when a key has none")
-		}
-	case "suspend", "resume":
-		bind = func(f *flag.FlagSet) { f.StringVar(&id, "id", "", "tenant id") }
-	case "add-developer":
-		bind = func(f *flag.FlagSet) {
-			f.StringVar(&id, "id", "", "tenant id")
-			f.Int64Var(&developer, "messenger-user-id", 0, "messenger user id allowed the /dev_* commands for this tenant")
-		}
-	case "list":
-	default:
-		return usageError{fmt.Errorf("unknown tenant subcommand %q (create, suspend, resume, list, add-developer)", sub)}
+	name := strings.TrimSpace(c.DeveloperName)
+	if name == "" || len([]rune(name)) > 128 {
+		return usageError{errors.New("--developer-name must be 1-128 characters")}
 	}
-	st, err := openAdminStore(ctx, "tenant "+sub, args[1:], stderr, bind)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	switch sub {
-	case "create":
-		if err := validTenantID(id); err != nil {
-			return usageError{err}
+	return withStore(e, &c.Admin, func(st *store.Store) error {
+		if err := st.CreateTenant(e.ctx, c.ID, name); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				return fmt.Errorf("tenant %s already exists", c.ID)
+			}
+			return err
 		}
-		if name = strings.TrimSpace(name); name == "" || len([]rune(name)) > 128 {
-			return usageError{fmt.Errorf("--developer-name is required (1-128 characters)")}
+		fmt.Fprintf(e.stderr, "created tenant %s\n", c.ID)
+		return nil
+	})
+}
+
+type tenantSuspendCmd struct {
+	config.Admin
+	ID string `name:"id" required:"" placeholder:"TENANT" help:"tenant id"`
+}
+
+func (c *tenantSuspendCmd) Run(e runEnv) error { return setSuspended(e, &c.Admin, c.ID, true) }
+
+type tenantResumeCmd struct {
+	config.Admin
+	ID string `name:"id" required:"" placeholder:"TENANT" help:"tenant id"`
+}
+
+func (c *tenantResumeCmd) Run(e runEnv) error { return setSuspended(e, &c.Admin, c.ID, false) }
+
+func setSuspended(e runEnv, admin *config.Admin, id string, suspended bool) error {
+	return withStore(e, admin, func(st *store.Store) error {
+		if err := st.SetTenantSuspended(e.ctx, id, suspended); err != nil {
+			return tenantError(id, err)
 		}
-		if err := st.CreateTenant(ctx, id, name); err != nil {
-			return fmt.Errorf("while creating tenant %q: %w", id, err)
+		done := "resumed"
+		if suspended {
+			done = "suspended"
 		}
-		fmt.Fprintf(stderr, "created tenant %s\n", id)
-	case "suspend", "resume":
-		if err := st.SetTenantSuspended(ctx, id, sub == "suspend"); err != nil {
-			return fmt.Errorf("while updating tenant %q: %w", id, err)
+		fmt.Fprintf(e.stderr, "tenant %s %s\n", id, done)
+		return nil
+	})
+}
+
+type tenantAddDeveloperCmd struct {
+	config.Admin
+	ID              string          `name:"id" required:"" placeholder:"TENANT" help:"tenant id"`
+	MessengerUserID messengerUserID `name:"messenger-user-id" required:"" placeholder:"ID" help:"the developer's numeric messenger user id, like 123456789 (not a @username or a phone number)"`
+}
+
+func (c *tenantAddDeveloperCmd) Run(e runEnv) error {
+	return withStore(e, &c.Admin, func(st *store.Store) error {
+		if err := st.AddTenantDeveloper(e.ctx, c.ID, int64(c.MessengerUserID)); err != nil {
+			return tenantError(c.ID, err)
 		}
-		fmt.Fprintf(stderr, "tenant %s %sd\n", id, sub)
-	case "add-developer":
-		if developer <= 0 {
-			return usageError{fmt.Errorf("--messenger-user-id is required")}
-		}
-		if err := st.AddTenantDeveloper(ctx, id, developer); err != nil {
-			return fmt.Errorf("while adding developer to tenant %q: %w", id, err)
-		}
-		fmt.Fprintf(stderr, "messenger user %d is a developer of %s\n", developer, id)
-	case "list":
-		tenants, err := st.ListTenants(ctx)
+		fmt.Fprintf(e.stderr, "messenger user %d is a developer of %s\n", c.MessengerUserID, c.ID)
+		return nil
+	})
+}
+
+type tenantListCmd struct{ config.Admin }
+
+func (c *tenantListCmd) Run(e runEnv) error {
+	return withStore(e, &c.Admin, func(st *store.Store) error {
+		tenants, err := st.ListTenants(e.ctx)
 		if err != nil {
 			return err
 		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tDEVELOPER NAME\tSUSPENDED\tDEVELOPERS\tCREATED")
 		for _, t := range tenants {
 			fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\n", t.ID, t.DeveloperName, t.Suspended, joinIDs(t.Developers), t.CreatedAt.UTC().Format(time.RFC3339))
 		}
 		return tw.Flush()
-	}
-	return nil
+	})
 }
 
-func runAPIKey(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return usageError{fmt.Errorf("usage: herald apikey create|revoke|list [flags]")}
+type apikeyCreateCmd struct {
+	config.Admin
+	Tenant    string         `name:"tenant" required:"" placeholder:"TENANT" help:"tenant id"`
+	Label     string         `name:"label" placeholder:"LABEL" help:"branding label, at most 64 characters (default: the tenant's developer name)"`
+	ExpiresIn *time.Duration `name:"expires-in" placeholder:"DURATION" help:"expire the key after this long, like 720h (default: never)"`
+}
+
+func (c *apikeyCreateCmd) Run(e runEnv) error {
+	var label *string
+	if c.Label != "" {
+		if len([]rune(c.Label)) > 64 {
+			return usageError{errors.New("--label must be at most 64 characters")}
+		}
+		label = &c.Label
 	}
-	var tenant, label, prefix string
-	var ttl time.Duration
-	sub := args[0]
-	var bind func(f *flag.FlagSet)
-	switch sub {
-	case "create":
-		bind = func(f *flag.FlagSet) {
-			f.StringVar(&tenant, "tenant", "", "tenant id")
-			f.StringVar(&label, "label", "", "branding label (default: the tenant's developer name)")
-			f.DurationVar(&ttl, "expires-in", 0, "expire the key after this long (default: never)")
+	var expires *time.Time
+	if c.ExpiresIn != nil {
+		// Zero or negative would make a key that is expired at birth or, worse, read as "never".
+		if *c.ExpiresIn <= 0 {
+			return usageError{fmt.Errorf("--expires-in must be a positive duration, like 720h (leave it out for a key that never expires), not %s", *c.ExpiresIn)}
 		}
-	case "revoke":
-		bind = func(f *flag.FlagSet) {
-			f.StringVar(&tenant, "tenant", "", "tenant id")
-			f.StringVar(&prefix, "key", "", "the key's prefix (as `apikey list` shows it) or id")
-		}
-	case "list":
-		bind = func(f *flag.FlagSet) { f.StringVar(&tenant, "tenant", "", "tenant id (default: all)") }
-	default:
-		return usageError{fmt.Errorf("unknown apikey subcommand %q (create, revoke, list)", sub)}
+		t := time.Now().Add(*c.ExpiresIn)
+		expires = &t
 	}
-	st, err := openAdminStore(ctx, "apikey "+sub, args[1:], stderr, bind)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	switch sub {
-	case "create":
-		if tenant == "" {
-			return usageError{fmt.Errorf("--tenant is required")}
-		}
-		var labelPtr *string
-		if label != "" {
-			if len([]rune(label)) > 64 {
-				return usageError{fmt.Errorf("--label must be at most 64 characters")}
-			}
-			labelPtr = &label
-		}
-		var expires *time.Time
-		if ttl > 0 {
-			t := time.Now().Add(ttl)
-			expires = &t
-		}
+	return withStore(e, &c.Admin, func(st *store.Store) error {
 		k := apikey.New()
-		if _, err := st.InsertAPIKey(ctx, tenant, k.Digest, k.Prefix, labelPtr, expires); err != nil {
-			return fmt.Errorf("while creating a key for tenant %q (does it exist?): %w", tenant, err)
+		if _, err := st.InsertAPIKey(e.ctx, c.Tenant, k.Digest, k.Prefix, label, expires); err != nil {
+			// The one conflict a new key can meet is its tenant missing (the digest is 256 random bits).
+			if errors.Is(err, store.ErrConflict) {
+				if _, gerr := st.GetTenant(e.ctx, c.Tenant); errors.Is(gerr, store.ErrNotFound) {
+					return tenantError(c.Tenant, gerr)
+				}
+			}
+			return fmt.Errorf("while creating a key for tenant %s: %w", c.Tenant, err)
 		}
 		// The key alone on stdout: scripts capture it. It is shown once and never stored.
-		fmt.Fprintln(stdout, k.Secret)
-	case "revoke":
-		if tenant == "" || prefix == "" {
-			return usageError{fmt.Errorf("--tenant and --key are required")}
-		}
-		if len(prefix) < apikey.PrefixLen && !strings.Contains(prefix, "-") {
-			return usageError{fmt.Errorf("--key must be the full prefix shown by `apikey list` (%d characters) or a key id", apikey.PrefixLen)}
-		}
-		n, err := st.RevokeAPIKeys(ctx, tenant, prefix)
+		fmt.Fprintln(e.stdout, k.Secret)
+		return nil
+	})
+}
+
+type apikeyRevokeCmd struct {
+	config.Admin
+	Tenant string `name:"tenant" required:"" placeholder:"TENANT" help:"tenant id"`
+	Key    string `name:"key" required:"" placeholder:"KEY" help:"the key to revoke: its ID, or its PREFIX exactly as herald apikey list shows it (hk_ and 8 characters; the trailing … may be left out), or the key itself"`
+}
+
+func (c *apikeyRevokeCmd) Run(e runEnv) error {
+	ref, err := keyRef(c.Key)
+	if err != nil {
+		return usageError{err}
+	}
+	return withStore(e, &c.Admin, func(st *store.Store) error {
+		n, err := st.RevokeAPIKeys(e.ctx, c.Tenant, ref)
 		if err != nil {
 			return err
 		}
 		if n == 0 {
-			return fmt.Errorf("no active key of tenant %q matches %q", tenant, prefix)
+			if _, err := st.GetTenant(e.ctx, c.Tenant); err != nil {
+				return tenantError(c.Tenant, err)
+			}
+			return fmt.Errorf("no active key of tenant %s matches %s (see herald apikey list --tenant %s)", c.Tenant, ref, c.Tenant)
 		}
-		fmt.Fprintf(stderr, "revoked %d key(s)\n", n)
-	case "list":
-		keys, err := st.ListAPIKeys(ctx, tenant)
+		fmt.Fprintf(e.stderr, "revoked %d key(s)\n", n)
+		return nil
+	})
+}
+
+// keyRef turns what --key was given into what the store matches: a key id, or a key's whole prefix.
+// A key given whole is reduced to its prefix, so it is never echoed.
+func keyRef(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	if id, err := uuid.Parse(s); err == nil {
+		return id.String(), nil
+	}
+	if apikey.LooksValid(s) {
+		return s[:apikey.PrefixLen], nil
+	}
+	// `apikey list` prints the prefix with an ellipsis to show that it is not the whole key.
+	s = strings.TrimSuffix(strings.TrimSuffix(s, "…"), "...")
+	if len(s) == apikey.PrefixLen && strings.HasPrefix(s, apikey.Scheme) {
+		return s, nil
+	}
+	// A shorter prefix could match several keys: refuse it.
+	return "", fmt.Errorf("--key must be a key id or a key's prefix as herald apikey list shows it: %s and 8 characters, like %sAbCdEfGh…",
+		apikey.Scheme, apikey.Scheme)
+}
+
+type apikeyListCmd struct {
+	config.Admin
+	Tenant string `name:"tenant" placeholder:"TENANT" help:"tenant id (default: every tenant)"`
+}
+
+func (c *apikeyListCmd) Run(e runEnv) error {
+	return withStore(e, &c.Admin, func(st *store.Store) error {
+		keys, err := st.ListAPIKeys(e.ctx, c.Tenant)
 		if err != nil {
 			return err
 		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		if len(keys) == 0 && c.Tenant != "" {
+			if _, err := st.GetTenant(e.ctx, c.Tenant); err != nil {
+				return tenantError(c.Tenant, err)
+			}
+		}
+		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tTENANT\tPREFIX\tLABEL\tSTATE\tEXPIRES\tCREATED")
 		for _, k := range keys {
 			fmt.Fprintf(tw, "%s\t%s\t%s…\t%s\t%s\t%s\t%s\n", k.ID, k.TenantID, k.Prefix, deref(k.Label), keyState(k), optTime(k.ExpiresAt), k.CreatedAt.UTC().Format(time.RFC3339))
 		}
 		return tw.Flush()
+	})
+}
+
+// withStore opens the store for one admin command.
+func withStore(e runEnv, admin *config.Admin, do func(*store.Store) error) error {
+	st, err := store.Open(e.ctx, admin.DatabaseURL, 2)
+	if err != nil {
+		return err
 	}
+	defer st.Close()
+	return do(st)
+}
+
+// tenantError says in plain words that a tenant does not exist.
+func tenantError(id string, err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("no tenant %s", id)
+	}
+	return err
+}
+
+// messengerUserID is --messenger-user-id, parsed here so that a wrong value says what is wrong with it.
+type messengerUserID int64
+
+// Decode implements kong.MapperValue.
+func (id *messengerUserID) Decode(ctx *kong.DecodeContext) error {
+	var s string
+	if err := ctx.Scan.PopValueInto("messenger user id", &s); err != nil {
+		return err
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	switch {
+	case err != nil && errors.Is(err, strconv.ErrRange):
+		return fmt.Errorf("%s is too large for a messenger user id", s)
+	case err != nil:
+		return fmt.Errorf("%q is not a messenger user id: that is a number, like 123456789, not a @username or a phone number", s)
+	case n <= 0:
+		return fmt.Errorf("%d is not a messenger user id: they are positive numbers, like 123456789", n)
+	}
+	*id = messengerUserID(n)
 	return nil
 }
 

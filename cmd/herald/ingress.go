@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-
-	"io"
 	"log/slog"
 
 	"github.com/heraldhq/herald/internal/config"
@@ -14,22 +12,13 @@ import (
 	"github.com/heraldhq/herald/internal/store"
 )
 
-var ingressSettings = []string{config.DatabaseURL, config.KafkaBrokers, config.KafkaTopicPrefix, config.HTTPAddr,
-	config.BotUsername, config.DeepLinkBase, config.ShutdownDelay, config.LogLevel, config.LogFormat}
+// ingressCmd is `herald ingress`: the tenant API, /v1.
+type ingressCmd struct{ config.Ingress }
 
-func runIngress(ctx context.Context, args []string, _, stderr io.Writer) error {
-	var c config.Config
-	fs := newFlagSet("ingress", stderr)
-	c.Bind(fs, ingressSettings...)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := c.Validate(ingressSettings...); err != nil {
-		return err
-	}
-	logger := c.Logger(stderr).With("component", "ingress")
+func (c *ingressCmd) Run(e runEnv) error {
+	logger := c.Logger(e.stderr).With("component", "ingress")
 	server.TuneGC()
-	st, err := openBackends(ctx, &c, logger)
+	st, err := openBackends(e.ctx, &c.Database, &c.Kafka, logger)
 	if err != nil {
 		return err
 	}
@@ -39,21 +28,21 @@ func runIngress(ctx context.Context, args []string, _, stderr io.Writer) error {
 	ob := outbox.New(st, producer, outbox.Options{Logger: logger})
 	defer ob.Close() // after Serve returns: in-flight sends are answered first
 
-	api := ingress.New(st, ob, logger, ingress.Options{DeepLinkBase: c.DeepLinkBase, BotUsername: c.BotUsername})
+	api := ingress.New(st, ob, logger, ingress.Options{DeepLinkBase: c.DeepLinkBase, BotUsername: c.MessengerBotUsername})
 	r := server.NewRouter(logger, storeReady(st), kafkaReady(c.Brokers()))
 	api.Routes(r)
-	return server.Serve(ctx, c.HTTPAddr, r, logger, server.ServeOptions{ShutdownDelay: c.ShutdownDelay})
+	return server.Serve(e.ctx, c.HTTPAddr, r, logger, server.ServeOptions{ShutdownDelay: c.ShutdownDelay})
 }
 
 // openBackends opens the store and makes sure the Kafka topics exist: what ingress, webhook and worker all
 // do at start. Topics are usually managed by the platform team, so a broker that refuses to create them is
 // only a warning.
-func openBackends(ctx context.Context, c *config.Config, logger *slog.Logger) (*store.Store, error) {
-	st, err := store.Open(ctx, c.DatabaseURL, 32)
+func openBackends(ctx context.Context, db *config.Database, kafka *config.Kafka, logger *slog.Logger) (*store.Store, error) {
+	st, err := store.Open(ctx, db.DatabaseURL, 32)
 	if err != nil {
 		return nil, err
 	}
-	if err := queue.EnsureTopics(ctx, c.Brokers(), c.KafkaTopicPrefix, queue.DefaultPartitions, 1); err != nil {
+	if err := queue.EnsureTopics(ctx, kafka.Brokers(), kafka.KafkaTopicPrefix, queue.DefaultPartitions, 1); err != nil {
 		logger.Warn("could not ensure topics", "err", err)
 	}
 	return st, nil
@@ -67,19 +56,13 @@ func kafkaReady(brokers []string) server.ReadyCheck {
 	return server.ReadyCheck{Name: "kafka", Check: func(ctx context.Context) error { return queue.Ping(ctx, brokers) }}
 }
 
-func runMigrate(ctx context.Context, args []string, _, stderr io.Writer) error {
-	var c config.Config
-	fs := newFlagSet("migrate", stderr)
-	c.Bind(fs, config.DatabaseURL, config.LogLevel, config.LogFormat)
-	if err := parseFlags(fs, args); err != nil {
+// migrateCmd is `herald migrate`.
+type migrateCmd struct{ config.Migrate }
+
+func (c *migrateCmd) Run(e runEnv) error {
+	if err := store.Migrate(e.ctx, c.DatabaseURL); err != nil {
 		return err
 	}
-	if err := c.Validate(config.DatabaseURL, config.LogLevel, config.LogFormat); err != nil {
-		return err
-	}
-	if err := store.Migrate(ctx, c.DatabaseURL); err != nil {
-		return err
-	}
-	c.Logger(stderr).Info("migrations applied")
+	c.Logger(e.stderr).Info("migrations applied")
 	return nil
 }

@@ -1,107 +1,197 @@
 // Command herald is Herald's one binary: each component is a subcommand, so one image runs them all.
-// This package only wires: it parses configuration and hands it to the packages under internal/.
+// This package only wires: the settings are declared in internal/config; each command here embeds the
+// ones it reads, and its Run builds the options of a package under internal/ and runs it.
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
-	_ "net/http/pprof" // registered on http.DefaultServeMux, served only with HERALD_PPROF_ADDR
+	_ "net/http/pprof" // registered on http.DefaultServeMux, served only with --pprof-addr
 	"os"
 	"os/signal"
-	"sort"
+	"slices"
+	"strings"
 	"syscall"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/heraldhq/herald/internal/config"
 )
 
-// command is one subcommand.
-type command struct {
-	summary string
-	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+// cli is herald's command line.
+type cli struct {
+	config.Process
+	Version kong.VersionFlag `help:"print the version and exit"`
+
+	Ingress  ingressCmd  `cmd:"" help:"serve the tenant API (/v1)"`
+	Webhook  webhookCmd  `cmd:"" help:"serve the messenger webhook (or long-poll updates); set-url registers it"`
+	Worker   workerCmd   `cmd:"" help:"deliver notifications from Kafka to the messenger"`
+	Operator operatorCmd `cmd:"" help:"reconcile Tenant and ApiKey resources into the key store"`
+	Migrate  migrateCmd  `cmd:"" help:"apply the embedded SQL migrations"`
+	Dev      devCmd      `cmd:"" help:"everything in one process on embedded defaults (make run)"`
+	Sim      simCmd      `cmd:"" help:"the messenger simulator on its own (Bot API + control API to act as users)"`
+	Tenant   tenantCmd   `cmd:"" help:"admin: create, suspend, resume, list tenants; add developers"`
+	APIKey   apikeyCmd   `cmd:"" name:"apikey" help:"admin: create, revoke, list API keys"`
+
+	Help       helpCmd       `cmd:"" help:"show the help of a command: herald help [COMMAND…]"`
+	VersionCmd versionCmd    `cmd:"" name:"version" help:"print the version"`
+	ConfigDocs configDocsCmd `cmd:"" name:"config-docs" hidden:"" help:"print the settings table of docs/configuration.md, or update it in FILE"`
 }
 
-// commands is the subcommand table.
-var commands = map[string]command{
-	"migrate":  {"apply the embedded SQL migrations", runMigrate},
-	"ingress":  {"serve the tenant API (/v1)", runIngress},
-	"tenant":   {"admin: create, suspend, resume, list tenants; add developers", runTenant},
-	"apikey":   {"admin: create, revoke, list API keys", runAPIKey},
-	"dev":      {"everything in one process on embedded defaults (make run)", runDev},
-	"operator": {"reconcile Tenant and ApiKey resources into the key store", runOperator},
-	"worker":   {"deliver notifications from Kafka to the messenger", runWorker},
-	"sim":      {"the messenger simulator on its own (Bot API + control API to act as users)", runSim},
-	"webhook":  {"serve the messenger webhook (or long-poll updates); set-url registers it", runWebhook},
+// runEnv is what every command's Run receives.
+type runEnv struct {
+	ctx            context.Context
+	stdout, stderr io.Writer
 }
+
+// usageError marks a mistake in the command line (exit status 2).
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
 
 func main() {
-	// HERALD_PPROF_ADDR serves net/http/pprof on a separate, opt-in address (keep it on loopback): the
-	// way to profile a component under load without exposing profiles on the service port.
-	if addr := os.Getenv("HERALD_PPROF_ADDR"); addr != "" {
-		go func() { _ = http.ListenAndServe(addr, nil) }()
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		usage(stderr)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
+// exit is how kong's help and version flags end a run: run recovers it, so tests can call run.
+type exit int
+
+// newParser builds herald's parser around a fresh grammar.
+func newParser(c *cli, stdout, stderr io.Writer) *config.Parser {
+	p, err := config.NewParser(c,
+		kong.Name("herald"),
+		kong.Description("Herald, a multi-tenant notification delivery gateway. Every setting is a flag and a HERALD_* environment variable; the flag wins."),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(code int) { panic(exit(code)) }),
+		kong.Vars{"version": version()},
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true, NoExpandSubcommands: true}),
+		kong.Help(printHelp),
+		// `--expires-in -5m` is a value, as it was with the standard flag package: then refused for what it is.
+		kong.WithHyphenPrefixedParameters(true),
+	)
+	if err != nil {
+		panic(err) // the grammar is wrong: every test catches it
 	}
-	cmd, ok := commands[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "herald: unknown command %q\n\n", args[0])
-		usage(stderr)
+	return p
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
+	var c cli
+	parser := newParser(&c, stdout, stderr)
+	defer func() {
+		if r := recover(); r != nil {
+			e, ok := r.(exit)
+			if !ok {
+				panic(r)
+			}
+			code = int(e)
+		}
+	}()
+	if len(args) == 0 {
+		usage(parser, stderr)
 		return 2
 	}
-	if err := cmd.run(ctx, args[1:], stdout, stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintf(stderr, "herald %s: %v\n", args[0], err)
-		if errors.As(err, new(usageError)) {
-			return 2
-		}
-		return 1
+	if name := args[0]; !strings.HasPrefix(name, "-") && !isCommand(parser.Model, name) {
+		fmt.Fprintf(stderr, "herald: unknown command %q\n\n", name)
+		usage(parser, stderr)
+		return 2
+	}
+	kctx, err := parser.Parse(args)
+	if err != nil {
+		return report(stderr, kctx, err)
+	}
+	if c.PprofAddr != "" {
+		// A separate, opt-in address: profile a component under load without exposing profiles on the
+		// service port.
+		go func() { _ = http.ListenAndServe(c.PprofAddr, nil) }()
+	}
+	if err := kctx.Run(runEnv{ctx: ctx, stdout: stdout, stderr: stderr}); err != nil {
+		return report(stderr, kctx, err)
 	}
 	return 0
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "Usage: herald <command> [flags]\n\nCommands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
+// report prints an error under the command's name and returns the exit status: 2 for a mistake in the
+// command line, 1 for anything else (an invalid configuration included).
+func report(stderr io.Writer, kctx *kong.Context, err error) int {
+	var perr *kong.ParseError
+	if errors.As(err, &perr) && kctx == nil {
+		kctx = perr.Context
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+	name := commandPath(kctx)
+	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	if perr != nil || errors.As(err, new(usageError)) {
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", name)
+		return 2
 	}
-	fmt.Fprintln(w, "\nRun 'herald <command> -h' for the flags of a command. Every flag has a HERALD_* environment variable.")
+	return 1
 }
 
-// usageError marks a mistake in the command line (exit status 2).
-type usageError struct{ error }
-
-func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("herald "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
-}
-
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
+// commandPath is "herald" and the visible commands selected, as users type them.
+func commandPath(kctx *kong.Context) string {
+	parts := []string{"herald"}
+	if kctx != nil {
+		for _, p := range kctx.Path {
+			if p.Command != nil && !p.Command.Hidden {
+				parts = append(parts, p.Command.Name)
+			}
 		}
-		return usageError{err}
 	}
-	return nil
+	return strings.Join(parts, " ")
+}
+
+func isCommand(app *kong.Application, name string) bool {
+	for _, n := range app.Children {
+		if n.Type == kong.CommandNode && (n.Name == name || slices.Contains(n.Aliases, name)) {
+			return true
+		}
+	}
+	return false
+}
+
+// usage prints the top-level help to w.
+func usage(p *config.Parser, w io.Writer) {
+	p.Stdout = w
+	if kctx, err := kong.Trace(p.Kong, nil); err == nil {
+		_ = kctx.PrintUsage(false)
+	}
+}
+
+// printHelp is kong's help, except for a command that runs by default and also has subcommands (herald
+// webhook, with herald webhook set-url): kong would list only the subcommands; this shows the flags the
+// command runs with, as `herald webhook -h` always has.
+func printHelp(options kong.HelpOptions, kctx *kong.Context) error {
+	sel := kctx.Selected()
+	if sel == nil || sel.DefaultCmd == nil || sel.DefaultCmd.Tag.Default != "withargs" {
+		return kong.DefaultHelpPrinter(options, kctx)
+	}
+	dctx, err := kong.Trace(kctx.Kong, append(strings.Fields(sel.Path()), sel.DefaultCmd.Name))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(kctx.Stdout, "Usage: %s %s [flags]\n", kctx.Model.Name, sel.Path())
+	for _, child := range sel.Children {
+		if child != sel.DefaultCmd && !child.Hidden {
+			fmt.Fprintf(kctx.Stdout, "       %s %s\n", kctx.Model.Name, child.Summary())
+		}
+	}
+	options.NoAppSummary = true
+	return kong.DefaultHelpPrinter(options, dctx)
+}
+
+// helpCmd is `herald help [COMMAND…]`, the same as `herald [COMMAND…] --help`.
+type helpCmd struct {
+	Command []string `arg:"" optional:"" help:"the command"`
+}
+
+func (h *helpCmd) Run(kctx *kong.Context) error {
+	// Parsing `COMMAND… --help` prints the help and ends the run, as the flag does.
+	_, err := kctx.Kong.Parse(append(h.Command, "--help"))
+	return err
 }

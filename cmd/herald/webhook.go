@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -17,49 +15,25 @@ import (
 	"github.com/heraldhq/herald/internal/updates"
 )
 
-var webhookSettings = []string{config.DatabaseURL, config.KafkaBrokers, config.KafkaTopicPrefix, config.HTTPAddr,
-	config.WebhookSecret, config.PhoneHashKey, config.DevAdmins, config.UpdatesMode, config.MessengerAPIURL,
-	config.BotToken, config.ShutdownDelay, config.LogLevel, config.LogFormat}
-
 // pruneInterval is how often the webhook forgets old processed update ids.
 const pruneInterval = time.Hour
 
-// runWebhook is `herald webhook`: POST /messenger/webhook, or with --updates=polling a long poll of
-// getUpdates feeding the same handler; `herald webhook set-url URL` registers the webhook with the platform.
-func runWebhook(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "set-url" {
-		return runWebhookSetURL(ctx, args[1:], stdout, stderr)
-	}
-	var c config.Config
-	fs := newFlagSet("webhook", stderr)
-	c.Bind(fs, webhookSettings...)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: herald webhook [flags]\n       herald webhook set-url [flags] URL\n\nFlags:")
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))}
-	}
-	// The secret guards the webhook route; polling needs the Bot API instead.
-	required := []string{config.DatabaseURL, config.KafkaBrokers, config.KafkaTopicPrefix, config.HTTPAddr,
-		config.PhoneHashKey, config.DevAdmins, config.UpdatesMode, config.ShutdownDelay, config.LogLevel, config.LogFormat}
-	polling := c.UpdatesMode == "polling"
-	if polling {
-		required = append(required, config.MessengerAPIURL, config.BotToken)
-	} else {
-		required = append(required, config.WebhookSecret)
-	}
-	if err := c.Validate(required...); err != nil {
-		return err
-	}
-	admins, _ := c.DevAdminIDs() // validated above
-	logger := c.Logger(stderr).With("component", "webhook")
+// webhookCmd is `herald webhook` (serve, the default, hidden so that the command reads as before) and
+// `herald webhook set-url URL`.
+type webhookCmd struct {
+	Serve  webhookServeCmd  `cmd:"" default:"withargs" hidden:"" help:"serve POST /messenger/webhook, or with --updates=polling long-poll getUpdates; herald webhook set-url URL registers the webhook with the platform"`
+	SetURL webhookSetURLCmd `cmd:"" name:"set-url" help:"register URL with the platform (setWebhook), with the secret and the update kinds Herald handles"`
+}
+
+// webhookServeCmd is `herald webhook`: POST /messenger/webhook, or with --updates=polling a long poll of
+// getUpdates feeding the same handler.
+type webhookServeCmd struct{ config.Webhook }
+
+func (c *webhookServeCmd) Run(e runEnv) error {
+	logger := c.Logger(e.stderr).With("component", "webhook")
 	server.TuneGC()
 
-	st, err := openBackends(ctx, &c, logger)
+	st, err := openBackends(e.ctx, &c.Database, &c.Kafka, logger)
 	if err != nil {
 		return err
 	}
@@ -70,18 +44,18 @@ func runWebhook(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	defer ob.Close()
 
 	rc := updates.New(st, ob, updates.Options{
-		Secret: c.WebhookSecret, PhoneHashKey: []byte(c.PhoneHashKey), DevAdmins: admins, Logger: logger,
+		Secret: c.WebhookSecret, PhoneHashKey: []byte(c.PhoneHashKey), DevAdmins: c.DevAdmins, Logger: logger,
 	})
 	defer rc.Close() // after the server and the poller stopped: updates in flight are answered first
 	r := server.NewRouter(logger, storeReady(st), kafkaReady(c.Brokers()))
-	g, gctx := errgroup.WithContext(ctx)
+	g, gctx := errgroup.WithContext(e.ctx)
 	g.Go(func() error {
 		rc.Prune(gctx, pruneInterval)
 		return nil
 	})
-	if polling {
+	if c.Polling() {
 		// No public URL: the HTTP address serves only /healthz, /readyz and /metrics.
-		client := messenger.New(c.MessengerAPIURL, c.BotToken, nil)
+		client := messenger.New(c.MessengerAPIURL, c.MessengerBotToken, nil)
 		g.Go(func() error { return updates.Poll(gctx, client, rc, logger) })
 	} else {
 		rc.Routes(r)
@@ -92,31 +66,18 @@ func runWebhook(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return g.Wait()
 }
 
-// runWebhookSetURL is `herald webhook set-url URL`: setWebhook with the secret and the update kinds Herald
+// webhookSetURLCmd is `herald webhook set-url URL`: setWebhook with the secret and the update kinds Herald
 // handles.
-func runWebhookSetURL(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	settings := []string{config.MessengerAPIURL, config.BotToken, config.WebhookSecret, config.LogLevel, config.LogFormat}
-	var c config.Config
-	fs := newFlagSet("webhook set-url", stderr)
-	c.Bind(fs, settings...)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: herald webhook set-url [flags] URL\n\nURL is the public address of POST "+updates.Path+".\n\nFlags:")
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, args); err != nil {
+type webhookSetURLCmd struct {
+	config.WebhookSetURL
+	URL string `arg:"" name:"url" help:"the public address of POST /messenger/webhook"`
+}
+
+func (c *webhookSetURLCmd) Run(e runEnv) error {
+	client := messenger.New(c.MessengerAPIURL, c.MessengerBotToken, nil)
+	if err := updates.SetWebhookURL(e.ctx, client, c.URL, c.WebhookSecret); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return usageError{fmt.Errorf("usage: herald webhook set-url [flags] URL")}
-	}
-	if err := c.Validate(settings...); err != nil {
-		return err
-	}
-	url := fs.Arg(0)
-	client := messenger.New(c.MessengerAPIURL, c.BotToken, nil)
-	if err := updates.SetWebhookURL(ctx, client, url, c.WebhookSecret); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "webhook set to %s (allowed_updates: %s)\n", url, strings.Join(updates.AllowedUpdates, ","))
+	fmt.Fprintf(e.stdout, "webhook set to %s (allowed_updates: %s)\n", c.URL, strings.Join(updates.AllowedUpdates, ","))
 	return nil
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"log/slog"
 	"net/http/httptest"
 	"slices"
@@ -19,47 +17,49 @@ func TestWebhookSetURLRegistersWithThePlatform(t *testing.T) {
 		s.Close()
 		srv.Close()
 	})
-	var stdout, stderr bytes.Buffer
-	err := runWebhook(context.Background(), []string{"set-url",
+	code, stdout, stderr := herald(t, "webhook", "set-url",
 		"--messenger-api-url", srv.URL, "--messenger-bot-token", s.Token(), "--webhook-secret", "abc_DEF-123",
-		"https://herald.example.com/messenger/webhook"}, &stdout, &stderr)
-	if err != nil {
-		t.Fatalf("set-url: %v (stderr %s)", err, stderr.String())
+		"https://herald.example.com/messenger/webhook")
+	if code != 0 {
+		t.Fatalf("set-url: exit %d, stderr %s", code, stderr)
 	}
 	info := s.WebhookInfo()
 	if info.URL != "https://herald.example.com/messenger/webhook" || !slices.Equal(info.AllowedUpdates, []string{"message"}) {
 		t.Fatalf("webhook info = %+v", info)
 	}
-	if !strings.Contains(stdout.String(), "webhook set to https://herald.example.com/messenger/webhook") {
-		t.Fatalf("stdout = %q", stdout.String())
+	if !strings.Contains(stdout, "webhook set to https://herald.example.com/messenger/webhook") {
+		t.Fatalf("stdout = %q", stdout)
 	}
 
-	// Configuration mistakes are reported, naming the variable.
-	err = runWebhook(context.Background(), []string{"set-url", "--messenger-api-url", srv.URL,
-		"--messenger-bot-token", s.Token(), "--webhook-secret", "bad secret!", "https://x/messenger/webhook"}, &stdout, &stderr)
-	if err == nil || !strings.Contains(err.Error(), "HERALD_WEBHOOK_SECRET") {
-		t.Fatalf("a bad secret gave %v", err)
+	// Configuration mistakes are reported, naming the variable, without echoing the secret.
+	code, _, stderr = herald(t, "webhook", "set-url", "--messenger-api-url", srv.URL,
+		"--messenger-bot-token", s.Token(), "--webhook-secret", "bad secret!", "https://x/messenger/webhook")
+	if code != 1 || !strings.Contains(stderr, "HERALD_WEBHOOK_SECRET (--webhook-secret)") || strings.Contains(stderr, "bad secret!") {
+		t.Fatalf("a bad secret gave %d %s", code, stderr)
 	}
-	if err := runWebhook(context.Background(), []string{"set-url"}, &stdout, &stderr); err == nil {
-		t.Fatal("set-url without a URL was accepted")
+	if code, _, stderr := herald(t, "webhook", "set-url", "--messenger-bot-token", s.Token(), "--webhook-secret", "abc"); code != 2 || !strings.Contains(stderr, "<url>") {
+		t.Fatalf("set-url without a URL: %d %s", code, stderr)
 	}
 }
 
 func TestWebhookValidatesItsConfiguration(t *testing.T) {
 	t.Setenv("HERALD_DATABASE_URL", "")
-	var stdout, stderr bytes.Buffer
-	err := runWebhook(context.Background(), []string{"--webhook-secret", "", "--phone-hash-key", "short"}, &stdout, &stderr)
-	if err == nil {
-		t.Fatal("an empty configuration was accepted")
+	t.Setenv("HERALD_KAFKA_BROKERS", "")
+	code, _, stderr := herald(t, "webhook", "--webhook-secret", "", "--phone-hash-key", "short")
+	if code != 1 {
+		t.Fatalf("an empty configuration: exit %d, stderr %s", code, stderr)
+	}
+	if !strings.HasPrefix(stderr, "herald webhook: invalid configuration:\n") {
+		t.Errorf("stderr does not start as docs/configuration.md shows:\n%s", stderr)
 	}
 	for _, v := range []string{"HERALD_DATABASE_URL", "HERALD_WEBHOOK_SECRET", "HERALD_PHONE_HASH_KEY", "HERALD_KAFKA_BROKERS"} {
-		if !strings.Contains(err.Error(), v) {
-			t.Errorf("the error does not name %s: %v", v, err)
+		if !strings.Contains(stderr, v) {
+			t.Errorf("the error does not name %s: %s", v, stderr)
 		}
 	}
 	// Polling needs the bot token instead of the secret.
-	err = runWebhook(context.Background(), []string{"--updates", "polling", "--webhook-secret", "", "--messenger-bot-token", ""}, &stdout, &stderr)
-	if err == nil || !strings.Contains(err.Error(), "HERALD_MESSENGER_BOT_TOKEN") || strings.Contains(err.Error(), "HERALD_WEBHOOK_SECRET") {
-		t.Fatalf("polling configuration error = %v", err)
+	code, _, stderr = herald(t, "webhook", "--updates", "polling", "--webhook-secret", "", "--messenger-bot-token", "")
+	if code != 1 || !strings.Contains(stderr, "HERALD_MESSENGER_BOT_TOKEN") || strings.Contains(stderr, "HERALD_WEBHOOK_SECRET") {
+		t.Fatalf("polling configuration error: %d %s", code, stderr)
 	}
 }

@@ -14,8 +14,10 @@ import (
 )
 
 var (
-	flagLine = regexp.MustCompile(`(?m)^\s+--?([A-Za-z0-9][A-Za-z0-9._-]*)`)
-	envNote  = regexp.MustCompile(`\(env (HERALD_[A-Z0-9_]+)\)`)
+	// Kong's help: a flag per line ("  -h, --help", "      --http-addr=\":8080\""), its variables at the end
+	// of its help text ("($HERALD_HTTP_ADDR)").
+	flagLine = regexp.MustCompile(`(?m)^\s+(?:-[A-Za-z0-9], )?--([A-Za-z0-9][A-Za-z0-9._-]*)`)
+	envNote  = regexp.MustCompile(`\(\$(HERALD_[A-Z0-9_]+)\)`)
 )
 
 // subcommandHelp is what `herald <subcommand> -h` says a subcommand accepts.
@@ -76,7 +78,7 @@ func helpOf(bin, subcommand string) (subcommandHelp, error) {
 
 // TestChartPassesOnlyFlagsAndVariablesTheBinaryAccepts builds herald and checks, for every container the
 // chart renders in every value set, that its subcommand exists, that `herald <subcommand> -h` lists each
-// --flag of its args, and that each HERALD_* variable of its environment is named there as "(env …)".
+// --flag of its args, and that each HERALD_* variable of its environment is named there as "($HERALD_…)".
 func TestChartPassesOnlyFlagsAndVariablesTheBinaryAccepts(t *testing.T) {
 	bin := heraldBinary(t)
 	helps := map[string]subcommandHelp{}

@@ -1,381 +1,479 @@
-// Package config is Herald's configuration contract: every setting has a flag and a HERALD_* environment
-// variable (the flag wins), and every component validates what it uses at start, failing with a message
-// that names the variable.
+// Package config declares every Herald setting, once: a flag, its HERALD_* environment variable (the flag
+// wins), a type, a default, a help line, and the rule it must meet, checked at start.
+//
+// Settings come in small groups (Database, Kafka, HTTP, BotAPI, …), each with its rules. Each command's
+// settings (Ingress, Webhook, Worker, …, at the end of this file) embed exactly the groups that command
+// reads, so a setting shared by several components has one default and one rule, and `herald <command>
+// --help` lists only what that command uses. The parser is kong (parse.go); cmd/herald embeds these
+// structs in its commands and only wires.
+//
+// To add a setting: a field with name, env, default and help tags in the group it belongs to (or a new
+// group, embedded in the commands that read it), its rule in the group's check, then `make docs`.
+// The field's name is the flag's name in CamelCase.
 package config
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"net/url"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/alecthomas/kong"
 )
 
-// Config holds every setting; a component binds only the ones it uses.
-type Config struct {
-	DatabaseURL      string
-	KafkaBrokers     string
-	KafkaTopicPrefix string
-	HTTPAddr         string
-	WebhookSecret    string
-	MessengerAPIURL  string
-	BotToken         string
-	BotUsername      string
-	DeepLinkBase     string
-	PhoneHashKey     string
-	RateLimit        float64
-	PerChatInterval  time.Duration
-	DevAdmins        string
-	LogLevel         string
-	LogFormat        string
+// A tag `dev:"…"` says what an empty value means under `herald dev`; docs/configuration.md shows it.
+// A `${name=default}` default can be replaced by a command with `set:"name=value"` (herald dev does).
 
-	// Worker tuning.
-	WorkerGroupID     string
-	WorkerMaxAttempts int
-	WorkerConcurrency int
-	WorkerLease       time.Duration
-	BackoffBase       time.Duration
-	BackoffMax        time.Duration
-
-	// HTTP servers.
-	ShutdownDelay time.Duration
-
-	// Webhook receiver.
-	UpdatesMode string
-
-	envErrs []error
+// Process settings apply to every command.
+type Process struct {
+	PprofAddr string `name:"pprof-addr" env:"HERALD_PPROF_ADDR" placeholder:"ADDR" help:"serve Go's net/http/pprof on this address (keep it on loopback: 127.0.0.1:6060); empty: off"`
 }
 
-// Setting names, used to pick what a component binds.
-const (
-	DatabaseURL      = "database-url"
-	KafkaBrokers     = "kafka-brokers"
-	KafkaTopicPrefix = "kafka-topic-prefix"
-	HTTPAddr         = "http-addr"
-	WebhookSecret    = "webhook-secret"
-	MessengerAPIURL  = "messenger-api-url"
-	BotToken         = "messenger-bot-token"
-	BotUsername      = "messenger-bot-username"
-	DeepLinkBase     = "deep-link-base"
-	PhoneHashKey     = "phone-hash-key"
-	RateLimit        = "messenger-rate-limit"
-	PerChatInterval  = "messenger-per-chat-interval"
-	DevAdmins        = "dev-admins"
-	LogLevel         = "log-level"
-	LogFormat        = "log-format"
-	WorkerGroupID    = "worker-group-id"
-	WorkerAttempts   = "worker-max-attempts"
-	WorkerConcurrent = "worker-concurrency"
-	WorkerLease      = "worker-lease"
-	BackoffBase      = "worker-backoff-base"
-	BackoffMax       = "worker-backoff-max"
-	ShutdownDelay    = "shutdown-delay"
-	UpdatesMode      = "updates"
-)
-
-// EnvName is the environment variable of a setting: HERALD_ + upper snake case.
-func EnvName(setting string) string {
-	return "HERALD_" + strings.ToUpper(strings.ReplaceAll(setting, "-", "_"))
+// Database is PostgreSQL: the source of truth, and the operator's key store.
+type Database struct {
+	DatabaseURL string `name:"database-url" env:"HERALD_DATABASE_URL" placeholder:"URL" dev:"a private cluster in --data-dir" help:"PostgreSQL URL (postgres://…)"`
 }
 
-// envOverrides maps settings whose variable name is not the mechanical one.
-var envOverrides = map[string]string{
-	BotToken:        "HERALD_MESSENGER_BOT_TOKEN",
-	BotUsername:     "HERALD_MESSENGER_BOT_USERNAME",
-	RateLimit:       "HERALD_MESSENGER_RATE_LIMIT",
-	PerChatInterval: "HERALD_MESSENGER_PER_CHAT_INTERVAL",
-	UpdatesMode:     "HERALD_WEBHOOK_UPDATES",
-}
-
-func envOf(setting string) string {
-	if v, ok := envOverrides[setting]; ok {
-		return v
+func (c *Database) check(p *problems) {
+	if c.DatabaseURL == "" {
+		p.add(&c.DatabaseURL, "required")
+	} else if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		p.add(&c.DatabaseURL, "must be a postgres:// URL")
 	}
-	return EnvName(setting)
 }
 
-// Bind registers the named settings on fs, with defaults taken from the environment.
-func (c *Config) Bind(fs *flag.FlagSet, names ...string) {
-	for _, n := range names {
-		env := envOf(n)
-		usage := fmt.Sprintf("%s (env %s)", descriptions[n], env)
-		switch n {
-		case DatabaseURL:
-			fs.StringVar(&c.DatabaseURL, n, c.env(n, ""), usage)
-		case KafkaBrokers:
-			fs.StringVar(&c.KafkaBrokers, n, c.env(n, ""), usage)
-		case KafkaTopicPrefix:
-			fs.StringVar(&c.KafkaTopicPrefix, n, c.env(n, "herald"), usage)
-		case HTTPAddr:
-			fs.StringVar(&c.HTTPAddr, n, c.env(n, ":8080"), usage)
-		case WebhookSecret:
-			fs.StringVar(&c.WebhookSecret, n, c.env(n, ""), usage)
-		case MessengerAPIURL:
-			fs.StringVar(&c.MessengerAPIURL, n, c.env(n, "https://api.telegram.org"), usage)
-		case BotToken:
-			fs.StringVar(&c.BotToken, n, c.env(n, ""), usage)
-		case BotUsername:
-			fs.StringVar(&c.BotUsername, n, c.env(n, ""), usage)
-		case DeepLinkBase:
-			fs.StringVar(&c.DeepLinkBase, n, c.env(n, "https://t.me"), usage)
-		case PhoneHashKey:
-			fs.StringVar(&c.PhoneHashKey, n, c.env(n, ""), usage)
-		case RateLimit:
-			fs.Float64Var(&c.RateLimit, n, c.envFloat(n, 30), usage)
-		case PerChatInterval:
-			fs.DurationVar(&c.PerChatInterval, n, c.envDuration(n, time.Second), usage)
-		case DevAdmins:
-			fs.StringVar(&c.DevAdmins, n, c.env(n, ""), usage)
-		case LogLevel:
-			fs.StringVar(&c.LogLevel, n, c.env(n, "info"), usage)
-		case LogFormat:
-			fs.StringVar(&c.LogFormat, n, c.env(n, "json"), usage)
-		case WorkerGroupID:
-			fs.StringVar(&c.WorkerGroupID, n, c.env(n, "herald-workers"), usage)
-		case WorkerAttempts:
-			fs.IntVar(&c.WorkerMaxAttempts, n, c.envInt(n, 8), usage)
-		case WorkerConcurrent:
-			fs.IntVar(&c.WorkerConcurrency, n, c.envInt(n, 256), usage)
-		case WorkerLease:
-			fs.DurationVar(&c.WorkerLease, n, c.envDuration(n, 2*time.Minute), usage)
-		case BackoffBase:
-			fs.DurationVar(&c.BackoffBase, n, c.envDuration(n, 15*time.Second), usage)
-		case BackoffMax:
-			fs.DurationVar(&c.BackoffMax, n, c.envDuration(n, 30*time.Minute), usage)
-		case ShutdownDelay:
-			fs.DurationVar(&c.ShutdownDelay, n, c.envDuration(n, 0), usage)
-		case UpdatesMode:
-			fs.StringVar(&c.UpdatesMode, n, c.env(n, "webhook"), usage)
-		default:
-			panic("config: unknown setting " + n)
+// Kafka is the transport between the HTTP components and the workers.
+type Kafka struct {
+	KafkaBrokers     List   `name:"kafka-brokers" env:"HERALD_KAFKA_BROKERS" default:"" placeholder:"HOST:PORT" dev:"an embedded broker" help:"comma-separated Kafka brokers"`
+	KafkaTopicPrefix string `name:"kafka-topic-prefix" env:"HERALD_KAFKA_TOPIC_PREFIX" default:"herald" help:"topic prefix: the topics are PREFIX.notifications.high and PREFIX.notifications.normal"`
+}
+
+// Brokers is the broker list as the Kafka clients take it.
+func (c *Kafka) Brokers() []string { return []string(c.KafkaBrokers) }
+
+var topicPrefixPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,200}$`)
+
+func (c *Kafka) check(p *problems) {
+	c.checkBrokers(p)
+	c.checkTopicPrefix(p)
+}
+
+func (c *Kafka) checkBrokers(p *problems) {
+	if len(c.KafkaBrokers) == 0 {
+		p.add(&c.KafkaBrokers, "required: at least one host:port")
+	}
+	for _, b := range c.KafkaBrokers {
+		if !strings.Contains(b, ":") {
+			p.add(&c.KafkaBrokers, "broker %q needs a port", b)
 		}
 	}
 }
 
-var descriptions = map[string]string{
-	DatabaseURL:      "PostgreSQL URL",
-	KafkaBrokers:     "comma-separated Kafka brokers",
-	KafkaTopicPrefix: "Kafka topic prefix",
-	HTTPAddr:         "listen address for the API or webhook routes plus /healthz, /readyz, /metrics",
-	WebhookSecret:    "expected X-Messenger-Bot-Api-Secret-Token (1-256 of A-Za-z0-9_-)",
-	MessengerAPIURL:  "Bot API base URL",
-	BotToken:         "bot token",
-	BotUsername:      "bot username for deep links",
-	DeepLinkBase:     "deep link base",
-	PhoneHashKey:     "key for the HMAC-SHA256 phone digests (at least 16 bytes)",
-	RateLimit:        "global messages per second per bot, shared by all workers",
-	PerChatInterval:  "minimum interval between two messages to one chat",
-	DevAdmins:        "comma-separated messenger user ids allowed every /dev_* command",
-	LogLevel:         "log level: debug, info, warn, error",
-	LogFormat:        "log format: json or text",
-	WorkerGroupID:    "Kafka consumer group of the workers",
-	WorkerAttempts:   "delivery attempts before a notification fails",
-	WorkerConcurrent: "deliveries in flight per worker",
-	WorkerLease:      "how long a claimed delivery may stay in flight before it is redriven",
-	BackoffBase:      "wait after the first transient delivery failure (5xx, timeout), doubled after each",
-	BackoffMax:       "longest wait between two delivery attempts",
-	ShutdownDelay:    "after SIGTERM, how long to keep serving while /readyz answers 503, so load balancers stop routing first",
-	UpdatesMode:      "how updates arrive: webhook or polling",
+func (c *Kafka) checkTopicPrefix(p *problems) {
+	if !topicPrefixPattern.MatchString(c.KafkaTopicPrefix) {
+		p.add(&c.KafkaTopicPrefix, "must be 1-200 of A-Za-z0-9._-")
+	}
 }
 
-func (c *Config) env(setting, def string) string {
-	if v, ok := os.LookupEnv(envOf(setting)); ok {
-		return v
-	}
-	return def
+// HTTP is the one listen address of each ingress, webhook, worker, dev and sim process.
+type HTTP struct {
+	HTTPAddr string `name:"http-addr" env:"HERALD_HTTP_ADDR" default:":8080" help:"the one listen address: the API or webhook routes plus /healthz, /readyz, /metrics"`
 }
 
-func (c *Config) envInt(setting string, def int) int {
-	v := c.env(setting, "")
-	if v == "" {
-		return def
+func (c *HTTP) check(p *problems) {
+	if !strings.Contains(c.HTTPAddr, ":") {
+		p.add(&c.HTTPAddr, "must be host:port or :port")
 	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		c.envErrs = append(c.envErrs, fmt.Errorf("%s: %q is not an integer", envOf(setting), v))
-		return def
-	}
-	return n
 }
 
-func (c *Config) envFloat(setting string, def float64) float64 {
-	v := c.env(setting, "")
-	if v == "" {
-		return def
-	}
-	n, err := strconv.ParseFloat(v, 64)
-	if err != nil {
-		c.envErrs = append(c.envErrs, fmt.Errorf("%s: %q is not a number", envOf(setting), v))
-		return def
-	}
-	return n
+// Drain is how the load-balanced HTTP components (ingress, webhook) stop.
+type Drain struct {
+	ShutdownDelay time.Duration `name:"shutdown-delay" env:"HERALD_SHUTDOWN_DELAY" default:"0s" help:"after SIGTERM, how long to keep serving while /readyz answers 503, so load balancers stop routing first"`
 }
 
-func (c *Config) envDuration(setting string, def time.Duration) time.Duration {
-	v := c.env(setting, "")
-	if v == "" {
-		return def
+func (c *Drain) check(p *problems) {
+	if c.ShutdownDelay < 0 || c.ShutdownDelay > time.Minute {
+		p.add(&c.ShutdownDelay, "must be between 0s and 1m")
 	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		c.envErrs = append(c.envErrs, fmt.Errorf("%s: %q is not a duration (like 1s, 2m)", envOf(setting), v))
-		return def
-	}
-	return d
 }
 
-var secretPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,256}$`)
+// BotToken is the bot's token: Herald's credential at the Bot API, and the token herald sim accepts.
+type BotToken struct {
+	MessengerBotToken string `name:"messenger-bot-token" env:"HERALD_MESSENGER_BOT_TOKEN" placeholder:"TOKEN" dev:"the simulator's" help:"bot token"`
+}
 
-// Validate checks the named settings and returns every problem at once.
-func (c *Config) Validate(names ...string) error {
-	errs := append([]error(nil), c.envErrs...)
-	bad := func(setting, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s (--%s): %s", envOf(setting), setting, fmt.Sprintf(format, args...)))
+func (c *BotToken) check(p *problems) {
+	if c.MessengerBotToken == "" || strings.ContainsAny(c.MessengerBotToken, "/ ") {
+		p.add(&c.MessengerBotToken, "required, without spaces or slashes")
 	}
-	for _, n := range names {
-		switch n {
-		case DatabaseURL:
-			if c.DatabaseURL == "" {
-				bad(n, "required")
-			} else if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-				bad(n, "must be a postgres:// URL")
-			}
-		case KafkaBrokers:
-			if len(c.Brokers()) == 0 {
-				bad(n, "required: at least one host:port")
-			}
-			for _, b := range c.Brokers() {
-				if !strings.Contains(b, ":") {
-					bad(n, "broker %q needs a port", b)
-				}
-			}
-		case KafkaTopicPrefix:
-			if !regexp.MustCompile(`^[A-Za-z0-9._-]{1,200}$`).MatchString(c.KafkaTopicPrefix) {
-				bad(n, "must be 1-200 of A-Za-z0-9._-")
-			}
-		case HTTPAddr:
-			if c.HTTPAddr == "" || !strings.Contains(c.HTTPAddr, ":") {
-				bad(n, "must be host:port or :port")
-			}
-		case WebhookSecret:
-			if !secretPattern.MatchString(c.WebhookSecret) {
-				bad(n, "must be 1-256 characters of A-Za-z0-9_-")
-			}
-		case MessengerAPIURL, DeepLinkBase:
-			v := c.MessengerAPIURL
-			if n == DeepLinkBase {
-				v = c.DeepLinkBase
-			}
-			if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				bad(n, "must be an http(s) URL")
-			}
-		case BotToken:
-			if c.BotToken == "" || strings.ContainsAny(c.BotToken, "/ ") {
-				bad(n, "required, without spaces or slashes")
-			}
-		case BotUsername:
-			if !regexp.MustCompile(`^[A-Za-z0-9_]{3,64}$`).MatchString(c.BotUsername) {
-				bad(n, "required: the bot's username without @")
-			}
-		case PhoneHashKey:
-			if len(c.PhoneHashKey) < 16 {
-				bad(n, "required: at least 16 characters")
-			}
-		case RateLimit:
-			if c.RateLimit <= 0 || c.RateLimit > 100000 {
-				bad(n, "must be a positive number of messages per second")
-			}
-		case PerChatInterval:
-			if c.PerChatInterval < 0 {
-				bad(n, "must not be negative")
-			}
-		case DevAdmins:
-			if _, err := c.DevAdminIDs(); err != nil {
-				bad(n, "%v", err)
-			}
-		case LogLevel:
-			if _, err := c.SlogLevel(); err != nil {
-				bad(n, "%v", err)
-			}
-		case LogFormat:
-			if c.LogFormat != "json" && c.LogFormat != "text" {
-				bad(n, "must be json or text")
-			}
-		case WorkerGroupID:
-			if c.WorkerGroupID == "" {
-				bad(n, "required")
-			}
-		case WorkerAttempts:
-			if c.WorkerMaxAttempts < 1 || c.WorkerMaxAttempts > 100 {
-				bad(n, "must be 1..100")
-			}
-		case WorkerConcurrent:
-			if c.WorkerConcurrency < 1 || c.WorkerConcurrency > 10000 {
-				bad(n, "must be 1..10000")
-			}
-		case WorkerLease:
-			if c.WorkerLease < 5*time.Second {
-				bad(n, "must be at least 5s")
-			}
-		case BackoffBase:
-			if c.BackoffBase < 10*time.Millisecond {
-				bad(n, "must be at least 10ms")
-			}
-		case BackoffMax:
-			if c.BackoffMax < c.BackoffBase {
-				bad(n, "must not be shorter than %s (%s)", envOf(BackoffBase), c.BackoffBase)
-			}
-		case ShutdownDelay:
-			if c.ShutdownDelay < 0 || c.ShutdownDelay > time.Minute {
-				bad(n, "must be between 0s and 1m")
-			}
-		case UpdatesMode:
-			if c.UpdatesMode != "webhook" && c.UpdatesMode != "polling" {
-				bad(n, "must be webhook or polling")
-			}
+}
+
+// BotAPI is how Herald calls the messaging platform.
+type BotAPI struct {
+	// herald dev sets messenger_api_url to empty: its simulator, unless a URL is given.
+	MessengerAPIURL string `name:"messenger-api-url" env:"HERALD_MESSENGER_API_URL" default:"${messenger_api_url=https://api.telegram.org}" dev:"the simulator" help:"Bot API base URL"`
+	BotToken
+}
+
+func (c *BotAPI) check(p *problems) {
+	checkHTTPURL(p, &c.MessengerAPIURL)
+	c.BotToken.check(p)
+}
+
+// BotUsername names the bot in deep links (and in the simulator).
+type BotUsername struct {
+	MessengerBotUsername string `name:"messenger-bot-username" env:"HERALD_MESSENGER_BOT_USERNAME" placeholder:"NAME" dev:"the simulator's" help:"bot username for deep links, without @"`
+}
+
+var botUsernamePattern = regexp.MustCompile(`^[A-Za-z0-9_]{3,64}$`)
+
+func (c *BotUsername) check(p *problems) {
+	if !botUsernamePattern.MatchString(c.MessengerBotUsername) {
+		p.add(&c.MessengerBotUsername, "required: the bot's username without @")
+	}
+}
+
+// DeepLinks are the links a tenant's user opens to link a chat: DeepLinkBase/BotUsername?start=TOKEN.
+type DeepLinks struct {
+	BotUsername
+	DeepLinkBase string `name:"deep-link-base" env:"HERALD_DEEP_LINK_BASE" default:"https://t.me" help:"deep link base"`
+}
+
+func (c *DeepLinks) check(p *problems) {
+	c.BotUsername.check(p)
+	c.checkBase(p)
+}
+
+func (c *DeepLinks) checkBase(p *problems) { checkHTTPURL(p, &c.DeepLinkBase) }
+
+// RateLimit is the platform's global send limit, shared by all workers.
+type RateLimit struct {
+	MessengerRateLimit float64 `name:"messenger-rate-limit" env:"HERALD_MESSENGER_RATE_LIMIT" default:"30" help:"global messages per second per bot, shared by all workers"`
+}
+
+func (c *RateLimit) check(p *problems) {
+	if c.MessengerRateLimit <= 0 || c.MessengerRateLimit > 100000 {
+		p.add(&c.MessengerRateLimit, "must be a positive number of messages per second")
+	}
+}
+
+// WebhookAuth is the secret the platform sends with every update, set with `herald webhook set-url`.
+type WebhookAuth struct {
+	WebhookSecret string `name:"webhook-secret" env:"HERALD_WEBHOOK_SECRET" placeholder:"SECRET" dev:"generated, kept in --data-dir" help:"expected X-Messenger-Bot-Api-Secret-Token / X-Telegram-Bot-Api-Secret-Token (1-256 of A-Za-z0-9_-)"`
+}
+
+var webhookSecretPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,256}$`)
+
+func (c *WebhookAuth) check(p *problems) {
+	// Never quote the value: it is a secret.
+	if !webhookSecretPattern.MatchString(c.WebhookSecret) {
+		p.add(&c.WebhookSecret, "must be 1-256 characters of A-Za-z0-9_-")
+	}
+}
+
+// UpdateHandling is what handling the platform's updates needs: phone verification and /dev_* commands.
+type UpdateHandling struct {
+	PhoneHashKey string `name:"phone-hash-key" env:"HERALD_PHONE_HASH_KEY" placeholder:"KEY" dev:"generated, kept in --data-dir" help:"key for the HMAC-SHA256 phone digests (at least 16 characters)"`
+	DevAdmins    IDList `name:"dev-admins" env:"HERALD_DEV_ADMINS" default:"" placeholder:"ID" help:"comma-separated messenger user ids allowed every /dev_* command"`
+}
+
+func (c *UpdateHandling) check(p *problems) {
+	c.checkPhoneHashKey(p)
+	// DevAdmins is checked as it is parsed (IDList).
+}
+
+func (c *UpdateHandling) checkPhoneHashKey(p *problems) {
+	if len(c.PhoneHashKey) < 16 {
+		p.add(&c.PhoneHashKey, "required: at least 16 characters")
+	}
+}
+
+// Delivery tunes the workers.
+type Delivery struct {
+	MessengerPerChatInterval time.Duration `name:"messenger-per-chat-interval" env:"HERALD_MESSENGER_PER_CHAT_INTERVAL" default:"1s" help:"minimum interval between two messages to one chat"`
+	WorkerGroupID            string        `name:"worker-group-id" env:"HERALD_WORKER_GROUP_ID" default:"herald-workers" help:"Kafka consumer group of the workers"`
+	WorkerMaxAttempts        int           `name:"worker-max-attempts" env:"HERALD_WORKER_MAX_ATTEMPTS" default:"8" help:"delivery attempts before a notification fails"`
+	WorkerConcurrency        int           `name:"worker-concurrency" env:"HERALD_WORKER_CONCURRENCY" default:"256" help:"deliveries in flight per worker"`
+	WorkerLease              time.Duration `name:"worker-lease" env:"HERALD_WORKER_LEASE" default:"2m" help:"how long a claimed delivery may stay in flight before it is redriven"`
+	WorkerBackoffBase        time.Duration `name:"worker-backoff-base" env:"HERALD_WORKER_BACKOFF_BASE" default:"15s" help:"wait after the first transient delivery failure (5xx, timeout), doubled after each"`
+	WorkerBackoffMax         time.Duration `name:"worker-backoff-max" env:"HERALD_WORKER_BACKOFF_MAX" default:"30m" help:"longest wait between two delivery attempts"`
+}
+
+func (c *Delivery) check(p *problems) {
+	if c.MessengerPerChatInterval < 0 {
+		p.add(&c.MessengerPerChatInterval, "must not be negative")
+	}
+	if c.WorkerGroupID == "" {
+		p.add(&c.WorkerGroupID, "required")
+	}
+	if c.WorkerMaxAttempts < 1 || c.WorkerMaxAttempts > 100 {
+		p.add(&c.WorkerMaxAttempts, "must be 1..100")
+	}
+	if c.WorkerConcurrency < 1 || c.WorkerConcurrency > 10000 {
+		p.add(&c.WorkerConcurrency, "must be 1..10000")
+	}
+	if c.WorkerLease < 5*time.Second {
+		p.add(&c.WorkerLease, "must be at least 5s")
+	}
+	if c.WorkerBackoffBase < 10*time.Millisecond {
+		p.add(&c.WorkerBackoffBase, "must be at least 10ms")
+	}
+	if c.WorkerBackoffMax < c.WorkerBackoffBase {
+		p.add(&c.WorkerBackoffMax, "must not be shorter than HERALD_WORKER_BACKOFF_BASE (%s)", c.WorkerBackoffBase)
+	}
+}
+
+// Log is how every component logs.
+type Log struct {
+	LogLevel string `name:"log-level" env:"HERALD_LOG_LEVEL" default:"info" help:"log level: debug, info, warn, error"`
+	// herald dev writes to a terminal, not a log pipeline: it sets log_format=text.
+	LogFormat string `name:"log-format" env:"HERALD_LOG_FORMAT" default:"${log_format=json}" help:"log format: json or text"`
+}
+
+func (c *Log) check(p *problems) {
+	if _, err := c.SlogLevel(); err != nil {
+		p.add(&c.LogLevel, "%v", err)
+	}
+	if c.LogFormat != "json" && c.LogFormat != "text" {
+		p.add(&c.LogFormat, "must be json or text")
+	}
+}
+
+func checkHTTPURL(p *problems, v *string) {
+	if u, err := url.Parse(*v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		p.add(v, "must be an http(s) URL")
+	}
+}
+
+// What each command reads. A command's check says which rules apply; the parser runs it after parsing
+// (parse.go), so every command here must have one.
+
+// Ingress is `herald ingress`.
+type Ingress struct {
+	Database
+	Kafka
+	HTTP
+	Drain
+	DeepLinks
+	Log
+}
+
+func (c *Ingress) check(p *problems) {
+	c.Database.check(p)
+	c.Kafka.check(p)
+	c.HTTP.check(p)
+	c.Drain.check(p)
+	c.DeepLinks.check(p)
+	c.Log.check(p)
+}
+
+// Webhook is `herald webhook`.
+type Webhook struct {
+	Database
+	Kafka
+	HTTP
+	Drain
+	WebhookAuth
+	UpdateHandling
+	Updates string `name:"updates" env:"HERALD_WEBHOOK_UPDATES" default:"webhook" help:"how updates arrive: webhook (POST /messenger/webhook) or polling (long-poll getUpdates; no public URL needed)"`
+	BotAPI
+	Log
+}
+
+// Polling reports whether updates are long-polled rather than received on the webhook route.
+func (c *Webhook) Polling() bool { return c.Updates == "polling" }
+
+func (c *Webhook) check(p *problems) {
+	c.Database.check(p)
+	c.Kafka.check(p)
+	c.HTTP.check(p)
+	c.Drain.check(p)
+	c.UpdateHandling.check(p)
+	if c.Updates != "webhook" && c.Updates != "polling" {
+		p.add(&c.Updates, "must be webhook or polling")
+	}
+	// The secret guards the webhook route; polling needs the Bot API instead.
+	if c.Polling() {
+		c.BotAPI.check(p)
+	} else {
+		c.WebhookAuth.check(p)
+	}
+	c.Log.check(p)
+}
+
+// WebhookSetURL is `herald webhook set-url URL`.
+type WebhookSetURL struct {
+	BotAPI
+	WebhookAuth
+	Log
+}
+
+func (c *WebhookSetURL) check(p *problems) {
+	c.BotAPI.check(p)
+	c.WebhookAuth.check(p)
+	c.Log.check(p)
+}
+
+// Worker is `herald worker`.
+type Worker struct {
+	Database
+	Kafka
+	HTTP
+	BotAPI
+	RateLimit
+	Delivery
+	Log
+}
+
+func (c *Worker) check(p *problems) {
+	c.Database.check(p)
+	c.Kafka.check(p)
+	c.HTTP.check(p)
+	c.BotAPI.check(p)
+	c.RateLimit.check(p)
+	c.Delivery.check(p)
+	c.Log.check(p)
+}
+
+// Operator is `herald operator`. Its own settings are the fields below; a new one is a field with its
+// tags here, a rule in check when a value can be wrong, and a line where cmd/herald/operator.go fills
+// operator.Options.
+type Operator struct {
+	Database
+	MetricsAddr             string        `name:"metrics-addr" env:"HERALD_METRICS_ADDR" default:":8080" help:"Prometheus /metrics address; 0 disables it"`
+	ProbeAddr               string        `name:"probe-addr" env:"HERALD_PROBE_ADDR" default:":8081" help:"/healthz and /readyz address; 0 disables it"`
+	LeaderElect             bool          `name:"leader-elect" env:"HERALD_LEADER_ELECT" default:"false" help:"elect one active replica through a Lease"`
+	LeaderElectionNamespace string        `name:"leader-election-namespace" env:"HERALD_LEADER_ELECTION_NAMESPACE" placeholder:"NAMESPACE" help:"namespace of the Lease; empty: the pod's"`
+	RotationGracePeriod     time.Duration `name:"rotation-grace-period" env:"HERALD_ROTATION_GRACE_PERIOD" default:"24h" help:"how long a rotated-out key keeps working"`
+	ResyncPeriod            time.Duration `name:"resync-period" env:"HERALD_RESYNC_PERIOD" default:"5m" help:"how often every object is checked against the key store"`
+	Log
+}
+
+func (c *Operator) check(p *problems) {
+	c.Database.check(p)
+	c.Log.check(p)
+}
+
+// Migrate is `herald migrate`.
+type Migrate struct {
+	Database
+	Log
+}
+
+func (c *Migrate) check(p *problems) {
+	c.Database.check(p)
+	c.Log.check(p)
+}
+
+// Dev is `herald dev`: what is empty is embedded or generated (the dev tags), so only given values are
+// checked.
+type Dev struct {
+	HTTP
+	Database
+	Kafka
+	BotAPI `set:"messenger_api_url="`
+	DeepLinks
+	WebhookAuth
+	UpdateHandling
+	RateLimit
+	DataDir string `name:"data-dir" env:"HERALD_DEV_DATA_DIR" default:".dev" help:"where the private PostgreSQL and the generated secrets are kept between runs"`
+	Log     `set:"log_format=text"`
+}
+
+func (c *Dev) check(p *problems) {
+	c.HTTP.check(p)
+	c.Kafka.checkTopicPrefix(p)
+	c.DeepLinks.checkBase(p)
+	c.RateLimit.check(p)
+	c.Log.check(p)
+	if c.DatabaseURL != "" {
+		c.Database.check(p)
+	}
+	if len(c.KafkaBrokers) > 0 {
+		c.Kafka.checkBrokers(p)
+	}
+	if c.WebhookSecret != "" {
+		c.WebhookAuth.check(p)
+	}
+	if c.PhoneHashKey != "" {
+		c.UpdateHandling.checkPhoneHashKey(p)
+	}
+	// A real platform needs a real bot; the simulator brings its own.
+	if c.MessengerAPIURL != "" {
+		c.BotAPI.check(p)
+		c.BotUsername.check(p)
+	}
+	if c.DataDir == "" {
+		p.add(&c.DataDir, "required")
+	}
+}
+
+// Sim is `herald sim`: an empty token or username means the simulator's own.
+type Sim struct {
+	HTTP
+	BotToken
+	BotUsername
+	RateLimit
+	SimPerChatRate float64 `name:"per-chat-rate" env:"HERALD_SIM_PER_CHAT_RATE" default:"1" help:"messages per second the simulated platform allows per chat"`
+	Log
+}
+
+func (c *Sim) check(p *problems) {
+	c.HTTP.check(p)
+	c.RateLimit.check(p)
+	c.Log.check(p)
+	if c.MessengerBotToken != "" {
+		c.BotToken.check(p)
+	}
+	if c.MessengerBotUsername != "" {
+		c.BotUsername.check(p)
+	}
+}
+
+// Admin is what the admin CLI (`herald tenant …`, `herald apikey …`) reads.
+type Admin struct {
+	Database
+}
+
+func (c *Admin) check(p *problems) { c.Database.check(p) }
+
+// List is a comma-separated list of strings, trimmed, without empty items; a repeated flag adds to it.
+type List []string
+
+// Decode implements kong.MapperValue.
+func (l *List) Decode(ctx *kong.DecodeContext) error {
+	var s string
+	if err := ctx.Scan.PopValueInto("list", &s); err != nil {
+		return err
+	}
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			*l = append(*l, item)
 		}
 	}
-	if len(errs) == 0 {
-		return nil
-	}
-	return fmt.Errorf("invalid configuration:\n  %w", joinIndented(errs))
+	return nil
 }
 
-func joinIndented(errs []error) error {
-	parts := make([]string, len(errs))
-	for i, e := range errs {
-		parts[i] = e.Error()
-	}
-	return errors.New(strings.Join(parts, "\n  "))
-}
+// IDList is a comma-separated list of messenger user ids.
+type IDList []int64
 
-// Brokers splits KafkaBrokers.
-func (c *Config) Brokers() []string {
-	var out []string
-	for _, b := range strings.Split(c.KafkaBrokers, ",") {
-		if b = strings.TrimSpace(b); b != "" {
-			out = append(out, b)
-		}
+// Decode implements kong.MapperValue.
+func (l *IDList) Decode(ctx *kong.DecodeContext) error {
+	var s string
+	if err := ctx.Scan.PopValueInto("list", &s); err != nil {
+		return err
 	}
-	return out
-}
-
-// DevAdminIDs parses DevAdmins.
-func (c *Config) DevAdminIDs() ([]int64, error) {
-	var out []int64
-	for _, s := range strings.Split(c.DevAdmins, ",") {
-		if s = strings.TrimSpace(s); s == "" {
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item == "" {
 			continue
 		}
-		id, err := strconv.ParseInt(s, 10, 64)
+		id, err := strconv.ParseInt(item, 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("%q is not a messenger user id", s)
+			return fmt.Errorf("%q is not a messenger user id", item)
 		}
-		out = append(out, id)
+		*l = append(*l, id)
 	}
-	return out, nil
+	return nil
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // SlogLevel parses LogLevel.
-func (c *Config) SlogLevel() (slog.Level, error) {
+func (c *Log) SlogLevel() (slog.Level, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(strings.ToUpper(c.LogLevel))); err != nil {
 		return 0, fmt.Errorf("unknown log level %q", c.LogLevel)
@@ -17,7 +17,7 @@ func (c *Config) SlogLevel() (slog.Level, error) {
 }
 
 // Logger builds the process logger (JSON by default).
-func (c *Config) Logger(w io.Writer) *slog.Logger {
+func (c *Log) Logger(w io.Writer) *slog.Logger {
 	level, _ := c.SlogLevel()
 	opts := &slog.HandlerOptions{Level: level}
 	if c.LogFormat == "text" {
