@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 )
 
 // ErrClosed: the batcher is shutting down and takes nothing new.
@@ -26,6 +27,14 @@ type Options struct {
 	// MaxQueue is how many requests may wait for a free loop; Loops × MaxBatch. Past it, Do fails at once
 	// with ErrOverloaded.
 	MaxQueue int
+	// Target and Interval shed a standing queue (CoDel: Nichols and Jacobson, "Controlling Queue Delay"):
+	// when requests have waited longer than Target for at least Interval — the queue no longer drains, the
+	// batcher is past its capacity — the requests that waited longer than Target are answered
+	// ErrOverloaded instead of run, until the wait falls below Target again. A burst shorter than Interval
+	// is absorbed. So past capacity the accepted requests still see about Target of queueing, and the rest
+	// get a fast refusal instead of a timeout. Zero Target: never shed by wait.
+	Target   time.Duration
+	Interval time.Duration
 }
 
 // Batcher runs requests of type T in batches and answers each with an R.
@@ -42,8 +51,14 @@ type Batcher[T, R any] struct {
 }
 
 type job[T, R any] struct {
-	item T
-	out  chan R
+	item   T
+	queued time.Time
+	out    chan answer[R]
+}
+
+type answer[R any] struct {
+	r   R
+	err error
 }
 
 // New starts the batch loops. run receives a batch and returns one answer per request, in order. apart,
@@ -58,6 +73,9 @@ func New[T, R any](opts Options, apart func(T) string, run func(batch []T) []R) 
 	}
 	if opts.MaxQueue <= 0 {
 		opts.MaxQueue = opts.Loops * opts.MaxBatch
+	}
+	if opts.Target > 0 && opts.Interval <= 0 {
+		opts.Interval = 4 * opts.Target
 	}
 	b := &Batcher[T, R]{run: run, apart: apart, opts: opts, in: make(chan *job[T, R], opts.MaxQueue), done: make(chan struct{})}
 	for range opts.Loops {
@@ -74,7 +92,10 @@ func (b *Batcher[T, R]) Do(ctx context.Context, item T) (R, error) {
 	if err := ctx.Err(); err != nil {
 		return zero, err
 	}
-	j := &job[T, R]{item: item, out: make(chan R, 1)}
+	j := &job[T, R]{item: item, out: make(chan answer[R], 1)}
+	if b.opts.Target > 0 {
+		j.queued = time.Now()
+	}
 	b.mu.RLock()
 	if b.closed {
 		b.mu.RUnlock()
@@ -87,7 +108,8 @@ func (b *Batcher[T, R]) Do(ctx context.Context, item T) (R, error) {
 		return zero, ErrOverloaded
 	}
 	b.mu.RUnlock()
-	return <-j.out, nil
+	a := <-j.out
+	return a.r, a.err
 }
 
 // Close stops taking requests, answers every request already handed over, and waits for the loops.
@@ -103,6 +125,7 @@ func (b *Batcher[T, R]) Close() {
 
 func (b *Batcher[T, R]) loop() {
 	var carry []*job[T, R] // requests kept apart from the previous batch
+	var shed shedder
 	for {
 		var batch, next []*job[T, R]
 		keys := map[string]bool{}
@@ -145,13 +168,57 @@ func (b *Batcher[T, R]) loop() {
 			}
 		}
 		carry = next
+		if b.opts.Target > 0 {
+			batch = shedStanding(&shed, batch, b.opts.Target, b.opts.Interval)
+			if len(batch) == 0 {
+				continue
+			}
+		}
 		items := make([]T, len(batch))
 		for i, j := range batch {
 			items[i] = j.item
 		}
 		answers := b.run(items)
 		for i, j := range batch {
-			j.out <- answers[i]
+			j.out <- answer[R]{r: answers[i]}
 		}
 	}
+}
+
+// shedder is one loop's CoDel state.
+type shedder struct {
+	aboveSince time.Time // since when every request of a batch has waited longer than the target
+	dropping   bool      // shedding: the queue is standing
+	lastDrop   time.Time // when the loop last shed: a queue that stands again soon after is shed at once
+}
+
+// shedStanding answers ErrOverloaded to the requests of a standing queue (see Options.Target) and
+// returns the ones to run.
+func shedStanding[T, R any](s *shedder, batch []*job[T, R], target, interval time.Duration) []*job[T, R] {
+	now := time.Now()
+	minWait := now.Sub(batch[0].queued)
+	for _, j := range batch[1:] {
+		minWait = min(minWait, now.Sub(j.queued))
+	}
+	switch {
+	case minWait < target:
+		s.aboveSince, s.dropping = time.Time{}, false
+		return batch
+	case s.dropping, !s.lastDrop.IsZero() && now.Sub(s.lastDrop) < interval:
+	case s.aboveSince.IsZero():
+		s.aboveSince = now
+		return batch
+	case now.Sub(s.aboveSince) < interval:
+		return batch
+	}
+	s.dropping, s.lastDrop = true, now
+	keep := batch[:0]
+	for _, j := range batch {
+		if now.Sub(j.queued) > target {
+			j.out <- answer[R]{err: ErrOverloaded}
+		} else {
+			keep = append(keep, j)
+		}
+	}
+	return keep
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -147,5 +148,70 @@ func TestCloseServesPendingThenRefuses(t *testing.T) {
 	<-closed
 	if _, err := b.Do(context.Background(), 1); !errors.Is(err, batch.ErrClosed) {
 		t.Errorf("Do after Close = %v, want ErrClosed", err)
+	}
+}
+
+// Past capacity, a standing queue is shed: requests that waited longer than the target are refused at
+// once (ErrOverloaded) and the ones that are run waited about the target, not for the whole backlog.
+func TestStandingQueueIsShed(t *testing.T) {
+	const target = 20 * time.Millisecond
+	b := batch.New(batch.Options{Loops: 1, MaxBatch: 4, MaxQueue: 10000, Target: target, Interval: 60 * time.Millisecond},
+		nil, func(items []int) []int {
+			time.Sleep(10 * time.Millisecond) // capacity: 4 per 10 ms = 400/s
+			return make([]int, len(items))
+		})
+	defer b.Close()
+	var mu sync.Mutex
+	var shed, ran int
+	var waits []time.Duration
+	var wg sync.WaitGroup
+	// Offer 2,000/s for a second: five times the capacity.
+	for i := range 2000 {
+		time.Sleep(500 * time.Microsecond)
+		wg.Go(func() {
+			t0 := time.Now()
+			_, err := b.Do(context.Background(), i)
+			mu.Lock()
+			defer mu.Unlock()
+			if errors.Is(err, batch.ErrOverloaded) {
+				shed++
+				return
+			}
+			ran++
+			waits = append(waits, time.Since(t0))
+		})
+	}
+	wg.Wait()
+	if shed == 0 || ran == 0 {
+		t.Fatalf("ran %d, shed %d: want both under five times the capacity", ran, shed)
+	}
+	slices.Sort(waits)
+	if p90 := waits[len(waits)*9/10]; p90 > 200*time.Millisecond {
+		t.Errorf("p90 wait of the requests that ran: %v; a shed queue keeps it near the target (%v)", p90, target)
+	}
+}
+
+// Below capacity nothing is shed, bursts included.
+func TestNoSheddingBelowCapacity(t *testing.T) {
+	b := batch.New(batch.Options{Loops: 1, MaxBatch: 64, MaxQueue: 1000, Target: 20 * time.Millisecond}, nil, func(items []int) []int {
+		time.Sleep(time.Millisecond)
+		return make([]int, len(items))
+	})
+	defer b.Close()
+	var wg sync.WaitGroup
+	var shed atomic.Int32
+	for i := range 500 {
+		if i%100 == 0 {
+			time.Sleep(30 * time.Millisecond) // bursts of 100
+		}
+		wg.Go(func() {
+			if _, err := b.Do(context.Background(), i); err != nil {
+				shed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if shed.Load() != 0 {
+		t.Errorf("%d requests shed below capacity", shed.Load())
 	}
 }

@@ -44,7 +44,9 @@ type Options struct {
 	// ProduceTimeout bounds the Kafka acknowledgement of a publish; 2 s. It must stay well under
 	// store.PublishWindow.
 	ProduceTimeout time.Duration
-	// Batch tunes the batching of tenant sends (internal/batch defaults: 2 loops of up to 256).
+	// Batch tunes the batching of tenant sends: internal/batch's defaults (2 loops of up to 256, at most
+	// 512 waiting), and past capacity a standing queue is shed after 50 ms of waiting (Target) that lasted
+	// 250 ms (Interval), so accepted sends keep a bounded latency and the others get a fast 503.
 	Batch  batch.Options
 	Logger *slog.Logger
 }
@@ -65,6 +67,9 @@ func New(st *store.Store, producer *queue.Producer, opts Options) *Outbox {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.Batch.Target == 0 {
+		opts.Batch.Target, opts.Batch.Interval = 50*time.Millisecond, 250*time.Millisecond
 	}
 	o := &Outbox{st: st, producer: producer, timeout: opts.ProduceTimeout, log: opts.Logger}
 	o.sends = batch.New(opts.Batch, nil, o.sendBatch)

@@ -98,7 +98,9 @@ func NewProducer(brokers []string, prefix string) *Producer {
 		Balancer:               &kafka.Murmur2Balancer{},
 		RequiredAcks:           kafka.RequireAll,
 		BatchTimeout:           time.Millisecond,
-		BatchSize:              500,
+		// kafka-go allocates BatchSize messages for every partition batch it starts; an outbox batch spreads
+		// over the partitions, a few dozen messages each, so a large value only makes garbage.
+		BatchSize:              64,
 		MaxAttempts:            3,
 		WriteBackoffMin:        10 * time.Millisecond,
 		WriteBackoffMax:        200 * time.Millisecond,

@@ -1,16 +1,26 @@
-// Command ingress benchmarks POST /v1/send: a real `herald ingress` process against a private PostgreSQL
-// and an in-process Kafka broker (kfake) on this machine. It measures
+// Command ingress benchmarks POST /v1/send: a real `herald ingress` process against a private, durable
+// PostgreSQL and the Kafka-protocol broker on this machine, measured from outside with a lean HTTP/1.1
+// load generator (internal/benchutil). In one run it measures, each phase -duration long:
 //
-//  1. an open-loop run at a fixed rate (default 3,000/s): accepted sends, p50/p99 latency;
-//  2. a closed-loop run: the most sends per second the ingress sustains;
-//  3. the floor the architecture allows: the same gated insert and produce issued directly, without HTTP;
+//  1. the bare HTTP stack: a Go server in this process that decodes the same JSON and answers 202, closed
+//     loop at -concurrency connections (what HTTP alone costs on this machine, in this run);
+//  2. Herald's capacity: closed loop at -concurrency connections;
+//  3. the floor: what a send must do without HTTP — the gate read, the idempotency claim for the sends
+//     that carry a key, the insert and the produce (outbox.Send), called directly by -concurrency callers;
+//  4. latency: an open loop at -rate sends per second over -conns connections;
+//  5. overload: an open loop at -overload times the capacity measured in 2: the accepted rate, the p99
+//     of the accepted sends, and every answer by status;
 //
-// and the ingress process's RSS. Run it with `make bench-ingress`.
+// and the ingress process's peak RSS. A fraction (-idempotent) of the sends carries an Idempotency-Key, in
+// the HTTP phases and the floor alike. With -profile FILE, a CPU profile of the ingress is taken during
+// phase 2. Run it with `make bench-ingress`; see ../shared/benchmarking.md for why the phases are what
+// they are.
 package main
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -33,20 +43,41 @@ import (
 	"github.com/heraldhq/herald/internal/store"
 )
 
+type options struct {
+	herald      string
+	rate        int
+	duration    time.Duration
+	concurrency int
+	conns       int
+	maxConns    int
+	users       int
+	idempotent  float64
+	overload    float64
+	profile     string
+	gomemlimit  string
+}
+
 func main() {
-	herald := flag.String("herald", "bin/herald", "path to the herald binary")
-	rate := flag.Int("rate", 3000, "open-loop request rate per second")
-	duration := flag.Duration("duration", 15*time.Second, "length of each run")
-	concurrency := flag.Int("concurrency", 64, "closed-loop and floor concurrency")
-	users := flag.Int("users", 5000, "verified users to spread sends over")
+	var o options
+	flag.StringVar(&o.herald, "herald", "bin/herald", "path to the herald binary")
+	flag.IntVar(&o.rate, "rate", 6000, "open-loop request rate per second (phase 4)")
+	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of each phase")
+	flag.IntVar(&o.concurrency, "concurrency", 128, "closed-loop connections and floor callers (phases 1-3)")
+	flag.IntVar(&o.conns, "conns", 256, "open-loop connections (phases 4-5); more are opened, up to -max-conns, when all are busy")
+	flag.IntVar(&o.maxConns, "max-conns", 2048, "most open-loop connections")
+	flag.IntVar(&o.users, "users", 5000, "verified users to spread sends over")
+	flag.Float64Var(&o.idempotent, "idempotent", 0.1, "fraction of sends carrying an Idempotency-Key")
+	flag.Float64Var(&o.overload, "overload", 2, "phase 5 offers this many times the measured capacity (0 skips it)")
+	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of the ingress during phase 2 to this file")
+	flag.StringVar(&o.gomemlimit, "gomemlimit", "64MiB", "GOMEMLIMIT of the ingress (the chart sets the container limit)")
 	flag.Parse()
-	if err := run(*herald, *rate, *duration, *concurrency, *users); err != nil {
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-ingress:", err)
 		os.Exit(1)
 	}
 }
 
-func run(herald string, rate int, duration time.Duration, concurrency, users int) error {
+func run(o options) error {
 	ctx := context.Background()
 	fmt.Println("machine:", benchutil.Machine())
 	dbURL, stopPG, err := benchutil.Postgres(ctx)
@@ -59,13 +90,12 @@ func run(herald string, rate int, duration time.Duration, concurrency, users int
 		return err
 	}
 	defer broker.Close()
-
 	st, err := store.Open(ctx, dbURL, 64)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	key, err := seed(ctx, st, users)
+	key, err := seed(ctx, st, o.users)
 	if err != nil {
 		return err
 	}
@@ -74,73 +104,193 @@ func run(herald string, rate int, duration time.Duration, concurrency, users int
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(herald, "ingress")
+	pprofAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(o.herald, "ingress")
 	cmd.Env = append(os.Environ(),
 		"HERALD_DATABASE_URL="+dbURL, "HERALD_KAFKA_BROKERS="+broker.Addrs()[0], "HERALD_KAFKA_TOPIC_PREFIX=bench",
-		"HERALD_HTTP_ADDR="+addr, "HERALD_MESSENGER_BOT_USERNAME=bench_bot", "HERALD_LOG_LEVEL=warn", "GOMEMLIMIT=64MiB")
+		"HERALD_HTTP_ADDR="+addr, "HERALD_MESSENGER_BOT_USERNAME=bench_bot", "HERALD_LOG_LEVEL=warn",
+		"GOMEMLIMIT="+o.gomemlimit, "HERALD_PPROF_ADDR="+pprofAddr)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		return err
 	}
 	defer func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() }()
-	base := "http://" + addr
-	if err := waitReady(base + "/readyz"); err != nil {
+	if err := waitReady("http://" + addr + "/readyz"); err != nil {
 		return err
 	}
-	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024}, Timeout: 10 * time.Second}
-	send := func(i int) (int, error) {
-		body := fmt.Sprintf(`{"user_id":"user-%d","message":"Your order %d has shipped","priority":%d}`, i%users, i, i%10)
-		req, _ := http.NewRequest("POST", base+"/v1/send", bytes.NewBufferString(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+key)
-		res, err := client.Do(req)
-		if err != nil {
-			return 0, err
+	fmt.Printf("ingress: GOMEMLIMIT=%s, %d verified users, %.0f%% of sends with an Idempotency-Key\n", o.gomemlimit, o.users, o.idempotent*100)
+
+	var keySeq atomic.Int64
+	idemEvery := 0
+	if o.idempotent > 0 {
+		idemEvery = int(1 / o.idempotent)
+	}
+	send := func(i int) []byte {
+		body := fmt.Appendf(nil, `{"user_id":"user-%d","message":"Your order %d has shipped","priority":%d}`, i%o.users, i, i%10)
+		headers := []string{"Authorization: Bearer " + key}
+		if idemEvery > 0 && i%idemEvery == 0 {
+			headers = append(headers, "Idempotency-Key: k-"+strconv.FormatInt(keySeq.Add(1), 10))
 		}
-		_, _ = io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		return res.StatusCode, nil
+		return benchutil.PostJSON(addr, "/v1/send", body, headers...)
 	}
 
-	// Warm up connections, caches and the JIT-free but cold pools.
-	closedLoop(send, concurrency, 2*time.Second)
+	// Warm-up: connections, pools, caches.
+	benchutil.ClosedLoop(addr, o.concurrency, 2*time.Second, send)
 
-	fmt.Printf("\n== open loop: %d sends/s for %v ==\n", rate, duration)
-	accepted, failed, lat := openLoop(send, rate, duration)
-	fmt.Printf("accepted %d (%.0f/s), failed %d, latency %s\n", accepted, float64(accepted)/duration.Seconds(), failed, lat)
+	// 1. The bare HTTP stack.
+	bareAddr, stopBare, err := bareServer()
+	if err != nil {
+		return err
+	}
+	bare := benchutil.ClosedLoop(bareAddr, o.concurrency, o.duration, func(i int) []byte {
+		body := fmt.Appendf(nil, `{"user_id":"user-%d","message":"Your order %d has shipped","priority":%d}`, i%o.users, i, i%10)
+		return benchutil.PostJSON(bareAddr, "/v1/send", body, "Authorization: Bearer "+key)
+	})
+	stopBare()
+	report("1. bare Go HTTP server (decode JSON, 202), closed loop", o.concurrency, bare)
 
-	fmt.Printf("\n== closed loop: %d concurrent senders for %v ==\n", concurrency, duration)
-	cAccepted, cFailed, cLat := closedLoop(send, concurrency, duration)
-	httpRate := float64(cAccepted) / duration.Seconds()
-	fmt.Printf("accepted %d (%.0f/s), failed %d, latency %s\n", cAccepted, httpRate, cFailed, cLat)
+	// 2. Herald's capacity.
+	var profileDone chan error
+	if o.profile != "" {
+		profileDone = make(chan error, 1)
+		go func() { profileDone <- cpuProfile(pprofAddr, o.profile, o.duration-time.Second) }()
+	}
+	capacity := benchutil.ClosedLoop(addr, o.concurrency, o.duration, send)
+	report("2. Herald ingress, closed loop", o.concurrency, capacity)
+	if profileDone != nil {
+		if err := <-profileDone; err != nil {
+			fmt.Println("   profile:", err)
+		} else {
+			fmt.Println("   CPU profile of the ingress written to", o.profile)
+		}
+	}
 
-	cur, peak, err := benchutil.RSS(cmd.Process.Pid)
+	// 3. The floor.
+	floor := floorRun(st, broker, o)
+	report("3. floor: outbox.Send directly (gate, idempotency claim, insert, produce)", o.concurrency, floor)
+	fmt.Printf("   HTTP ÷ floor = %.2f; HTTP ÷ bare = %.2f\n", capacity.Rate()/floor.Rate(), capacity.Rate()/bare.Rate())
+
+	// 4. Latency at a fixed rate.
+	open := benchutil.OpenLoop(addr, o.conns, o.maxConns, o.rate, o.duration, send)
+	report(fmt.Sprintf("4. Herald ingress, open loop at %d/s", o.rate), o.conns, open)
+
+	// 5. Overload.
+	if o.overload > 0 {
+		offered := int(capacity.Rate() * o.overload)
+		over := benchutil.OpenLoop(addr, o.conns, o.maxConns, offered, o.duration, send)
+		report(fmt.Sprintf("5. overload: open loop offered %d/s (%.1f× capacity)", offered, o.overload), o.conns, over)
+		fmt.Printf("   p99 of every answer: %.2f ms\n", float64(over.LatencyAll.Percentile(99))/1e6)
+	}
+
+	_, peak, err := benchutil.RSS(cmd.Process.Pid)
 	if err == nil {
-		fmt.Printf("\ningress RSS: %.1f MB now, %.1f MB peak\n", float64(cur)/1e6, float64(peak)/1e6)
+		fmt.Printf("\ningress RSS peak: %.1f MB\n", float64(peak)/1e6)
 	}
+	return nil
+}
 
-	fmt.Printf("\n== floor: the same batched, gated insert + produce without HTTP, %d concurrent, %v ==\n", concurrency, duration)
+func report(title string, conns int, r benchutil.Result) {
+	if r.Conns > conns {
+		conns = r.Conns
+	}
+	fmt.Printf("\n== %s, %d connections, %v ==\n", title, conns, r.Duration)
+	fmt.Printf("   %.0f/s accepted; answers: %s\n   latency of accepted: %s\n", r.Rate(), r.CodesString(), r.Latency)
+}
+
+// floorRun calls outbox.Send directly from -concurrency goroutines with the same mix of sends.
+func floorRun(st *store.Store, broker *kafkatest.Broker, o options) benchutil.Result {
 	producer := queue.NewProducer(broker.Addrs(), "bench")
 	defer producer.Close()
 	ob := outbox.New(st, producer, outbox.Options{Logger: slog.New(slog.DiscardHandler)})
 	defer ob.Close()
-	direct := func(i int) (int, error) {
-		userID := "user-" + strconv.Itoa(i%users)
-		item := outbox.Item{UserID: userID, Priority: i % 10, Body: brand.Render("Bench", fmt.Sprintf("Your order %d has shipped", i))}
-		res, _, err := ob.Send(ctx, "bench", []outbox.Item{item}, nil)
-		if err != nil {
-			return 0, err
-		}
-		if !res[0].Accepted() {
-			return 0, fmt.Errorf("%s: %s", res[0].Code, res[0].Message)
-		}
-		return http.StatusAccepted, nil
+	idemEvery := 0
+	if o.idempotent > 0 {
+		idemEvery = int(1 / o.idempotent)
 	}
-	fAccepted, fFailed, fLat := closedLoop(direct, concurrency, duration)
-	floorRate := float64(fAccepted) / duration.Seconds()
-	fmt.Printf("enqueued %d (%.0f/s), failed %d, latency %s\n", fAccepted, floorRate, fFailed, fLat)
-	fmt.Printf("\nHTTP / floor throughput ratio: %.2f\n", httpRate/floorRate)
-	return nil
+	var seq, keySeq atomic.Int64
+	var mu sync.Mutex
+	res := benchutil.Result{Duration: o.duration, Codes: map[int]int64{}}
+	deadline := time.Now().Add(o.duration)
+	var wg sync.WaitGroup
+	for range o.concurrency {
+		wg.Go(func() {
+			var lat benchutil.Latencies
+			codes := map[int]int64{}
+			for time.Now().Before(deadline) {
+				i := int(seq.Add(1)) + 1_000_000
+				item := outbox.Item{UserID: "user-" + strconv.Itoa(i%o.users), Priority: i % 10,
+					Body: brand.Render("Bench", fmt.Sprintf("Your order %d has shipped", i))}
+				var idem *outbox.Idempotency
+				if idemEvery > 0 && i%idemEvery == 0 {
+					idem = &outbox.Idempotency{Key: "floor-" + strconv.FormatInt(keySeq.Add(1), 10), RequestHash: [32]byte{1}}
+				}
+				t0 := time.Now()
+				results, _, err := ob.Send(context.Background(), "bench", []outbox.Item{item}, idem)
+				switch {
+				case err != nil:
+					codes[500]++
+				case !results[0].Accepted():
+					codes[409]++
+				default:
+					codes[202]++
+					lat = append(lat, time.Since(t0))
+				}
+			}
+			mu.Lock()
+			for c, n := range codes {
+				res.Codes[c] += n
+			}
+			res.Latency = append(res.Latency, lat...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return res
+}
+
+// bareServer is the HTTP stack alone: decode the same body strictly and answer a 202 like Herald's.
+func bareServer() (addr string, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			UserID   string `json:"user_id"`
+			Message  string `json:"message"`
+			Priority int    `json:"priority"`
+		}
+		body, _ := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			http.Error(w, "bad", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = w.Write([]byte(`{"tracking_id":"0195d000-0000-7000-8000-000000000001","status":"queued"}` + "\n"))
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	return ln.Addr().String(), func() { _ = srv.Close() }, nil
+}
+
+func cpuProfile(pprofAddr, file string, d time.Duration) error {
+	res, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pprofAddr, int(d.Seconds())))
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(f, res.Body)
+	return err
 }
 
 func seed(ctx context.Context, st *store.Store, users int) (string, error) {
@@ -157,71 +307,6 @@ func seed(ctx context.Context, st *store.Store, users int) (string, error) {
 		     i2 AS (INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) SELECT 'bench', user_id, 100000 + g, 100000 + g FROM u)
 		INSERT INTO phone_verifications (tenant_id, user_id, status, phone_last4, verified_at) SELECT 'bench', user_id, 'verified', '1234', now() FROM u`, users)
 	return k.Secret, err
-}
-
-// openLoop issues requests at a fixed rate regardless of how fast answers come (no coordinated omission:
-// latency is measured from the intended start).
-func openLoop(send func(int) (int, error), rate int, d time.Duration) (accepted, failed int64, lat benchutil.Latencies) {
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	interval := time.Second / time.Duration(rate)
-	start := time.Now()
-	total := int(d / interval)
-	for i := 0; i < total; i++ {
-		intended := start.Add(time.Duration(i) * interval)
-		if w := time.Until(intended); w > 0 {
-			time.Sleep(w)
-		}
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			code, err := send(i)
-			el := time.Since(intended)
-			mu.Lock()
-			defer mu.Unlock()
-			if err == nil && code == http.StatusAccepted {
-				accepted++
-				lat = append(lat, el)
-			} else {
-				failed++
-			}
-		}(i)
-	}
-	wg.Wait()
-	return
-}
-
-func closedLoop(send func(int) (int, error), concurrency int, d time.Duration) (accepted, failed int64, lat benchutil.Latencies) {
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	var seq atomic.Int64
-	deadline := time.Now().Add(d)
-	for w := 0; w < concurrency; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var local benchutil.Latencies
-			var ok, bad int64
-			for time.Now().Before(deadline) {
-				i := int(seq.Add(1))
-				t0 := time.Now()
-				code, err := send(i)
-				if err == nil && code == http.StatusAccepted {
-					ok++
-					local = append(local, time.Since(t0))
-				} else {
-					bad++
-				}
-			}
-			mu.Lock()
-			accepted += ok
-			failed += bad
-			lat = append(lat, local...)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	return
 }
 
 func freeAddr() (string, error) {
@@ -246,3 +331,4 @@ func waitReady(url string) error {
 	}
 	return fmt.Errorf("ingress not ready at %s", url)
 }
+
