@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -183,7 +182,7 @@ func (r *ApiKeyReconciler) sync(ctx context.Context, key *notifyv1alpha1.ApiKey,
 		for _, k := range owned {
 			revoke = append(revoke, k.ID)
 		}
-	case key.RotationGeneration() > secretRotation(secret, key.RotationGeneration()):
+	case secret != nil && key.RotationDue(secret.Annotations[RotationAnnotation]):
 		eventType, eventReason = corev1.EventTypeNormal, "KeyRotated"
 		why = fmt.Sprintf("rotation %d: minted a new key; the previous key %s stays valid for %s, then is revoked",
 			key.RotationGeneration(), current.Prefix, r.RotationGracePeriod)
@@ -237,7 +236,7 @@ func (r *ApiKeyReconciler) sync(ctx context.Context, key *notifyv1alpha1.ApiKey,
 			expired = append(expired, k.ID)
 			continue
 		}
-		requeue = min(requeue, exp.Sub(now)+100*time.Millisecond)
+		requeue = notifyv1alpha1.CheckAfter(now, *exp, requeue)
 		want := store.KeyState{Label: desired.Label, Disabled: desired.Disabled, ExpiresAt: exp}
 		if k.State.Equal(want) {
 			continue
@@ -284,9 +283,7 @@ func (r *ApiKeyReconciler) sync(ctx context.Context, key *notifyv1alpha1.ApiKey,
 	default:
 		key.SetCondition(notifyv1alpha1.ConditionReady, metav1.ConditionTrue, notifyv1alpha1.ReasonKeyActive,
 			fmt.Sprintf("key %s is active", current.Prefix))
-		if key.Spec.ExpiresAt != nil {
-			requeue = min(requeue, key.Spec.ExpiresAt.Sub(now)+100*time.Millisecond)
-		}
+		requeue = key.ExpiryCheckAfter(now, requeue)
 	}
 	key.Status.ObservedGeneration = key.Generation
 	return ctrl.Result{RequeueAfter: requeue}, nil
@@ -334,17 +331,6 @@ func (r *ApiKeyReconciler) readSecret(ctx context.Context, key *notifyv1alpha1.A
 	return secret, nil
 }
 
-// secretRotation is the rotation generation recorded on the Secret, or fallback when it has none.
-func secretRotation(secret *corev1.Secret, fallback int64) int64 {
-	if secret == nil {
-		return fallback
-	}
-	if g, err := strconv.ParseInt(secret.Annotations[RotationAnnotation], 10, 64); err == nil {
-		return g
-	}
-	return fallback
-}
-
 // writeSecret creates the Secret or brings it to what it should hold; it writes only when it differs.
 func (r *ApiKeyReconciler) writeSecret(ctx context.Context, key *notifyv1alpha1.ApiKey, secret *corev1.Secret, value, prefix string) error {
 	create := secret == nil
@@ -359,7 +345,7 @@ func (r *ApiKeyReconciler) writeSecret(ctx context.Context, key *notifyv1alpha1.
 	if secret.Annotations == nil {
 		secret.Annotations = map[string]string{}
 	}
-	secret.Annotations[RotationAnnotation] = strconv.FormatInt(key.RotationGeneration(), 10)
+	secret.Annotations[RotationAnnotation] = key.FormatRotation()
 	data := map[string][]byte{
 		notifyv1alpha1.SecretKeyAPIKey: []byte(value),
 		notifyv1alpha1.SecretKeyTenant: []byte(key.Spec.Tenant),

@@ -67,7 +67,7 @@ func (r *TenantReconciler) sync(ctx context.Context, tenant *notifyv1alpha1.Tena
 		ID:            tenant.Name,
 		DeveloperName: tenant.Spec.DisplayName,
 		Suspended:     tenant.Spec.Suspended,
-		Developers:    tenant.Spec.Developers,
+		Developers:    tenant.KeyStoreDevelopers(),
 	})
 	if err != nil {
 		tenant.SetAsFailed(notifyv1alpha1.ReasonKeyStoreUnavailable, "the key store is unavailable: "+err.Error())
