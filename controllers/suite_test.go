@@ -70,6 +70,13 @@ func run(m *testing.M) int {
 	return pgtest.Run(m)
 }
 
+// randomSuffix makes names unique to a test: six hex digits.
+func randomSuffix() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // harness is one running operator over a fresh database.
@@ -83,8 +90,8 @@ type harness struct {
 	tenants []string
 }
 
-// start runs the real manager (both reconcilers) with opts; the resync and grace default to short test
-// values. Everything the test created through the harness is deleted (finalizers included) before the
+// start runs the real manager (both reconcilers) with opts, as envtest's admin unless opts.RestConfig
+// says otherwise; the resync and grace default to short test values. Everything the test created through the harness is deleted (finalizers included) before the
 // manager stops.
 func start(t *testing.T, opts operator.Options) *harness {
 	t.Helper()
@@ -98,7 +105,11 @@ func start(t *testing.T, opts operator.Options) *harness {
 	opts.MetricsAddr, opts.ProbeAddr = "0", "0"
 	opts.SkipControllerNameValidation = true
 	opts.Logger = logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	mgr, err := operator.NewManager(restConfig, st, opts)
+	cfg := restConfig
+	if opts.RestConfig != nil {
+		cfg = opts.RestConfig // the operator as a ServiceAccount (internal/rbactest)
+	}
+	mgr, err := operator.NewManager(cfg, st, opts)
 	if err != nil {
 		t.Fatalf("creating the manager: %v", err)
 	}
@@ -106,9 +117,7 @@ func start(t *testing.T, opts operator.Options) *harness {
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	h := &harness{t: t, ctx: context.Background(), st: st, dbURL: url, suffix: hex.EncodeToString(b)}
+	h := &harness{t: t, ctx: context.Background(), st: st, dbURL: url, suffix: randomSuffix()}
 	h.ns = "ns-" + h.suffix
 	h.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: h.ns}})
 	t.Cleanup(func() {

@@ -12,12 +12,10 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -173,12 +171,9 @@ func NewManager(cfg *rest.Config, st *store.Store, opts Options) (manager.Manage
 		LeaderElectionID:              opts.LeaderElectionID,
 		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
-		Cache: cache.Options{
-			// Only the Secrets the operator writes are cached (and watched), not every Secret of the cluster.
-			ByObject: map[client.Object]cache.ByObject{
-				&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{controllers.ManagedByLabel: controllers.ManagedByValue})},
-			},
-		},
+		// Secrets are never cached: the operator may read them only in the namespaces it was granted, where
+		// it reads them from the API server and watches their metadata (controllers.SecretWatcher).
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("while creating the manager: %w", err)
@@ -193,11 +188,19 @@ func NewManager(cfg *rest.Config, st *store.Store, opts Options) (manager.Manage
 	if err := tenants.SetupWithManager(mgr, copts); err != nil {
 		return nil, fmt.Errorf("while setting up the Tenant controller: %w", err)
 	}
+	secrets, err := controllers.NewSecretWatcher(cfg, opts.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("while setting up the Secret watches: %w", err)
+	}
+	if err := mgr.Add(secrets); err != nil {
+		return nil, fmt.Errorf("while adding the Secret watches: %w", err)
+	}
 	keys := &controllers.ApiKeyReconciler{
 		Client:              mgr.GetClient(),
 		APIReader:           mgr.GetAPIReader(),
 		Store:               st,
 		Recorder:            mgr.GetEventRecorder("herald-operator"),
+		Secrets:             secrets,
 		RotationGracePeriod: opts.RotationGracePeriod,
 		ResyncPeriod:        opts.ResyncPeriod,
 	}
