@@ -4,7 +4,8 @@
 #     crds.enabled renders it and crds.keep adds helm.sh/resource-policy: keep (cert-manager style);
 #   - the rules of each ClusterRole of config/rbac/role.yaml (from the kubebuilder RBAC markers) become the
 #     rules of the chart's ClusterRole of the same purpose (herald-operator: the operator's own;
-#     herald-operator-secrets: what it is granted per API-key namespace), and those of
+#     herald-operator-secrets: what it is granted per API-key namespace; herald-operator-metrics-reader: what
+#     a scraper of its /metrics needs), and those of
 #     config/rbac/leader_election_role.yaml its leader-election Role's, in
 #     charts/herald/templates/_operator-rules.tpl.
 #
@@ -99,6 +100,11 @@ render_rules() {
 	echo "{{/* The rules on Secrets the operator is granted in each API-key namespace: herald-operator-secrets in $ROLE. */}}"
 	echo '{{- define "herald.operatorSecretsRules" -}}'
 	rules_of "$ROLE" herald-operator-secrets
+	echo '{{- end }}'
+	echo
+	echo "{{/* What a scraper of the operator's /metrics needs: herald-operator-metrics-reader in $ROLE. */}}"
+	echo '{{- define "herald.operatorMetricsReaderRules" -}}'
+	rules_of "$ROLE" herald-operator-metrics-reader
 	echo '{{- end }}'
 	echo
 	echo "{{/* The operator's leader-election Role's rules: $LEADER_ELECTION_ROLE. */}}"

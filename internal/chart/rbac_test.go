@@ -12,17 +12,19 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// permission is one (apiGroup, resource, verb) a rule grants; rules are compared as sets of these, so the
-// grouping of rules does not matter.
-type permission struct{ group, resource, verb, resourceName string }
+// permission is one (apiGroup, resource, verb) a rule grants, or (url, verb) for a non-resource URL;
+// rules are compared as sets of these, so the grouping of rules does not matter.
+type permission struct{ group, resource, verb, resourceName, url string }
 
 func permissions(t *testing.T, rules []any) map[permission]bool {
 	t.Helper()
 	out := map[permission]bool{}
 	for _, r := range rules {
 		rule := r.(map[string]any)
-		if rule["nonResourceURLs"] != nil {
-			t.Errorf("rule grants non-resource URLs: %v", rule)
+		for _, u := range stringList(rule["nonResourceURLs"]) {
+			for _, v := range stringList(rule["verbs"]) {
+				out[permission{verb: v, url: u}] = true
+			}
 		}
 		names := stringList(rule["resourceNames"])
 		if len(names) == 0 {
@@ -32,7 +34,7 @@ func permissions(t *testing.T, rules []any) map[permission]bool {
 			for _, res := range stringList(rule["resources"]) {
 				for _, v := range stringList(rule["verbs"]) {
 					for _, n := range names {
-						out[permission{g, res, v, n}] = true
+						out[permission{group: g, resource: res, verb: v, resourceName: n}] = true
 					}
 				}
 			}
@@ -85,7 +87,8 @@ func diffPermissions(want, got map[permission]bool) string {
 // TestOperatorClusterRolesAreWhatTheirMarkersAskFor compares the chart's ClusterRoles with those of
 // config/rbac/role.yaml, which controller-gen writes from the +kubebuilder:rbac markers: herald-operator
 // (the operator's own, <fullname>-operator in the chart) and every other roleName of the markers
-// (herald-operator-secrets: <fullname>-operator-secrets).
+// (herald-operator-secrets: <fullname>-operator-secrets; herald-operator-metrics-reader:
+// <fullname>-operator-metrics-reader).
 func TestOperatorClusterRolesAreWhatTheirMarkersAskFor(t *testing.T) {
 	path := filepath.Join(repoRoot(t), "config", "rbac", "role.yaml")
 	config := rolesOfFile(t, path)
@@ -164,11 +167,11 @@ func TestOnlyTheOperatorTalksToTheKubernetesAPI(t *testing.T) {
 	operatorSA := releaseName + "-operator"
 	leaderElection := map[permission]bool{}
 	for _, v := range []string{"get", "list", "watch", "create", "update", "patch", "delete"} {
-		leaderElection[permission{"coordination.k8s.io", "leases", v, ""}] = true
+		leaderElection[permission{group: "coordination.k8s.io", resource: "leases", verb: v}] = true
 	}
 	for _, v := range []string{"create", "patch"} {
-		leaderElection[permission{"", "events", v, ""}] = true
-		leaderElection[permission{"events.k8s.io", "events", v, ""}] = true
+		leaderElection[permission{resource: "events", verb: v}] = true
+		leaderElection[permission{group: "events.k8s.io", resource: "events", verb: v}] = true
 	}
 	for _, vs := range valueSets {
 		t.Run(vs.name, func(t *testing.T) {

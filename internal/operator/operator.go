@@ -4,10 +4,13 @@ package operator
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -19,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
@@ -28,7 +32,7 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultMetricsAddr         = ":8080"
+	DefaultMetricsAddr         = ":8443"
 	DefaultProbeAddr           = ":8081"
 	DefaultLeaderElectionID    = "herald-operator.notify.herald.dev"
 	DefaultRotationGracePeriod = 24 * time.Hour
@@ -40,8 +44,15 @@ const (
 type Options struct {
 	// DatabaseURL is the PostgreSQL URL of the key store (HERALD_DATABASE_URL). Required.
 	DatabaseURL string
-	// MetricsAddr serves Prometheus metrics at /metrics; "0" disables it.
+	// MetricsAddr serves Prometheus metrics at /metrics; "0" disables it. They are served over HTTPS to
+	// callers whose bearer token the API server authenticates (TokenReview) and authorizes for a get of
+	// the non-resource URL /metrics (SubjectAccessReview), unless InsecureMetrics.
 	MetricsAddr string
+	// InsecureMetrics serves /metrics over plain HTTP to anyone who can reach it.
+	InsecureMetrics bool
+	// MetricsCertDir holds tls.crt and tls.key for /metrics, reloaded when they change; empty: a
+	// self-signed certificate made at start.
+	MetricsCertDir string
 	// ProbeAddr serves /healthz and /readyz; "0" disables it.
 	ProbeAddr string
 	// LeaderElection makes replicas elect one active operator through a Lease.
@@ -107,8 +118,47 @@ func (o *Options) validateManager() error {
 		return fmt.Errorf("the resync period must be at least 1s, got %s", o.ResyncPeriod)
 	case o.MaxDBConns < 1:
 		return fmt.Errorf("the maximum number of database connections must be at least 1, got %d", o.MaxDBConns)
+	case o.MetricsCertDir != "" && o.InsecureMetrics:
+		return errors.New("a metrics certificate directory needs secure metrics (--metrics-secure)")
+	}
+	if o.MetricsCertDir != "" {
+		// controller-runtime would quietly fall back to a self-signed certificate.
+		for _, f := range []string{metricsCertName, metricsKeyName} {
+			if _, err := os.Stat(filepath.Join(o.MetricsCertDir, f)); err != nil {
+				return fmt.Errorf("the metrics certificate directory %s has no %s: %w", o.MetricsCertDir, f, err)
+			}
+		}
 	}
 	return nil
+}
+
+// Files of Options.MetricsCertDir, as a kubernetes.io/tls Secret (cert-manager's, for one) names them.
+const (
+	metricsCertName = "tls.crt"
+	metricsKeyName  = "tls.key"
+)
+
+// The operator's own permissions for authenticating and authorizing scrapers of /metrics, and the
+// ClusterRole a scraper's ServiceAccount is bound to:
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+// +kubebuilder:rbac:urls=/metrics,verbs=get,roleName=herald-operator-metrics-reader
+
+// metricsOptions serves /metrics the way kubebuilder v4 scaffolds do: HTTPS with authentication and
+// authorization by the API server, HTTP/1.1 only (HTTP/2 Rapid Reset, CVE-2023-44487).
+func metricsOptions(o Options) metricsserver.Options {
+	if o.InsecureMetrics {
+		return metricsserver.Options{BindAddress: o.MetricsAddr}
+	}
+	return metricsserver.Options{
+		BindAddress:    o.MetricsAddr,
+		SecureServing:  true,
+		FilterProvider: filters.WithAuthenticationAndAuthorization,
+		CertDir:        o.MetricsCertDir,
+		CertName:       metricsCertName,
+		KeyName:        metricsKeyName,
+		TLSOpts:        []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
+	}
 }
 
 // Run runs the operator until ctx is cancelled. PostgreSQL need not be up at start: reconcilers report
@@ -135,7 +185,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	opts.Logger.Info("starting the operator", "leaderElection", opts.LeaderElection,
+	opts.Logger.Info("starting the operator", "leaderElection", opts.LeaderElection, "secureMetrics", !opts.InsecureMetrics,
 		"rotationGracePeriod", opts.RotationGracePeriod.String(), "resyncPeriod", opts.ResyncPeriod.String())
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("while running the operator: %w", err)
@@ -165,7 +215,7 @@ func NewManager(cfg *rest.Config, st *store.Store, opts Options) (manager.Manage
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        Scheme(),
 		Logger:                        opts.Logger,
-		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
+		Metrics:                       metricsOptions(opts),
 		HealthProbeBindAddress:        opts.ProbeAddr,
 		LeaderElection:                opts.LeaderElection,
 		LeaderElectionID:              opts.LeaderElectionID,

@@ -3,6 +3,18 @@
 {{/* The operator ClusterRole's rules: herald-operator in config/rbac/role.yaml. */}}
 {{- define "herald.operatorRules" -}}
 - apiGroups:
+  - authentication.k8s.io
+  resources:
+  - tokenreviews
+  verbs:
+  - create
+- apiGroups:
+  - authorization.k8s.io
+  resources:
+  - subjectaccessreviews
+  verbs:
+  - create
+- apiGroups:
   - events.k8s.io
   resources:
   - events
@@ -49,6 +61,14 @@
   - watch
 {{- end }}
 
+{{/* What a scraper of the operator's /metrics needs: herald-operator-metrics-reader in config/rbac/role.yaml. */}}
+{{- define "herald.operatorMetricsReaderRules" -}}
+- nonResourceURLs:
+  - /metrics
+  verbs:
+  - get
+{{- end }}
+
 {{/* The operator's leader-election Role's rules: config/rbac/leader_election_role.yaml. */}}
 {{- define "herald.leaderElectionRules" -}}
 - apiGroups:
@@ -63,6 +83,7 @@
   - update
   - patch
 - apiGroups:
+  - ""
   - events.k8s.io
   resources:
   - events
