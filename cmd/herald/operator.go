@@ -56,6 +56,7 @@ func runOperator(ctx context.Context, args []string, _, stderr io.Writer) error 
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", env("HERALD_LEADER_ELECTION_NAMESPACE", ""), "namespace of the Lease; default: the pod's (env HERALD_LEADER_ELECTION_NAMESPACE)")
 	fs.DurationVar(&o.RotationGracePeriod, "rotation-grace-period", envDuration("HERALD_ROTATION_GRACE_PERIOD", 24*time.Hour), "how long a rotated-out key keeps working (env HERALD_ROTATION_GRACE_PERIOD)")
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", envDuration("HERALD_RESYNC_PERIOD", 5*time.Minute), "how often every object is checked against the key store (env HERALD_RESYNC_PERIOD)")
+	fs.DurationVar(&o.OrphanGracePeriod, "orphan-grace-period", envDuration("HERALD_ORPHAN_GRACE_PERIOD", 10*time.Minute), "how long the keys of an ApiKey that no longer exists stay before they are revoked (env HERALD_ORPHAN_GRACE_PERIOD)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

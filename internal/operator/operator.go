@@ -37,6 +37,7 @@ const (
 	DefaultLeaderElectionID    = "herald-operator.notify.herald.dev"
 	DefaultRotationGracePeriod = 24 * time.Hour
 	DefaultResyncPeriod        = 5 * time.Minute
+	DefaultOrphanGracePeriod   = 10 * time.Minute
 	DefaultMaxDBConns          = 4
 )
 
@@ -66,6 +67,9 @@ type Options struct {
 	// ResyncPeriod is how often every object is checked against the key store, repairing changes made
 	// to it by hand.
 	ResyncPeriod time.Duration
+	// OrphanGracePeriod is how long the keys of an ApiKey that no longer exists (deleted without its
+	// finalizer) must be seen so before they are revoked.
+	OrphanGracePeriod time.Duration
 	// MaxDBConns caps the PostgreSQL connections.
 	MaxDBConns int32
 	// RestConfig reaches the API server; nil: the in-cluster config or the kubeconfig
@@ -97,6 +101,9 @@ func (o *Options) setDefaults() {
 	if o.MaxDBConns == 0 {
 		o.MaxDBConns = DefaultMaxDBConns
 	}
+	if o.OrphanGracePeriod == 0 {
+		o.OrphanGracePeriod = DefaultOrphanGracePeriod
+	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.FromSlogHandler(slog.Default().Handler())
 	}
@@ -116,6 +123,8 @@ func (o *Options) validateManager() error {
 		return fmt.Errorf("the rotation grace period must not be negative, got %s", o.RotationGracePeriod)
 	case o.ResyncPeriod < time.Second:
 		return fmt.Errorf("the resync period must be at least 1s, got %s", o.ResyncPeriod)
+	case o.OrphanGracePeriod < time.Second:
+		return fmt.Errorf("the orphan grace period must be at least 1s, got %s", o.OrphanGracePeriod)
 	case o.MaxDBConns < 1:
 		return fmt.Errorf("the maximum number of database connections must be at least 1, got %d", o.MaxDBConns)
 	case o.MetricsCertDir != "" && o.InsecureMetrics:
@@ -186,7 +195,8 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	opts.Logger.Info("starting the operator", "leaderElection", opts.LeaderElection, "secureMetrics", !opts.InsecureMetrics,
-		"rotationGracePeriod", opts.RotationGracePeriod.String(), "resyncPeriod", opts.ResyncPeriod.String())
+		"rotationGracePeriod", opts.RotationGracePeriod.String(), "resyncPeriod", opts.ResyncPeriod.String(),
+		"orphanGracePeriod", opts.OrphanGracePeriod.String())
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("while running the operator: %w", err)
 	}
@@ -205,7 +215,8 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
-// NewManager builds the manager with both reconcilers on st; Run starts it. Tests use it to run the real
+// NewManager builds the manager with both reconcilers, the Secret watches and the orphan sweep on st; Run
+// starts it. Tests use it to run the real
 // manager against envtest.
 func NewManager(cfg *rest.Config, st *store.Store, opts Options) (manager.Manager, error) {
 	opts.setDefaults()
@@ -256,6 +267,15 @@ func NewManager(cfg *rest.Config, st *store.Store, opts Options) (manager.Manage
 	}
 	if err := keys.SetupWithManager(context.Background(), mgr, copts); err != nil {
 		return nil, fmt.Errorf("while setting up the ApiKey controller: %w", err)
+	}
+	if err := mgr.Add(&controllers.OrphanSweeper{
+		APIReader:   mgr.GetAPIReader(),
+		Store:       st,
+		Recorder:    mgr.GetEventRecorder("herald-operator"),
+		Log:         opts.Logger.WithName("orphan-sweep"),
+		GracePeriod: opts.OrphanGracePeriod,
+	}); err != nil {
+		return nil, fmt.Errorf("while adding the orphan sweep: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("while adding the health check: %w", err)

@@ -81,6 +81,7 @@ func TestRunRejectsInvalidOptions(t *testing.T) {
 		{operator.Options{DatabaseURL: "postgres://x", RotationGracePeriod: -time.Second}, "the rotation grace period must not be negative, got -1s"},
 		{operator.Options{DatabaseURL: "postgres://x", ResyncPeriod: time.Millisecond}, "the resync period must be at least 1s, got 1ms"},
 		{operator.Options{DatabaseURL: "postgres://x", MaxDBConns: -1}, "the maximum number of database connections must be at least 1, got -1"},
+		{operator.Options{DatabaseURL: "postgres://x", OrphanGracePeriod: time.Millisecond}, "the orphan grace period must be at least 1s, got 1ms"},
 		{operator.Options{DatabaseURL: "postgres://x", MetricsCertDir: "/nonexistent"}, "the metrics certificate directory /nonexistent has no tls.crt: stat /nonexistent/tls.crt: no such file or directory"},
 		{operator.Options{DatabaseURL: "postgres://x", MetricsCertDir: "/tmp", InsecureMetrics: true}, "a metrics certificate directory needs secure metrics (--metrics-secure)"},
 	}

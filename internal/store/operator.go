@@ -380,3 +380,32 @@ func (s *Store) RevokeOwnerKeys(ctx context.Context, ownerRef string) (int64, er
 	}
 	return tag.RowsAffected(), nil
 }
+
+// OperatorKey is an unrevoked key some ApiKey object manages (owner_ref "k8s:…"), as the orphan sweep of
+// the operator looks at it.
+type OperatorKey struct {
+	ID       string
+	OwnerRef string
+	TenantID string
+	Prefix   string
+}
+
+// OperatorKeys lists the unrevoked keys whose owner_ref the operator writes ("k8s:" prefix). Keys made
+// with the admin CLI (owner_ref NULL) are never among them.
+func (s *Store) OperatorKeys(ctx context.Context) ([]OperatorKey, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `
+SELECT id::text, owner_ref, tenant_id, prefix
+  FROM api_keys
+ WHERE owner_ref IS NOT NULL AND starts_with(owner_ref, 'k8s:') AND revoked_at IS NULL
+ ORDER BY owner_ref, created_at, id`)
+	if err != nil {
+		return nil, translate(err, "listing the operator's keys")
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowToStructByPos[OperatorKey])
+	if err != nil {
+		return nil, translate(err, "listing the operator's keys")
+	}
+	return keys, nil
+}
