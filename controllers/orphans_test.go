@@ -14,6 +14,7 @@ import (
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
 	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/operator"
+	"github.com/heraldhq/herald/internal/rbactest"
 	"github.com/heraldhq/herald/internal/store"
 )
 
@@ -40,11 +41,13 @@ func (h *harness) cliKey(tenant string) apikey.Key {
 // An ApiKey deleted while the operator was down, its finalizer removed by hand, leaves a live key in the
 // key store. The operator that starts next (cold caches) revokes it once the ApiKey has been missing for
 // the orphan grace period, and says so on the Tenant; the keys of ApiKeys that exist, and the admin CLI's,
-// are left alone.
+// are left alone. The operator runs as its ServiceAccount: config/rbac allows what the sweep does.
 func TestKeysOfAnApiKeyDeletedWithoutItsFinalizerAreRevokedAfterTheGracePeriod(t *testing.T) {
 	const grace = 3 * time.Second
-	opts := operator.Options{OrphanGracePeriod: grace}
+	id := rbactest.Install(t, k8s, restConfig, "herald-orphan-"+randomSuffix())
+	opts := operator.Options{OrphanGracePeriod: grace, RestConfig: id.Config}
 	h := start(t, opts)
+	id.GrantSecrets(h.ns)
 	tn := h.tenant("acme")
 	gone := h.apiKey("gone", tn.Name)
 	stays := h.apiKey("stays", tn.Name)

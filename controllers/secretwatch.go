@@ -105,17 +105,6 @@ func (w *SecretWatcher) Forget(ns string) {
 	}
 }
 
-// Watching lists the namespaces watched now.
-func (w *SecretWatcher) Watching() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := make([]string, 0, len(w.watching))
-	for ns := range w.watching {
-		out = append(out, ns)
-	}
-	return out
-}
-
 // start runs the informer of one namespace; w.mu is held.
 func (w *SecretWatcher) start(ns string) {
 	ctx, cancel := context.WithCancel(w.ctx)
