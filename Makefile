@@ -62,9 +62,13 @@ docker-build: ## Build the container image $(IMAGE)
 manifests: ## Regenerate CRDs (config/crd), the operator's ClusterRole (config/rbac) and deepcopy (api/)
 	hack/manifests.sh generate
 
+FUZZTIME ?= 5m
+
 .PHONY: fuzz
-fuzz: ## Fuzz the messenger update parser for 5 minutes (make test runs the seed corpus)
-	$(GO) test -run '^$$' -fuzz FuzzParseUpdate -fuzztime 5m ./internal/updates/
+fuzz: ## Fuzz the messenger update parser, then the operator's reading of ApiKey and Tenant specs, FUZZTIME (5m) each (make test runs the seed corpora)
+	$(GO) test -run '^$$' -fuzz FuzzParseUpdate -fuzztime $(FUZZTIME) ./internal/updates/
+	$(GO) test -run '^$$' -fuzz '^FuzzApiKeySpec$$' -fuzztime $(FUZZTIME) ./api/v1alpha1/
+	$(GO) test -run '^$$' -fuzz '^FuzzTenantSpec$$' -fuzztime $(FUZZTIME) ./api/v1alpha1/
 
 ##@ Benchmarks (figures go to docs/benchmarks.md)
 

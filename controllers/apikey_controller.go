@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
 	"github.com/heraldhq/herald/internal/apikey"
@@ -26,7 +26,7 @@ import (
 )
 
 const (
-	// ManagedByLabel marks the Secrets the operator writes; the operator caches only Secrets carrying it.
+	// ManagedByLabel marks the Secrets the operator writes; the operator watches only Secrets carrying it.
 	ManagedByLabel = "app.kubernetes.io/managed-by"
 	// ManagedByValue is ManagedByLabel's value.
 	ManagedByValue = "herald-operator"
@@ -37,6 +37,9 @@ const (
 	// tenantWait is how often an ApiKey waiting for its Tenant to reach the key store looks again (the
 	// Tenant's status change normally wakes it first).
 	tenantWait = 5 * time.Second
+	// accessWait is how often an ApiKey whose Secret the operator may not touch looks again, so that a
+	// RoleBinding added by a platform team takes effect soon (a change of the ApiKey wakes it at once).
+	accessWait = 30 * time.Second
 )
 
 // ApiKeyReconciler mints the key of an ApiKey into a Secret and keeps its digest, and the columns
@@ -48,6 +51,8 @@ type ApiKeyReconciler struct {
 	APIReader client.Reader
 	Store     *store.Store
 	Recorder  recorder.EventRecorder
+	// Secrets watches the key Secrets of each namespace the operator could read a Secret in.
+	Secrets *SecretWatcher
 	// RotationGracePeriod is how long the previous key keeps working after a rotation.
 	RotationGracePeriod time.Duration
 	// ResyncPeriod is how often a reconciled ApiKey is checked again, to repair the key store.
@@ -58,7 +63,10 @@ type ApiKeyReconciler struct {
 // +kubebuilder:rbac:groups=notify.herald.dev,resources=apikeys/status,verbs=patch
 // +kubebuilder:rbac:groups=notify.herald.dev,resources=apikeys/finalizers,verbs=update
 // +kubebuilder:rbac:groups=notify.herald.dev,resources=tenants,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update
+// Secrets are not in the operator's ClusterRole: the ClusterRole herald-operator-secrets holds what it
+// needs on them, and a platform team binds it in each namespace a Tenant lists (a RoleBinding), so the
+// operator can touch no Secret elsewhere.
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update,roleName=herald-operator-secrets
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile brings the Secret and the key store to the ApiKey's spec.
@@ -132,9 +140,13 @@ func (r *ApiKeyReconciler) sync(ctx context.Context, key *notifyv1alpha1.ApiKey,
 	}
 
 	secret, err := r.readSecret(ctx, key)
+	if apierrors.IsForbidden(err) {
+		return r.secretAccessDenied(key, prevReason, err)
+	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	r.Secrets.Watch(key.Namespace)
 	if secret != nil && !metav1.IsControlledBy(secret, key) {
 		msg := fmt.Sprintf("Secret %q exists and is not owned by this ApiKey; choose another spec.secretName", secret.Name)
 		key.SetAsFailed(notifyv1alpha1.ConditionReady, notifyv1alpha1.ReasonSecretConflict, msg)
@@ -183,7 +195,7 @@ func (r *ApiKeyReconciler) sync(ctx context.Context, key *notifyv1alpha1.ApiKey,
 		for _, k := range owned {
 			revoke = append(revoke, k.ID)
 		}
-	case key.RotationGeneration() > secretRotation(secret, key.RotationGeneration()):
+	case secret != nil && key.RotationDue(secret.Annotations[RotationAnnotation]):
 		eventType, eventReason = corev1.EventTypeNormal, "KeyRotated"
 		why = fmt.Sprintf("rotation %d: minted a new key; the previous key %s stays valid for %s, then is revoked",
 			key.RotationGeneration(), current.Prefix, r.RotationGracePeriod)
@@ -204,7 +216,9 @@ func (r *ApiKeyReconciler) sync(ctx context.Context, key *notifyv1alpha1.ApiKey,
 		logger.Info(why, "prefix", k.Prefix)
 		r.Recorder.Eventf(key, nil, eventType, eventReason, "Mint", "%s (prefix %s)", why, k.Prefix)
 	}
-	if err := r.writeSecret(ctx, key, secret, secretValue, current.Prefix); err != nil {
+	if err := r.writeSecret(ctx, key, secret, secretValue, current.Prefix); apierrors.IsForbidden(err) {
+		return r.secretAccessDenied(key, prevReason, err)
+	} else if err != nil {
 		return ctrl.Result{}, err
 	}
 
@@ -237,7 +251,7 @@ func (r *ApiKeyReconciler) sync(ctx context.Context, key *notifyv1alpha1.ApiKey,
 			expired = append(expired, k.ID)
 			continue
 		}
-		requeue = min(requeue, exp.Sub(now)+100*time.Millisecond)
+		requeue = notifyv1alpha1.CheckAfter(now, *exp, requeue)
 		want := store.KeyState{Label: desired.Label, Disabled: desired.Disabled, ExpiresAt: exp}
 		if k.State.Equal(want) {
 			continue
@@ -284,9 +298,7 @@ func (r *ApiKeyReconciler) sync(ctx context.Context, key *notifyv1alpha1.ApiKey,
 	default:
 		key.SetCondition(notifyv1alpha1.ConditionReady, metav1.ConditionTrue, notifyv1alpha1.ReasonKeyActive,
 			fmt.Sprintf("key %s is active", current.Prefix))
-		if key.Spec.ExpiresAt != nil {
-			requeue = min(requeue, key.Spec.ExpiresAt.Sub(now)+100*time.Millisecond)
-		}
+		requeue = key.ExpiryCheckAfter(now, requeue)
 	}
 	key.Status.ObservedGeneration = key.Generation
 	return ctrl.Result{RequeueAfter: requeue}, nil
@@ -314,6 +326,19 @@ func (r *ApiKeyReconciler) unavailable(key *notifyv1alpha1.ApiKey, prevReason st
 	return ctrl.Result{}, fmt.Errorf("while reconciling ApiKey %s/%s into the key store: %w", key.Namespace, key.Name, err)
 }
 
+// secretAccessDenied records that the operator may not read or write Secrets in the ApiKey's namespace: a
+// platform team must grant it (docs/operator.md, "Permissions"). Nothing is minted or revoked; the
+// ApiKey is looked at again after accessWait (the resync period if shorter), and at once when it or its
+// Tenant changes.
+func (r *ApiKeyReconciler) secretAccessDenied(key *notifyv1alpha1.ApiKey, prevReason string, err error) (ctrl.Result, error) {
+	r.Secrets.Forget(key.Namespace)
+	msg := fmt.Sprintf("the operator may not read or write Secrets in namespace %q: bind the ClusterRole herald-operator-secrets "+
+		"(<release>-operator-secrets with the Helm chart) to its ServiceAccount there with a RoleBinding (%v)", key.Namespace, err)
+	key.SetAsFailed(notifyv1alpha1.ConditionReady, notifyv1alpha1.ReasonSecretAccessDenied, msg)
+	r.warnOnTransition(key, prevReason, notifyv1alpha1.ReasonSecretAccessDenied, msg)
+	return ctrl.Result{RequeueAfter: min(accessWait, r.ResyncPeriod)}, nil
+}
+
 // warnOnTransition emits a Warning event when Ready takes a new reason, not at every retry: a steady
 // state makes no writes.
 func (r *ApiKeyReconciler) warnOnTransition(key *notifyv1alpha1.ApiKey, prevReason, reason, msg string) {
@@ -334,17 +359,6 @@ func (r *ApiKeyReconciler) readSecret(ctx context.Context, key *notifyv1alpha1.A
 	return secret, nil
 }
 
-// secretRotation is the rotation generation recorded on the Secret, or fallback when it has none.
-func secretRotation(secret *corev1.Secret, fallback int64) int64 {
-	if secret == nil {
-		return fallback
-	}
-	if g, err := strconv.ParseInt(secret.Annotations[RotationAnnotation], 10, 64); err == nil {
-		return g
-	}
-	return fallback
-}
-
 // writeSecret creates the Secret or brings it to what it should hold; it writes only when it differs.
 func (r *ApiKeyReconciler) writeSecret(ctx context.Context, key *notifyv1alpha1.ApiKey, secret *corev1.Secret, value, prefix string) error {
 	create := secret == nil
@@ -359,7 +373,7 @@ func (r *ApiKeyReconciler) writeSecret(ctx context.Context, key *notifyv1alpha1.
 	if secret.Annotations == nil {
 		secret.Annotations = map[string]string{}
 	}
-	secret.Annotations[RotationAnnotation] = strconv.FormatInt(key.RotationGeneration(), 10)
+	secret.Annotations[RotationAnnotation] = key.FormatRotation()
 	data := map[string][]byte{
 		notifyv1alpha1.SecretKeyAPIKey: []byte(value),
 		notifyv1alpha1.SecretKeyTenant: []byte(key.Spec.Tenant),
@@ -397,7 +411,8 @@ func (r *ApiKeyReconciler) revokeKeys(ctx context.Context, key *notifyv1alpha1.A
 	return nil
 }
 
-// SetupWithManager registers the reconciler: ApiKeys, the Secrets they own, and their Tenants.
+// SetupWithManager registers the reconciler: ApiKeys, the Secrets they own (through r.Secrets, namespace
+// by namespace), and their Tenants.
 func (r *ApiKeyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ControllerOptions) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &notifyv1alpha1.ApiKey{}, tenantField, func(obj client.Object) []string {
 		return []string{obj.(*notifyv1alpha1.ApiKey).Spec.Tenant}
@@ -406,7 +421,8 @@ func (r *ApiKeyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&notifyv1alpha1.ApiKey{}).
-		Owns(&corev1.Secret{}).
+		WatchesRawSource(source.Channel(r.Secrets.Events(), handler.EnqueueRequestForOwner(
+			mgr.GetScheme(), mgr.GetRESTMapper(), &notifyv1alpha1.ApiKey{}, handler.OnlyControllerOwner()))).
 		Watches(&notifyv1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.keysOfTenant)).
 		WithOptions(opts.controller()).
 		Named("apikey").

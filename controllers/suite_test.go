@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -70,6 +71,13 @@ func run(m *testing.M) int {
 	return pgtest.Run(m)
 }
 
+// randomSuffix makes names unique to a test: six hex digits.
+func randomSuffix() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // harness is one running operator over a fresh database.
@@ -81,14 +89,31 @@ type harness struct {
 	ns      string
 	suffix  string
 	tenants []string
+	// stop stops the running manager and waits for it.
+	stop func()
 }
 
-// start runs the real manager (both reconcilers) with opts; the resync and grace default to short test
-// values. Everything the test created through the harness is deleted (finalizers included) before the
-// manager stops.
+// start runs the real manager (both reconcilers) with opts, as envtest's admin unless opts.RestConfig
+// says otherwise; the resync and grace default to short test values. Everything the test created through
+// the harness is deleted (finalizers included) before the manager stops.
 func start(t *testing.T, opts operator.Options) *harness {
 	t.Helper()
 	st, url := pgtest.NewStore(t)
+	h := &harness{t: t, ctx: context.Background(), st: st, dbURL: url, suffix: randomSuffix()}
+	h.run(opts)
+	h.ns = "ns-" + h.suffix
+	h.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: h.ns}})
+	t.Cleanup(func() {
+		h.cleanup()
+		h.stop()
+	})
+	return h
+}
+
+// run starts a manager over the harness's database; h.stop stops it. A test may stop the operator and
+// run a new one (a restart: a new process with cold caches).
+func (h *harness) run(opts operator.Options) {
+	h.t.Helper()
 	if opts.ResyncPeriod == 0 {
 		opts.ResyncPeriod = time.Second
 	}
@@ -98,27 +123,26 @@ func start(t *testing.T, opts operator.Options) *harness {
 	opts.MetricsAddr, opts.ProbeAddr = "0", "0"
 	opts.SkipControllerNameValidation = true
 	opts.Logger = logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	mgr, err := operator.NewManager(restConfig, st, opts)
+	cfg := restConfig
+	if opts.RestConfig != nil {
+		cfg = opts.RestConfig // the operator as a ServiceAccount (internal/rbactest)
+	}
+	mgr, err := operator.NewManager(cfg, h.st, opts)
 	if err != nil {
-		t.Fatalf("creating the manager: %v", err)
+		h.t.Fatalf("creating the manager: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	h := &harness{t: t, ctx: context.Background(), st: st, dbURL: url, suffix: hex.EncodeToString(b)}
-	h.ns = "ns-" + h.suffix
-	h.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: h.ns}})
-	t.Cleanup(func() {
-		h.cleanup()
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager stopped with an error: %v", err)
-		}
-	})
-	return h
+	var once sync.Once
+	h.stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				h.t.Errorf("manager stopped with an error: %v", err)
+			}
+		})
+	}
 }
 
 func (h *harness) cleanup() {

@@ -21,8 +21,8 @@ import (
 	"github.com/heraldhq/herald/internal/store"
 )
 
-// TenantReconciler keeps a Tenant's row of the key store equal to its spec and revokes the tenant's keys
-// when the Tenant is deleted.
+// TenantReconciler keeps a Tenant's row of the key store equal to its spec, and revokes the tenant's keys
+// and purges its end users when the Tenant is deleted.
 type TenantReconciler struct {
 	Client   client.Client
 	Store    *store.Store
@@ -44,7 +44,7 @@ func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 
-	if deleting, err := finalize(ctx, r.Client, tenant, r.revokeKeys); deleting {
+	if deleting, err := finalize(ctx, r.Client, tenant, r.purge); deleting {
 		return ctrl.Result{}, err
 	}
 	if err := ensureFinalizer(ctx, r.Client, tenant, nil); err != nil {
@@ -63,18 +63,32 @@ func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 }
 
 func (r *TenantReconciler) sync(ctx context.Context, tenant *notifyv1alpha1.Tenant) (ctrl.Result, error) {
-	wrote, err := r.Store.UpsertTenantFromSpec(ctx, store.TenantRecord{
+	logger := log.FromContext(ctx)
+	w, err := r.Store.UpsertTenantFromSpec(ctx, store.TenantRecord{
 		ID:            tenant.Name,
 		DeveloperName: tenant.Spec.DisplayName,
 		Suspended:     tenant.Spec.Suspended,
-		Developers:    tenant.Spec.Developers,
+		Developers:    tenant.KeyStoreDevelopers(),
+		Incarnation:   string(tenant.UID),
 	})
 	if err != nil {
 		tenant.SetAsFailed(notifyv1alpha1.ReasonKeyStoreUnavailable, "the key store is unavailable: "+err.Error())
 		return ctrl.Result{}, fmt.Errorf("while writing tenant %s to the key store: %w", tenant.Name, err)
 	}
-	if wrote {
-		log.FromContext(ctx).Info("tenant written to the key store", "suspended", tenant.Spec.Suspended)
+	if w.Reincarnated {
+		logger.Info("the key store held an earlier Tenant of this name: purged it", "revokedKeys", w.Purge.RevokedKeys,
+			"users", w.Purge.Users, "idempotencyKeys", w.Purge.IdempotencyKeys)
+		if w.Purge != (store.TenantPurge{}) {
+			// The finalizer purges on deletion; finding something here means the earlier Tenant went
+			// without it (finalizer removed by hand) or something was written after its purge.
+			r.Recorder.Eventf(tenant, nil, corev1.EventTypeWarning, "PreviousTenantPurged", "Purge",
+				"the key store held data of an earlier Tenant named %s (deleted without the operator's finalizer?): "+
+					"revoked %d key(s), removed %d user(s) with their links and verifications, and %d idempotency key(s)",
+				tenant.Name, w.Purge.RevokedKeys, w.Purge.Users, w.Purge.IdempotencyKeys)
+		}
+	}
+	if w.Wrote {
+		logger.Info("tenant written to the key store", "suspended", tenant.Spec.Suspended)
 	}
 	active, err := r.Store.CountActiveKeys(ctx, tenant.Name)
 	if err != nil {
@@ -85,14 +99,23 @@ func (r *TenantReconciler) sync(ctx context.Context, tenant *notifyv1alpha1.Tena
 	return ctrl.Result{RequeueAfter: r.ResyncPeriod}, nil
 }
 
-func (r *TenantReconciler) revokeKeys(ctx context.Context, tenant *notifyv1alpha1.Tenant) error {
+// purge runs when the Tenant is deleted, before its finalizer goes: every key of the tenant is revoked
+// and the tenant suspended (one transaction), then its end users, with their links, link tokens and phone
+// verifications, and its idempotency keys are deleted in batches. A Tenant re-created under the same
+// name starts empty, and notifications still queued for the tenant find no link and end unlinked.
+func (r *TenantReconciler) purge(ctx context.Context, tenant *notifyv1alpha1.Tenant) error {
 	n, err := r.Store.RevokeTenantKeys(ctx, tenant.Name)
 	if err != nil {
 		return fmt.Errorf("while revoking the keys of deleted tenant %s: %w", tenant.Name, err)
 	}
-	log.FromContext(ctx).Info("tenant deleted: keys revoked", "revoked", n)
+	p, err := r.Store.PurgeTenantUsers(ctx, tenant.Name)
+	if err != nil {
+		return fmt.Errorf("while purging the users of deleted tenant %s: %w", tenant.Name, err)
+	}
+	log.FromContext(ctx).Info("tenant deleted: keys revoked, users purged", "revoked", n, "users", p.Users, "idempotencyKeys", p.IdempotencyKeys)
 	r.Recorder.Eventf(tenant, nil, corev1.EventTypeNormal, "KeysRevoked", "Delete",
-		"tenant deleted: revoked %d key(s) in the key store", n)
+		"tenant deleted: revoked %d key(s) in the key store and removed %d user(s) with their links, link tokens and phone verifications",
+		n, p.Users)
 	return nil
 }
 

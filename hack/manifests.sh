@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Generates the operator's Kubernetes manifests and code with controller-gen (pinned, installed into ./bin):
-#   hack/manifests.sh generate   CRDs into config/crd/bases, the RBAC role into config/rbac, deepcopy into api/
+#   hack/manifests.sh generate   CRDs into config/crd/bases, the RBAC roles into config/rbac (from the markers of
+#                                controllers/ and internal/operator/), deepcopy into api/
 #   hack/manifests.sh check      regenerates, then fails if the generated files differ from the committed ones
 set -euo pipefail
 
@@ -20,7 +21,7 @@ generate() {
 	install_controller_gen
 	"$CONTROLLER_GEN" object paths=./api/...
 	"$CONTROLLER_GEN" crd rbac:roleName=herald-operator \
-		paths=./api/... paths=./controllers/... \
+		paths=./api/... paths=./controllers/... paths=./internal/operator/... \
 		output:crd:artifacts:config=config/crd/bases \
 		output:rbac:artifacts:config=config/rbac
 }

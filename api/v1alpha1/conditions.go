@@ -24,6 +24,7 @@ const (
 	ReasonTenantNotReady      = "TenantNotReady"
 	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
 	ReasonSecretConflict      = "SecretConflict"
+	ReasonSecretAccessDenied  = "SecretAccessDenied"
 	ReasonKeyActive           = "KeyActive"
 	ReasonDisabled            = "Disabled"
 	ReasonExpired             = "Expired"

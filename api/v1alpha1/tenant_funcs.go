@@ -12,6 +12,17 @@ func (t *Tenant) AllowsNamespace(ns string) bool {
 	return slices.Contains(t.Spec.ApiKeyNamespaces, ns)
 }
 
+// KeyStoreDevelopers is spec.developers as the key store keeps it: sorted, each id once (the list is a
+// set), never nil.
+func (t *Tenant) KeyStoreDevelopers() []int64 {
+	devs := slices.Clone(t.Spec.Developers)
+	if devs == nil {
+		devs = []int64{}
+	}
+	slices.Sort(devs)
+	return slices.Compact(devs)
+}
+
 // IsInKeyStore reports whether the operator has written the tenant to the key store at least once (a
 // generation was reconciled successfully), so keys can reference it. The row is never deleted, so this
 // stays true through a later key store outage.

@@ -21,6 +21,9 @@ func (c *operatorCmd) Run(e runEnv) error {
 		LeaderElectionNamespace: c.LeaderElectionNamespace,
 		RotationGracePeriod:     c.RotationGracePeriod,
 		ResyncPeriod:            c.ResyncPeriod,
+		OrphanGracePeriod:       c.OrphanGracePeriod,
+		InsecureMetrics:         !c.MetricsSecure,
+		MetricsCertDir:          c.MetricsCertDir,
 		Logger:                  logr.FromSlogHandler(logger.Handler()),
 	})
 }

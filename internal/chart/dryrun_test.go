@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -109,7 +110,19 @@ func TestRenderedObjectsAreAcceptedByAnAPIServer(t *testing.T) {
 
 	for _, vs := range valueSets {
 		t.Run(vs.name, func(t *testing.T) {
-			for _, obj := range objects(t, render(t, vs)) {
+			objs := objects(t, render(t, vs))
+			// The namespaces the release reaches into besides its own (the operator's RoleBindings in the
+			// API-key namespaces) exist before an install.
+			for _, obj := range objs {
+				if obj.GetNamespace() == "" || obj.GetNamespace() == releaseNamespace {
+					continue
+				}
+				_, err := clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: obj.GetNamespace()}}, metav1.CreateOptions{})
+				if err != nil && !apierrors.IsAlreadyExists(err) {
+					t.Fatalf("creating namespace %s: %v", obj.GetNamespace(), err)
+				}
+			}
+			for _, obj := range objs {
 				if err := apply(obj); err != nil {
 					t.Errorf("%s %s rejected: %v", obj.GetKind(), obj.GetName(), err)
 				}

@@ -342,12 +342,15 @@ func (c *Worker) check(p *problems) {
 // operator.Options.
 type Operator struct {
 	Database
-	MetricsAddr             string        `name:"metrics-addr" env:"HERALD_METRICS_ADDR" default:":8080" help:"Prometheus /metrics address; 0 disables it"`
+	MetricsAddr             string        `name:"metrics-addr" env:"HERALD_METRICS_ADDR" default:":8443" help:"Prometheus /metrics address; 0 disables it"`
+	MetricsSecure           bool          `name:"metrics-secure" env:"HERALD_METRICS_SECURE" default:"true" help:"serve /metrics over HTTPS, only to bearer tokens the API server authorizes for get on /metrics; false: plain HTTP to anyone"`
+	MetricsCertDir          string        `name:"metrics-cert-dir" env:"HERALD_METRICS_CERT_DIR" placeholder:"DIR" help:"directory with tls.crt and tls.key for /metrics, reloaded on change; empty: a self-signed certificate"`
 	ProbeAddr               string        `name:"probe-addr" env:"HERALD_PROBE_ADDR" default:":8081" help:"/healthz and /readyz address; 0 disables it"`
 	LeaderElect             bool          `name:"leader-elect" env:"HERALD_LEADER_ELECT" default:"false" help:"elect one active replica through a Lease"`
 	LeaderElectionNamespace string        `name:"leader-election-namespace" env:"HERALD_LEADER_ELECTION_NAMESPACE" placeholder:"NAMESPACE" help:"namespace of the Lease; empty: the pod's"`
 	RotationGracePeriod     time.Duration `name:"rotation-grace-period" env:"HERALD_ROTATION_GRACE_PERIOD" default:"24h" help:"how long a rotated-out key keeps working"`
 	ResyncPeriod            time.Duration `name:"resync-period" env:"HERALD_RESYNC_PERIOD" default:"5m" help:"how often every object is checked against the key store"`
+	OrphanGracePeriod       time.Duration `name:"orphan-grace-period" env:"HERALD_ORPHAN_GRACE_PERIOD" default:"10m" help:"how long the keys of an ApiKey that no longer exists stay before they are revoked"`
 	Log
 }
 

@@ -4,23 +4,25 @@ package operator
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
@@ -30,11 +32,12 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultMetricsAddr         = ":8080"
+	DefaultMetricsAddr         = ":8443"
 	DefaultProbeAddr           = ":8081"
 	DefaultLeaderElectionID    = "herald-operator.notify.herald.dev"
 	DefaultRotationGracePeriod = 24 * time.Hour
 	DefaultResyncPeriod        = 5 * time.Minute
+	DefaultOrphanGracePeriod   = 10 * time.Minute
 	DefaultMaxDBConns          = 4
 )
 
@@ -42,8 +45,15 @@ const (
 type Options struct {
 	// DatabaseURL is the PostgreSQL URL of the key store (HERALD_DATABASE_URL). Required.
 	DatabaseURL string
-	// MetricsAddr serves Prometheus metrics at /metrics; "0" disables it.
+	// MetricsAddr serves Prometheus metrics at /metrics; "0" disables it. They are served over HTTPS to
+	// callers whose bearer token the API server authenticates (TokenReview) and authorizes for a get of
+	// the non-resource URL /metrics (SubjectAccessReview), unless InsecureMetrics.
 	MetricsAddr string
+	// InsecureMetrics serves /metrics over plain HTTP to anyone who can reach it.
+	InsecureMetrics bool
+	// MetricsCertDir holds tls.crt and tls.key for /metrics, reloaded when they change; empty: a
+	// self-signed certificate made at start.
+	MetricsCertDir string
 	// ProbeAddr serves /healthz and /readyz; "0" disables it.
 	ProbeAddr string
 	// LeaderElection makes replicas elect one active operator through a Lease.
@@ -57,6 +67,9 @@ type Options struct {
 	// ResyncPeriod is how often every object is checked against the key store, repairing changes made
 	// to it by hand.
 	ResyncPeriod time.Duration
+	// OrphanGracePeriod is how long the keys of an ApiKey that no longer exists (deleted without its
+	// finalizer) must be seen so before they are revoked.
+	OrphanGracePeriod time.Duration
 	// MaxDBConns caps the PostgreSQL connections.
 	MaxDBConns int32
 	// RestConfig reaches the API server; nil: the in-cluster config or the kubeconfig
@@ -88,6 +101,9 @@ func (o *Options) setDefaults() {
 	if o.MaxDBConns == 0 {
 		o.MaxDBConns = DefaultMaxDBConns
 	}
+	if o.OrphanGracePeriod == 0 {
+		o.OrphanGracePeriod = DefaultOrphanGracePeriod
+	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.FromSlogHandler(slog.Default().Handler())
 	}
@@ -107,10 +123,51 @@ func (o *Options) validateManager() error {
 		return fmt.Errorf("the rotation grace period must not be negative, got %s", o.RotationGracePeriod)
 	case o.ResyncPeriod < time.Second:
 		return fmt.Errorf("the resync period must be at least 1s, got %s", o.ResyncPeriod)
+	case o.OrphanGracePeriod < time.Second:
+		return fmt.Errorf("the orphan grace period must be at least 1s, got %s", o.OrphanGracePeriod)
 	case o.MaxDBConns < 1:
 		return fmt.Errorf("the maximum number of database connections must be at least 1, got %d", o.MaxDBConns)
+	case o.MetricsCertDir != "" && o.InsecureMetrics:
+		return errors.New("a metrics certificate directory needs secure metrics (--metrics-secure)")
+	}
+	if o.MetricsCertDir != "" {
+		// controller-runtime would quietly fall back to a self-signed certificate.
+		for _, f := range []string{metricsCertName, metricsKeyName} {
+			if _, err := os.Stat(filepath.Join(o.MetricsCertDir, f)); err != nil {
+				return fmt.Errorf("the metrics certificate directory %s has no %s: %w", o.MetricsCertDir, f, err)
+			}
+		}
 	}
 	return nil
+}
+
+// Files of Options.MetricsCertDir, as a kubernetes.io/tls Secret (cert-manager's, for one) names them.
+const (
+	metricsCertName = "tls.crt"
+	metricsKeyName  = "tls.key"
+)
+
+// The operator's own permissions for authenticating and authorizing scrapers of /metrics, and the
+// ClusterRole a scraper's ServiceAccount is bound to:
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+// +kubebuilder:rbac:urls=/metrics,verbs=get,roleName=herald-operator-metrics-reader
+
+// metricsOptions serves /metrics the way kubebuilder v4 scaffolds do: HTTPS with authentication and
+// authorization by the API server, HTTP/1.1 only (HTTP/2 Rapid Reset, CVE-2023-44487).
+func metricsOptions(o Options) metricsserver.Options {
+	if o.InsecureMetrics {
+		return metricsserver.Options{BindAddress: o.MetricsAddr}
+	}
+	return metricsserver.Options{
+		BindAddress:    o.MetricsAddr,
+		SecureServing:  true,
+		FilterProvider: filters.WithAuthenticationAndAuthorization,
+		CertDir:        o.MetricsCertDir,
+		CertName:       metricsCertName,
+		KeyName:        metricsKeyName,
+		TLSOpts:        []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
+	}
 }
 
 // Run runs the operator until ctx is cancelled. PostgreSQL need not be up at start: reconcilers report
@@ -137,8 +194,9 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	opts.Logger.Info("starting the operator", "leaderElection", opts.LeaderElection,
-		"rotationGracePeriod", opts.RotationGracePeriod.String(), "resyncPeriod", opts.ResyncPeriod.String())
+	opts.Logger.Info("starting the operator", "leaderElection", opts.LeaderElection, "secureMetrics", !opts.InsecureMetrics,
+		"rotationGracePeriod", opts.RotationGracePeriod.String(), "resyncPeriod", opts.ResyncPeriod.String(),
+		"orphanGracePeriod", opts.OrphanGracePeriod.String())
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("while running the operator: %w", err)
 	}
@@ -157,7 +215,8 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
-// NewManager builds the manager with both reconcilers on st; Run starts it. Tests use it to run the real
+// NewManager builds the manager with both reconcilers, the Secret watches and the orphan sweep on st; Run
+// starts it. Tests use it to run the real
 // manager against envtest.
 func NewManager(cfg *rest.Config, st *store.Store, opts Options) (manager.Manager, error) {
 	opts.setDefaults()
@@ -167,18 +226,15 @@ func NewManager(cfg *rest.Config, st *store.Store, opts Options) (manager.Manage
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        Scheme(),
 		Logger:                        opts.Logger,
-		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
+		Metrics:                       metricsOptions(opts),
 		HealthProbeBindAddress:        opts.ProbeAddr,
 		LeaderElection:                opts.LeaderElection,
 		LeaderElectionID:              opts.LeaderElectionID,
 		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
-		Cache: cache.Options{
-			// Only the Secrets the operator writes are cached (and watched), not every Secret of the cluster.
-			ByObject: map[client.Object]cache.ByObject{
-				&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{controllers.ManagedByLabel: controllers.ManagedByValue})},
-			},
-		},
+		// Secrets are never cached: the operator may read them only in the namespaces it was granted, where
+		// it reads them from the API server and watches their metadata (controllers.SecretWatcher).
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("while creating the manager: %w", err)
@@ -193,16 +249,33 @@ func NewManager(cfg *rest.Config, st *store.Store, opts Options) (manager.Manage
 	if err := tenants.SetupWithManager(mgr, copts); err != nil {
 		return nil, fmt.Errorf("while setting up the Tenant controller: %w", err)
 	}
+	secrets, err := controllers.NewSecretWatcher(cfg, opts.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("while setting up the Secret watches: %w", err)
+	}
+	if err := mgr.Add(secrets); err != nil {
+		return nil, fmt.Errorf("while adding the Secret watches: %w", err)
+	}
 	keys := &controllers.ApiKeyReconciler{
 		Client:              mgr.GetClient(),
 		APIReader:           mgr.GetAPIReader(),
 		Store:               st,
 		Recorder:            mgr.GetEventRecorder("herald-operator"),
+		Secrets:             secrets,
 		RotationGracePeriod: opts.RotationGracePeriod,
 		ResyncPeriod:        opts.ResyncPeriod,
 	}
 	if err := keys.SetupWithManager(context.Background(), mgr, copts); err != nil {
 		return nil, fmt.Errorf("while setting up the ApiKey controller: %w", err)
+	}
+	if err := mgr.Add(&controllers.OrphanSweeper{
+		APIReader:   mgr.GetAPIReader(),
+		Store:       st,
+		Recorder:    mgr.GetEventRecorder("herald-operator"),
+		Log:         opts.Logger.WithName("orphan-sweep"),
+		GracePeriod: opts.OrphanGracePeriod,
+	}); err != nil {
+		return nil, fmt.Errorf("while adding the orphan sweep: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("while adding the health check: %w", err)

@@ -38,13 +38,40 @@ type TenantRecord struct {
 	DeveloperName string
 	Suspended     bool
 	Developers    []int64
+	// Incarnation identifies the Tenant object (its metadata.uid). "" leaves the recorded one as it is.
+	Incarnation string
 }
 
+// TenantWrite is what UpsertTenantFromSpec did.
+type TenantWrite struct {
+	// Wrote: the row was created or changed.
+	Wrote bool
+	// Reincarnated: the row had been written for another incarnation, an earlier Tenant object of the
+	// same name that went without the operator purging it. Its keys were revoked and its end users
+	// purged (Purge) before the row was given the new incarnation.
+	Reincarnated bool
+	Purge        TenantPurge
+}
+
+// TenantPurge counts what was removed from a tenant.
+type TenantPurge struct {
+	RevokedKeys     int64
+	Users           int64 // with their links, link tokens and phone verifications
+	IdempotencyKeys int64
+}
+
+// PurgeBatchSize is how many users (or idempotency keys) one transaction of a purge deletes: locks are
+// held for one batch, not for the whole tenant.
+const PurgeBatchSize = 500
+
 // UpsertTenantFromSpec creates the tenant or brings its row to t. It writes only when a column differs,
-// and reports whether it wrote. Developers are stored sorted: the spec's list is a set.
-func (s *Store) UpsertTenantFromSpec(ctx context.Context, t TenantRecord) (bool, error) {
-	ctx, cancel := withTimeout(ctx)
-	defer cancel()
+// and reports what it did. Developers are stored sorted: the spec's list is a set.
+//
+// When the row records another incarnation than t's, it belonged to a deleted Tenant of the same name:
+// its keys are revoked and its end users purged first, so the new Tenant inherits none of them. The new
+// incarnation is recorded only after the purge, so a purge interrupted half way is resumed next time.
+func (s *Store) UpsertTenantFromSpec(ctx context.Context, t TenantRecord) (TenantWrite, error) {
+	var out TenantWrite
 	devs := slices.Clone(t.Developers)
 	if devs == nil {
 		devs = []int64{}
@@ -53,45 +80,74 @@ func (s *Store) UpsertTenantFromSpec(ctx context.Context, t TenantRecord) (bool,
 	devs = slices.Compact(devs)
 
 	var cur TenantRecord
-	err := s.pool.QueryRow(ctx,
-		`SELECT developer_name, suspended, developers FROM tenants WHERE id = $1`, t.ID,
-	).Scan(&cur.DeveloperName, &cur.Suspended, &cur.Developers)
+	var incarnation *string
+	err := func() error {
+		ctx, cancel := withTimeout(ctx)
+		defer cancel()
+		return s.pool.QueryRow(ctx,
+			`SELECT developer_name, suspended, developers, incarnation FROM tenants WHERE id = $1`, t.ID,
+		).Scan(&cur.DeveloperName, &cur.Suspended, &cur.Developers, &incarnation)
+	}()
 	switch {
 	case err == nil:
-		if cur.DeveloperName == t.DeveloperName && cur.Suspended == t.Suspended && slices.Equal(cur.Developers, devs) {
-			return false, nil
+		if incarnation != nil && t.Incarnation != "" && *incarnation != t.Incarnation {
+			revoked, err := s.revokeTenantKeys(ctx, t.ID, false)
+			if err != nil {
+				return out, err
+			}
+			purge, err := s.PurgeTenantUsers(ctx, t.ID)
+			if err != nil {
+				return out, err
+			}
+			purge.RevokedKeys = revoked
+			out.Reincarnated, out.Purge = true, purge
+		}
+		sameIncarnation := t.Incarnation == "" || (incarnation != nil && *incarnation == t.Incarnation)
+		if cur.DeveloperName == t.DeveloperName && cur.Suspended == t.Suspended && slices.Equal(cur.Developers, devs) && sameIncarnation {
+			return out, nil
 		}
 	case err != pgx.ErrNoRows:
-		return false, translate(err, "reading tenant "+t.ID)
+		return out, translate(err, "reading tenant "+t.ID)
 	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
 	tag, err := s.pool.Exec(ctx, `
-INSERT INTO tenants (id, developer_name, suspended, developers)
-VALUES ($1, $2, $3, $4)
+INSERT INTO tenants (id, developer_name, suspended, developers, incarnation)
+VALUES ($1, $2, $3, $4, NULLIF($5, ''))
 ON CONFLICT (id) DO UPDATE
    SET developer_name = EXCLUDED.developer_name,
        suspended      = EXCLUDED.suspended,
        developers     = EXCLUDED.developers,
+       incarnation    = COALESCE(EXCLUDED.incarnation, tenants.incarnation),
        updated_at     = now()
- WHERE (tenants.developer_name, tenants.suspended, tenants.developers)
-       IS DISTINCT FROM (EXCLUDED.developer_name, EXCLUDED.suspended, EXCLUDED.developers)`,
-		t.ID, t.DeveloperName, t.Suspended, devs)
+ WHERE (tenants.developer_name, tenants.suspended, tenants.developers, tenants.incarnation)
+       IS DISTINCT FROM (EXCLUDED.developer_name, EXCLUDED.suspended, EXCLUDED.developers,
+                         COALESCE(EXCLUDED.incarnation, tenants.incarnation))`,
+		t.ID, t.DeveloperName, t.Suspended, devs, t.Incarnation)
 	if err != nil {
-		return false, translate(err, "upserting tenant "+t.ID)
+		return out, translate(err, "upserting tenant "+t.ID)
 	}
-	return tag.RowsAffected() > 0, nil
+	out.Wrote = tag.RowsAffected() > 0
+	return out, nil
 }
 
 // RevokeTenantKeys revokes every key of the tenant, whoever minted it, and suspends the tenant in the same
 // transaction, so that a key minted concurrently cannot authenticate either. Upserting the tenant again
 // lifts the suspension (the revoked keys stay revoked). It returns how many keys it revoked.
 func (s *Store) RevokeTenantKeys(ctx context.Context, tenantID string) (int64, error) {
+	return s.revokeTenantKeys(ctx, tenantID, true)
+}
+
+func (s *Store) revokeTenantKeys(ctx context.Context, tenantID string, suspend bool) (int64, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	var revoked int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx,
-			`UPDATE tenants SET suspended = true, updated_at = now() WHERE id = $1 AND NOT suspended`, tenantID); err != nil {
-			return err
+		if suspend {
+			if _, err := tx.Exec(ctx,
+				`UPDATE tenants SET suspended = true, updated_at = now() WHERE id = $1 AND NOT suspended`, tenantID); err != nil {
+				return err
+			}
 		}
 		tag, err := tx.Exec(ctx,
 			`UPDATE api_keys SET revoked_at = now(), updated_at = now() WHERE tenant_id = $1 AND revoked_at IS NULL`, tenantID)
@@ -102,6 +158,75 @@ func (s *Store) RevokeTenantKeys(ctx context.Context, tenantID string) (int64, e
 		return 0, translate(err, "revoking the keys of tenant "+tenantID)
 	}
 	return revoked, nil
+}
+
+// PurgeTenantUsers deletes the tenant's end users with their links, link tokens and phone verifications,
+// and its idempotency keys, PurgeBatchSize users (or keys) per transaction. The tenant row, its keys and
+// its notifications stay: a notification still queued finds no link when a worker claims it and ends
+// unlinked. It is safe to run again after an interruption.
+func (s *Store) PurgeTenantUsers(ctx context.Context, tenantID string) (TenantPurge, error) {
+	var out TenantPurge
+	for {
+		n, err := s.purgeUserBatch(ctx, tenantID)
+		if err != nil {
+			return out, translate(err, "purging the users of tenant "+tenantID)
+		}
+		out.Users += n
+		if n < PurgeBatchSize {
+			break
+		}
+	}
+	for {
+		n, err := s.purgeIdempotencyBatch(ctx, tenantID)
+		if err != nil {
+			return out, translate(err, "purging the idempotency keys of tenant "+tenantID)
+		}
+		out.IdempotencyKeys += n
+		if n < PurgeBatchSize {
+			return out, nil
+		}
+	}
+}
+
+// purgeUserBatch deletes up to PurgeBatchSize users of the tenant, and what refers to them, in one
+// transaction, and returns how many users it deleted.
+func (s *Store) purgeUserBatch(ctx context.Context, tenantID string) (int64, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	var n int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx,
+			`SELECT user_id FROM users WHERE tenant_id = $1 ORDER BY user_id LIMIT $2 FOR UPDATE`, tenantID, PurgeBatchSize)
+		if err != nil {
+			return err
+		}
+		users, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil || len(users) == 0 {
+			return err
+		}
+		for _, q := range []string{
+			`DELETE FROM link_tokens WHERE tenant_id = $1 AND user_id = ANY($2)`,
+			`DELETE FROM phone_verifications WHERE tenant_id = $1 AND user_id = ANY($2)`,
+			`DELETE FROM links WHERE tenant_id = $1 AND user_id = ANY($2)`,
+		} {
+			if _, err := tx.Exec(ctx, q, tenantID, users); err != nil {
+				return err
+			}
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM users WHERE tenant_id = $1 AND user_id = ANY($2)`, tenantID, users)
+		n = tag.RowsAffected()
+		return err
+	})
+	return n, err
+}
+
+func (s *Store) purgeIdempotencyBatch(ctx context.Context, tenantID string) (int64, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	tag, err := s.pool.Exec(ctx, `
+DELETE FROM idempotency_keys
+ WHERE tenant_id = $1 AND key IN (SELECT key FROM idempotency_keys WHERE tenant_id = $1 LIMIT $2)`, tenantID, PurgeBatchSize)
+	return tag.RowsAffected(), err
 }
 
 // CountActiveKeys counts the tenant's keys that are neither disabled, revoked nor expired.
@@ -254,4 +379,33 @@ func (s *Store) RevokeOwnerKeys(ctx context.Context, ownerRef string) (int64, er
 		return 0, translate(err, "revoking the keys of "+ownerRef)
 	}
 	return tag.RowsAffected(), nil
+}
+
+// OperatorKey is an unrevoked key some ApiKey object manages (owner_ref "k8s:…"), as the orphan sweep of
+// the operator looks at it.
+type OperatorKey struct {
+	ID       string
+	OwnerRef string
+	TenantID string
+	Prefix   string
+}
+
+// OperatorKeys lists the unrevoked keys whose owner_ref the operator writes ("k8s:" prefix). Keys made
+// with the admin CLI (owner_ref NULL) are never among them.
+func (s *Store) OperatorKeys(ctx context.Context) ([]OperatorKey, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `
+SELECT id::text, owner_ref, tenant_id, prefix
+  FROM api_keys
+ WHERE owner_ref IS NOT NULL AND starts_with(owner_ref, 'k8s:') AND revoked_at IS NULL
+ ORDER BY owner_ref, created_at, id`)
+	if err != nil {
+		return nil, translate(err, "listing the operator's keys")
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowToStructByPos[OperatorKey])
+	if err != nil {
+		return nil, translate(err, "listing the operator's keys")
+	}
+	return keys, nil
 }

@@ -23,17 +23,17 @@ func TestUpsertTenantFromSpecWritesOnlyWhatDiffers(t *testing.T) {
 		return x
 	}
 
-	if wrote, err := s.UpsertTenantFromSpec(ctx, rec); err != nil || !wrote {
-		t.Fatalf("create: wrote=%v err=%v", wrote, err)
+	if w, err := s.UpsertTenantFromSpec(ctx, rec); err != nil || !w.Wrote {
+		t.Fatalf("create: wrote=%v err=%v", w.Wrote, err)
 	}
 	first := xmin()
 	rec.Developers = []int64{1, 3} // the same set, in another order
-	if wrote, err := s.UpsertTenantFromSpec(ctx, rec); err != nil || wrote || xmin() != first {
-		t.Fatalf("same spec: wrote=%v err=%v, row rewritten=%v", wrote, err, xmin() != first)
+	if w, err := s.UpsertTenantFromSpec(ctx, rec); err != nil || w.Wrote || xmin() != first {
+		t.Fatalf("same spec: wrote=%v err=%v, row rewritten=%v", w.Wrote, err, xmin() != first)
 	}
 	rec.Suspended = true
-	if wrote, err := s.UpsertTenantFromSpec(ctx, rec); err != nil || !wrote {
-		t.Fatalf("suspend: wrote=%v err=%v", wrote, err)
+	if w, err := s.UpsertTenantFromSpec(ctx, rec); err != nil || !w.Wrote {
+		t.Fatalf("suspend: wrote=%v err=%v", w.Wrote, err)
 	}
 	var devs []int64
 	var suspended bool

@@ -260,7 +260,8 @@ automountServiceAccountToken: {{ .automount }}
 
 {{/*
 A component's Deployment: (dict "root" $ "component" "worker" "args" (list "worker") "replicas" 2
-"automount" false "ports" (list (dict "name" "http" "port" 8080)) "probePort" "http").
+"automount" false "ports" (list (dict "name" "http" "port" 8080)) "probePort" "http"), optionally "volumes" and
+"volumeMounts" (lists) besides /tmp.
 replicas is left out of the spec when an autoscaler owns it (pass nil).
 */}}
 {{- define "herald.deployment" -}}
@@ -356,6 +357,12 @@ spec:
           volumeMounts:
             - name: tmp
               mountPath: /tmp
+            {{- with .volumeMounts }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
       volumes:
         {{- include "herald.tmpVolume" . | nindent 8 }}
+        {{- with .volumes }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
 {{- end }}

@@ -1,0 +1,168 @@
+package controllers_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
+	"github.com/heraldhq/herald/internal/apikey"
+	"github.com/heraldhq/herald/internal/operator"
+	"github.com/heraldhq/herald/internal/store"
+)
+
+// linkVerifiedUser makes user a linked user of tenant with a verified phone, as the webhook would after a
+// /start and a shared contact, with the link token it redeemed.
+func (h *harness) linkVerifiedUser(tenant, user string, chatID int64) {
+	h.t.Helper()
+	h.exec(`INSERT INTO users (tenant_id, user_id) VALUES ($1, $2)`, tenant, user)
+	h.exec(`INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ($1, $2, $3, $3)`, tenant, user, chatID)
+	h.exec(`INSERT INTO phone_verifications (tenant_id, user_id, status, phone_last4, verified_at) VALUES ($1, $2, 'verified', '1234', now())`, tenant, user)
+	tok := apikey.New() // any 32 random bytes will do as a link token digest
+	h.exec(`INSERT INTO link_tokens (digest, tenant_id, user_id, label, expires_at, used_at) VALUES ($1, $2, $3, 'Acme', now(), now())`,
+		tok.Digest[:], tenant, user)
+	if v, err := h.st.GetVerification(h.ctx, tenant, user); err != nil || v.Status != "verified" {
+		h.t.Fatalf("setting up user %s: verification %+v, %v", user, v, err)
+	}
+}
+
+func (h *harness) queueNotification(tenant, user string) string {
+	h.t.Helper()
+	id := uuid.NewString()
+	h.exec(`INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status) VALUES ($1, 'tenant', $2, $3, 5, 'hi', 'queued')`,
+		id, tenant, user)
+	return id
+}
+
+func (h *harness) deleteTenant(name string) {
+	h.t.Helper()
+	if err := k8s.Delete(h.ctx, &notifyv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		h.t.Fatal(err)
+	}
+	h.eventually(10*time.Second, "Tenant "+name+" gone", func() error {
+		if err := k8s.Get(h.ctx, client.ObjectKey{Name: name}, &notifyv1alpha1.Tenant{}); !isNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
+}
+
+// recreateTenant creates a Tenant of the same name as tn, with tn's spec, and waits until it is ready.
+func (h *harness) recreateTenant(tn *notifyv1alpha1.Tenant) *notifyv1alpha1.Tenant {
+	h.t.Helper()
+	again := &notifyv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: tn.Name}, Spec: tn.Spec}
+	h.create(again)
+	got := h.waitTenant(tn.Name, metav1.ConditionTrue, notifyv1alpha1.ReasonSynced)
+	if got.UID == tn.UID {
+		h.t.Fatalf("the re-created Tenant has the old UID %s", tn.UID)
+	}
+	return got
+}
+
+// assertFreshTenant checks that the re-created tenant knows nothing of the old one's user, and works.
+func (h *harness) assertFreshTenant(tenant, user string, oldKeys []string, queued string, key *notifyv1alpha1.ApiKey) {
+	h.t.Helper()
+	if v, err := h.st.GetVerification(h.ctx, tenant, user); !errors.Is(err, store.ErrNotFound) {
+		h.t.Errorf("GetVerification(%s, %s) after the Tenant was re-created = %+v, %v; want not found", tenant, user, v, err)
+	}
+	var left int
+	if err := h.st.Pool().QueryRow(h.ctx, `
+SELECT (SELECT count(*) FROM users WHERE tenant_id = $1) + (SELECT count(*) FROM links WHERE tenant_id = $1)
+     + (SELECT count(*) FROM link_tokens WHERE tenant_id = $1) + (SELECT count(*) FROM phone_verifications WHERE tenant_id = $1)`,
+		tenant).Scan(&left); err != nil || left != 0 {
+		h.t.Errorf("%d user, link, link token or verification rows of the old tenant left (%v)", left, err)
+	}
+	for _, k := range oldKeys {
+		if h.usable(k) {
+			h.t.Errorf("key %s of the old tenant authenticates for the new one", k[:apikey.PrefixLen])
+		}
+	}
+	// A notification queued for the old tenant's user finds no link when a worker claims it: it ends
+	// unlinked (worker: a tenant notification without chat), it never reaches the old chat.
+	d, err := h.st.ClaimDelivery(h.ctx, queued, time.Minute)
+	if err != nil {
+		h.t.Fatalf("claiming the notification queued before the deletion: %v", err)
+	}
+	if d.ChatID != 0 {
+		h.t.Errorf("the notification queued before the deletion would go to chat %d, want none", d.ChatID)
+	}
+
+	// The new tenant works: its ApiKey gets a new key, which authenticates, and the same user id can
+	// start over.
+	var fresh string
+	h.eventually(10*time.Second, "a new key for the re-created tenant", func() error {
+		got := h.getKey(key)
+		if err := condition(got.Status.Conditions, got.Generation, notifyv1alpha1.ConditionReady, metav1.ConditionTrue, notifyv1alpha1.ReasonKeyActive); err != nil {
+			return err
+		}
+		fresh = h.secretKey(key)
+		if !h.usable(fresh) {
+			return fmt.Errorf("the key in the Secret (%s) does not authenticate", fresh[:apikey.PrefixLen])
+		}
+		return nil
+	})
+	tok := apikey.New()
+	if _, err := h.st.CreateLinkToken(h.ctx, tenant, user, tok.Digest, "Acme"); err != nil {
+		h.t.Fatalf("a link token for %s under the re-created tenant: %v", user, err)
+	}
+	if v, err := h.st.GetVerification(h.ctx, tenant, user); err != nil || v.Status != "unverified" {
+		h.t.Errorf("the user starting over: verification %+v, %v; want unverified", v, err)
+	}
+}
+
+// A Tenant deleted and re-created under the same name is a new tenant: the deletion revokes the keys and
+// purges the users, their links, link tokens and verifications, so the new Tenant inherits none of them.
+func TestARecreatedTenantInheritsNothingOfTheDeletedOne(t *testing.T) {
+	h := start(t, operator.Options{})
+	tn := h.tenant("acme")
+	key := h.apiKey("app", tn.Name)
+	h.waitKey(key, metav1.ConditionTrue, notifyv1alpha1.ReasonKeyActive)
+	old := h.secretKey(key)
+	cli := apikey.New() // a key made with the admin CLI
+	h.exec(`INSERT INTO api_keys (tenant_id, digest, prefix) VALUES ($1, $2, $3)`, tn.Name, cli.Digest[:], cli.Prefix)
+	h.linkVerifiedUser(tn.Name, "user-1", 5001)
+	queued := h.queueNotification(tn.Name, "user-1")
+	tn = h.getTenant(tn.Name)
+
+	h.deleteTenant(tn.Name)
+	// The finalizer purged before the Tenant went.
+	if _, err := h.st.GetVerification(h.ctx, tn.Name, "user-1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetVerification after the Tenant went: %v, want not found", err)
+	}
+	h.waitEvent(tn, "Normal", "KeysRevoked", "removed 1 user(s)")
+
+	h.recreateTenant(tn)
+	h.assertFreshTenant(tn.Name, "user-1", []string{old, cli.Secret}, queued, key)
+}
+
+// Whatever outlived the deleted Tenant in the key store (its finalizer removed by hand, a namespace
+// force-deleted, a request authenticated just before the keys were revoked) is purged when a Tenant of
+// the same name appears: the key store records which Tenant object (UID) its row belongs to.
+func TestARecreatedTenantPurgesWhatOutlivedTheDeletedOne(t *testing.T) {
+	h := start(t, operator.Options{})
+	tn := h.tenant("acme")
+	key := h.apiKey("app", tn.Name)
+	h.waitKey(key, metav1.ConditionTrue, notifyv1alpha1.ReasonKeyActive)
+	old := h.secretKey(key)
+	tn = h.getTenant(tn.Name)
+	h.deleteTenant(tn.Name)
+
+	// Written after the purge, as if the Tenant had gone without it.
+	h.exec(`UPDATE tenants SET suspended = false WHERE id = $1`, tn.Name)
+	cli := apikey.New()
+	h.exec(`INSERT INTO api_keys (tenant_id, digest, prefix) VALUES ($1, $2, $3)`, tn.Name, cli.Digest[:], cli.Prefix)
+	h.linkVerifiedUser(tn.Name, "user-1", 5001)
+	queued := h.queueNotification(tn.Name, "user-1")
+	if !h.usable(cli.Secret) {
+		t.Fatal("setting up: the leftover key does not authenticate")
+	}
+
+	again := h.recreateTenant(tn)
+	h.assertFreshTenant(tn.Name, "user-1", []string{old, cli.Secret}, queued, key)
+	h.waitEvent(again, "Warning", "PreviousTenantPurged", "revoked 1 key(s), removed 1 user(s)")
+}
