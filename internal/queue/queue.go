@@ -94,10 +94,10 @@ type Producer struct {
 // save in latency (measured: docs/benchmarks.md).
 func NewProducer(brokers []string, prefix string) *Producer {
 	w := &kafka.Writer{
-		Addr:                   kafka.TCP(brokers...),
-		Balancer:               &kafka.Murmur2Balancer{},
-		RequiredAcks:           kafka.RequireAll,
-		BatchTimeout:           time.Millisecond,
+		Addr:         kafka.TCP(brokers...),
+		Balancer:     &kafka.Murmur2Balancer{},
+		RequiredAcks: kafka.RequireAll,
+		BatchTimeout: time.Millisecond,
 		// kafka-go allocates BatchSize messages for every partition batch it starts; an outbox batch spreads
 		// over the partitions, a few dozen messages each, so a large value only makes garbage.
 		BatchSize:              64,

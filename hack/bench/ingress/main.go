@@ -331,4 +331,3 @@ func waitReady(url string) error {
 	}
 	return fmt.Errorf("ingress not ready at %s", url)
 }
-
