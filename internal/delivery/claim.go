@@ -17,9 +17,11 @@ import (
 
 // handle delivers the notification of one Kafka message. It reports whether the message is settled
 // (its offset may be committed): false only when the worker was killed or aborted before settling it.
-// handover carries, from one message of a lane to the next, the moment another worker last acted on the
-// lane's chat (zero when none is known).
-func (w *Worker) handle(ctx context.Context, p Priority, m kafka.Message, handover *time.Time) bool {
+//
+// The order of the waits is what makes delivery fair and keeps slots free: first the chat's interval
+// (holding nothing), then the tenant's turn at the global rate (holding nothing), then an in-flight slot
+// for the claim, the call and the status write. A grant that is not used (nothing to send) is refunded.
+func (w *Worker) handle(ctx context.Context, p Priority, m kafka.Message, ls *laneState) bool {
 	env, err := queue.ParseEnvelope(m.Value)
 	if err == nil {
 		_, err = uuid.Parse(env.TrackingID)
@@ -29,35 +31,59 @@ func (w *Worker) handle(ctx context.Context, p Priority, m kafka.Message, handov
 		w.log.Error("dropping a malformed envelope", "topic", m.Topic, "partition", m.Partition, "offset", m.Offset, "err", err)
 		return true
 	}
+	start := time.Now()
+	if ls.chat != 0 {
+		if err := w.chats.WaitFree(ctx, ls.chat); err != nil {
+			return false
+		}
+		limiterWait.WithLabelValues("chat", p.String()).Observe(time.Since(start).Seconds())
+		start = time.Now()
+	}
+	if err := w.limiter.Wait(ctx, p, env.TenantID); err != nil {
+		return false
+	}
+	limiterWait.WithLabelValues("global", p.String()).Observe(time.Since(start).Seconds())
+	if err := w.inflight.acquire(ctx, p); err != nil {
+		w.limiter.Refund()
+		return false
+	}
+	defer w.inflight.release(p)
+
 	d, settledAt, err := w.claim(ctx, env.TrackingID)
 	if !settledAt.IsZero() {
-		*handover = settledAt
+		ls.handover = settledAt
 	}
 	var nc *store.NotClaimable
 	switch {
+	case err == nil:
 	case errors.As(err, &nc) && nc.Leased:
 		// Still held by another attempt after HandoverWait: its holder is stuck or dead. Its lease will run
 		// out and the redrive sends it again; the lane moves on.
+		w.limiter.Refund()
 		skipped.WithLabelValues("leased").Inc()
 		w.log.Warn("skipping a notification another attempt still holds", "tracking_id", env.TrackingID)
 		return true
 	case errors.Is(err, store.ErrNotClaimable):
 		// Terminal, or a retry not yet due (the scheduler re-publishes it).
+		w.limiter.Refund()
 		skipped.WithLabelValues("not_claimable").Inc()
 		w.log.Debug("skipping", "tracking_id", env.TrackingID, "reason", err)
 		return true
 	case errors.Is(err, store.ErrNotFound):
 		// Every producer commits the row before it publishes, so this envelope's publish was given up (the
 		// request was answered 502 and its row deleted) yet reached the broker after all. Drop it at once.
+		w.limiter.Refund()
 		skipped.WithLabelValues("not_found").Inc()
 		w.log.Info("dropping an envelope without a notification (a publish that was given up)", "tracking_id", env.TrackingID)
 		return true
-	case err != nil:
+	default:
+		w.limiter.Refund()
 		return false // ctx ended while PostgreSQL was unavailable
 	}
-	if !handover.IsZero() {
-		w.chats.Sent(d.ChatID, *handover)
-		*handover = time.Time{}
+	ls.chat = d.ChatID
+	if !ls.handover.IsZero() {
+		w.chats.Sent(d.ChatID, ls.handover)
+		ls.handover = time.Time{}
 	}
 	return w.deliver(ctx, p, d)
 }

@@ -1,7 +1,8 @@
 package delivery
 
-// The consumer: one kafka-go group reader per priority topic, fetching only while an in-flight slot is
-// free, handing each message to the lane of its key, and committing finished offsets (offsets.go).
+// The consumer: one kafka-go group reader per priority topic, fetching while a buffer slot is free (far
+// ahead of what is being sent, so that tenants can be served in turn), handing each message to the lane of
+// its key, and committing finished offsets (offsets.go).
 
 import (
 	"context"
@@ -58,15 +59,16 @@ func (w *Worker) newConsumer(p Priority) *consumer {
 	return &consumer{w: w, prio: p, topic: topic, reader: r, tracker: newOffsetTracker(), queues: map[string][]*fetched{}}
 }
 
-// fetchLoop fetches while there is a free slot, so a full worker stops fetching rather than buffering.
+// fetchLoop fetches while there is a free buffer slot, so a full worker stops fetching rather than holding
+// more than Options.Buffer messages.
 func (c *consumer) fetchLoop(fetchCtx, workCtx context.Context) {
 	for {
-		if err := c.w.acquire(fetchCtx, c.prio); err != nil {
+		if err := c.w.buffered.acquire(fetchCtx, c.prio); err != nil {
 			return
 		}
 		m, err := c.reader.FetchMessage(fetchCtx)
 		if err != nil {
-			c.w.release(c.prio)
+			c.w.buffered.release(c.prio)
 			if fetchCtx.Err() != nil {
 				return
 			}

@@ -8,11 +8,20 @@ import (
 	"time"
 )
 
+// laneState is what a lane carries from one message to the next.
+type laneState struct {
+	// chat is where the lane's last message went (0: not known yet): its next message waits for that
+	// chat's interval before it asks for a turn, so that waiting holds no in-flight slot and no share of
+	// the global rate.
+	chat int64
+	// handover is when another worker last acted on the chat, as far as this lane saw (see claim): the
+	// lane's next send keeps the per-chat interval from it.
+	handover time.Time
+}
+
 // lane delivers the messages of one key in order until its queue is empty.
 func (c *consumer) lane(ctx context.Context, key string) {
-	// handover is when another worker last acted on this key's chat, as far as this lane saw (see
-	// claim): the lane's next send keeps the per-chat interval from it.
-	var handover time.Time
+	var ls laneState
 	for {
 		c.mu.Lock()
 		q := c.queues[key]
@@ -26,10 +35,10 @@ func (c *consumer) lane(ctx context.Context, key string) {
 
 		// After abort (grace over, or killed) nothing new starts: the message stays uncommitted and the
 		// partition's next owner reads it again.
-		if ctx.Err() == nil && c.w.handle(ctx, c.prio, f.msg, &handover) {
+		if ctx.Err() == nil && c.w.handle(ctx, c.prio, f.msg, &ls) {
 			c.tracker.done(f)
 		}
-		c.w.release(c.prio)
+		c.w.buffered.release(c.prio)
 
 		c.mu.Lock()
 		c.queues[key] = c.queues[key][1:]

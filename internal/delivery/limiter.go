@@ -23,11 +23,15 @@ func (p Priority) String() string {
 
 // Limiter is the worker's share of the bot's global rate, in two stages:
 //
-//  1. Wait grants in priority order: while both classes wait, high gets HighWeight grants for every
-//     normal one, so high-priority messages overtake a normal backlog without starving it. Grants follow
-//     GCRA (a token bucket) with a small burst, so that a grant that wakes late is caught up rather than
-//     lost. It is a queue served by one goroutine (Run) rather than a shared x/time/rate limiter, because a
-//     plain limiter serves waiters in no particular order and priority needs a choice at each grant.
+//  1. Wait grants in turn: between the classes, while both wait, high gets HighWeight grants for every
+//     normal one, so high-priority messages overtake a normal backlog without starving it; within a class,
+//     tenants are served in turn (deficit round robin, one grant per turn times the tenant's weight, 1
+//     unless set), so one tenant's backlog delays another tenant's fresh notification by about one round —
+//     the number of tenants waiting — not by the backlog. Grants follow GCRA (a token bucket) with a small
+//     burst, so that a grant that wakes late is caught up rather than lost. It is a queue served by one
+//     goroutine (Run) rather than a shared x/time/rate limiter, because a plain limiter serves waiters in
+//     no particular order and fairness needs a choice at each grant. A grant that turns out not to be
+//     needed (the notification was not claimable) is given back with Refund.
 //  2. Admit, called by a granted delivery at the last moment before its request leaves, applies the same
 //     GCRA to the moments requests actually leave. A process that stalls (CPU starvation, SIGSTOP, a long
 //     GC pause) after granting would otherwise send every grant it made before the stall at once when it
@@ -42,14 +46,75 @@ type Limiter struct {
 	next        time.Time // GCRA theoretical arrival time of grants
 	sent        time.Time // GCRA theoretical arrival time of admissions
 	pausedUntil time.Time
-	queues      [2][]*waiter
-	highRun     int // grants to high in a row while normal waited
+	classes     [2]turns
+	weights     map[string]int // per tenant grants per turn; 1 when absent
+	highRun     int            // grants to high in a row while normal waited
 	wake        chan struct{}
 }
 
 type waiter struct {
 	granted   chan struct{}
 	abandoned bool
+}
+
+// turns is one class's waiters: a FIFO queue per tenant, and the tenants that have waiters in the order
+// they are served.
+type turns struct {
+	queues map[string][]*waiter
+	ring   []string // tenants with a queue, in serving order
+	pos    int      // the tenant whose turn it is
+	given  int      // grants given in the current turn
+	live   int      // waiters not abandoned
+}
+
+func (t *turns) add(tenant string, w *waiter) {
+	if t.queues == nil {
+		t.queues = map[string][]*waiter{}
+	}
+	q, ok := t.queues[tenant]
+	if !ok {
+		// A tenant that starts waiting goes last in the round: it waits for the others' turns, never more.
+		t.ring = append(t.ring[:t.pos], append([]string{tenant}, t.ring[t.pos:]...)...)
+		t.pos++
+		if t.pos >= len(t.ring) {
+			t.pos = 0
+		}
+	}
+	t.queues[tenant] = append(q, w)
+	t.live++
+}
+
+// next takes the waiter whose turn it is, or nil when none waits. weight says how many grants a tenant
+// gets per turn.
+func (t *turns) next(weight func(tenant string) int) *waiter {
+	for len(t.ring) > 0 {
+		if t.pos >= len(t.ring) {
+			t.pos = 0
+		}
+		tenant := t.ring[t.pos]
+		q := t.queues[tenant]
+		for len(q) > 0 && q[0].abandoned {
+			q[0] = nil
+			q = q[1:]
+		}
+		if len(q) == 0 {
+			delete(t.queues, tenant)
+			t.ring = append(t.ring[:t.pos], t.ring[t.pos+1:]...)
+			t.given = 0
+			continue
+		}
+		w := q[0]
+		q[0] = nil
+		t.queues[tenant] = q[1:]
+		t.live--
+		t.given++
+		if t.given >= weight(tenant) {
+			t.given = 0
+			t.pos++
+		}
+		return w
+	}
+	return nil
 }
 
 // NewLimiter returns a limiter granting rate per second (0 pauses until SetRate). Call Run to serve it.
@@ -70,6 +135,20 @@ func (l *Limiter) SetRate(rate float64) {
 	l.burst = burstFor(l.rate)
 	l.mu.Unlock()
 	l.poke()
+}
+
+// SetWeights sets the tenants' grants per turn (a tenant not named gets 1).
+func (l *Limiter) SetWeights(weights map[string]int) {
+	l.mu.Lock()
+	l.weights = weights
+	l.mu.Unlock()
+}
+
+func (l *Limiter) weightOf(tenant string) int {
+	if w := l.weights[tenant]; w > 1 {
+		return w
+	}
+	return 1
 }
 
 // Rate is the current rate.
@@ -96,11 +175,11 @@ func (l *Limiter) poke() {
 	}
 }
 
-// Wait blocks until a grant for priority p, or ctx ends.
-func (l *Limiter) Wait(ctx context.Context, p Priority) error {
+// Wait blocks until a grant for a delivery of tenant in class p, or ctx ends.
+func (l *Limiter) Wait(ctx context.Context, p Priority, tenant string) error {
 	w := &waiter{granted: make(chan struct{})}
 	l.mu.Lock()
-	l.queues[p] = append(l.queues[p], w)
+	l.classes[p].add(tenant, w)
 	l.mu.Unlock()
 	l.poke()
 	select {
@@ -114,9 +193,21 @@ func (l *Limiter) Wait(ctx context.Context, p Priority) error {
 			// Granted as we gave up: the grant is wasted, which errs on the side of sending less.
 		default:
 			w.abandoned = true
+			l.classes[p].live--
 		}
 		return ctx.Err()
 	}
+}
+
+// Refund gives back a grant that was not used (the notification turned out not to need a send): the next
+// waiter may have it at once. Only the first stage is refunded; Admit was not taken.
+func (l *Limiter) Refund() {
+	l.mu.Lock()
+	if l.rate > 0 {
+		l.next = l.next.Add(-time.Duration(float64(time.Second) / l.rate))
+	}
+	l.mu.Unlock()
+	l.poke()
 }
 
 // Admit waits until a granted request may leave now without exceeding rate and burst over the moments
@@ -187,15 +278,7 @@ func (l *Limiter) Run(ctx context.Context) {
 func (l *Limiter) grantOne(now time.Time) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for p := range l.queues {
-		q := l.queues[p]
-		for len(q) > 0 && q[0].abandoned {
-			q[0] = nil
-			q = q[1:]
-		}
-		l.queues[p] = q
-	}
-	hasHigh, hasNormal := len(l.queues[High]) > 0, len(l.queues[Normal]) > 0
+	hasHigh, hasNormal := l.classes[High].live > 0, l.classes[Normal].live > 0
 	if !hasHigh && !hasNormal {
 		return -1
 	}
@@ -219,9 +302,10 @@ func (l *Limiter) grantOne(now time.Time) time.Duration {
 	default:
 		l.highRun = 0
 	}
-	w := l.queues[p][0]
-	l.queues[p][0] = nil
-	l.queues[p] = l.queues[p][1:]
+	w := l.classes[p].next(l.weightOf)
+	if w == nil {
+		return 0 // only abandoned waiters were left; look again
+	}
 	tat := l.next
 	if tat.Before(now) {
 		tat = now
@@ -260,6 +344,15 @@ func (c *chatLimiter) Wait(ctx context.Context, chat int64) error {
 		t = now
 	}
 	c.next[chat] = t.Add(c.interval)
+	c.mu.Unlock()
+	return sleepUntil(ctx, t)
+}
+
+// WaitFree sleeps until the chat's next slot without reserving it: a lane waits for its chat's interval
+// before it asks for a turn at the global rate, holding nothing meanwhile.
+func (c *chatLimiter) WaitFree(ctx context.Context, chat int64) error {
+	c.mu.Lock()
+	t := c.next[chat]
 	c.mu.Unlock()
 	return sleepUntil(ctx, t)
 }

@@ -29,6 +29,10 @@ var (
 		Name: "herald_worker_rate_limit",
 		Help: "Messages per second this worker may send: the global limit times its share of the partitions.",
 	})
+	bufferedGauge = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "herald_worker_buffered",
+		Help: "Messages fetched and not finished (waiting for their chat, their turn, or in flight), by priority.",
+	}, []string{"priority"})
 	inFlight = promauto.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "herald_worker_in_flight",
 		Help: "Fetched messages not yet finished, by priority.",

@@ -41,7 +41,8 @@ type Options struct {
 	RateLimit       float64       // the bot's global messages per second, shared by all workers; 30
 	PerChatInterval time.Duration // minimum spacing of two sends to one chat; 1 s
 	MaxAttempts     int           // attempts before a transient failure becomes failed; 8
-	Concurrency     int           // deliveries in flight; 256 (normal priority may hold at most 3/4)
+	Concurrency     int           // deliveries in flight (claim, call, status write); 256 (normal at most 3/4)
+	Buffer          int           // messages fetched and not finished; 10,000 (normal at most 3/4)
 	HighWeight      int           // high-priority grants per normal one while both wait; 9
 	Lease           time.Duration // how long a claim may stay in flight before it is redriven; 2 m
 	Backoff         Backoff       // transient-failure schedule; DefaultBackoff
@@ -103,6 +104,7 @@ func (o *Options) defaults() error {
 	}
 	defInt(&o.MaxAttempts, 8)
 	defInt(&o.Concurrency, 256)
+	defInt(&o.Buffer, 10000)
 	defInt(&o.HighWeight, 9)
 	defInt(&o.RepublishBatch, 500)
 	def(&o.Lease, 2*time.Minute)
@@ -140,10 +142,10 @@ type Worker struct {
 	chats   *chatLimiter
 	share   *shareKeeper
 
-	// slots bound the deliveries in flight; normal priority must also hold a normalSlot, so that a normal
-	// backlog never takes the slots high-priority messages need.
-	slots       chan struct{}
-	normalSlots chan struct{}
+	// buffered bounds the messages fetched and not finished, inflight the deliveries between their grant
+	// and their status write (slots.go).
+	buffered *slotPool
+	inflight *slotPool
 
 	consumers []*consumer
 
@@ -168,8 +170,8 @@ func New(opts Options) (*Worker, error) {
 		clientID:    "herald-worker-" + hex.EncodeToString(b[:]),
 		limiter:     NewLimiter(0, opts.HighWeight),
 		chats:       newChatLimiter(opts.PerChatInterval),
-		slots:       make(chan struct{}, opts.Concurrency),
-		normalSlots: make(chan struct{}, max(1, opts.Concurrency-opts.Concurrency/4)),
+		buffered:    newSlotPool(opts.Buffer, bufferedGauge),
+		inflight:    newSlotPool(opts.Concurrency, inFlight),
 	}
 	if w.outbox == nil {
 		p := queue.NewProducer(opts.Brokers, opts.TopicPrefix)
@@ -226,7 +228,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		fetchers.Go(func() { c.fetchLoop(fetchCtx, workCtx) })
 	}
 	w.log.Info("delivery worker started", "group", w.opts.GroupID, "client_id", w.clientID,
-		"topics", []string{w.topics.High, w.topics.Normal}, "rate_limit", w.opts.RateLimit, "concurrency", w.opts.Concurrency)
+		"topics", []string{w.topics.High, w.topics.Normal}, "rate_limit", w.opts.RateLimit, "concurrency", w.opts.Concurrency, "buffer", w.opts.Buffer)
 
 	<-fetchCtx.Done()
 	fetchers.Wait()
