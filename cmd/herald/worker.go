@@ -32,6 +32,7 @@ func (c *workerCmd) Run(e runEnv) error {
 		PerChatInterval: c.MessengerPerChatInterval,
 		MaxAttempts:     c.WorkerMaxAttempts,
 		Concurrency:     c.WorkerConcurrency,
+		Buffer:          c.WorkerBuffer,
 		Lease:           c.WorkerLease,
 		Backoff:         delivery.Backoff{Base: c.WorkerBackoffBase, Max: c.WorkerBackoffMax, Jitter: delivery.DefaultBackoff.Jitter},
 	})

@@ -195,7 +195,8 @@ type Delivery struct {
 	MessengerPerChatInterval time.Duration `name:"messenger-per-chat-interval" env:"HERALD_MESSENGER_PER_CHAT_INTERVAL" default:"1s" help:"minimum interval between two messages to one chat"`
 	WorkerGroupID            string        `name:"worker-group-id" env:"HERALD_WORKER_GROUP_ID" default:"herald-workers" help:"Kafka consumer group of the workers"`
 	WorkerMaxAttempts        int           `name:"worker-max-attempts" env:"HERALD_WORKER_MAX_ATTEMPTS" default:"8" help:"delivery attempts before a notification fails"`
-	WorkerConcurrency        int           `name:"worker-concurrency" env:"HERALD_WORKER_CONCURRENCY" default:"256" help:"deliveries in flight per worker"`
+	WorkerConcurrency        int           `name:"worker-concurrency" env:"HERALD_WORKER_CONCURRENCY" default:"256" help:"deliveries in flight per worker (claim, platform call, status write)"`
+	WorkerBuffer             int           `name:"worker-buffer" env:"HERALD_WORKER_BUFFER" default:"10000" help:"messages a worker reads ahead and holds (waiting for their chat, their tenant's turn, or in flight): tenants are served in turn among these"`
 	WorkerLease              time.Duration `name:"worker-lease" env:"HERALD_WORKER_LEASE" default:"2m" help:"how long a claimed delivery may stay in flight before it is redriven"`
 	WorkerBackoffBase        time.Duration `name:"worker-backoff-base" env:"HERALD_WORKER_BACKOFF_BASE" default:"15s" help:"wait after the first transient delivery failure (5xx, timeout), doubled after each"`
 	WorkerBackoffMax         time.Duration `name:"worker-backoff-max" env:"HERALD_WORKER_BACKOFF_MAX" default:"30m" help:"longest wait between two delivery attempts"`
@@ -213,6 +214,9 @@ func (c *Delivery) check(p *problems) {
 	}
 	if c.WorkerConcurrency < 1 || c.WorkerConcurrency > 10000 {
 		p.add(&c.WorkerConcurrency, "must be 1..10000")
+	}
+	if c.WorkerBuffer < c.WorkerConcurrency || c.WorkerBuffer > 1000000 {
+		p.add(&c.WorkerBuffer, "must be at least %s and at most 1000000", "HERALD_WORKER_CONCURRENCY")
 	}
 	if c.WorkerLease < 5*time.Second {
 		p.add(&c.WorkerLease, "must be at least 5s")
