@@ -163,15 +163,15 @@ func New(opts Options) (*Worker, error) {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	w := &Worker{
-		opts:        opts,
-		log:         opts.Logger,
-		topics:      queue.TopicsFor(opts.TopicPrefix),
-		outbox:      opts.Outbox,
-		clientID:    "herald-worker-" + hex.EncodeToString(b[:]),
-		limiter:     NewLimiter(0, opts.HighWeight),
-		chats:       newChatLimiter(opts.PerChatInterval),
-		buffered:    newSlotPool(opts.Buffer, bufferedGauge),
-		inflight:    newSlotPool(opts.Concurrency, inFlight),
+		opts:     opts,
+		log:      opts.Logger,
+		topics:   queue.TopicsFor(opts.TopicPrefix),
+		outbox:   opts.Outbox,
+		clientID: "herald-worker-" + hex.EncodeToString(b[:]),
+		limiter:  NewLimiter(0, opts.HighWeight),
+		chats:    newChatLimiter(opts.PerChatInterval),
+		buffered: newSlotPool(opts.Buffer, bufferedGauge),
+		inflight: newSlotPool(opts.Concurrency, inFlight),
 	}
 	if w.outbox == nil {
 		p := queue.NewProducer(opts.Brokers, opts.TopicPrefix)
