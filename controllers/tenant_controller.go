@@ -69,6 +69,7 @@ func (r *TenantReconciler) sync(ctx context.Context, tenant *notifyv1alpha1.Tena
 		DeveloperName: tenant.Spec.DisplayName,
 		Suspended:     tenant.Spec.Suspended,
 		Developers:    tenant.KeyStoreDevelopers(),
+		Limits:        keyStoreLimits(tenant.Spec.Limits),
 		Incarnation:   string(tenant.UID),
 	})
 	if err != nil {
@@ -135,4 +136,13 @@ func (r *TenantReconciler) SetupWithManager(mgr ctrl.Manager, opts ControllerOpt
 		WithOptions(opts.controller()).
 		Named("tenant").
 		Complete(r)
+}
+
+// keyStoreLimits are spec.limits as the key store keeps them (nil: the installation's default).
+func keyStoreLimits(l *notifyv1alpha1.TenantLimits) store.TenantLimits {
+	if l == nil {
+		return store.TenantLimits{}
+	}
+	return store.TenantLimits{SendsPerSecond: l.SendsPerSecond, Burst: l.Burst, RequestsPerSecond: l.RequestsPerSecond,
+		DeliveryWeight: l.DeliveryWeight}
 }

@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -166,4 +167,35 @@ func TestDeletingATenantRevokesEveryKeyBeforeItGoes(t *testing.T) {
 	if err := h.st.Pool().QueryRow(h.ctx, `SELECT count(*) FROM api_keys WHERE revoked_at IS NULL`).Scan(&active); err != nil || active != 0 {
 		t.Errorf("%d unrevoked keys after the Tenant went (%v), want 0", active, err)
 	}
+}
+
+// spec.limits reach the key store (where every ingress replica reads them with the authentication cache);
+// a limit removed from the spec falls back to the installation's default (NULL).
+func TestTenantLimitsAreWrittenToTheKeyStore(t *testing.T) {
+	h := start(t, operator.Options{})
+	tn := h.tenant("limited", func(tn *notifyv1alpha1.Tenant) {
+		tn.Spec.Limits = &notifyv1alpha1.TenantLimits{SendsPerSecond: ptr.To(int32(20)), Burst: ptr.To(int32(40)), DeliveryWeight: ptr.To(int32(3))}
+	})
+	limits := func() (string, error) {
+		var s string
+		err := h.st.Pool().QueryRow(h.ctx, `SELECT concat_ws(',', sends_per_second, burst, requests_per_second, delivery_weight)
+			FROM tenants WHERE id = $1`, tn.Name).Scan(&s)
+		return s, err
+	}
+	h.eventually(10*time.Second, "limits written", func() error {
+		if got, err := limits(); err != nil || got != "20,40,3" {
+			return fmt.Errorf("limits %q (%v), want 20,40,3", got, err)
+		}
+		return nil
+	})
+	got := h.waitTenant(tn.Name, metav1.ConditionTrue, notifyv1alpha1.ReasonSynced)
+	update(h, got, func(tn *notifyv1alpha1.Tenant) {
+		tn.Spec.Limits = &notifyv1alpha1.TenantLimits{RequestsPerSecond: ptr.To(int32(5))}
+	})
+	h.eventually(10*time.Second, "limits changed", func() error {
+		if got, err := limits(); err != nil || got != "5" {
+			return fmt.Errorf("limits %q (%v), want only requests 5", got, err)
+		}
+		return nil
+	})
 }

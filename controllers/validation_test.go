@@ -11,6 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -62,6 +63,21 @@ func TestTenantSchemaRejectsBadObjects(t *testing.T) {
 			tn.Spec.ApiKeyNamespaces = []string{"Team_A"}
 			return tn
 		}, `Tenant.notify.herald.dev "v-bad-ns" is invalid: spec.apiKeyNamespaces[0]: Invalid value: "Team_A": spec.apiKeyNamespaces[0] in body should match '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'`},
+		{"burst below the rate", func() *notifyv1alpha1.Tenant {
+			tn := valid("v-low-burst")
+			tn.Spec.Limits = &notifyv1alpha1.TenantLimits{SendsPerSecond: ptr.To(int32(100)), Burst: ptr.To(int32(10))}
+			return tn
+		}, `Tenant.notify.herald.dev "v-low-burst" is invalid: spec.limits: Invalid value: burst must be at least sendsPerSecond`},
+		{"zero rate", func() *notifyv1alpha1.Tenant {
+			tn := valid("v-zero-rate")
+			tn.Spec.Limits = &notifyv1alpha1.TenantLimits{RequestsPerSecond: ptr.To(int32(0))}
+			return tn
+		}, `Tenant.notify.herald.dev "v-zero-rate" is invalid: spec.limits.requestsPerSecond: Invalid value: 0: spec.limits.requestsPerSecond in body should be greater than or equal to 1`},
+		{"weight too high", func() *notifyv1alpha1.Tenant {
+			tn := valid("v-heavy")
+			tn.Spec.Limits = &notifyv1alpha1.TenantLimits{DeliveryWeight: ptr.To(int32(101))}
+			return tn
+		}, `Tenant.notify.herald.dev "v-heavy" is invalid: spec.limits.deliveryWeight: Invalid value: 101: spec.limits.deliveryWeight in body should be less than or equal to 100`},
 	}
 	// Lengths count characters, not bytes: 128 two-byte characters are fine.
 	long := valid("v-long-ok")

@@ -35,6 +35,44 @@ type TenantSpec struct {
 	// +kubebuilder:validation:items:MaxLength=63
 	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	ApiKeyNamespaces []string `json:"apiKeyNamespaces,omitempty"`
+
+	// limits cap the tenant's share of the gateway. Each one left out takes the installation's default
+	// (the ingress's HERALD_TENANT_* settings).
+	// +optional
+	Limits *TenantLimits `json:"limits,omitempty"`
+}
+
+// TenantLimits cap what one tenant may do, for the tenant as a whole however many ingress replicas serve
+// it.
+// +kubebuilder:validation:XValidation:rule="!has(self.burst) || !has(self.sendsPerSecond) || self.burst >= self.sendsPerSecond",message="burst must be at least sendsPerSecond"
+type TenantLimits struct {
+	// sendsPerSecond is how many notifications the tenant may have accepted per second (the items of a
+	// batch count one by one). Default: HERALD_TENANT_SENDS_PER_SECOND (100).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	SendsPerSecond *int32 `json:"sendsPerSecond,omitempty"`
+
+	// burst is how many sends may be accepted at once after a quiet period. Default: twice the rate.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	Burst *int32 `json:"burst,omitempty"`
+
+	// requestsPerSecond caps every other /v1 request (status, lists, link tokens, verification, …).
+	// Default: HERALD_TENANT_REQUESTS_PER_SECOND (50).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	RequestsPerSecond *int32 `json:"requestsPerSecond,omitempty"`
+
+	// deliveryWeight is the tenant's share of the bot's rate against other tenants with notifications
+	// waiting in the same priority class: a tenant of weight 2 is served twice as often as one of weight 1.
+	// Default: 1.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	DeliveryWeight *int32 `json:"deliveryWeight,omitempty"`
 }
 
 // TenantStatus is what the operator observed.

@@ -21,6 +21,7 @@ import (
 
 type tenantCmd struct {
 	Create       tenantCreateCmd       `cmd:"" help:"create a tenant"`
+	Update       tenantUpdateCmd       `cmd:"" help:"change a tenant's developer name or limits"`
 	Suspend      tenantSuspendCmd      `cmd:"" help:"suspend a tenant: its keys stop authenticating"`
 	Resume       tenantResumeCmd       `cmd:"" help:"resume a suspended tenant"`
 	List         tenantListCmd         `cmd:"" help:"list the tenants"`
@@ -37,6 +38,40 @@ type tenantCreateCmd struct {
 	config.Admin
 	ID            string `name:"id" required:"" placeholder:"TENANT" help:"tenant id: 1-63 of a-z, 0-9 and - (not at the ends)"`
 	DeveloperName string `name:"developer-name" required:"" placeholder:"NAME" help:"developer name: the branding label of keys without one (1-128 characters)"`
+	limitFlags
+}
+
+// limitFlags are a tenant's own limits; a flag not given keeps the installation's default (create) or the
+// tenant's current value (update). 0 resets a limit to the installation's default.
+type limitFlags struct {
+	SendsPerSecond    *int32 `name:"sends-per-second" placeholder:"N" help:"notifications accepted per second, batch items one by one (default: the ingress's HERALD_TENANT_SENDS_PER_SECOND; 0: back to it)"`
+	Burst             *int32 `name:"burst" placeholder:"N" help:"sends accepted at once after a quiet period (default: twice the rate; 0: back to it)"`
+	RequestsPerSecond *int32 `name:"requests-per-second" placeholder:"N" help:"every other /v1 request per second (default: the ingress's HERALD_TENANT_REQUESTS_PER_SECOND; 0: back to it)"`
+	DeliveryWeight    *int32 `name:"delivery-weight" placeholder:"N" help:"share of the bot's rate against other tenants waiting in the same priority class, 1-100 (default 1; 0: back to it)"`
+}
+
+// apply sets the limits given on l and checks them.
+func (f limitFlags) apply(l *store.TenantLimits) error {
+	set := func(dst **int32, v *int32, name string, maxV int32) error {
+		switch {
+		case v == nil:
+		case *v == 0:
+			*dst = nil
+		case *v < 0 || *v > maxV:
+			return fmt.Errorf("--%s must be 1-%d, or 0 for the default", name, maxV)
+		default:
+			*dst = v
+		}
+		return nil
+	}
+	if err := errors.Join(set(&l.SendsPerSecond, f.SendsPerSecond, "sends-per-second", 100000), set(&l.Burst, f.Burst, "burst", 1000000),
+		set(&l.RequestsPerSecond, f.RequestsPerSecond, "requests-per-second", 100000), set(&l.DeliveryWeight, f.DeliveryWeight, "delivery-weight", 100)); err != nil {
+		return err
+	}
+	if l.Burst != nil && l.SendsPerSecond != nil && *l.Burst < *l.SendsPerSecond {
+		return errors.New("--burst must be at least --sends-per-second")
+	}
+	return nil
 }
 
 func (c *tenantCreateCmd) Run(e runEnv) error {
@@ -47,6 +82,10 @@ func (c *tenantCreateCmd) Run(e runEnv) error {
 	if name == "" || len([]rune(name)) > 128 {
 		return usageError{errors.New("--developer-name must be 1-128 characters")}
 	}
+	var limits store.TenantLimits
+	if err := c.limitFlags.apply(&limits); err != nil {
+		return usageError{err}
+	}
 	return withStore(e, &c.Admin, func(st *store.Store) error {
 		if err := st.CreateTenant(e.ctx, c.ID, name); err != nil {
 			if errors.Is(err, store.ErrConflict) {
@@ -54,7 +93,43 @@ func (c *tenantCreateCmd) Run(e runEnv) error {
 			}
 			return err
 		}
+		if err := st.SetTenantLimits(e.ctx, c.ID, limits); err != nil {
+			return tenantError(c.ID, err)
+		}
 		fmt.Fprintf(e.stderr, "created tenant %s\n", c.ID)
+		return nil
+	})
+}
+
+type tenantUpdateCmd struct {
+	config.Admin
+	ID            string `name:"id" required:"" placeholder:"TENANT" help:"tenant id"`
+	DeveloperName string `name:"developer-name" placeholder:"NAME" help:"new developer name (1-128 characters)"`
+	limitFlags
+}
+
+func (c *tenantUpdateCmd) Run(e runEnv) error {
+	name := strings.TrimSpace(c.DeveloperName)
+	if c.DeveloperName != "" && (name == "" || len([]rune(name)) > 128) {
+		return usageError{errors.New("--developer-name must be 1-128 characters")}
+	}
+	return withStore(e, &c.Admin, func(st *store.Store) error {
+		t, err := st.GetTenant(e.ctx, c.ID)
+		if err != nil {
+			return tenantError(c.ID, err)
+		}
+		if err := c.limitFlags.apply(&t.Limits); err != nil {
+			return usageError{err}
+		}
+		if name != "" {
+			if err := st.SetTenantDeveloperName(e.ctx, c.ID, name); err != nil {
+				return tenantError(c.ID, err)
+			}
+		}
+		if err := st.SetTenantLimits(e.ctx, c.ID, t.Limits); err != nil {
+			return tenantError(c.ID, err)
+		}
+		fmt.Fprintf(e.stderr, "updated tenant %s\n", c.ID)
 		return nil
 	})
 }
@@ -112,12 +187,22 @@ func (c *tenantListCmd) Run(e runEnv) error {
 			return err
 		}
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tDEVELOPER NAME\tSUSPENDED\tDEVELOPERS\tCREATED")
+		fmt.Fprintln(tw, "ID\tDEVELOPER NAME\tSUSPENDED\tDEVELOPERS\tSENDS/S\tBURST\tREQUESTS/S\tWEIGHT\tCREATED")
 		for _, t := range tenants {
-			fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\n", t.ID, t.DeveloperName, t.Suspended, joinIDs(t.Developers), t.CreatedAt.UTC().Format(time.RFC3339))
+			fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.DeveloperName, t.Suspended, joinIDs(t.Developers),
+				limitText(t.Limits.SendsPerSecond), limitText(t.Limits.Burst), limitText(t.Limits.RequestsPerSecond),
+				limitText(t.Limits.DeliveryWeight), t.CreatedAt.UTC().Format(time.RFC3339))
 		}
 		return tw.Flush()
 	})
+}
+
+// limitText shows a tenant's own limit, or "default".
+func limitText(v *int32) string {
+	if v == nil {
+		return "default"
+	}
+	return strconv.Itoa(int(*v))
 }
 
 type apikeyCreateCmd struct {

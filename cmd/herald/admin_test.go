@@ -208,7 +208,7 @@ func TestAdminCLIHelpListsSubcommands(t *testing.T) {
 		if code != 0 {
 			t.Errorf("herald %s: %d %s", strings.Join(args, " "), code, stderr)
 		}
-		for _, sub := range []string{"create", "suspend", "resume", "list", "add-developer"} {
+		for _, sub := range []string{"create", "update", "suspend", "resume", "list", "add-developer"} {
 			if !strings.Contains(stdout, "tenant "+sub) {
 				t.Errorf("herald %s does not list %s:\n%s", strings.Join(args, " "), sub, stdout)
 			}
@@ -224,7 +224,7 @@ func TestAdminCLIHelpListsSubcommands(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "--key=KEY") || !strings.Contains(stdout, "ID") || !strings.Contains(stdout, "apikey list") {
 		t.Errorf("herald apikey revoke -h must say what --key takes:\n%s", stdout)
 	}
-	if code, _, stderr := herald(t, "tenant"); code != 2 || !strings.Contains(stderr, "add-developer") {
+	if code, _, stderr := herald(t, "tenant"); code != 2 || !strings.Contains(stderr, "herald tenant add-developer") || !strings.Contains(stderr, "herald tenant update") {
 		t.Errorf("herald tenant without a subcommand: %d %s", code, stderr)
 	}
 }

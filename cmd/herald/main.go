@@ -125,12 +125,37 @@ func report(stderr io.Writer, kctx *kong.Context, err error) int {
 		kctx = perr.Context
 	}
 	name := commandPath(kctx)
+	if node := lastCommand(kctx); perr != nil && node != nil && len(node.Children) > 0 && kctx.Selected() == node {
+		// A command that needs a subcommand was given none: list them rather than kong's truncated guess.
+		fmt.Fprintf(stderr, "%s: a subcommand is required:\n", name)
+		for _, c := range node.Children {
+			if !c.Hidden {
+				fmt.Fprintf(stderr, "  %s %-14s %s\n", name, c.Name, c.Help)
+			}
+		}
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", name)
+		return 2
+	}
 	fmt.Fprintf(stderr, "%s: %v\n", name, err)
 	if perr != nil || errors.As(err, new(usageError)) {
 		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", name)
 		return 2
 	}
 	return 1
+}
+
+// lastCommand is the deepest command selected, or nil.
+func lastCommand(kctx *kong.Context) *kong.Node {
+	if kctx == nil {
+		return nil
+	}
+	var node *kong.Node
+	for _, p := range kctx.Path {
+		if p.Command != nil {
+			node = p.Command
+		}
+	}
+	return node
 }
 
 // commandPath is "herald" and the visible commands selected, as users type them.

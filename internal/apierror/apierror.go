@@ -29,6 +29,13 @@ func (e *Error) Is(target error) bool {
 	return ok && t.Code == e.Code
 }
 
+// After returns a copy that tells the client when to retry (Retry-After, in whole seconds, at least 1).
+func (e *Error) After(d time.Duration) *Error {
+	c := *e
+	c.RetryAfter = max(d, time.Second)
+	return &c
+}
+
 // With returns a copy with a specific message.
 func (e *Error) With(format string, args ...any) *Error {
 	c := *e

@@ -254,6 +254,22 @@ func checkHTTPURL(p *problems, v *string) {
 // What each command reads. A command's check says which rules apply; the parser runs it after parsing
 // (parse.go), so every command here must have one.
 
+// TenantDefaults are the limits of a tenant that sets none of its own (its Tenant resource's spec.limits,
+// or `herald tenant update`).
+type TenantDefaults struct {
+	TenantSendsPerSecond    float64 `name:"tenant-sends-per-second" env:"HERALD_TENANT_SENDS_PER_SECOND" default:"100" help:"notifications a tenant may have accepted per second, batch items one by one, when its spec sets none (burst: twice the rate)"`
+	TenantRequestsPerSecond float64 `name:"tenant-requests-per-second" env:"HERALD_TENANT_REQUESTS_PER_SECOND" default:"50" help:"every other /v1 request a tenant may make per second when its spec sets none (burst: twice the rate)"`
+}
+
+func (c *TenantDefaults) check(p *problems) {
+	if c.TenantSendsPerSecond <= 0 || c.TenantSendsPerSecond > 100000 {
+		p.add(&c.TenantSendsPerSecond, "must be a positive number up to 100000")
+	}
+	if c.TenantRequestsPerSecond <= 0 || c.TenantRequestsPerSecond > 100000 {
+		p.add(&c.TenantRequestsPerSecond, "must be a positive number up to 100000")
+	}
+}
+
 // Ingress is `herald ingress`.
 type Ingress struct {
 	Database
@@ -261,6 +277,7 @@ type Ingress struct {
 	HTTP
 	Drain
 	DeepLinks
+	TenantDefaults
 	Log
 }
 
@@ -270,6 +287,7 @@ func (c *Ingress) check(p *problems) {
 	c.HTTP.check(p)
 	c.Drain.check(p)
 	c.DeepLinks.check(p)
+	c.TenantDefaults.check(p)
 	c.Log.check(p)
 }
 
@@ -385,6 +403,7 @@ type Dev struct {
 	WebhookAuth
 	UpdateHandling
 	RateLimit
+	TenantDefaults
 	DataDir string `name:"data-dir" env:"HERALD_DEV_DATA_DIR" default:".dev" help:"where the private PostgreSQL and the generated secrets are kept between runs"`
 	Log     `set:"log_format=text"`
 }
@@ -394,6 +413,7 @@ func (c *Dev) check(p *problems) {
 	c.Kafka.checkTopicPrefix(p)
 	c.DeepLinks.checkBase(p)
 	c.RateLimit.check(p)
+	c.TenantDefaults.check(p)
 	c.Log.check(p)
 	if c.DatabaseURL != "" {
 		c.Database.check(p)

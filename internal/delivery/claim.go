@@ -21,7 +21,8 @@ import (
 // The order of the waits is what makes delivery fair and keeps slots free: first the chat's interval
 // (holding nothing), then the tenant's turn at the global rate (holding nothing), then an in-flight slot
 // for the claim, the call and the status write. A grant that is not used (nothing to send) is refunded.
-func (w *Worker) handle(ctx context.Context, p Priority, m kafka.Message, ls *laneState) bool {
+// The waits end with startCtx (the worker stops starting deliveries); the delivery itself runs under ctx.
+func (w *Worker) handle(startCtx, ctx context.Context, p Priority, m kafka.Message, ls *laneState) bool {
 	env, err := queue.ParseEnvelope(m.Value)
 	if err == nil {
 		_, err = uuid.Parse(env.TrackingID)
@@ -33,17 +34,17 @@ func (w *Worker) handle(ctx context.Context, p Priority, m kafka.Message, ls *la
 	}
 	start := time.Now()
 	if ls.chat != 0 {
-		if err := w.chats.WaitFree(ctx, ls.chat); err != nil {
+		if err := w.chats.WaitFree(startCtx, ls.chat); err != nil {
 			return false
 		}
 		limiterWait.WithLabelValues("chat", p.String()).Observe(time.Since(start).Seconds())
 		start = time.Now()
 	}
-	if err := w.limiter.Wait(ctx, p, env.TenantID); err != nil {
+	if err := w.limiter.Wait(startCtx, p, env.TenantID); err != nil {
 		return false
 	}
 	limiterWait.WithLabelValues("global", p.String()).Observe(time.Since(start).Seconds())
-	if err := w.inflight.acquire(ctx, p); err != nil {
+	if err := w.inflight.acquire(startCtx, p); err != nil {
 		w.limiter.Refund()
 		return false
 	}

@@ -77,12 +77,12 @@ func (c *consumer) fetchLoop(fetchCtx, workCtx context.Context) {
 			continue
 		}
 		c.w.share.sawPartition(c.topic, m.Partition)
-		c.dispatch(workCtx, c.tracker.add(m))
+		c.dispatch(fetchCtx, workCtx, c.tracker.add(m))
 	}
 }
 
 // dispatch queues f behind earlier messages of its key, starting a lane when the key has none.
-func (c *consumer) dispatch(ctx context.Context, f *fetched) {
+func (c *consumer) dispatch(startCtx, workCtx context.Context, f *fetched) {
 	key := strconv.Itoa(f.msg.Partition) + "/" + string(f.msg.Key)
 	if len(f.msg.Key) == 0 {
 		key += "#" + strconv.FormatInt(f.msg.Offset, 10)
@@ -94,7 +94,7 @@ func (c *consumer) dispatch(ctx context.Context, f *fetched) {
 	if running {
 		return
 	}
-	c.lanes.Go(func() { c.lane(ctx, key) })
+	c.lanes.Go(func() { c.lane(startCtx, workCtx, key) })
 }
 
 // commitOffsets commits finished offsets; it runs every CommitInterval.

@@ -19,8 +19,11 @@ type laneState struct {
 	handover time.Time
 }
 
-// lane delivers the messages of one key in order until its queue is empty.
-func (c *consumer) lane(ctx context.Context, key string) {
+// lane delivers the messages of one key in order until its queue is empty. startCtx ends when the worker
+// stops fetching (shutdown): from then on no message starts — one waiting for its chat or its turn gives
+// up — while a delivery already in flight finishes under workCtx (which ends after the grace period). A
+// message that did not start stays uncommitted, and the partition's next owner reads it again.
+func (c *consumer) lane(startCtx, workCtx context.Context, key string) {
 	var ls laneState
 	for {
 		c.mu.Lock()
@@ -33,9 +36,7 @@ func (c *consumer) lane(ctx context.Context, key string) {
 		f := q[0]
 		c.mu.Unlock()
 
-		// After abort (grace over, or killed) nothing new starts: the message stays uncommitted and the
-		// partition's next owner reads it again.
-		if ctx.Err() == nil && c.w.handle(ctx, c.prio, f.msg, &ls) {
+		if startCtx.Err() == nil && c.w.handle(startCtx, workCtx, c.prio, f.msg, &ls) {
 			c.tracker.done(f)
 		}
 		c.w.buffered.release(c.prio)

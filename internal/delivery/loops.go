@@ -26,3 +26,15 @@ func every(ctx context.Context, interval time.Duration, f func(ctx context.Conte
 func (w *Worker) pruneChats(ctx context.Context) {
 	w.chats.prune(time.Now().Add(-time.Minute))
 }
+
+// refreshWeights gives the limiter the tenants' delivery weights (spec.limits.deliveryWeight).
+func (w *Worker) refreshWeights(ctx context.Context) {
+	weights, err := w.opts.Store.DeliveryWeights(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Warn("could not read the tenants' delivery weights", "err", err)
+		}
+		return
+	}
+	w.limiter.SetWeights(weights)
+}

@@ -221,6 +221,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	loops.Go(func() { every(fetchCtx, w.opts.SchedulerInterval, w.republishDue) })
 	loops.Go(func() { every(fetchCtx, w.opts.RedriveInterval, w.redrive) })
 	loops.Go(func() { every(fetchCtx, w.opts.LagInterval, w.updateLag) })
+	loops.Go(func() { every(fetchCtx, 10*time.Second, w.refreshWeights) })
 
 	var fetchers sync.WaitGroup
 	for _, c := range w.consumers {

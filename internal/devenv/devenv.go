@@ -51,9 +51,12 @@ type Options struct {
 	WebhookSecret   string // empty: generated and kept in secrets.json
 	PhoneHashKey    string // empty: generated and kept in secrets.json
 	RateLimit       float64
-	DevAdmins       []int64
-	Logger          *slog.Logger
-	Stdout          io.Writer // where the walkthrough goes
+	// TenantSendsPerSecond and TenantRequestsPerSecond are the default tenant limits.
+	TenantSendsPerSecond    float64
+	TenantRequestsPerSecond float64
+	DevAdmins               []int64
+	Logger                  *slog.Logger
+	Stdout                  io.Writer // where the walkthrough goes
 }
 
 // secrets are generated once and kept in DataDir so links, phone digests and the demo key survive restarts.
@@ -147,7 +150,8 @@ func Run(ctx context.Context, o Options) error {
 
 	ob := outbox.New(st, producer, outbox.Options{Logger: log})
 	defer ob.Close()
-	api := ingress.New(st, ob, log.With("component", "ingress"), ingress.Options{DeepLinkBase: o.DeepLinkBase, BotUsername: o.BotUsername})
+	api := ingress.New(st, ob, log.With("component", "ingress"), ingress.Options{DeepLinkBase: o.DeepLinkBase, BotUsername: o.BotUsername,
+		SendsPerSecond: o.TenantSendsPerSecond, RequestsPerSecond: o.TenantRequestsPerSecond})
 	api.Routes(router)
 	receiver := updates.New(st, ob, updates.Options{
 		Secret: o.WebhookSecret, PhoneHashKey: []byte(o.PhoneHashKey), DevAdmins: o.DevAdmins, Logger: log.With("component", "webhook")})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/heraldhq/herald/internal/apierror"
 	"github.com/heraldhq/herald/internal/outbox"
+	"github.com/heraldhq/herald/internal/ratelimit"
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/store"
 )
@@ -20,15 +21,22 @@ type Options struct {
 	AuthCacheTTL time.Duration
 	// MaxInFlight caps concurrent /v1 requests; DefaultMaxInFlight when zero.
 	MaxInFlight int
+	// SendsPerSecond and RequestsPerSecond are the limits of a tenant that sets none of its own
+	// (DefaultSendsPerSecond and DefaultRequestsPerSecond when zero); a tenant's burst is twice its rate
+	// unless set.
+	SendsPerSecond    float64
+	RequestsPerSecond float64
 }
 
 // API serves /v1.
 type API struct {
-	store  *store.Store
-	outbox *outbox.Outbox
-	log    *slog.Logger
-	opts   Options
-	keys   *keyCache
+	store    *store.Store
+	outbox   *outbox.Outbox
+	log      *slog.Logger
+	opts     Options
+	keys     *keyCache
+	limiter  *ratelimit.Limiter
+	refusals refusalCounts
 }
 
 // New builds the tenant API. Notifications go through ob (close it after the HTTP server has stopped, so
@@ -40,23 +48,32 @@ func New(st *store.Store, ob *outbox.Outbox, logger *slog.Logger, opts Options) 
 	if opts.AuthCacheTTL == 0 {
 		opts.AuthCacheTTL = 2 * time.Second
 	}
-	return &API{store: st, outbox: ob, log: logger, opts: opts, keys: newKeyCache(opts.AuthCacheTTL)}
+	if opts.SendsPerSecond == 0 {
+		opts.SendsPerSecond = DefaultSendsPerSecond
+	}
+	if opts.RequestsPerSecond == 0 {
+		opts.RequestsPerSecond = DefaultRequestsPerSecond
+	}
+	return &API{store: st, outbox: ob, log: logger, opts: opts, keys: newKeyCache(opts.AuthCacheTTL), limiter: ratelimit.New(st)}
 }
 
-// handle adapts a handler that returns an error: catalogued errors become their JSON body; anything else is
-// logged with the request id and answered as a generic error, never with its text.
+// handle adapts a handler that returns an error.
 func (a *API) handle(h func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		err := h(w, r)
-		if err == nil {
-			return
+		if err := h(w, r); err != nil {
+			a.writeError(w, r, err)
 		}
-		if _, ok := apierror.From(err); !ok {
-			a.log.Error("request failed", "request_id", server.RequestID(r.Context()), "err", err)
-			if store.IsUnavailable(err) {
-				err = apierror.Unavailable
-			}
-		}
-		apierror.Write(w, err)
 	}
+}
+
+// writeError answers err: a catalogued error becomes its JSON body; anything else is logged with the
+// request id and answered as a generic error (503 when PostgreSQL is unavailable), never with its text.
+func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if _, ok := apierror.From(err); !ok {
+		a.log.Error("request failed", "request_id", server.RequestID(r.Context()), "err", err)
+		if store.IsUnavailable(err) {
+			err = apierror.Unavailable
+		}
+	}
+	apierror.Write(w, err)
 }

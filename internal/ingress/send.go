@@ -60,6 +60,9 @@ func (a *API) send(w http.ResponseWriter, r *http.Request) error {
 		}
 		idem = &outbox.Idempotency{Key: key, RequestHash: requestHash(userID, *req.Message, priority)}
 	}
+	if err := a.takeSends(r.Context(), w, 1); err != nil {
+		return err
+	}
 	results, _, err := a.outbox.Send(r.Context(), p.TenantID, []outbox.Item{{UserID: userID, Priority: priority, Body: body}}, idem)
 	if err != nil {
 		return a.outboxError(err)

@@ -28,6 +28,9 @@ type Principal struct {
 	Label string
 	// ExpiresAt bounds how long the principal may be cached.
 	ExpiresAt *time.Time
+	// Limits are the tenant's own limits (nil fields: the installation's defaults). They reach every
+	// replica with the authentication cache, so a change applies within its TTL.
+	Limits TenantLimits
 }
 
 // InsertAPIKey stores a key's digest for a tenant and returns the row id. ErrConflict when the tenant does
@@ -81,10 +84,11 @@ func (s *Store) Authenticate(ctx context.Context, digest [32]byte) (Principal, e
 	defer cancel()
 	var p Principal
 	err := s.pool.QueryRow(ctx, `
-		SELECT k.id::text, k.tenant_id, COALESCE(k.label, t.developer_name), k.expires_at
+		SELECT k.id::text, k.tenant_id, COALESCE(k.label, t.developer_name), k.expires_at,
+		       t.sends_per_second, t.burst, t.requests_per_second
 		FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
 		WHERE k.digest = $1 AND NOT k.disabled AND k.revoked_at IS NULL
 		  AND (k.expires_at IS NULL OR k.expires_at > now()) AND NOT t.suspended`, digest[:]).
-		Scan(&p.KeyID, &p.TenantID, &p.Label, &p.ExpiresAt)
+		Scan(&p.KeyID, &p.TenantID, &p.Label, &p.ExpiresAt, &p.Limits.SendsPerSecond, &p.Limits.Burst, &p.Limits.RequestsPerSecond)
 	return p, translate(err, "authenticating API key")
 }

@@ -38,6 +38,7 @@ type TenantRecord struct {
 	DeveloperName string
 	Suspended     bool
 	Developers    []int64
+	Limits        TenantLimits
 	// Incarnation identifies the Tenant object (its metadata.uid). "" leaves the recorded one as it is.
 	Incarnation string
 }
@@ -85,8 +86,10 @@ func (s *Store) UpsertTenantFromSpec(ctx context.Context, t TenantRecord) (Tenan
 		ctx, cancel := withTimeout(ctx)
 		defer cancel()
 		return s.pool.QueryRow(ctx,
-			`SELECT developer_name, suspended, developers, incarnation FROM tenants WHERE id = $1`, t.ID,
-		).Scan(&cur.DeveloperName, &cur.Suspended, &cur.Developers, &incarnation)
+			`SELECT developer_name, suspended, developers, incarnation,
+			        sends_per_second, burst, requests_per_second, delivery_weight FROM tenants WHERE id = $1`, t.ID,
+		).Scan(&cur.DeveloperName, &cur.Suspended, &cur.Developers, &incarnation,
+			&cur.Limits.SendsPerSecond, &cur.Limits.Burst, &cur.Limits.RequestsPerSecond, &cur.Limits.DeliveryWeight)
 	}()
 	switch {
 	case err == nil:
@@ -103,7 +106,8 @@ func (s *Store) UpsertTenantFromSpec(ctx context.Context, t TenantRecord) (Tenan
 			out.Reincarnated, out.Purge = true, purge
 		}
 		sameIncarnation := t.Incarnation == "" || (incarnation != nil && *incarnation == t.Incarnation)
-		if cur.DeveloperName == t.DeveloperName && cur.Suspended == t.Suspended && slices.Equal(cur.Developers, devs) && sameIncarnation {
+		if cur.DeveloperName == t.DeveloperName && cur.Suspended == t.Suspended && slices.Equal(cur.Developers, devs) && sameIncarnation &&
+			cur.Limits.Equal(t.Limits) {
 			return out, nil
 		}
 	case err != pgx.ErrNoRows:
@@ -112,18 +116,26 @@ func (s *Store) UpsertTenantFromSpec(ctx context.Context, t TenantRecord) (Tenan
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	tag, err := s.pool.Exec(ctx, `
-INSERT INTO tenants (id, developer_name, suspended, developers, incarnation)
-VALUES ($1, $2, $3, $4, NULLIF($5, ''))
+INSERT INTO tenants (id, developer_name, suspended, developers, incarnation,
+                     sends_per_second, burst, requests_per_second, delivery_weight)
+VALUES ($1, $2, $3, $4, NULLIF($5, ''), $6, $7, $8, $9)
 ON CONFLICT (id) DO UPDATE
-   SET developer_name = EXCLUDED.developer_name,
-       suspended      = EXCLUDED.suspended,
-       developers     = EXCLUDED.developers,
-       incarnation    = COALESCE(EXCLUDED.incarnation, tenants.incarnation),
-       updated_at     = now()
- WHERE (tenants.developer_name, tenants.suspended, tenants.developers, tenants.incarnation)
+   SET developer_name      = EXCLUDED.developer_name,
+       suspended           = EXCLUDED.suspended,
+       developers          = EXCLUDED.developers,
+       incarnation         = COALESCE(EXCLUDED.incarnation, tenants.incarnation),
+       sends_per_second    = EXCLUDED.sends_per_second,
+       burst               = EXCLUDED.burst,
+       requests_per_second = EXCLUDED.requests_per_second,
+       delivery_weight     = EXCLUDED.delivery_weight,
+       updated_at          = now()
+ WHERE (tenants.developer_name, tenants.suspended, tenants.developers, tenants.incarnation,
+        tenants.sends_per_second, tenants.burst, tenants.requests_per_second, tenants.delivery_weight)
        IS DISTINCT FROM (EXCLUDED.developer_name, EXCLUDED.suspended, EXCLUDED.developers,
-                         COALESCE(EXCLUDED.incarnation, tenants.incarnation))`,
-		t.ID, t.DeveloperName, t.Suspended, devs, t.Incarnation)
+                         COALESCE(EXCLUDED.incarnation, tenants.incarnation),
+                         EXCLUDED.sends_per_second, EXCLUDED.burst, EXCLUDED.requests_per_second, EXCLUDED.delivery_weight)`,
+		t.ID, t.DeveloperName, t.Suspended, devs, t.Incarnation,
+		t.Limits.SendsPerSecond, t.Limits.Burst, t.Limits.RequestsPerSecond, t.Limits.DeliveryWeight)
 	if err != nil {
 		return out, translate(err, "upserting tenant "+t.ID)
 	}

@@ -13,7 +13,33 @@ type Tenant struct {
 	DeveloperName string
 	Suspended     bool
 	Developers    []int64
+	Limits        TenantLimits
 	CreatedAt     time.Time
+}
+
+// TenantLimits are a tenant's own limits; a nil field takes the installation's default.
+type TenantLimits struct {
+	SendsPerSecond    *int32
+	Burst             *int32
+	RequestsPerSecond *int32
+	DeliveryWeight    *int32
+}
+
+// Equal reports whether two sets of limits are the same.
+func (l TenantLimits) Equal(o TenantLimits) bool {
+	eq := func(a, b *int32) bool { return (a == nil && b == nil) || (a != nil && b != nil && *a == *b) }
+	return eq(l.SendsPerSecond, o.SendsPerSecond) && eq(l.Burst, o.Burst) && eq(l.RequestsPerSecond, o.RequestsPerSecond) &&
+		eq(l.DeliveryWeight, o.DeliveryWeight)
+}
+
+// tenantColumns are the columns scanTenant reads.
+const tenantColumns = `id, developer_name, suspended, developers, sends_per_second, burst, requests_per_second, delivery_weight, created_at`
+
+func scanTenant(r pgx.Row) (Tenant, error) {
+	var t Tenant
+	err := r.Scan(&t.ID, &t.DeveloperName, &t.Suspended, &t.Developers,
+		&t.Limits.SendsPerSecond, &t.Limits.Burst, &t.Limits.RequestsPerSecond, &t.Limits.DeliveryWeight, &t.CreatedAt)
+	return t, err
 }
 
 // CreateTenant inserts a new tenant; ErrConflict when the id is taken.
@@ -22,6 +48,33 @@ func (s *Store) CreateTenant(ctx context.Context, id, developerName string) erro
 	defer cancel()
 	_, err := s.pool.Exec(ctx, `INSERT INTO tenants (id, developer_name) VALUES ($1, $2)`, id, developerName)
 	return translate(err, "creating tenant")
+}
+
+// SetTenantLimits sets a tenant's own limits (nil fields: the installation's defaults); ErrNotFound when
+// it does not exist.
+func (s *Store) SetTenantLimits(ctx context.Context, id string, l TenantLimits) error {
+	return s.updateTenant(ctx, "setting the limits of tenant "+id, `
+		UPDATE tenants SET sends_per_second = $2, burst = $3, requests_per_second = $4, delivery_weight = $5, updated_at = now()
+		WHERE id = $1`, id, l.SendsPerSecond, l.Burst, l.RequestsPerSecond, l.DeliveryWeight)
+}
+
+// SetTenantDeveloperName renames a tenant's developer (the branding fallback); ErrNotFound when it does not
+// exist.
+func (s *Store) SetTenantDeveloperName(ctx context.Context, id, name string) error {
+	return s.updateTenant(ctx, "renaming the developer of tenant "+id, `UPDATE tenants SET developer_name = $2, updated_at = now() WHERE id = $1`, id, name)
+}
+
+func (s *Store) updateTenant(ctx context.Context, doing, sql string, args ...any) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	tag, err := s.pool.Exec(ctx, sql, args...)
+	if err != nil {
+		return translate(err, doing)
+	}
+	if tag.RowsAffected() == 0 {
+		return translate(pgx.ErrNoRows, doing)
+	}
+	return nil
 }
 
 // SetTenantSuspended suspends or resumes a tenant; ErrNotFound when it does not exist.
@@ -64,15 +117,11 @@ func (s *Store) AddTenantDeveloper(ctx context.Context, id string, messengerUser
 func (s *Store) ListTenants(ctx context.Context) ([]Tenant, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	rows, err := s.pool.Query(ctx, `SELECT id, developer_name, suspended, developers, created_at FROM tenants ORDER BY id`)
+	rows, err := s.pool.Query(ctx, `SELECT `+tenantColumns+` FROM tenants ORDER BY id`)
 	if err != nil {
 		return nil, translate(err, "listing tenants")
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Tenant, error) {
-		var t Tenant
-		err := r.Scan(&t.ID, &t.DeveloperName, &t.Suspended, &t.Developers, &t.CreatedAt)
-		return t, err
-	})
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Tenant, error) { return scanTenant(r) })
 	return out, translate(err, "listing tenants")
 }
 
@@ -80,9 +129,7 @@ func (s *Store) ListTenants(ctx context.Context) ([]Tenant, error) {
 func (s *Store) GetTenant(ctx context.Context, id string) (Tenant, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	var t Tenant
-	err := s.pool.QueryRow(ctx, `SELECT id, developer_name, suspended, developers, created_at FROM tenants WHERE id = $1`, id).
-		Scan(&t.ID, &t.DeveloperName, &t.Suspended, &t.Developers, &t.CreatedAt)
+	t, err := scanTenant(s.pool.QueryRow(ctx, `SELECT `+tenantColumns+` FROM tenants WHERE id = $1`, id))
 	return t, translate(err, "reading tenant")
 }
 
@@ -95,15 +142,26 @@ func (s *Store) DeveloperTenants(ctx context.Context, messengerUserID int64, adm
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	rows, err := s.pool.Query(ctx, `
-		SELECT id, developer_name, suspended, developers, created_at FROM tenants
+		SELECT `+tenantColumns+` FROM tenants
 		WHERE $1 = ANY (developers) ORDER BY id`, messengerUserID)
 	if err != nil {
 		return nil, translate(err, "listing a developer's tenants")
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Tenant, error) {
-		var t Tenant
-		err := r.Scan(&t.ID, &t.DeveloperName, &t.Suspended, &t.Developers, &t.CreatedAt)
-		return t, err
-	})
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Tenant, error) { return scanTenant(r) })
 	return out, translate(err, "listing a developer's tenants")
+}
+
+// DeliveryWeights returns the tenants whose delivery weight is set (the others weigh 1).
+func (s *Store) DeliveryWeights(ctx context.Context) (map[string]int, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `SELECT id, delivery_weight FROM tenants WHERE delivery_weight IS NOT NULL`)
+	if err != nil {
+		return nil, translate(err, "reading delivery weights")
+	}
+	out := map[string]int{}
+	var id string
+	var w int
+	_, err = pgx.ForEachRow(rows, []any{&id, &w}, func() error { out[id] = w; return nil })
+	return out, translate(err, "reading delivery weights")
 }

@@ -16,8 +16,11 @@ import (
 	"github.com/heraldhq/herald/internal/store"
 )
 
-// StatsWindow is the period /dev_stats counts.
+// StatsWindow is the period /dev_stats counts notifications over.
 const StatsWindow = 24 * time.Hour
+
+// RefusalsWindow is the period /dev_stats counts requests refused over the tenant's limits.
+const RefusalsWindow = time.Hour
 
 // dev answers the /dev_* commands of developers (tenants.developers) and platform admins (DevAdmins), only
 // about their own tenants. Anyone else gets the reply to an unknown command, as does an unknown /dev_*.
@@ -49,7 +52,11 @@ func (rc *Receiver) dev(ctx context.Context, updateID int64, m *messenger.Messag
 		if err != nil {
 			return r, err
 		}
-		body = formatStats(ids, counts)
+		refused, err := rc.store.RecentRefusals(ctx, ids, RefusalsWindow)
+		if err != nil {
+			return r, err
+		}
+		body = formatStats(tenants, counts, refused)
 	case "/dev_status":
 		body, err = rc.devStatus(ctx, ids, args)
 		if err != nil {
@@ -94,26 +101,49 @@ func whoami(from int64, admin bool, tenants []store.Tenant) string {
 	return b.String()
 }
 
-// formatStats lists every tenant, including those without notifications in the window.
-func formatStats(ids []string, counts []store.StatusCount) string {
+// formatStats lists every tenant, including those without notifications in the window, with its limits
+// and what they refused lately.
+func formatStats(tenants []store.Tenant, counts []store.StatusCount, refused []store.Refusals) string {
 	var b strings.Builder
 	b.WriteString(textDevStatsTitle)
-	if len(ids) == 0 {
+	if len(tenants) == 0 {
 		b.WriteString("\n" + textDevNoTenants)
 	}
-	for _, id := range ids {
+	for _, t := range tenants {
 		var parts []string
 		for _, c := range counts {
-			if c.TenantID == id {
+			if c.TenantID == t.ID {
 				parts = append(parts, string(c.Status)+" "+strconv.FormatInt(c.Count, 10))
 			}
 		}
 		if len(parts) == 0 {
 			parts = []string{textDevStatsNone}
 		}
-		fmt.Fprintf(&b, "\n%s: %s", id, strings.Join(parts, ", "))
+		fmt.Fprintf(&b, "\n%s: %s", t.ID, strings.Join(parts, ", "))
+		var refusals []string
+		for _, r := range refused {
+			if r.TenantID == t.ID {
+				refusals = append(refusals, fmt.Sprintf("%d %s", r.Count, r.Kind))
+			}
+		}
+		if len(refusals) == 0 {
+			refusals = []string{textDevStatsNone}
+		}
+		fmt.Fprintf(&b, "\n  limits: %s; refused in the last hour: %s", formatLimits(t.Limits), strings.Join(refusals, ", "))
 	}
 	return b.String()
+}
+
+// formatLimits shows a tenant's own limits; "default" is the ingress's installation default.
+func formatLimits(l store.TenantLimits) string {
+	v := func(p *int32, unit string) string {
+		if p == nil {
+			return "default"
+		}
+		return strconv.Itoa(int(*p)) + unit
+	}
+	return fmt.Sprintf("sends %s (burst %s), requests %s, delivery weight %s",
+		v(l.SendsPerSecond, "/s"), v(l.Burst, ""), v(l.RequestsPerSecond, "/s"), v(l.DeliveryWeight, ""))
 }
 
 // devStatus shows the fields of GET /v1/status (and the tenant), never the body.

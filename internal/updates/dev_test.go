@@ -49,6 +49,10 @@ func devEnv(t *testing.T) (e *env, acmeID, globexID, oldAcmeID string) {
 	insert("acme", "u1", "failed", "3 hours")
 	oldAcmeID = insert("acme", "u1", "failed", "25 hours") // outside /dev_stats' window
 	globexID = insert("globex", "g1", "queued", "1 minute")
+	// acme has a limit of its own and was refused lately (the ingress records refusals per minute).
+	e.exec(`UPDATE tenants SET sends_per_second = 20 WHERE id = 'acme'`)
+	e.exec(`INSERT INTO rate_refusals (tenant_id, kind, minute, count) VALUES ('acme', 'sends', date_trunc('minute', now()), 7),
+		('acme', 'sends', date_trunc('minute', now()) - interval '2 hours', 100)`)
 	return e, acmeID, globexID, oldAcmeID
 }
 
@@ -63,7 +67,8 @@ func TestDevCommandsOfADeveloper(t *testing.T) {
 		t.Errorf("/dev_whoami = %q", b)
 	}
 	stats := e.ask(devAcme, "/dev_stats").Body
-	if want := "Notifications created in the last 24 hours, by status:\nacme: delivered 2, failed 1"; stats != want {
+	if want := "Notifications created in the last 24 hours, by status:\nacme: delivered 2, failed 1\n" +
+		"  limits: sends 20/s (burst default), requests default, delivery weight default; refused in the last hour: 7 sends"; stats != want {
 		t.Errorf("/dev_stats = %q, want %q", stats, want)
 	}
 
@@ -112,7 +117,10 @@ func TestDevCommandsOfAPlatformAdmin(t *testing.T) {
 	if b := e.ask(adminID, "/dev_whoami").Body; b != fmt.Sprintf("Your messenger user id: %d\nPlatform admin: every tenant.\nDeveloper of: (none)", adminID) {
 		t.Errorf("/dev_whoami = %q", b)
 	}
-	want := "Notifications created in the last 24 hours, by status:\nacme: delivered 2, failed 1\nglobex: queued 1\ninitech: none"
+	want := "Notifications created in the last 24 hours, by status:\nacme: delivered 2, failed 1\n" +
+		"  limits: sends 20/s (burst default), requests default, delivery weight default; refused in the last hour: 7 sends\n" +
+		"globex: queued 1\n  limits: sends default (burst default), requests default, delivery weight default; refused in the last hour: none\n" +
+		"initech: none\n  limits: sends default (burst default), requests default, delivery weight default; refused in the last hour: none"
 	if b := e.ask(adminID, "/dev_stats").Body; b != want {
 		t.Errorf("/dev_stats = %q, want %q", b, want)
 	}
