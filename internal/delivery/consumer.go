@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/heraldhq/herald/internal/labels"
+	"github.com/heraldhq/herald/internal/queue"
 )
 
 // consumer reads one priority topic.
@@ -77,7 +80,10 @@ func (c *consumer) fetchLoop(fetchCtx, workCtx context.Context) {
 			continue
 		}
 		c.w.share.sawPartition(c.topic, m.Partition)
-		c.dispatch(fetchCtx, workCtx, c.tracker.add(m))
+		f := c.tracker.add(m)
+		f.tenant = tenantLabel(m.Value)
+		tenantBacklog.WithLabelValues(f.tenant, c.prio.String()).Inc()
+		c.dispatch(fetchCtx, workCtx, f)
 	}
 }
 
@@ -114,4 +120,17 @@ func (c *consumer) commit(ctx context.Context) error {
 		return fmt.Errorf("while committing offsets of %s: %w", c.topic, err)
 	}
 	return nil
+}
+
+// tenantLabel is the metric label of a message's tenant: its id (capped, see internal/labels), "system"
+// for a system message of no tenant, or "" when the envelope does not parse (handle drops it).
+func tenantLabel(value []byte) string {
+	env, err := queue.ParseEnvelope(value)
+	switch {
+	case err != nil:
+		return ""
+	case env.TenantID == "":
+		return "system"
+	}
+	return labels.Tenants.Of(env.TenantID)
 }

@@ -40,6 +40,7 @@ func (c *consumer) lane(startCtx, workCtx context.Context, key string) {
 			c.tracker.done(f)
 		}
 		c.w.buffered.release(c.prio)
+		tenantBacklog.WithLabelValues(f.tenant, c.prio.String()).Dec()
 
 		c.mu.Lock()
 		c.queues[key] = c.queues[key][1:]

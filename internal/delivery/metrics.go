@@ -29,6 +29,10 @@ var (
 		Name: "herald_worker_rate_limit",
 		Help: "Messages per second this worker may send: the global limit times its share of the partitions.",
 	})
+	tenantBacklog = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "herald_worker_tenant_backlog",
+		Help: "Messages this worker holds per tenant (tenant label capped at 100 names, then \"other\"; \"system\" for messages of no tenant), by priority: a tenant's backlog waiting for its turn.",
+	}, []string{"tenant", "priority"})
 	bufferedGauge = promauto.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "herald_worker_buffered",
 		Help: "Messages fetched and not finished (waiting for their chat, their turn, or in flight), by priority.",

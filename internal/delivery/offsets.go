@@ -25,10 +25,11 @@ type partitionOffsets struct {
 
 // fetched is one message between fetch and completion.
 type fetched struct {
-	msg   kafka.Message
-	part  *partitionOffsets
-	epoch int
-	done  bool
+	msg    kafka.Message
+	part   *partitionOffsets
+	epoch  int
+	done   bool
+	tenant string // the metric label of its tenant
 }
 
 func newOffsetTracker() *offsetTracker {

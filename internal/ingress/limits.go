@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/heraldhq/herald/internal/apierror"
+	"github.com/heraldhq/herald/internal/labels"
 	"github.com/heraldhq/herald/internal/ratelimit"
 	"github.com/heraldhq/herald/internal/store"
 )
@@ -29,36 +30,11 @@ const (
 	DefaultRequestsPerSecond = 50
 )
 
-// MaxTenantLabels caps the tenant label of the per-tenant metrics: the first tenants seen are named, the
-// rest are counted under "other", so a deployment with very many tenants cannot blow up the series count.
-const MaxTenantLabels = 100
-
 var tenantRequests = promauto.NewCounterVec(prometheus.CounterOpts{
 	Name: "herald_ingress_tenant_units_total",
 	Help: "Units asked of a tenant's limits (sends: notifications; requests: other /v1 requests), by tenant (capped at " +
 		"100 names, then \"other\"), kind and outcome (accepted, refused).",
 }, []string{"tenant", "kind", "outcome"})
-
-// tenantLabels hands out the bounded tenant label values.
-type tenantLabels struct {
-	mu    sync.Mutex
-	names map[string]bool
-}
-
-var labels = &tenantLabels{names: map[string]bool{}}
-
-func (l *tenantLabels) of(tenant string) string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.names[tenant] {
-		return tenant
-	}
-	if len(l.names) < MaxTenantLabels {
-		l.names[tenant] = true
-		return tenant
-	}
-	return "other"
-}
 
 // limitsOf is the principal's tenant's limits: its own, or the installation's defaults; a burst of twice
 // the rate unless set.
@@ -105,13 +81,13 @@ func (a *API) take(ctx context.Context, w http.ResponseWriter, tenant, kind stri
 	}
 	setRateLimitHeaders(w.Header(), kind, lim, d)
 	if !d.Allowed {
-		tenantRequests.WithLabelValues(labels.of(tenant), kind, "refused").Add(float64(n))
+		tenantRequests.WithLabelValues(labels.Tenants.Of(tenant), kind, "refused").Add(float64(n))
 		a.refusals.add(tenant, kind, n)
 		a.refusals.flushEvery(refusalFlush, a.store, a.log)
 		return apierror.RateLimited.With("over the tenant's limit of %s per second for %s; retry after the time Retry-After gives",
 			formatRate(lim.Rate), kind).After(d.RetryAfter)
 	}
-	tenantRequests.WithLabelValues(labels.of(tenant), kind, "accepted").Add(float64(n))
+	tenantRequests.WithLabelValues(labels.Tenants.Of(tenant), kind, "accepted").Add(float64(n))
 	return nil
 }
 

@@ -1,0 +1,42 @@
+// Package labels bounds the values of Prometheus labels that come from data rather than code: a label
+// value from an unbounded set (a tenant id, a request's method) would grow the series count, and the
+// memory of every Prometheus that scrapes Herald, without limit.
+package labels
+
+import "sync"
+
+// Other is the value that stands for everything past the cap.
+const Other = "other"
+
+// Set hands out at most Max distinct values: the first ones seen keep their own, the rest are Other.
+type Set struct {
+	Max int
+
+	mu    sync.Mutex
+	names map[string]bool
+}
+
+// Of returns v, or Other when Max other values were seen first.
+func (s *Set) Of(v string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.names[v] {
+		return v
+	}
+	if len(s.names) < s.Max {
+		if s.names == nil {
+			s.names = map[string]bool{}
+		}
+		s.names[v] = true
+		return v
+	}
+	return Other
+}
+
+// MaxTenants caps the tenant label of every per-tenant metric. Tenants are few and known in most
+// installations; past 100, the rest are counted together as "other".
+const MaxTenants = 100
+
+// Tenants is the process's one set of tenant label values, shared by every per-tenant metric so that a
+// tenant is named (or "other") the same way everywhere.
+var Tenants = &Set{Max: MaxTenants}
