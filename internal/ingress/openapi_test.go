@@ -3,8 +3,10 @@ package ingress_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/heraldhq/herald/internal/openapitest"
+	"github.com/heraldhq/herald/internal/store"
 )
 
 // TestResponsesMatchTheOpenAPIDocument drives every /v1 operation through each documented outcome and
@@ -54,6 +56,24 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 	}
 	check("GET", "/v1/phone-verification/status/{user_id}", e.do("GET", "/v1/phone-verification/status/u1", "", nil), 401)
 	check("GET", "/v1/phone-verification/status/{user_id}", e.do("GET", "/v1/phone-verification/status/nobody", key, nil), 404)
+
+	// Over the tenant's limits: sends, then every other route.
+	e.limit("acme", store.TenantLimits{SendsPerSecond: int32p(1), Burst: int32p(1), RequestsPerSecond: int32p(1)})
+	waitForLimits := func(method, path string, body any) response {
+		t.Helper()
+		// The authentication cache brings the new limits within its TTL.
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if r := e.do(method, path, key, body); r.status == 429 {
+				return r
+			}
+		}
+		t.Fatalf("%s %s never answered 429 under a limit of 1/s", method, path)
+		return response{}
+	}
+	check("POST", "/v1/send", waitForLimits("POST", "/v1/send", map[string]any{"user_id": "u1", "message": "x"}), 429)
+	check("GET", "/v1/status/{tracking_id}", waitForLimits("GET", "/v1/status/"+id, nil), 429)
+	e.limit("acme", store.TenantLimits{})
+	time.Sleep(time.Second) // the cache's TTL: the default limits are back
 
 	e.broker.Close()
 	check("POST", "/v1/send", e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "hi"}), 502)
