@@ -330,6 +330,15 @@ spec:
               containerPort: {{ .port }}
               protocol: TCP
             {{- end }}
+          {{- /* Services (kube-proxy, ingress controllers) stop sending new connections to a terminating pod
+          only after a moment; until then the pod keeps serving. The sleep action exists from Kubernetes 1.30. */}}
+          {{- $preStopSleep := int ($c.preStopSleepSeconds | default 0) }}
+          {{- if and (gt $preStopSleep 0) (semverCompare ">=1.30.0-0" $root.Capabilities.KubeVersion.Version) }}
+          lifecycle:
+            preStop:
+              sleep:
+                seconds: {{ $preStopSleep }}
+          {{- end }}
           startupProbe:
             httpGet:
               path: /healthz
