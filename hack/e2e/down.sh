@@ -11,6 +11,13 @@ set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 [ "$(id -u)" = 0 ] || die "run as root"
 began=$SECONDS
+timings=()
+step_began=$SECONDS
+# took WHAT: records how long the step since the last one took (printed at the end).
+took() {
+	timings+=("$1 $((SECONDS - step_began))s")
+	step_began=$SECONDS
+}
 K8S="$(cat "$RUNDIR/k8s-dir" 2>/dev/null || true)"
 KUBECTL="$K8S/kubectl"
 # (The brackets keep grep from matching its own command line.)
@@ -44,6 +51,15 @@ apiserver_up() {
 		timeout 5 "$KUBECTL" --kubeconfig "$KUBECONFIG_FILE" --request-timeout=3s get --raw /readyz >/dev/null 2>&1
 }
 
+# 0. The pods' logs, kept with the others for reading.
+if [ -d "$WORK/pod-logs" ]; then
+	rm -rf "$LOGS/pods"
+	mkdir -p "$LOGS/pods"
+	cp -r "$WORK/pod-logs/." "$LOGS/pods/" 2>/dev/null
+fi
+
+took logs
+
 # 1. Pods, through kubelet, so that each gets its CNI DEL and its mounts undone. The controllers go first:
 #    nothing recreates what is deleted.
 stop kube-controller-manager 5
@@ -54,16 +70,22 @@ if apiserver_up && alive kubelet; then
 		--grace-period=1 --wait=true --timeout=60s >/dev/null 2>&1 || log "pods not all deleted in time; killing the rest"
 fi
 
+took pods
+
 # 2. kube-proxy and its rules.
 stop kube-proxy 5
 if [ -x "$K8S/kube-proxy" ]; then
 	timeout 60 "$K8S/kube-proxy" --cleanup >"$LOGS/kube-proxy-cleanup.log" 2>&1 || log "kube-proxy --cleanup failed (see $LOGS/kube-proxy-cleanup.log)"
 fi
 
+took kube-proxy
+
 # 3. The control plane. kube-apiserver on etcd 3.4 can hang in graceful shutdown: SIGKILL after a while.
 stop kubelet 10
 stop kube-apiserver 10
 stop etcd 10
+
+took control-plane
 
 # 4. Containers left running (pods kubelet could not delete), then containerd and its shims.
 if alive containerd && [ -S "$CONTAINERD_SOCK" ]; then
@@ -95,12 +117,16 @@ for _ in 1 2 3; do
 	sleep 0.5
 done
 
+took containers
+
 # 5. Host services.
 if [ -f "$WORK/postgres/data/postmaster.pid" ]; then
 	pg_ctl="$(printf '%s\n' /usr/lib/postgresql/*/bin/pg_ctl | sort -V | tail -n 1)"
 	[ -x "$pg_ctl" ] && runuser -u postgres -- "$pg_ctl" stop -m immediate -D "$WORK/postgres/data" >/dev/null 2>&1
 fi
 stop kfake 5
+
+took host-services
 
 # 6. Mounts under our directories (container root filesystems, pod volumes, network namespaces), deepest
 #    first.
@@ -116,6 +142,8 @@ for _ in 1 2 3; do
 	done <<<"$mounts"
 done
 
+took mounts
+
 # 7. Network: pod veths, the CNI bridge, the node's address.
 for veth in $(ip -o link show master "$CNI_BRIDGE" 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1); do
 	ip link delete "$veth" 2>/dev/null
@@ -123,6 +151,8 @@ done
 for link in "$CNI_BRIDGE" "$NODE_LINK"; do
 	ip link show "$link" >/dev/null 2>&1 && ip link delete "$link"
 done
+
+took links
 
 # 8. iptables chains kube-proxy and kubelet made (KUBE-*), and the jumps to them; both families.
 for ipt in iptables ip6tables; do
@@ -142,10 +172,14 @@ for ipt in iptables ip6tables; do
 	done
 done
 
+took iptables
+
 # 9. Our cgroup subtree, deepest first.
 for h in /sys/fs/cgroup/*/"$CGROUP_ROOT"; do
 	[ -d "$h" ] && find "$h" -depth -type d -exec rmdir {} + 2>/dev/null
 done
+
+took cgroups
 
 # 10. Files: state directories, the CNI results cache, kubelet's log symlinks.
 rm -rf "$WORK" "$RUNDIR" "$ETCD_DIR"
@@ -161,6 +195,8 @@ if [ -d /run/containerd ] && [ ! -S /run/containerd/containerd.sock ]; then
 	rm -rf /run/containerd
 fi
 
+took files
+
 # 11. sysctls kubelet, kube-proxy and up.sh changed.
 if [ -f "$SYSCTL_SAVED" ]; then
 	while IFS='=' read -r key value; do
@@ -168,6 +204,8 @@ if [ -f "$SYSCTL_SAVED" ]; then
 	done <"$SYSCTL_SAVED"
 	rm -f "$SYSCTL_SAVED"
 fi
+
+took sysctls
 
 # 12. What is left?
 left=()
@@ -192,4 +230,4 @@ if [ ${#left[@]} -gt 0 ]; then
 	printf '  %s\n' "${left[@]}" >&2
 	exit 1
 fi
-log "torn down in $((SECONDS - began)) s; the machine is clean"
+log "torn down in $((SECONDS - began)) s (${timings[*]}); the machine is clean"

@@ -155,6 +155,7 @@ func TestHerald(t *testing.T) {
 		{"TenantAndApiKey", c.tenantAndKey},
 		{"RegisterWebhook", c.registerWebhook},
 		{"FirstMessage", c.firstMessage},
+		{"SteadyLoad", c.steadyLoad},
 		{"UpgradeUnderLoad", c.upgradeUnderLoad},
 		{"Rollback", c.rollback},
 		{"Uninstall", c.uninstall},
@@ -168,6 +169,10 @@ func TestHerald(t *testing.T) {
 		}
 	}
 }
+
+// extraHelmArgs are added to helm install and upgrade: HERALD_E2E_HELM_ARGS, for experiments such as
+// "--set ingress.preStopSleepSeconds=0 --set webhook.preStopSleepSeconds=0".
+func extraHelmArgs() []string { return strings.Fields(os.Getenv("HERALD_E2E_HELM_ARGS")) }
 
 func (c *cluster) image(tag string) string { return c.e.get("HERALD_E2E_IMAGE_REPOSITORY") + ":" + tag }
 
@@ -203,8 +208,8 @@ messenger:
 		t.Fatal(err)
 	}
 	began := time.Now()
-	c.e.helm(t, "install", release, c.e.get("HERALD_E2E_CHART"), "--namespace", namespace, "--create-namespace",
-		"--values", c.values, "--wait", "--timeout", "6m")
+	c.e.helm(t, append([]string{"install", release, c.e.get("HERALD_E2E_CHART"), "--namespace", namespace, "--create-namespace",
+		"--values", c.values, "--wait", "--timeout", "6m"}, extraHelmArgs()...)...)
 	t.Logf("helm install --wait: %s", time.Since(began).Round(100*time.Millisecond))
 
 	// The migration hook ran (and was deleted once it succeeded, as its hook-delete-policy says).
@@ -398,14 +403,19 @@ func (c *cluster) firstMessage(t *testing.T) {
 
 var replicas = map[string]int{"operator": 1, "ingress": 2, "webhook": 2, "worker": 2}
 
-// upgradeUnderLoad rolls every pod to the second image with helm upgrade while a tenant sends.
-func (c *cluster) upgradeUnderLoad(t *testing.T) {
+// steadyLoad is the control for the rollouts: the same load, nothing rolled.
+func (c *cluster) steadyLoad(t *testing.T) {
 	for len(c.users) < 5 {
 		c.linkUser(t)
 	}
+	c.underLoad(t, "steady", func() { time.Sleep(10 * time.Second) })
+}
+
+// upgradeUnderLoad rolls every pod to the second image with helm upgrade while a tenant sends.
+func (c *cluster) upgradeUnderLoad(t *testing.T) {
 	c.underLoad(t, "upgrade", func() {
-		c.e.helm(t, "upgrade", release, c.e.get("HERALD_E2E_CHART"), "--namespace", namespace,
-			"--values", c.values, "--set", "image.tag="+c.images[1], "--wait", "--timeout", "6m")
+		c.e.helm(t, append([]string{"upgrade", release, c.e.get("HERALD_E2E_CHART"), "--namespace", namespace,
+			"--values", c.values, "--set", "image.tag=" + c.images[1], "--wait", "--timeout", "6m"}, extraHelmArgs()...)...)
 		c.waitAvailable(t, c.images[1], replicas)
 	})
 }
@@ -416,20 +426,58 @@ func (c *cluster) underLoad(t *testing.T, label string, roll func()) {
 	before := c.simStats(t)
 	ld := newLoad(c.herald.base, c.herald.key, c.users, label)
 	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { ld.run(ctx, 20); close(done) }()
-	defer func() { stop(); <-done }()
+	done := make(chan struct{}, 2)
+	go func() { ld.run(ctx, 20); done <- struct{}{} }()
+	// Webhook traffic too: users write to the bot (5 updates a second), the simulator posts each update to
+	// the webhook Service, retrying a failed post a few times before it drops the update.
+	var updates, updateErrors int
+	go func() {
+		defer func() { done <- struct{}{} }()
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			u := c.users[i%len(c.users)]
+			updates++
+			if _, err := c.sim.call("POST", fmt.Sprintf("/sim/users/%d/message", u.chatID), map[string]string{"text": "hello"}, nil); err != nil {
+				updateErrors++
+			}
+		}
+	}()
+	stopped := false
+	defer func() {
+		if !stopped {
+			stop()
+			<-done
+			<-done
+		}
+	}()
 
 	time.Sleep(5 * time.Second)
-	ld.mark("helm " + label)
+	ld.mark(label + " begins")
 	began := time.Now()
 	roll()
-	t.Logf("helm %s, every Deployment rolled out: %s", label, time.Since(began).Round(100*time.Millisecond))
-	ld.mark("rolled out")
+	t.Logf("%s: %s", label, time.Since(began).Round(100*time.Millisecond))
+	ld.mark(label + " done")
 	// Old pods terminate after the Deployments are available.
 	time.Sleep(10 * time.Second)
 	stop()
 	<-done
+	<-done
+	stopped = true
+	if updateErrors > 0 {
+		t.Errorf("%d of %d messages to the bot not taken by the simulator", updateErrors, updates)
+	}
+	eventually(t, "the simulator's pending updates delivered", time.Minute, time.Second, func() error {
+		if p := c.simStats(t).UpdatesPending; p > 0 {
+			return fmt.Errorf("%d pending", p)
+		}
+		return nil
+	})
 
 	rep := ld.report()
 	t.Logf("load during the %s:\n%s", label, rep)
@@ -469,8 +517,20 @@ func (c *cluster) underLoad(t *testing.T, label string, roll func()) {
 		len(accepted), dups, after.Sends-before.Sends, after.Answered429-before.Answered429,
 		after.LimitViolations-before.LimitViolations, after.ChatLimitViolations-before.ChatLimitViolations,
 		after.GlobalLimitViolations-before.GlobalLimitViolations)
-	if f := ld.firstAttemptFailures(); f > 0 && os.Getenv("HERALD_E2E_STRICT_ROLLOUT") != "" {
-		t.Errorf("%d sends failed during the %s (HERALD_E2E_STRICT_ROLLOUT)", f, label)
+	webhookFailures := after.WebhookFailures - before.WebhookFailures
+	t.Logf("webhook: %d updates, %d accepted, %d posts failed (retried), %d dropped",
+		after.UpdatesGenerated-before.UpdatesGenerated, after.WebhookDeliveries-before.WebhookDeliveries,
+		webhookFailures, after.WebhookDropped-before.WebhookDropped)
+	if d := after.WebhookDropped - before.WebhookDropped; d > 0 {
+		t.Errorf("the webhook lost %d updates during the %s", d, label)
+	}
+	// The chart delays SIGTERM (ingress/webhook.preStopSleepSeconds) until Services have stopped sending a
+	// terminating pod new connections: a rollout fails no send. (A webhook post can still meet a kept-alive
+	// connection the server closes at SIGTERM; the platform retries it, so it is reported only.)
+	// HERALD_E2E_ROLLOUT_FAILURES_OK=1 only reports failed sends too (a chart without the delay, or
+	// Kubernetes before 1.30).
+	if f := ld.firstAttemptFailures(); f > 0 && os.Getenv("HERALD_E2E_ROLLOUT_FAILURES_OK") == "" {
+		t.Errorf("%d sends failed during the %s; want none", f, label)
 	}
 }
 
@@ -480,6 +540,11 @@ type simStats struct {
 	LimitViolations       int64 `json:"limit_violations"`
 	ChatLimitViolations   int64 `json:"chat_limit_violations"`
 	GlobalLimitViolations int64 `json:"global_limit_violations"`
+	UpdatesGenerated      int64 `json:"updates_generated"`
+	UpdatesPending        int64 `json:"updates_pending"`
+	WebhookDeliveries     int64 `json:"webhook_deliveries"`
+	WebhookFailures       int64 `json:"webhook_failures"`
+	WebhookDropped        int64 `json:"webhook_dropped"`
 }
 
 func (c *cluster) simStats(t *testing.T) simStats {
