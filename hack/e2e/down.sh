@@ -122,7 +122,11 @@ took containers
 # 5. Host services.
 if [ -f "$WORK/postgres/data/postmaster.pid" ]; then
 	pg_ctl="$(printf '%s\n' /usr/lib/postgresql/*/bin/pg_ctl | sort -V | tail -n 1)"
-	[ -x "$pg_ctl" ] && runuser -u postgres -- "$pg_ctl" stop -m immediate -D "$WORK/postgres/data" >/dev/null 2>&1
+	# Fast, not immediate: an immediate stop leaves its shared memory behind.
+	if [ -x "$pg_ctl" ]; then
+		runuser -u postgres -- "$pg_ctl" stop -m fast -t 20 -D "$WORK/postgres/data" >/dev/null 2>&1 ||
+			runuser -u postgres -- "$pg_ctl" stop -m immediate -D "$WORK/postgres/data" >/dev/null 2>&1
+	fi
 fi
 stop kfake 5
 
@@ -183,8 +187,12 @@ took cgroups
 
 # 10. Files: state directories, the CNI results cache, kubelet's log symlinks.
 rm -rf "$WORK" "$RUNDIR" "$ETCD_DIR"
-rm -f /var/lib/cni/results/"$CNI_NETWORK"-* 2>/dev/null
-rmdir /var/lib/cni/results /var/lib/cni 2>/dev/null
+if [ -f "$OUT/var-lib-cni.ours" ]; then
+	rm -rf /var/lib/cni
+	rm -f "$OUT/var-lib-cni.ours"
+else
+	rm -f /var/lib/cni/results/"$CNI_NETWORK"-* 2>/dev/null
+fi
 for l in /var/log/containers/*; do
 	[ -L "$l" ] && case "$(readlink "$l")" in "$WORK"/*) rm -f "$l" ;; esac
 done

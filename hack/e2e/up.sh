@@ -26,6 +26,9 @@ phase() {
 
 rm -rf "$LOGS" "$ENV_FILE"
 mkdir -p "$OUT" "$LOGS"
+if [ -e "$WORK" ] || [ -e "$RUNDIR" ] || ip link show "$NODE_LINK" >/dev/null 2>&1; then
+	log "an earlier run left a cluster behind: tearing it down first"
+fi
 "$ROOT/hack/e2e/down.sh" >/dev/null 2>&1 || "$ROOT/hack/e2e/down.sh" || die "the machine is not clean after an earlier run (see above)"
 
 # --- Packages --------------------------------------------------------------------------------------------
@@ -132,6 +135,10 @@ EOF
 cp "$WORK/kubeconfig" "$KUBECONFIG_FILE"
 chmod 600 "$KUBECONFIG_FILE"
 phase "node address, cgroups and certificates ready"
+
+# containerd's CNI library caches results in /var/lib/cni whatever the configuration: when this run
+# creates it, teardown removes it.
+[ -e /var/lib/cni ] || touch "$OUT/var-lib-cni.ours"
 
 # --- containerd ------------------------------------------------------------------------------------------
 mkdir -p "$WORK/containerd" "$WORK/cni/net.d" "$WORK/cni/ipam" "$RUNDIR/containerd"
@@ -323,7 +330,7 @@ pg "$pg_bin/initdb" -D "$WORK/postgres/data" -U postgres -A trust -E UTF8 --no-s
 # Pods connect from the pod network; the server listens only on the node address.
 echo "host all all 0.0.0.0/0 trust" >>"$WORK/postgres/data/pg_hba.conf"
 pg "$pg_bin/pg_ctl" start -w -t 60 -D "$WORK/postgres/data" -l "$LOGS/postgres.log" \
-	-o "-c listen_addresses=$NODE_IP -c port=$POSTGRES_PORT -c unix_socket_directories=$WORK/postgres -c max_connections=500 -c fsync=off -c synchronous_commit=off -c full_page_writes=off" \
+	-o "-c listen_addresses=$NODE_IP -c port=$POSTGRES_PORT -c unix_socket_directories=$WORK/postgres -c max_connections=500 -c dynamic_shared_memory_type=mmap -c fsync=off -c synchronous_commit=off -c full_page_writes=off" \
 	>/dev/null || die "PostgreSQL did not start (see $LOGS/postgres.log)"
 pg "$pg_bin/psql" -qX -h "$NODE_IP" -p "$POSTGRES_PORT" -U postgres -c "CREATE DATABASE herald" >/dev/null
 start kfake "$WORK/bin/kfake" -addr "$NODE_IP:$KAFKA_PORT" -advertise "$NODE_IP:$KAFKA_PORT" -prefix herald -partitions 12
