@@ -76,6 +76,16 @@ fuzz: ## Fuzz the messenger update parser, then the operator's reading of ApiKey
 	$(GO) test -run '^$$' -fuzz '^FuzzApiKeySpec$$' -fuzztime $(FUZZTIME) ./api/v1alpha1/
 	$(GO) test -run '^$$' -fuzz '^FuzzTenantSpec$$' -fuzztime $(FUZZTIME) ./api/v1alpha1/
 
+##@ End-to-end (root; see README.md)
+
+.PHONY: e2e-up
+e2e-up: tools build $(CRANE) ## Bring the end-to-end cluster up and leave it (KUBECONFIG=bin/e2e/kubeconfig)
+	hack/e2e/up.sh
+
+.PHONY: e2e-down
+e2e-down: ## Tear the end-to-end cluster down and clean the machine
+	hack/e2e/down.sh
+
 ##@ Benchmarks (figures go to docs/benchmarks.md)
 
 .PHONY: bench-webhook
@@ -95,14 +105,6 @@ bench-ingress: build postgres ## Load POST /v1/send: accepted/s, p99, RSS, and t
 .PHONY: postgres
 postgres: ## Make sure the PostgreSQL server binaries are installed (apt as root)
 	@hack/ensure-postgres.sh
-
-.PHONY: e2e-up
-e2e-up: tools build $(CRANE) ## Bring the end-to-end cluster up and leave it (KUBECONFIG=bin/e2e/kubeconfig)
-	hack/e2e/up.sh
-
-.PHONY: e2e-down
-e2e-down: ## Tear the end-to-end cluster down and clean the machine
-	hack/e2e/down.sh
 
 .PHONY: k8s-binaries
 k8s-binaries: ## Build the Kubernetes binaries (one go build, cached under ./bin/k8s); prints the directory

@@ -105,7 +105,9 @@ stop containerd 10
 # Whatever still runs in our cgroup subtree or names our state directories: shims, container processes.
 leftover_pids() {
 	{
-		find /sys/fs/cgroup/*/"$CGROUP_ROOT" -name cgroup.procs -exec cat {} + 2>/dev/null
+		cgroup_dirs | while IFS= read -r d; do
+			find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null
+		done
 		grep -slaE "$MARKER" /proc/[0-9]*/cmdline | cut -d/ -f3 | grep -vx "$$"
 	} | sort -un
 }
@@ -179,8 +181,8 @@ done
 took iptables
 
 # 9. Our cgroup subtree, deepest first.
-for h in /sys/fs/cgroup/*/"$CGROUP_ROOT"; do
-	[ -d "$h" ] && find "$h" -depth -type d -exec rmdir {} + 2>/dev/null
+cgroup_dirs | while IFS= read -r d; do
+	find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
 done
 
 took cgroups
@@ -229,7 +231,7 @@ for ipt in iptables ip6tables; do
 		[ "$n" -gt 0 ] && left+=("$ipt -t $table: $n KUBE- rules")
 	done
 done
-compgen -G "/sys/fs/cgroup/*/$CGROUP_ROOT" >/dev/null && left+=("cgroups: $(echo /sys/fs/cgroup/*/"$CGROUP_ROOT")")
+[ -n "$(cgroup_dirs)" ] && left+=("cgroups: $(cgroup_dirs | tr '\n' ' ')")
 for d in "$WORK" "$RUNDIR" "$ETCD_DIR"; do
 	[ -e "$d" ] && left+=("directory $d")
 done

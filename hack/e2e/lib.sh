@@ -102,4 +102,13 @@ wait_for() {
 	done
 }
 
+# cgroup_dirs prints the directories of our cgroup subtree: one per v1 hierarchy, or the one of v2.
+cgroup_dirs() {
+	local d
+	for d in /sys/fs/cgroup/"$CGROUP_ROOT" /sys/fs/cgroup/*/"$CGROUP_ROOT"; do
+		[ -d "$d" ] && echo "$d"
+	done
+	return 0
+}
+
 kubectl_() { "$KUBECTL" --kubeconfig "$KUBECONFIG_FILE" "$@"; }

@@ -87,14 +87,19 @@ ip link add "$NODE_LINK" type bridge
 ip addr add "$NODE_IP/32" dev "$NODE_LINK"
 ip link set "$NODE_LINK" up
 # The cgroup subtree every pod goes under (kubelet's cgroupRoot): one place for teardown to empty.
-for h in /sys/fs/cgroup/*/; do
-	mountpoint -q "$h" || continue
-	mkdir -p "$h$CGROUP_ROOT"
-	if [ -f "${h}cpuset.cpus" ]; then
-		cat "${h}cpuset.cpus" >"$h$CGROUP_ROOT/cpuset.cpus"
-		cat "${h}cpuset.mems" >"$h$CGROUP_ROOT/cpuset.mems"
-	fi
-done
+if [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; then
+	# cgroup v2 (untested here: this machine has v1 hierarchies).
+	mkdir -p "/sys/fs/cgroup/$CGROUP_ROOT"
+else
+	for h in /sys/fs/cgroup/*/; do
+		mountpoint -q "$h" || continue
+		mkdir -p "$h$CGROUP_ROOT"
+		if [ -f "${h}cpuset.cpus" ]; then
+			cat "${h}cpuset.cpus" >"$h$CGROUP_ROOT/cpuset.cpus"
+			cat "${h}cpuset.mems" >"$h$CGROUP_ROOT/cpuset.mems"
+		fi
+	done
+fi
 
 # --- Certificates --------------------------------------------------------------------------------------
 mkdir -p "$PKI"
