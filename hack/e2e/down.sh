@@ -10,6 +10,7 @@ set -uo pipefail
 # shellcheck source=hack/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 [ "$(id -u)" = 0 ] || die "run as root"
+mkdir -p "$LOGS"
 began=$SECONDS
 timings=()
 step_began=$SECONDS

@@ -48,7 +48,7 @@ have curl || need+=(curl)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
 if [ ${#need[@]} -gt 0 ]; then
 	log "installing ${need[*]}"
-	apt-get update -q >"$LOGS/apt.log" 2>&1
+	apt-get update -q >"$LOGS/apt.log" 2>&1 || die "apt-get update failed (see $LOGS/apt.log)"
 	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${need[@]}" >>"$LOGS/apt.log" 2>&1 ||
 		die "apt-get install failed (see $LOGS/apt.log)"
 	# Debian starts a system PostgreSQL cluster on install; the test runs its own.
