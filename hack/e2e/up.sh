@@ -86,6 +86,11 @@ sysctl -qw net.bridge.bridge-nf-call-iptables=1 2>/dev/null || log "no net.bridg
 ip link add "$NODE_LINK" type bridge
 ip addr add "$NODE_IP/32" dev "$NODE_LINK"
 ip link set "$NODE_LINK" up
+# ClusterIPs from the host: kube-proxy rewrites the destination after the route is chosen, so the Service
+# range needs a route, and it must not be the default one: a connection made before kube-proxy has the
+# Service's rules would leave the machine (here a transparent proxy answers 404, and a kept-alive client
+# stays on it). Through the node's own port-less bridge such a packet goes nowhere.
+ip route add "$SERVICE_CIDR" dev "$NODE_LINK"
 # The cgroup subtree every pod goes under (kubelet's cgroupRoot): one place for teardown to empty.
 if [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; then
 	# cgroup v2 (untested here: this machine has v1 hierarchies).

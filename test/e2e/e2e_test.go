@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -181,9 +182,12 @@ func (c *cluster) deploySimulator(t *testing.T) {
 		"${USERNAME}", botUsername, "${SIM_IP}", c.e.get("HERALD_E2E_SIM_SERVICE_IP")).Replace(simManifest))
 	c.e.kubectl(t, "-n", "messenger", "rollout", "status", "deploy/sim", "--timeout=3m")
 	c.sim = newAPI("http://"+c.e.get("HERALD_E2E_SIM_SERVICE_IP"), "")
-	// From the host through kube-proxy, as the pods will.
+	// From the host through kube-proxy, as the pods will; a new connection each time, in case one was
+	// opened before kube-proxy had the Service's rules.
+	probe := newAPI(c.sim.base, "")
+	probe.client = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	eventually(t, "the simulator answers on its Service", time.Minute, time.Second, func() error {
-		_, err := c.sim.call("GET", "/sim", nil, nil)
+		_, err := probe.call("GET", "/sim", nil, nil)
 		return err
 	})
 }
@@ -202,11 +206,16 @@ messenger:
   botUsername: %s
   rateLimit: 100
   perChatInterval: 100ms
+operator:
+  # The operator may write key Secrets only where the platform team grants it.
+  apiKeyNamespaces: [%s]
 `, c.e.get("HERALD_E2E_IMAGE_REPOSITORY"), c.images[0], c.e.get("HERALD_E2E_DATABASE_URL"),
-		c.e.get("HERALD_E2E_KAFKA_BROKERS"), botToken, c.e.get("HERALD_E2E_SIM_SERVICE_IP"), botUsername)
+		c.e.get("HERALD_E2E_KAFKA_BROKERS"), botToken, c.e.get("HERALD_E2E_SIM_SERVICE_IP"), botUsername, tenantID)
 	if err := os.WriteFile(c.values, []byte(values), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// As docs/install.md says: the tenant's namespace (operator.apiKeyNamespaces) before the install.
+	c.e.kubectl(t, "create", "namespace", tenantID)
 	began := time.Now()
 	c.e.helm(t, append([]string{"install", release, c.e.get("HERALD_E2E_CHART"), "--namespace", namespace, "--create-namespace",
 		"--values", c.values, "--wait", "--timeout", "6m"}, extraHelmArgs()...)...)
@@ -641,9 +650,10 @@ func (c *cluster) uninstall(t *testing.T) {
 		}
 	}
 	t.Logf("left in namespace %s after helm uninstall: %v", namespace, unexpected)
-	for _, kind := range []string{"clusterrole", "clusterrolebinding"} {
-		if out := strings.TrimSpace(c.e.kubectl(t, "get", kind, "-l", "app.kubernetes.io/instance="+release, "-o", "name")); out != "" {
-			t.Errorf("%s left after helm uninstall: %s", kind, out)
+	for _, args := range [][]string{{"clusterrole"}, {"clusterrolebinding"}, {"-n", tenantID, "rolebinding"}} {
+		args = append(append([]string{"get"}, args...), "-l", "app.kubernetes.io/instance="+release, "-o", "name")
+		if out := strings.TrimSpace(c.e.kubectl(t, args...)); out != "" {
+			t.Errorf("left after helm uninstall: %s", out)
 		}
 	}
 	for _, obj := range unexpected {
