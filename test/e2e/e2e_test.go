@@ -172,7 +172,7 @@ func TestHerald(t *testing.T) {
 }
 
 // extraHelmArgs are added to helm install and upgrade: HERALD_E2E_HELM_ARGS, for experiments such as
-// "--set ingress.preStopSleepSeconds=0 --set webhook.preStopSleepSeconds=0".
+// "--set ingress.shutdownDelay=0s --set webhook.shutdownDelay=0s".
 func extraHelmArgs() []string { return strings.Fields(os.Getenv("HERALD_E2E_HELM_ARGS")) }
 
 func (c *cluster) image(tag string) string { return c.e.get("HERALD_E2E_IMAGE_REPOSITORY") + ":" + tag }
@@ -533,11 +533,10 @@ func (c *cluster) underLoad(t *testing.T, label string, roll func()) {
 	if d := after.WebhookDropped - before.WebhookDropped; d > 0 {
 		t.Errorf("the webhook lost %d updates during the %s", d, label)
 	}
-	// The chart delays SIGTERM (ingress/webhook.preStopSleepSeconds) until Services have stopped sending a
-	// terminating pod new connections: a rollout fails no send. (A webhook post can still meet a kept-alive
-	// connection the server closes at SIGTERM; the platform retries it, so it is reported only.)
-	// HERALD_E2E_ROLLOUT_FAILURES_OK=1 only reports failed sends too (a chart without the delay, or
-	// Kubernetes before 1.30).
+	// After SIGTERM the tenant API and the webhook keep serving (ingress/webhook.shutdownDelay) until
+	// Services have stopped sending them new connections: a rollout fails no send. (A webhook post can still
+	// meet a kept-alive connection the server closes as it stops; the platform retries it, so it is only
+	// reported.) HERALD_E2E_ROLLOUT_FAILURES_OK=1 only reports failed sends too (a chart without the delay).
 	if f := ld.firstAttemptFailures(); f > 0 && os.Getenv("HERALD_E2E_ROLLOUT_FAILURES_OK") == "" {
 		t.Errorf("%d sends failed during the %s; want none", f, label)
 	}
