@@ -83,7 +83,7 @@ took kube-proxy
 
 # 3. The control plane. kube-apiserver on etcd 3.4 can hang in graceful shutdown: SIGKILL after a while.
 stop kubelet 10
-stop kube-apiserver 10
+stop kube-apiserver 5
 stop etcd 10
 
 took control-plane
