@@ -12,8 +12,10 @@ IMAGE     ?= ghcr.io/heraldhq/herald:dev
 # Pinned tool versions, installed into ./bin.
 HELM_VERSION           := v3.22.0
 CONTROLLER_GEN_VERSION := v0.23.0
+CRANE_VERSION          := v0.22.1
 HELM           := $(BIN)/helm
 CONTROLLER_GEN := $(BIN)/controller-gen
+CRANE          := $(BIN)/crane
 
 ##@ Everyday
 
@@ -28,6 +30,10 @@ run: build postgres ## Run Herald on embedded defaults: herald dev (PostgreSQL, 
 .PHONY: test
 test: postgres envtest tools build lint check-generated ## Run every test (race detector on)
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh 2>/dev/null | tail -n 1)" HELM="$(HELM)" HERALD_BINARY="$(HERALD)" $(GOTEST) -race -count=1 -timeout 30m ./...
+
+.PHONY: test-e2e
+test-e2e: tools build $(CRANE) ## End-to-end: a real one-node Kubernetes cluster, the Helm chart, upgrade under load (root; see README)
+	hack/e2e/run.sh
 
 .PHONY: build
 build: ## Build bin/herald
@@ -70,6 +76,16 @@ fuzz: ## Fuzz the messenger update parser, then the operator's reading of ApiKey
 	$(GO) test -run '^$$' -fuzz '^FuzzApiKeySpec$$' -fuzztime $(FUZZTIME) ./api/v1alpha1/
 	$(GO) test -run '^$$' -fuzz '^FuzzTenantSpec$$' -fuzztime $(FUZZTIME) ./api/v1alpha1/
 
+##@ End-to-end (root; see README.md)
+
+.PHONY: e2e-up
+e2e-up: tools build $(CRANE) ## Bring the end-to-end cluster up and leave it (KUBECONFIG=bin/e2e/kubeconfig)
+	hack/e2e/up.sh
+
+.PHONY: e2e-down
+e2e-down: ## Tear the end-to-end cluster down and clean the machine
+	hack/e2e/down.sh
+
 ##@ Benchmarks (figures go to docs/benchmarks.md)
 
 .PHONY: bench-webhook
@@ -90,15 +106,22 @@ bench-ingress: build postgres ## Load POST /v1/send: accepted/s, p99, RSS, and t
 postgres: ## Make sure the PostgreSQL server binaries are installed (apt as root)
 	@hack/ensure-postgres.sh
 
+.PHONY: k8s-binaries
+k8s-binaries: ## Build the Kubernetes binaries (one go build, cached under ./bin/k8s); prints the directory
+	@hack/k8s-binaries.sh
+
 .PHONY: envtest
-envtest: ## Provide kube-apiserver and etcd for envtest (built once, cached under ./bin/k8s); prints the directory
+envtest: ## Provide kube-apiserver and etcd for envtest (hack/k8s-binaries.sh, shared with test-e2e); prints the directory
 	@hack/envtest.sh
 
 .PHONY: tools
-tools: $(HELM) $(CONTROLLER_GEN) ## Install pinned tools into ./bin
+tools: $(HELM) $(CONTROLLER_GEN) ## Install pinned tools into ./bin (crane: by make test-e2e)
 
 $(HELM):
 	GOBIN=$(BIN) $(GO) install -ldflags "-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)" helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
 $(CONTROLLER_GEN):
 	GOBIN=$(BIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+
+$(CRANE):
+	GOBIN=$(BIN) $(GO) install github.com/google/go-containerregistry/cmd/crane@$(CRANE_VERSION)

@@ -3,9 +3,10 @@
 # and etcd (and kubectl when one is installed). In order of preference:
 #   1. $KUBEBUILDER_ASSETS, when it already holds both binaries;
 #   2. setup-envtest, when it can download the release binaries;
-#   3. kube-apiserver built from the k8s.io/kubernetes module pinned in hack/tools/go.mod (cached in
-#      ./bin/k8s, rebuilt only when that version changes; a cold build takes several minutes) and etcd
-#      from Debian's etcd-server package (installed when missing and running as root).
+#   3. kube-apiserver built from the k8s.io/kubernetes module pinned in hack/tools/go.mod, together with
+#      kubectl and the other binaries of the end-to-end cluster (hack/k8s-binaries.sh: one go build, cached
+#      in ./bin/k8s/<k8s version>-<go version>, rebuilt only when a version changes; a cold build takes
+#      about 25 minutes), and etcd from Debian's etcd-server package (installed when missing, as root).
 # Everything else goes to stderr.
 set -euo pipefail
 
@@ -44,17 +45,9 @@ if [ -z "${HERALD_ENVTEST_NO_DOWNLOAD:-}" ]; then
 	fi
 fi
 
-# 3. Build kube-apiserver, take etcd from the distribution.
-DIR="$ROOT/bin/k8s"
-mkdir -p "$DIR"
-if [ -x "$DIR/kube-apiserver" ] && [ "$(cat "$DIR/kube-apiserver.version" 2>/dev/null)" = "$K8S_MODULE_VERSION" ]; then
-	log "kube-apiserver $K8S_MODULE_VERSION already built"
-else
-	log "building kube-apiserver $K8S_MODULE_VERSION from source (several minutes on a cold cache)"
-	(cd hack/tools && go build -buildvcs=false -o "$DIR/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver) >&2
-	mv "$DIR/kube-apiserver.tmp" "$DIR/kube-apiserver"
-	echo "$K8S_MODULE_VERSION" >"$DIR/kube-apiserver.version"
-fi
+# 3. Build kube-apiserver (with the other binaries of the end-to-end cluster, in one build shared with
+#    make test-e2e: hack/k8s-binaries.sh), take etcd from the distribution.
+DIR="$(hack/k8s-binaries.sh | tail -n 1)"
 
 if ! command -v etcd >/dev/null 2>&1; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -66,7 +59,8 @@ if ! command -v etcd >/dev/null 2>&1; then
 	fi
 fi
 ln -sf "$(command -v etcd)" "$DIR/etcd"
-if command -v kubectl >/dev/null 2>&1; then
-	ln -sf "$(command -v kubectl)" "$DIR/kubectl"
-fi
+# ./bin/k8s itself stays usable as KUBEBUILDER_ASSETS: the test suites fall back to it when run by hand.
+for b in kube-apiserver etcd kubectl; do
+	ln -sfn "$DIR/$b" "$ROOT/bin/k8s/$b"
+done
 echo "$DIR"

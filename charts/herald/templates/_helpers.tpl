@@ -62,8 +62,8 @@ checks every variable against `herald <subcommand> -h`.
 */}}
 {{- define "herald.settings" -}}
 operator: [database-url, log-level, log-format]
-ingress: [database-url, kafka-brokers, kafka-topic-prefix, http-addr, messenger-bot-username, deep-link-base, log-level, log-format]
-webhook: [database-url, kafka-brokers, kafka-topic-prefix, http-addr, webhook-secret, phone-hash-key, dev-admins, messenger-api-url, messenger-bot-token, log-level, log-format]
+ingress: [database-url, kafka-brokers, kafka-topic-prefix, http-addr, shutdown-delay, messenger-bot-username, deep-link-base, log-level, log-format]
+webhook: [database-url, kafka-brokers, kafka-topic-prefix, http-addr, shutdown-delay, webhook-secret, phone-hash-key, dev-admins, messenger-api-url, messenger-bot-token, log-level, log-format]
 worker: [database-url, kafka-brokers, kafka-topic-prefix, http-addr, messenger-api-url, messenger-bot-token, messenger-rate-limit, messenger-per-chat-interval, worker-group-id, worker-max-attempts, worker-concurrency, worker-lease, log-level, log-format]
 migrate: [database-url, log-level, log-format]
 {{- end }}
@@ -107,6 +107,7 @@ Secrets, the rest are plain values; a value left empty is not passed, so the bin
 {{- $plain := dict
   "kafka-topic-prefix" $v.kafka.topicPrefix
   "http-addr" (printf ":%s" (include "herald.httpPort" $root))
+  "shutdown-delay" (get (index $v .component) "shutdownDelay" | default "")
   "messenger-api-url" $v.messenger.apiURL
   "messenger-bot-username" $v.messenger.botUsername
   "deep-link-base" $v.messenger.deepLinkBase
