@@ -15,11 +15,13 @@ func (c *devCmd) Help() string {
 }
 
 func (c *devCmd) Run(e runEnv) error {
+	logger := c.Logger(e.stderr)
+	defer startTracing(e.ctx, "herald-dev", logger)()
 	return devenv.Run(e.ctx, devenv.Options{
 		HTTPAddr: c.HTTPAddr, DataDir: c.DataDir, DatabaseURL: c.DatabaseURL, KafkaBrokers: c.Brokers(), TopicPrefix: c.KafkaTopicPrefix,
 		MessengerAPIURL: c.MessengerAPIURL, BotToken: c.MessengerBotToken, BotUsername: c.MessengerBotUsername, DeepLinkBase: c.DeepLinkBase,
 		WebhookSecret: c.WebhookSecret, PhoneHashKey: c.PhoneHashKey, RateLimit: c.MessengerRateLimit, DevAdmins: c.DevAdmins,
 		TenantSendsPerSecond: c.TenantSendsPerSecond, TenantRequestsPerSecond: c.TenantRequestsPerSecond,
-		Logger: c.Logger(e.stderr), Stdout: e.stdout,
+		Logger: logger, Stdout: e.stdout,
 	})
 }

@@ -17,6 +17,7 @@ type ingressCmd struct{ config.Ingress }
 
 func (c *ingressCmd) Run(e runEnv) error {
 	logger := c.Logger(e.stderr).With("component", "ingress")
+	defer startTracing(e.ctx, "herald-ingress", logger)()
 	server.TuneGC()
 	st, err := openBackends(e.ctx, &c.Database, &c.Kafka, logger)
 	if err != nil {

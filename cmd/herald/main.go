@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	_ "net/http/pprof" // registered on http.DefaultServeMux, served only with --pprof-addr
 	"os"
@@ -15,10 +16,12 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/alecthomas/kong"
 
 	"github.com/heraldhq/herald/internal/config"
+	"github.com/heraldhq/herald/internal/tracing"
 )
 
 // cli is herald's command line.
@@ -219,4 +222,23 @@ func (h *helpCmd) Run(kctx *kong.Context) error {
 	// Parsing `COMMAND… --help` prints the help and ends the run, as the flag does.
 	_, err := kctx.Kong.Parse(append(h.Command, "--help"))
 	return err
+}
+
+// startTracing installs OpenTelemetry for a component (exporting over OTLP only when
+// OTEL_EXPORTER_OTLP_ENDPOINT is set) and returns what flushes it on the way out. A broken exporter
+// configuration is logged, not fatal: tracing is an aid, delivery does not depend on it.
+func startTracing(ctx context.Context, service string, logger *slog.Logger) func() {
+	shutdown, err := tracing.Setup(ctx, service)
+	if err != nil {
+		logger.Warn("tracing is off: the OTLP exporter could not be set up", "err", err)
+		return func() {}
+	}
+	if tracing.Enabled() {
+		logger.Info("exporting traces over OTLP", "service", service)
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdown(ctx)
+	}
 }

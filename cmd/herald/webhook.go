@@ -31,6 +31,7 @@ type webhookServeCmd struct{ config.Webhook }
 
 func (c *webhookServeCmd) Run(e runEnv) error {
 	logger := c.Logger(e.stderr).With("component", "webhook")
+	defer startTracing(e.ctx, "herald-webhook", logger)()
 	server.TuneGC()
 
 	st, err := openBackends(e.ctx, &c.Database, &c.Kafka, logger)

@@ -5,6 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+
+	"github.com/heraldhq/herald/internal/tracing"
 )
 
 // SlogLevel parses LogLevel.
@@ -16,12 +18,13 @@ func (c *Log) SlogLevel() (slog.Level, error) {
 	return l, nil
 }
 
-// Logger builds the process logger (JSON by default).
+// Logger builds the process logger (JSON by default). A line logged with a context that carries a span
+// names its trace (trace_id, span_id).
 func (c *Log) Logger(w io.Writer) *slog.Logger {
 	level, _ := c.SlogLevel()
 	opts := &slog.HandlerOptions{Level: level}
 	if c.LogFormat == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
+		return slog.New(tracing.LogHandler(slog.NewTextHandler(w, opts)))
 	}
-	return slog.New(slog.NewJSONHandler(w, opts))
+	return slog.New(tracing.LogHandler(slog.NewJSONHandler(w, opts)))
 }

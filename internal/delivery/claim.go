@@ -10,9 +10,12 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/tracing"
 )
 
 // handle delivers the notification of one Kafka message. It reports whether the message is settled
@@ -32,6 +35,11 @@ func (w *Worker) handle(startCtx, ctx context.Context, p Priority, m kafka.Messa
 		w.log.Error("dropping a malformed envelope", "topic", m.Topic, "partition", m.Partition, "offset", m.Offset, "err", err)
 		return true
 	}
+	// The delivery continues the trace of the request that published the envelope (its headers).
+	ctx, span := tracing.Tracer().Start(tracing.FromHeaders(ctx, m.Headers), "deliver", trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attribute.String("herald.tracking_id", env.TrackingID), attribute.String("messaging.destination.name", m.Topic),
+			attribute.Int("messaging.kafka.partition", m.Partition), attribute.Int64("messaging.kafka.offset", m.Offset)))
+	defer span.End()
 	start := time.Now()
 	if ls.chat != 0 {
 		if err := w.chats.WaitFree(startCtx, ls.chat); err != nil {
@@ -50,7 +58,12 @@ func (w *Worker) handle(startCtx, ctx context.Context, p Priority, m kafka.Messa
 	}
 	defer w.inflight.release(p)
 
-	d, settledAt, err := w.claim(ctx, env.TrackingID)
+	claimCtx, claimSpan := tracing.Tracer().Start(ctx, "claim")
+	d, settledAt, err := w.claim(claimCtx, env.TrackingID)
+	if err != nil {
+		claimSpan.SetAttributes(attribute.String("herald.claim", claimOutcome(err)))
+	}
+	claimSpan.End()
 	if !settledAt.IsZero() {
 		ls.handover = settledAt
 	}
@@ -131,4 +144,18 @@ func (w *Worker) claim(ctx context.Context, trackingID string) (d store.Delivery
 		}
 		wait = min(2*wait, 5*time.Second)
 	}
+}
+
+// claimOutcome names why a claim took nothing, for its span.
+func claimOutcome(err error) string {
+	var nc *store.NotClaimable
+	switch {
+	case errors.As(err, &nc) && nc.Leased:
+		return "leased"
+	case errors.As(err, &nc):
+		return "not claimable (" + string(nc.Status) + ")"
+	case errors.Is(err, store.ErrNotFound):
+		return "orphan"
+	}
+	return "error"
 }

@@ -8,8 +8,12 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/tracing"
 )
 
 // deliver sends a claimed notification and records the outcome.
@@ -33,7 +37,12 @@ func (w *Worker) deliver(ctx context.Context, p Priority, d store.Delivery) bool
 	sent := time.Now()
 	w.chats.Sent(d.ChatID, sent)
 	sendCtx, cancel := context.WithTimeout(ctx, w.opts.SendTimeout)
+	sendCtx, sendSpan := tracing.Tracer().Start(sendCtx, "sendMessage", trace.WithSpanKind(trace.SpanKindClient))
 	msgID, err := w.opts.Sender.SendMessage(sendCtx, messenger.SendMessageRequest{ChatID: d.ChatID, Text: d.Body, ReplyMarkup: d.ReplyMarkup})
+	if err != nil {
+		sendSpan.SetStatus(codes.Error, messenger.Classify(err).String())
+	}
+	sendSpan.End()
 	cancel()
 	elapsed := time.Since(sent)
 	if err != nil && ctx.Err() != nil {

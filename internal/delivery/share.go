@@ -26,6 +26,7 @@ type shareKeeper struct {
 	mu      sync.Mutex
 	known   map[string]map[int]bool // partitions seen in the last description
 	current float64                 // share in force
+	held    bool                    // sends stopped until the next apply (a rebalance)
 	pending *time.Timer             // a delayed increase
 	refresh chan struct{}
 }
@@ -89,6 +90,9 @@ func (s *shareKeeper) run(ctx context.Context) {
 			if !rebalanced {
 				continue
 			}
+			// The assignment changed: partitions this worker held may be another's already, and that
+			// worker may count on them for its share. Hold until the new share is known.
+			s.hold()
 		case <-periodic.C:
 		case <-s.refresh:
 		case <-after:
@@ -152,7 +156,27 @@ func (s *shareKeeper) update(ctx context.Context) error {
 	return nil
 }
 
-// apply lowers the rate at once, or raises it after ShareSettle.
+// hold stops this worker's sends (rate 0) until the next apply: from the moment its readers report a
+// rebalance until it knows its new share, it cannot tell which of its partitions another worker now
+// counts on. A rebalance takes a moment; a brief pause is cheaper than a burst over the bot's limit.
+func (s *shareKeeper) hold() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held {
+		return
+	}
+	s.held = true
+	if s.pending != nil {
+		s.pending.Stop()
+		s.pending = nil
+	}
+	s.w.limiter.SetRate(0)
+	rateShare.Set(0)
+	s.w.log.Debug("rate held while the consumer group rebalances")
+}
+
+// apply lowers the rate at once, or raises it after ShareSettle; after a hold it resumes at once at the
+// lower of the old and the new share.
 func (s *shareKeeper) apply(share float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -160,22 +184,26 @@ func (s *shareKeeper) apply(share float64) {
 		s.pending.Stop()
 		s.pending = nil
 	}
-	set := func() {
+	set := func(share float64) {
 		rate := s.w.opts.RateLimit * share
 		s.w.limiter.SetRate(rate)
 		rateShare.Set(rate)
 	}
-	switch {
-	case share < s.current:
-		s.current = share
-		set()
-		s.w.log.Info("rate share lowered", "share", share, "rate", s.w.opts.RateLimit*share)
-	case share > s.current:
+	if s.held || share < s.current {
+		lowered := share < s.current
+		s.current = min(s.current, share)
+		s.held = false
+		set(s.current)
+		if lowered {
+			s.w.log.Info("rate share lowered", "share", share, "rate", s.w.opts.RateLimit*share)
+		}
+	}
+	if share > s.current {
 		s.pending = time.AfterFunc(s.w.opts.ShareSettle, func() {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			s.current = share
-			set()
+			set(share)
 			s.w.log.Info("rate share raised", "share", share, "rate", s.w.opts.RateLimit*share)
 		})
 	}

@@ -28,9 +28,12 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/segmentio/kafka-go"
+
 	"github.com/heraldhq/herald/internal/batch"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/tracing"
 )
 
 // Outcomes of an item, as codes of the API's error catalogue (internal/apierror) where they are errors.
@@ -124,6 +127,8 @@ type request struct {
 	// ns are the notifications of the items not refused beforehand, with their positions.
 	ns  []store.NewNotification
 	pos []int
+	// headers carry the request's trace context into its envelopes (internal/tracing).
+	headers []kafka.Header
 }
 
 // answer is the batch's answer to one request.
@@ -142,7 +147,7 @@ type answer struct {
 // failed publish is not an error but the answer CodeQueueError for every accepted item.
 func (o *Outbox) Send(ctx context.Context, tenantID string, items []Item, idem *Idempotency) (results []Result, replayed bool, err error) {
 	for {
-		r := &request{tenantID: tenantID, items: items, idem: idem}
+		r := &request{tenantID: tenantID, items: items, idem: idem, headers: tracing.Headers(ctx)}
 		for i, it := range items {
 			if it.Refused != nil {
 				continue
@@ -239,14 +244,21 @@ func (o *Outbox) sendBatch(reqs []*request) []answer {
 
 	// Publish what was stored, in one produce request per partition.
 	var stored []store.NewNotification
-	for _, n := range ns {
-		if accepted[n.TrackingID] {
-			stored = append(stored, n)
+	var envs []queue.Outgoing
+	for i, r := range reqs {
+		if out[i].replay {
+			continue
+		}
+		for _, n := range r.ns {
+			if accepted[n.TrackingID] {
+				stored = append(stored, n)
+				envs = append(envs, outgoing(n, r.headers))
+			}
 		}
 	}
 	failed := false
 	if len(stored) > 0 {
-		if err := o.publishNew(ctx, stored); err != nil {
+		if err := o.publish(ctx, envs); err != nil {
 			failed = true
 			o.log.Warn("publish failed: the notifications are taken back and answered queue_error", "count", len(stored), "err", err)
 			ids := make([]string, len(stored))

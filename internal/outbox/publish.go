@@ -4,8 +4,14 @@ import (
 	"context"
 	"sync"
 
+	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/tracing"
 )
 
 // SystemPriority puts system messages on the high topic.
@@ -28,19 +34,29 @@ func System(m SystemMessage) store.NewNotification {
 		ChatID: m.ChatID, Priority: SystemPriority, Body: m.Body, ReplyMarkup: m.ReplyMarkup}
 }
 
-func outgoing(n store.NewNotification) queue.Outgoing {
-	return queue.NewOutgoing(n.TrackingID, n.TenantID, n.UserID, n.ChatID, n.Priority)
+// outgoing is n's envelope, carrying headers (its request's trace context).
+func outgoing(n store.NewNotification, headers []kafka.Header) queue.Outgoing {
+	out := queue.NewOutgoing(n.TrackingID, n.TenantID, n.UserID, n.ChatID, n.Priority)
+	out.Headers = headers
+	return out
 }
 
-// publishNew publishes committed notifications in one call, within the produce timeout.
-func (o *Outbox) publishNew(ctx context.Context, ns []store.NewNotification) error {
-	out := make([]queue.Outgoing, len(ns))
-	for i, n := range ns {
-		out[i] = outgoing(n)
+// publish produces envelopes in one call, within the produce timeout. Within a traced request it is a span
+// of its own; a batch of many requests' sends is not (each envelope carries its own request's context).
+func (o *Outbox) publish(ctx context.Context, out []queue.Outgoing) error {
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		var span trace.Span
+		ctx, span = tracing.Tracer().Start(ctx, "publish", trace.WithSpanKind(trace.SpanKindProducer),
+			trace.WithAttributes(attribute.Int("messaging.batch.message_count", len(out))))
+		defer span.End()
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	return o.producer.Publish(ctx, out...)
+	err := o.producer.Publish(ctx, out...)
+	if err != nil {
+		trace.SpanFromContext(ctx).SetStatus(codes.Error, err.Error())
+	}
+	return err
 }
 
 // Publish publishes system messages that the caller has committed. Those the broker does not take now are
@@ -50,7 +66,12 @@ func (o *Outbox) Publish(ctx context.Context, ns []store.NewNotification) bool {
 	if len(ns) == 0 {
 		return true
 	}
-	err := o.publishNew(ctx, ns)
+	headers := tracing.Headers(ctx)
+	out := make([]queue.Outgoing, len(ns))
+	for i, n := range ns {
+		out[i] = outgoing(n, headers)
+	}
+	err := o.publish(ctx, out)
 	if err == nil {
 		return true
 	}

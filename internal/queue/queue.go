@@ -62,11 +62,13 @@ func (t Topics) For(priority int) string {
 	return t.Normal
 }
 
-// Outgoing is one envelope to publish: its topic (by priority), its partition key and its value.
+// Outgoing is one envelope to publish: its topic (by priority), its partition key and its value, and
+// the headers that carry its trace context (internal/tracing; none when untraced).
 type Outgoing struct {
 	Priority int
 	Key      []byte
 	Envelope Envelope
+	Headers  []kafka.Header
 }
 
 // NewOutgoing is the one constructor of an envelope and the one place of the partition-key rule: a tenant
@@ -190,7 +192,7 @@ func dialController(ctx context.Context, brokers []string) (*kafka.Conn, error) 
 func (p *Producer) Publish(ctx context.Context, out ...Outgoing) error {
 	msgs := make([]kafka.Message, len(out))
 	for i, o := range out {
-		msgs[i] = kafka.Message{Topic: p.topics.For(o.Priority), Key: o.Key, Value: o.Envelope.Marshal()}
+		msgs[i] = kafka.Message{Topic: p.topics.For(o.Priority), Key: o.Key, Value: o.Envelope.Marshal(), Headers: o.Headers}
 	}
 	if err := p.w.WriteMessages(ctx, msgs...); err != nil {
 		return fmt.Errorf("while producing %d envelopes: %w", len(out), err)

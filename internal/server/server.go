@@ -47,7 +47,7 @@ type ReadyCheck struct {
 // Components mount their routes on it.
 func NewRouter(logger *slog.Logger, checks ...ReadyCheck) chi.Router {
 	r := chi.NewRouter()
-	r.Use(requestContext(logger))
+	r.Use(traceRequests, requestContext(logger))
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
 		apierror.Write(w, apierror.NotFound.With("no such route"))
 	})
