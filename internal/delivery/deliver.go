@@ -5,7 +5,6 @@ package delivery
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/heraldhq/herald/internal/messenger"
@@ -88,7 +87,7 @@ func (w *Worker) finish(d store.Delivery, dec Decision) bool {
 				skipped.WithLabelValues("stale_result").Inc()
 				log.Warn("status not recorded: the claim was taken over after its lease ran out")
 			} else {
-				outcomes.WithLabelValues(string(r.Status), strconv.Itoa(r.ErrorCode)).Inc()
+				recordOutcome(r.Status, r.ErrorCode)
 				if r.Status == store.StatusDelivered {
 					log.Debug("delivered", "messenger_message_id", r.MessengerMessageID)
 				} else {

@@ -120,11 +120,12 @@ func requestContext(logger *slog.Logger) func(http.Handler) http.Handler {
 					sw.status = http.StatusOK
 				}
 				elapsed := time.Since(start)
-				httpRequests.WithLabelValues(route, r.Method, strconv.Itoa(sw.status)).Inc()
-				httpDuration.WithLabelValues(route, r.Method).Observe(elapsed.Seconds())
+				method := MethodLabel(r.Method)
+				httpRequests.WithLabelValues(route, method, strconv.Itoa(sw.status)).Inc()
+				httpDuration.WithLabelValues(route, method).Observe(elapsed.Seconds())
 				if route != "/healthz" && route != "/readyz" && route != "/metrics" {
 					logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
-						slog.String("request_id", id), slog.String("method", r.Method), slog.String("route", route),
+						slog.String("request_id", id), slog.String("method", method), slog.String("route", route),
 						slog.Int("status", sw.status), slog.Duration("duration", elapsed))
 				}
 			}()
