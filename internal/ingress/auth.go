@@ -26,7 +26,7 @@ func (a *API) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		scheme, secret, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") || !apikey.LooksValid(strings.TrimSpace(secret)) {
-			apierror.Write(w, apierror.Unauthorized)
+			unauthorized(w)
 			return
 		}
 		digest := apikey.Digest(strings.TrimSpace(secret))
@@ -35,7 +35,7 @@ func (a *API) authenticate(next http.Handler) http.Handler {
 			var err error
 			p, err = a.store.Authenticate(r.Context(), digest)
 			if errors.Is(err, store.ErrNotFound) {
-				apierror.Write(w, apierror.Unauthorized)
+				unauthorized(w)
 				return
 			}
 			if err != nil {
@@ -47,6 +47,15 @@ func (a *API) authenticate(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	})
+}
+
+// bearerChallenge tells a client without valid credentials how to authenticate (RFC 9110 §11.6.1, RFC 6750
+// §3). It names no error: a missing key and a wrong one look the same.
+const bearerChallenge = `Bearer realm="herald"`
+
+func unauthorized(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", bearerChallenge)
+	apierror.Write(w, apierror.Unauthorized)
 }
 
 // keyCache remembers active keys for a short TTL so the hot path does not ask PostgreSQL on every request.

@@ -31,6 +31,7 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 	check("POST", "/v1/send", e.do("POST", "/v1/send", key, `{`), 400)
 	check("POST", "/v1/send", e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": strings.Repeat("x", 4096)}), 400)
 	check("POST", "/v1/send", e.do("POST", "/v1/send", "", nil), 401)
+	check("POST", "/v1/send", e.do("POST", "/v1/send", key, `{"message":"`+strings.Repeat("x", 70000)+`"}`), 413)
 	check("POST", "/v1/send", e.do("POST", "/v1/send", key, map[string]any{"user_id": "u2", "message": "hi"}), 409)
 	e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "a"}, "Idempotency-Key", "k")
 	check("POST", "/v1/send", e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "b"}, "Idempotency-Key", "k"), 409)

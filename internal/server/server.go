@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -51,7 +52,10 @@ func NewRouter(logger *slog.Logger, checks ...ReadyCheck) chi.Router {
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
 		apierror.Write(w, apierror.NotFound.With("no such route"))
 	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		if allow := allowedMethods(r, req); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+		}
 		apierror.Write(w, apierror.MethodNotAllowed)
 	})
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -74,6 +78,26 @@ func NewRouter(logger *slog.Logger, checks ...ReadyCheck) chi.Router {
 	})
 	r.Method(http.MethodGet, "/metrics", promhttp.Handler())
 	return r
+}
+
+// routeMethods are the methods a route can be registered for, in the order Allow lists them.
+var routeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+	http.MethodDelete, http.MethodOptions}
+
+// allowedMethods are the methods r routes for the request's path: the Allow header of a 405 (RFC 9110
+// §15.5.6). chi knows them but hands them only to its default 405 handler, not to a custom one.
+func allowedMethods(r chi.Routes, req *http.Request) []string {
+	path := req.URL.RawPath
+	if path == "" {
+		path = req.URL.Path
+	}
+	var allow []string
+	for _, m := range routeMethods {
+		if r.Match(chi.NewRouteContext(), m, path) {
+			allow = append(allow, m)
+		}
+	}
+	return allow
 }
 
 type ctxKey struct{}
@@ -196,15 +220,7 @@ func ServeListener(ctx context.Context, ln net.Listener, h http.Handler, logger 
 		}
 		inner.ServeHTTP(w, r)
 	})
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       15 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    32 << 10,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+	srv := NewHTTPServer(h, logger, DefaultLimits)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	logger.Info("listening", "addr", ln.Addr().String())
