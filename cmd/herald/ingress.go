@@ -28,7 +28,12 @@ func (c *ingressCmd) Run(e runEnv) error {
 	ob := outbox.New(st, producer, outbox.Options{Logger: logger})
 	defer ob.Close() // after Serve returns: in-flight sends are answered first
 
-	api := ingress.New(st, ob, logger, ingress.Options{DeepLinkBase: c.DeepLinkBase, BotUsername: c.MessengerBotUsername})
+	proxies, err := server.ParseTrustedProxies(c.TrustedProxies)
+	if err != nil {
+		return err // the configuration check has refused it already
+	}
+	api := ingress.New(st, ob, logger, ingress.Options{DeepLinkBase: c.DeepLinkBase, BotUsername: c.MessengerBotUsername,
+		TrustedProxies: proxies})
 	r := server.NewRouter(logger, storeReady(st), kafkaReady(c.Brokers()))
 	api.Routes(r)
 	return server.Serve(e.ctx, c.HTTPAddr, r, logger, server.ServeOptions{ShutdownDelay: c.ShutdownDelay})

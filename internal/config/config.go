@@ -14,6 +14,7 @@ package config
 
 import (
 	"fmt"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -85,6 +86,23 @@ type HTTP struct {
 func (c *HTTP) check(p *problems) {
 	if !strings.Contains(c.HTTPAddr, ":") {
 		p.add(&c.HTTPAddr, "must be host:port or :port")
+	}
+}
+
+// Proxies say how the tenant API finds a request's client address behind load balancers: failed
+// authentications are counted per client address.
+type Proxies struct {
+	TrustedProxies List `name:"trusted-proxies" env:"HERALD_TRUSTED_PROXIES" default:"" placeholder:"CIDR" help:"comma-separated CIDRs or addresses of the load balancers in front of Herald: X-Forwarded-For is honoured only from them, and the client is its right-most address outside them; empty: the TCP peer is the client"`
+}
+
+func (c *Proxies) check(p *problems) {
+	for _, s := range c.TrustedProxies {
+		if _, err := netip.ParsePrefix(s); err == nil {
+			continue
+		}
+		if _, err := netip.ParseAddr(s); err != nil {
+			p.add(&c.TrustedProxies, "%q is neither a CIDR nor an IP address", s)
+		}
 	}
 }
 
@@ -256,6 +274,7 @@ type Ingress struct {
 	Kafka
 	HTTP
 	Drain
+	Proxies
 	DeepLinks
 	Log
 }
@@ -265,6 +284,7 @@ func (c *Ingress) check(p *problems) {
 	c.Kafka.check(p)
 	c.HTTP.check(p)
 	c.Drain.check(p)
+	c.Proxies.check(p)
 	c.DeepLinks.check(p)
 	c.Log.check(p)
 }

@@ -3,6 +3,7 @@ package ingress
 import (
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/heraldhq/herald/internal/apierror"
@@ -20,6 +21,9 @@ type Options struct {
 	AuthCacheTTL time.Duration
 	// MaxInFlight caps concurrent /v1 requests; DefaultMaxInFlight when zero.
 	MaxInFlight int
+	// TrustedProxies are the load balancers whose X-Forwarded-For names the client (HERALD_TRUSTED_PROXIES);
+	// the client address is what failed authentications are counted by.
+	TrustedProxies server.TrustedProxies
 }
 
 // API serves /v1.
@@ -29,6 +33,10 @@ type API struct {
 	log    *slog.Logger
 	opts   Options
 	keys   *keyCache
+
+	unknownKeys *negativeCache
+	failures    *failureLimiter
+	authQueries atomic.Int64 // key lookups in PostgreSQL, for tests
 }
 
 // New builds the tenant API. Notifications go through ob (close it after the HTTP server has stopped, so
@@ -40,7 +48,8 @@ func New(st *store.Store, ob *outbox.Outbox, logger *slog.Logger, opts Options) 
 	if opts.AuthCacheTTL == 0 {
 		opts.AuthCacheTTL = 2 * time.Second
 	}
-	return &API{store: st, outbox: ob, log: logger, opts: opts, keys: newKeyCache(opts.AuthCacheTTL)}
+	return &API{store: st, outbox: ob, log: logger, opts: opts, keys: newKeyCache(opts.AuthCacheTTL),
+		unknownKeys: newNegativeCache(NegativeCacheTTL), failures: newFailureLimiter(MaxAuthFailures, AuthFailureWindow)}
 }
 
 // handle adapts a handler that returns an error: catalogued errors become their JSON body; anything else is
