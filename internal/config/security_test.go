@@ -26,3 +26,25 @@ func TestTrustedProxiesAreCIDRsOrAddresses(t *testing.T) {
 		}
 	}
 }
+
+// herald dev serves an unauthenticated control API (the simulator) and prints its demo key: it listens on
+// loopback unless told otherwise. The other commands keep :8080.
+func TestDevListensOnLoopbackByDefault(t *testing.T) {
+	unsetenv(t, "HERALD_HTTP_ADDR")
+	g, err := parse(t, "dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Dev.HTTPAddr != "127.0.0.1:8080" {
+		t.Errorf("herald dev listens on %q by default, want 127.0.0.1:8080", g.Dev.HTTPAddr)
+	}
+	if g, _ := parse(t, "dev", "--http-addr", ":9000"); g.Dev.HTTPAddr != ":9000" {
+		t.Errorf("--http-addr :9000 gives %q", g.Dev.HTTPAddr)
+	}
+	if g, _ := parse(t, "sim"); g.Sim.HTTPAddr != ":8080" {
+		t.Errorf("herald sim listens on %q by default, want :8080", g.Sim.HTTPAddr)
+	}
+	if g, _ := parse(t, append(ingressBase[:0:0], ingressBase...)...); g.Ingress.HTTPAddr != ":8080" {
+		t.Errorf("herald ingress listens on %q by default, want :8080", g.Ingress.HTTPAddr)
+	}
+}

@@ -129,6 +129,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("while listening on %s: %w", o.HTTPAddr, err)
 	}
+	warnIfExposed(log, ln.Addr())
 	base := "http://" + loopbackAddr(ln.Addr())
 	router := server.NewRouter(log, server.ReadyCheck{Name: "postgresql", Check: st.Ping},
 		server.ReadyCheck{Name: "kafka", Check: func(ctx context.Context) error { return queue.Ping(ctx, o.KafkaBrokers) }})
@@ -242,6 +243,19 @@ func randomString(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// warnIfExposed warns when herald dev listens beyond loopback: its simulator's control API (/sim) lets
+// anyone act as any messenger user, and the demo tenant's key is kept in the data directory. It is meant for
+// one developer's machine.
+func warnIfExposed(log *slog.Logger, a net.Addr) {
+	tcp, ok := a.(*net.TCPAddr)
+	if ok && tcp.IP.IsLoopback() {
+		return
+	}
+	log.Warn("herald dev is listening beyond loopback: anyone who can reach this address can use the unauthenticated "+
+		"simulator control API (/sim) and the tenant API with the demo key; keep it on 127.0.0.1 unless you mean it",
+		"addr", a.String())
 }
 
 // loopbackAddr turns a wildcard listen address into one a local client can dial.
