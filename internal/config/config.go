@@ -180,15 +180,17 @@ func (c *RateLimit) check(p *problems) {
 
 // WebhookAuth is the secret the platform sends with every update, set with `herald webhook set-url`.
 type WebhookAuth struct {
-	WebhookSecret string `name:"webhook-secret" env:"HERALD_WEBHOOK_SECRET" placeholder:"SECRET" dev:"generated, kept in --data-dir" help:"expected X-Messenger-Bot-Api-Secret-Token / X-Telegram-Bot-Api-Secret-Token (1-256 of A-Za-z0-9_-)"`
+	WebhookSecret string `name:"webhook-secret" env:"HERALD_WEBHOOK_SECRET" placeholder:"SECRET" dev:"generated, kept in --data-dir" help:"expected X-Messenger-Bot-Api-Secret-Token / X-Telegram-Bot-Api-Secret-Token: 16-256 of A-Za-z0-9_- (the platform allows 1-256; Herald requires 16, so that it cannot be guessed)"`
 }
 
-var webhookSecretPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,256}$`)
+// webhookSecretPattern: the platform accepts 1-256 characters; 16 random ones of 64 are 96 bits, beyond
+// guessing through the webhook (which is public: the platform calls it from the internet).
+var webhookSecretPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{16,256}$`)
 
 func (c *WebhookAuth) check(p *problems) {
 	// Never quote the value: it is a secret.
 	if !webhookSecretPattern.MatchString(c.WebhookSecret) {
-		p.add(&c.WebhookSecret, "must be 1-256 characters of A-Za-z0-9_-")
+		p.add(&c.WebhookSecret, "must be 16-256 characters of A-Za-z0-9_- (Herald requires at least 16; generate one with: openssl rand -hex 24)")
 	}
 }
 

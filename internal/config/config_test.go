@@ -149,7 +149,7 @@ func TestEveryProblemIsReportedAtOnceNamingTheVariableAndTheFlag(t *testing.T) {
 		"HERALD_WEBHOOK_UPDATES (--updates): must be webhook or polling",
 		"HERALD_SHUTDOWN_DELAY (--shutdown-delay): must be between 0s and 1m",
 		// --updates is not polling, so the secret is checked, and the bot token is not.
-		"HERALD_WEBHOOK_SECRET (--webhook-secret): must be 1-256 characters",
+		"HERALD_WEBHOOK_SECRET (--webhook-secret): must be 16-256 characters",
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("the error does not say %q:\n%s", want, msg)
@@ -239,7 +239,7 @@ func TestDevChecksOnlyWhatIsGivenAndHasItsOwnDefaults(t *testing.T) {
 }
 
 func TestValidConfigurationPasses(t *testing.T) {
-	g, err := parse(t, "webhook", "--webhook-secret", "s3cr3t_-", "--database-url", "postgres://u@h/db", "--kafka-brokers", "k1:9092, k2:9092",
+	g, err := parse(t, "webhook", "--webhook-secret", "s3cr3t_-s3cr3t_-", "--database-url", "postgres://u@h/db", "--kafka-brokers", "k1:9092, k2:9092",
 		"--phone-hash-key", "0123456789abcdef", "--dev-admins", "1, 2")
 	if err != nil {
 		t.Fatalf("valid configuration rejected: %v", err)

@@ -48,3 +48,25 @@ func TestDevListensOnLoopbackByDefault(t *testing.T) {
 		t.Errorf("herald ingress listens on %q by default, want :8080", g.Ingress.HTTPAddr)
 	}
 }
+
+// The platform accepts webhook secrets of 1-256 characters of A-Za-z0-9_-; Herald requires at least 16, so
+// that the secret cannot be guessed. A shorter one stops the component at start, saying why.
+func TestAWebhookSecretShorterThan16IsRefused(t *testing.T) {
+	webhook := []string{"webhook", "--database-url", "postgres://u@h/db", "--kafka-brokers", "k:9092", "--phone-hash-key", "0123456789abcdef"}
+	for _, secret := range []string{"s", "s3cr3t_-", "0123456789abcde"} {
+		for _, args := range [][]string{append(webhook, "--webhook-secret", secret), {"set-url", "--messenger-bot-token", "1:a", "--webhook-secret", secret},
+			{"dev", "--webhook-secret", secret}} {
+			_, err := parse(t, args...)
+			msg := problemsOf(t, err)
+			if !strings.Contains(msg, "HERALD_WEBHOOK_SECRET (--webhook-secret): must be 16-256 characters of A-Za-z0-9_-") {
+				t.Errorf("herald %s with a %d-character secret: %s", args[0], len(secret), msg)
+			}
+			if len(secret) > 3 && strings.Contains(msg, secret) {
+				t.Errorf("the error quotes the secret: %s", msg)
+			}
+		}
+	}
+	if _, err := parse(t, append(webhook, "--webhook-secret", "0123456789abcdef")...); err != nil {
+		t.Errorf("a 16-character secret is refused: %v", err)
+	}
+}

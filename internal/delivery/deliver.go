@@ -91,7 +91,8 @@ func (w *Worker) finish(d store.Delivery, dec Decision) bool {
 				if r.Status == store.StatusDelivered {
 					log.Debug("delivered", "messenger_message_id", r.MessengerMessageID)
 				} else {
-					log.Info("delivery attempt ended", "error_code", r.ErrorCode, "error", r.ErrorMessage, "retry_in", r.RetryIn)
+					// The full error, which may name hosts and addresses; tenants see only r.ErrorMessage.
+					log.Info("delivery attempt ended", "error_code", r.ErrorCode, "error", r.ErrorMessage, "err", dec.Cause, "retry_in", r.RetryIn)
 				}
 			}
 			return true
