@@ -19,6 +19,7 @@ func (c *devCmd) Run(e runEnv) error {
 		HTTPAddr: c.HTTPAddr, DataDir: c.DataDir, DatabaseURL: c.DatabaseURL, KafkaBrokers: c.Brokers(), TopicPrefix: c.KafkaTopicPrefix,
 		MessengerAPIURL: c.MessengerAPIURL, BotToken: c.MessengerBotToken, BotUsername: c.MessengerBotUsername, DeepLinkBase: c.DeepLinkBase,
 		WebhookSecret: c.WebhookSecret, PhoneHashKey: c.PhoneHashKey, RateLimit: c.MessengerRateLimit, DevAdmins: c.DevAdmins,
-		Logger: c.Logger(e.stderr), Stdout: e.stdout,
+		Retention: retentionPolicy(&c.Retention),
+		Logger:    c.Logger(e.stderr), Stdout: e.stdout,
 	})
 }

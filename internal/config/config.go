@@ -246,6 +246,28 @@ func (c *Delivery) check(p *problems) {
 	}
 }
 
+// Retention is how long Herald keeps what it stores; the workers (and herald dev) purge the rest
+// (internal/store/retention.go has the rules, docs/security.md the whole list).
+type Retention struct {
+	RetentionBodyDays         int           `name:"retention-body-days" env:"HERALD_RETENTION_BODY_DAYS" default:"7" help:"days a message body is kept after its notification reached a final state (delivered, failed, …); 0: erased at the next purge"`
+	RetentionNotificationDays int           `name:"retention-notification-days" env:"HERALD_RETENTION_NOTIFICATION_DAYS" default:"90" help:"days a notification's delivery metadata (what GET /v1/status reads) is kept after its final state; at least HERALD_RETENTION_BODY_DAYS"`
+	RetentionExpired          time.Duration `name:"retention-expired" env:"HERALD_RETENTION_EXPIRED" default:"24h" help:"how long expired link tokens and phone verification sessions are kept past their expiry (a user who tries one late is told it expired, not that it is unknown)"`
+}
+
+func (c *Retention) check(p *problems) {
+	if c.RetentionBodyDays < 0 || c.RetentionBodyDays > 3650 {
+		p.add(&c.RetentionBodyDays, "must be 0..3650 days")
+	}
+	if c.RetentionNotificationDays < 1 || c.RetentionNotificationDays > 3650 {
+		p.add(&c.RetentionNotificationDays, "must be 1..3650 days")
+	} else if c.RetentionNotificationDays < c.RetentionBodyDays {
+		p.add(&c.RetentionNotificationDays, "must not be shorter than HERALD_RETENTION_BODY_DAYS (%d): a row is deleted only once its body is erased", c.RetentionBodyDays)
+	}
+	if c.RetentionExpired < 0 || c.RetentionExpired > 30*24*time.Hour {
+		p.add(&c.RetentionExpired, "must be between 0s and 720h")
+	}
+}
+
 // Log is how every component logs.
 type Log struct {
 	LogLevel string `name:"log-level" env:"HERALD_LOG_LEVEL" default:"info" help:"log level: debug, info, warn, error"`
@@ -347,6 +369,7 @@ type Worker struct {
 	BotAPI
 	RateLimit
 	Delivery
+	Retention
 	Log
 }
 
@@ -357,6 +380,7 @@ func (c *Worker) check(p *problems) {
 	c.BotAPI.check(p)
 	c.RateLimit.check(p)
 	c.Delivery.check(p)
+	c.Retention.check(p)
 	c.Log.check(p)
 }
 
@@ -401,12 +425,14 @@ type Dev struct {
 	WebhookAuth
 	UpdateHandling
 	RateLimit
+	Retention
 	DataDir string `name:"data-dir" env:"HERALD_DEV_DATA_DIR" default:".dev" help:"where the private PostgreSQL and the generated secrets are kept between runs"`
 	Log     `set:"log_format=text"`
 }
 
 func (c *Dev) check(p *problems) {
 	c.HTTP.check(p)
+	c.Retention.check(p)
 	c.Kafka.checkTopicPrefix(p)
 	c.DeepLinks.checkBase(p)
 	c.RateLimit.check(p)

@@ -19,7 +19,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -31,6 +30,7 @@ import (
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/pglocal"
 	"github.com/heraldhq/herald/internal/queue"
+	"github.com/heraldhq/herald/internal/retention"
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/sim"
 	"github.com/heraldhq/herald/internal/store"
@@ -52,6 +52,7 @@ type Options struct {
 	PhoneHashKey    string // empty: generated and kept in secrets.json
 	RateLimit       float64
 	DevAdmins       []int64
+	Retention       store.RetentionPolicy // the purge runs here too; zero: store.DefaultRetention
 	Logger          *slog.Logger
 	Stdout          io.Writer // where the walkthrough goes
 }
@@ -182,7 +183,11 @@ func Run(ctx context.Context, o Options) error {
 		<-gctx.Done()
 		return nil
 	})
-	g.Go(func() error { receiver.Prune(gctx, time.Hour); return nil })
+	if o.Retention == (store.RetentionPolicy{}) {
+		o.Retention = store.DefaultRetention
+	}
+	purger := retention.New(retention.Options{Store: st, Policy: o.Retention, Logger: log.With("component", "retention")})
+	g.Go(func() error { return purger.Run(gctx) })
 	err = g.Wait()
 	if errors.Is(err, context.Canceled) || errors.Is(err, http.ErrServerClosed) {
 		err = nil
