@@ -36,7 +36,7 @@ func (c *ingressCmd) Run(e runEnv) error {
 		TrustedProxies: proxies})
 	r := server.NewRouter(logger, storeReady(st), kafkaReady(c.Brokers()))
 	api.Routes(r)
-	return server.Serve(e.ctx, c.HTTPAddr, r, logger, server.ServeOptions{ShutdownDelay: c.ShutdownDelay})
+	return server.Serve(e.ctx, c.HTTPAddr, r, logger, server.ServeOptions{ShutdownDelay: c.ShutdownDelay, MetricsAddr: c.MetricsAddr})
 }
 
 // openBackends opens the store and makes sure the Kafka topics exist: what ingress, webhook and worker all

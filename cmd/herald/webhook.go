@@ -53,7 +53,7 @@ func (c *webhookServeCmd) Run(e runEnv) error {
 		rc.Routes(r)
 	}
 	g.Go(func() error {
-		return server.Serve(gctx, c.HTTPAddr, r, logger, server.ServeOptions{ShutdownDelay: c.ShutdownDelay})
+		return server.Serve(gctx, c.HTTPAddr, r, logger, server.ServeOptions{ShutdownDelay: c.ShutdownDelay, MetricsAddr: c.MetricsAddr})
 	})
 	return g.Wait()
 }

@@ -48,7 +48,9 @@ func (c *workerCmd) Run(e runEnv) error {
 	g, gctx := errgroup.WithContext(e.ctx)
 	g.Go(func() error { return w.Run(gctx) })
 	g.Go(func() error { return purger.Run(gctx) })
-	g.Go(func() error { return server.Serve(gctx, c.HTTPAddr, r, logger) })
+	g.Go(func() error {
+		return server.Serve(gctx, c.HTTPAddr, r, logger, server.ServeOptions{MetricsAddr: c.MetricsAddr})
+	})
 	return g.Wait()
 }
 

@@ -81,12 +81,28 @@ func (c *Kafka) checkTopicPrefix(p *problems) {
 // HTTP is the one listen address of each ingress, webhook, worker, dev and sim process.
 type HTTP struct {
 	// herald dev sets http_addr to loopback: its simulator's control API and its demo key are unauthenticated.
-	HTTPAddr string `name:"http-addr" env:"HERALD_HTTP_ADDR" default:"${http_addr=:8080}" help:"the one listen address: the API or webhook routes plus /healthz, /readyz, /metrics"`
+	HTTPAddr string `name:"http-addr" env:"HERALD_HTTP_ADDR" default:"${http_addr=:8080}" help:"the listen address: the API or webhook routes plus /healthz, /readyz, and /metrics unless HERALD_METRICS_ADDR moves it"`
 }
 
 func (c *HTTP) check(p *problems) {
 	if !strings.Contains(c.HTTPAddr, ":") {
 		p.add(&c.HTTPAddr, "must be host:port or :port")
+	}
+}
+
+// Metrics is where the HTTP components serve /metrics.
+type Metrics struct {
+	MetricsAddr string `name:"metrics-addr" env:"HERALD_METRICS_ADDR" default:"" placeholder:"ADDR" help:"serve /metrics on this address of its own (the Helm chart: :9090), so that publishing the API port never publishes the metrics; empty: on HERALD_HTTP_ADDR (the operator: its metrics address, 0 disables it)"`
+}
+
+func (c *Metrics) check(p *problems, h *HTTP) {
+	if c.MetricsAddr == "" {
+		return
+	}
+	if !strings.Contains(c.MetricsAddr, ":") {
+		p.add(&c.MetricsAddr, "must be host:port or :port")
+	} else if c.MetricsAddr == h.HTTPAddr {
+		p.add(&c.MetricsAddr, "must differ from HERALD_HTTP_ADDR (%s); leave it empty to serve /metrics there", h.HTTPAddr)
 	}
 }
 
@@ -298,6 +314,7 @@ type Ingress struct {
 	Database
 	Kafka
 	HTTP
+	Metrics
 	Drain
 	Proxies
 	DeepLinks
@@ -308,6 +325,7 @@ func (c *Ingress) check(p *problems) {
 	c.Database.check(p)
 	c.Kafka.check(p)
 	c.HTTP.check(p)
+	c.Metrics.check(p, &c.HTTP)
 	c.Drain.check(p)
 	c.Proxies.check(p)
 	c.DeepLinks.check(p)
@@ -319,6 +337,7 @@ type Webhook struct {
 	Database
 	Kafka
 	HTTP
+	Metrics
 	Drain
 	WebhookAuth
 	UpdateHandling
@@ -334,6 +353,7 @@ func (c *Webhook) check(p *problems) {
 	c.Database.check(p)
 	c.Kafka.check(p)
 	c.HTTP.check(p)
+	c.Metrics.check(p, &c.HTTP)
 	c.Drain.check(p)
 	c.UpdateHandling.check(p)
 	if c.Updates != "webhook" && c.Updates != "polling" {
@@ -366,6 +386,7 @@ type Worker struct {
 	Database
 	Kafka
 	HTTP
+	Metrics
 	BotAPI
 	RateLimit
 	Delivery
@@ -377,6 +398,7 @@ func (c *Worker) check(p *problems) {
 	c.Database.check(p)
 	c.Kafka.check(p)
 	c.HTTP.check(p)
+	c.Metrics.check(p, &c.HTTP)
 	c.BotAPI.check(p)
 	c.RateLimit.check(p)
 	c.Delivery.check(p)

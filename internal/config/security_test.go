@@ -98,3 +98,19 @@ func TestRetentionSettings(t *testing.T) {
 		}
 	}
 }
+
+// /metrics can move to an address of its own (the chart's :9090); empty keeps it on the HTTP address.
+func TestMetricsAddress(t *testing.T) {
+	g, err := parse(t, ingressBase...)
+	if err != nil || g.Ingress.MetricsAddr != "" {
+		t.Errorf("ingress metrics address %q (%v), want empty by default", g.Ingress.MetricsAddr, err)
+	}
+	g, err = parse(t, append(ingressBase, "--metrics-addr", ":9090")...)
+	if err != nil || g.Ingress.MetricsAddr != ":9090" {
+		t.Errorf("--metrics-addr :9090 gives %q (%v)", g.Ingress.MetricsAddr, err)
+	}
+	_, err = parse(t, append(ingressBase, "--metrics-addr", ":8080")...)
+	if msg := problemsOf(t, err); !strings.Contains(msg, "HERALD_METRICS_ADDR (--metrics-addr): must differ from HERALD_HTTP_ADDR") {
+		t.Errorf("the metrics address on the API port: %s", msg)
+	}
+}

@@ -188,6 +188,10 @@ type ServeOptions struct {
 	// closes its connection, so that load balancers stop routing to this replica (and clients reconnect
 	// elsewhere) before its listener closes. 0 stops accepting at once.
 	ShutdownDelay time.Duration
+	// MetricsAddr (HERALD_METRICS_ADDR), when set, serves /metrics on an address of its own, and the main
+	// listener answers 404 for it: an Ingress that publishes the API port never publishes the metrics.
+	// Empty: /metrics is on the main listener.
+	MetricsAddr string
 }
 
 // Serve listens on addr and serves h until ctx is done, then stops: see ServeListener.
@@ -208,7 +212,25 @@ func ServeListener(ctx context.Context, ln net.Listener, h http.Handler, logger 
 	}
 	var draining atomic.Bool
 	inner := h
+	var metrics *http.Server
+	if o.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", o.MetricsAddr)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("while listening on %s for metrics: %w", o.MetricsAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.Handler())
+		metrics = NewHTTPServer(mux, logger, DefaultLimits)
+		go func() { _ = metrics.Serve(mln) }()
+		logger.Info("serving metrics", "addr", mln.Addr().String())
+		defer func() { _ = metrics.Close() }()
+	}
 	h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if metrics != nil && r.URL.Path == "/metrics" {
+			apierror.Write(w, apierror.NotFound.With("no such route"))
+			return
+		}
 		if draining.Load() {
 			w.Header().Set("Connection", "close")
 			if r.URL.Path == "/readyz" {
