@@ -62,9 +62,16 @@ docker-build: ## Build the container image $(IMAGE)
 manifests: ## Regenerate CRDs (config/crd), the operator's ClusterRole (config/rbac) and deepcopy (api/)
 	hack/manifests.sh generate
 
+FUZZTIME ?= 1m
+
 .PHONY: fuzz
-fuzz: ## Fuzz the messenger update parser for 5 minutes (make test runs the seed corpus)
-	$(GO) test -run '^$$' -fuzz FuzzParseUpdate -fuzztime 5m ./internal/updates/
+fuzz: ## Run every fuzz target (every parser of outside input) for FUZZTIME each, one after the other (make test runs their seeds)
+	@for dir in $$(git ls-files '*_test.go' | xargs grep -l '^func Fuzz' | xargs -n1 dirname | sort -u); do \
+	  for target in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go | sed 's/^func //'); do \
+	    echo "== ./$$dir $$target ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) ./$$dir || exit 1; \
+	  done; \
+	done
 
 ##@ Benchmarks (figures go to docs/benchmarks.md)
 

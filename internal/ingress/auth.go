@@ -34,12 +34,12 @@ func (a *API) authenticate(next http.Handler) http.Handler {
 				Message: "too many requests without a valid API key from this address; retry later", RetryAfter: left})
 			return
 		}
-		scheme, secret, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-		if !ok || !strings.EqualFold(scheme, "Bearer") || !apikey.LooksValid(strings.TrimSpace(secret)) {
+		secret, ok := bearerKey(r.Header.Get("Authorization"))
+		if !ok {
 			a.refuse(w, client, now, "malformed")
 			return
 		}
-		digest := apikey.Digest(strings.TrimSpace(secret))
+		digest := apikey.Digest(secret)
 		p, ok := a.keys.get(digest)
 		switch {
 		case ok:
@@ -66,6 +66,17 @@ func (a *API) authenticate(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	})
+}
+
+// bearerKey reads the key of an Authorization header, "Bearer <key>" (the scheme in any case); ok is false
+// unless the key has the shape of a Herald key, which spares a lookup for anything else.
+func bearerKey(header string) (string, bool) {
+	scheme, secret, ok := strings.Cut(header, " ")
+	secret = strings.TrimSpace(secret)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || !apikey.LooksValid(secret) {
+		return "", false
+	}
+	return secret, true
 }
 
 // refuse answers 401 and counts the failure against the client address.

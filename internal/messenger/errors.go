@@ -26,6 +26,22 @@ const (
 // MaxErrorMessageLength bounds last_error_message, in code points.
 const MaxErrorMessageLength = 500
 
+// MaxRetryAfter bounds the wait a retry_after can ask for. The platform asks for seconds to minutes; an
+// answer asking for more (or for a number that overflows a Duration) cannot stall a chat or the whole bot
+// for longer than this.
+const MaxRetryAfter = time.Hour
+
+// retryAfter turns parameters.retry_after (seconds) into a wait within 0..MaxRetryAfter.
+func retryAfter(seconds int64) time.Duration {
+	if seconds <= 0 {
+		return 0
+	}
+	if seconds >= int64(MaxRetryAfter/time.Second) {
+		return MaxRetryAfter
+	}
+	return time.Duration(seconds) * time.Second
+}
+
 // APIError is a Bot API answer with "ok": false.
 type APIError struct {
 	Method      string

@@ -84,3 +84,23 @@ func TestThePlatformsDescriptionIsKeptWithinBounds(t *testing.T) {
 		t.Error("an API error without a description has no message")
 	}
 }
+
+// retry_after is the other end's number: a huge or negative one must not stall the bot for years (nor
+// overflow into a negative wait). Waits are bounded by MaxRetryAfter.
+func TestRetryAfterIsBounded(t *testing.T) {
+	for _, ra := range []string{"31536000000", "9223372036854775807", "-5", "3"} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"ok":false,"error_code":429,"description":"Too Many Requests","parameters":{"retry_after":` + ra + `}}`))
+		}))
+		_, err := messenger.New(srv.URL, testToken, nil).SendMessage(t.Context(), messenger.SendMessageRequest{ChatID: 1, Text: "x"})
+		srv.Close()
+		wait := messenger.RetryAfter(err)
+		if wait < 0 || wait > messenger.MaxRetryAfter {
+			t.Errorf("retry_after %s: wait %s, want within 0..%s", ra, wait, messenger.MaxRetryAfter)
+		}
+		if ra == "3" && wait != 3*time.Second {
+			t.Errorf("retry_after 3: wait %s", wait)
+		}
+	}
+}
