@@ -73,8 +73,12 @@ func describeJSONError(err error) string {
 	}
 }
 
-// validUserID: 1..128 code points, no control characters.
+// validUserID: 1..128 code points of valid UTF-8 (a path parameter is percent-decoded bytes), no control
+// characters.
 func validUserID(s string) error {
+	if !utf8.ValidString(s) {
+		return apierror.InvalidRequest.With("user_id must be valid UTF-8")
+	}
 	n := utf8.RuneCountInString(s)
 	if n == 0 || n > MaxUserIDLength {
 		return apierror.InvalidRequest.With("user_id must be 1-%d characters", MaxUserIDLength)

@@ -43,3 +43,14 @@ func TestUnauthorizedAnswersCarryABearerChallenge(t *testing.T) {
 		}
 	}
 }
+
+// A path parameter that is not valid UTF-8 cannot name anything: 404, never a 500 from PostgreSQL refusing
+// the bytes (found by FuzzPathParams).
+func TestPathParametersThatAreNotUTF8AreNotFound(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	key := e.tenant("acme", "Acme", nil)
+	for _, p := range []string{"/v1/phone-verification/status/%80", "/v1/phone-verification/status/u%C3", "/v1/phone-verification/status/%ED%A0%80"} {
+		expectError(t, e.do("GET", p, key, nil), http.StatusNotFound, "not_found")
+	}
+}

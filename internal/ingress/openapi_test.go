@@ -59,6 +59,20 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 	e.broker.Close()
 	check("POST", "/v1/send", e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "hi"}), 502)
 
+	// Past 20 requests without a valid key, this client address is throttled (every test request comes from
+	// loopback): the 429 of every /v1 operation.
+	throttled := false
+	for range 25 {
+		if r := e.do("GET", "/v1/status/"+id, "", nil); r.status == 429 {
+			check("GET", "/v1/status/{tracking_id}", r, 429)
+			throttled = true
+			break
+		}
+	}
+	if !throttled {
+		t.Error("25 requests without a key from one address were never answered 429")
+	}
+
 	// Every /v1 operation of the document was exercised.
 	for _, op := range doc.Operations() {
 		if !strings.Contains(op, " /v1/") {
