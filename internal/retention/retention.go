@@ -5,8 +5,9 @@
 // Every worker (and herald dev) runs a Purger; one runs at a time across all of them, under a PostgreSQL
 // advisory lock, and the others skip their turn. A run purges every kind in batches of BatchSize rows, each
 // batch a statement of its own, so no lock is held for long and the hot path never waits on a purge (rows
-// it holds are skipped and purged next time). A run does at most MaxBatches per kind; what is left is
-// purged by the next run, and herald_retention_overdue_seconds shows the backlog.
+// it holds are skipped and purged next time). A run does at most MaxBatches per kind, so the lock changes
+// hands now and then; when more is left, the next run follows at once, and herald_retention_overdue_seconds
+// shows the backlog.
 package retention
 
 import (
@@ -98,21 +99,27 @@ type Report struct {
 	Purged map[store.PurgeKind]int64
 	// Overdue is, per kind, how long ago the oldest row still due became due (0: caught up).
 	Overdue map[store.PurgeKind]time.Duration
+	// Behind: some kind used the whole budget of the run (MaxBatches full batches), so more may be due.
+	Behind bool
 }
 
-// Run purges at once and then every Interval until ctx ends. A failed run is logged and retried at the
-// next interval; Run itself returns nil when ctx ends.
+// Run purges at once and then every Interval until ctx ends; a run that spent its budget with more left
+// to purge is followed by the next one at once (after a second), so the purge keeps up with any rate. A
+// failed run is logged and retried at the next interval; Run itself returns nil when ctx ends.
 func (p *Purger) Run(ctx context.Context) error {
-	t := time.NewTicker(p.o.Interval)
-	defer t.Stop()
 	for {
-		if _, err := p.RunOnce(ctx); err != nil && ctx.Err() == nil {
+		rep, err := p.RunOnce(ctx)
+		if err != nil && ctx.Err() == nil {
 			p.o.Logger.Warn("retention run failed; the next run continues", "err", err)
+		}
+		wait := p.o.Interval
+		if err == nil && rep.Behind {
+			wait = min(time.Second, p.o.Interval)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-time.After(wait):
 		}
 	}
 }
@@ -135,6 +142,7 @@ func (p *Purger) RunOnce(ctx context.Context) (Report, error) {
 	for _, kind := range store.PurgeKinds {
 		n, err := p.purge(ctx, kind)
 		rep.Purged[kind] = n
+		rep.Behind = rep.Behind || n >= int64(p.o.MaxBatches*p.o.BatchSize)
 		if err != nil {
 			runs.WithLabelValues("error").Inc()
 			return rep, fmt.Errorf("while purging %s: %w", kind, err)

@@ -156,14 +156,34 @@ func TestAPurgeThatFallsBehindSaysSoAndCatchesUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Purged[store.PurgeBodies] != 4 || rep.Overdue[store.PurgeBodies] < 24*time.Hour {
-		t.Fatalf("first run: %d bodies erased, overdue %s; want 4 and a day behind (due since a day ago)", rep.Purged[store.PurgeBodies], rep.Overdue[store.PurgeBodies])
+	if rep.Purged[store.PurgeBodies] != 4 || !rep.Behind || rep.Overdue[store.PurgeBodies] < 24*time.Hour {
+		t.Fatalf("first run: %d bodies erased, behind %v, overdue %s; want 4, behind, a day overdue (due since a day ago)", rep.Purged[store.PurgeBodies], rep.Behind, rep.Overdue[store.PurgeBodies])
 	}
 	if v, _ := gauge(t, "herald_retention_overdue_seconds", map[string]string{"kind": "bodies"}); v < 86400 {
 		t.Errorf("herald_retention_overdue_seconds{kind=bodies} = %v, want at least a day", v)
 	}
 	rep, err = p.RunOnce(context.Background())
-	if err != nil || rep.Purged[store.PurgeBodies] != 3 || rep.Overdue[store.PurgeBodies] != 0 {
+	if err != nil || rep.Purged[store.PurgeBodies] != 3 || rep.Behind || rep.Overdue[store.PurgeBodies] != 0 {
 		t.Errorf("second run: %+v %v, want the 3 left erased and nothing overdue", rep, err)
+	}
+}
+
+// A run that spends its budget with more left is followed by the next at once, not after the interval: the
+// purge keeps up with any rate of notifications.
+func TestAPurgeThatIsBehindRunsAgainAtOnce(t *testing.T) {
+	s, _ := pgtest.NewStore(t)
+	seed(t, s, 7)
+	p := retention.New(retention.Options{Store: s, Policy: policy, Logger: slog.New(slog.DiscardHandler),
+		Interval: time.Hour, BatchSize: 2, MaxBatches: 1, Pause: -1})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(15 * time.Second)
+	for count(t, s, `SELECT count(*) FROM notifications WHERE body <> ''`) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("7 due bodies in batches of 2, one batch a run, are not all erased within 15 s although the interval is an hour")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
