@@ -66,7 +66,7 @@ func (tp TrustedProxies) ClientAddr(r *http.Request) netip.Addr {
 			if err != nil {
 				return client
 			}
-			a = a.Unmap()
+			a = a.Unmap().WithZone("") // a zone means nothing beyond the host that wrote it
 			if !tp.contains(a) {
 				return a
 			}
@@ -78,12 +78,12 @@ func (tp TrustedProxies) ClientAddr(r *http.Request) netip.Addr {
 
 func remoteAddr(r *http.Request) netip.Addr {
 	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
-		return ap.Addr().Unmap()
+		return ap.Addr().Unmap().WithZone("")
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
 	}
 	a, _ := netip.ParseAddr(host)
-	return a.Unmap()
+	return a.Unmap().WithZone("")
 }
