@@ -68,13 +68,16 @@ docker-build: ## Build the container image $(IMAGE)
 manifests: ## Regenerate CRDs (config/crd), the operator's ClusterRole (config/rbac) and deepcopy (api/)
 	hack/manifests.sh generate
 
-FUZZTIME ?= 5m
+FUZZTIME ?= 1m
 
 .PHONY: fuzz
-fuzz: ## Fuzz the messenger update parser, then the operator's reading of ApiKey and Tenant specs, FUZZTIME (5m) each (make test runs the seed corpora)
-	$(GO) test -run '^$$' -fuzz FuzzParseUpdate -fuzztime $(FUZZTIME) ./internal/updates/
-	$(GO) test -run '^$$' -fuzz '^FuzzApiKeySpec$$' -fuzztime $(FUZZTIME) ./api/v1alpha1/
-	$(GO) test -run '^$$' -fuzz '^FuzzTenantSpec$$' -fuzztime $(FUZZTIME) ./api/v1alpha1/
+fuzz: ## Run every fuzz target (every parser of outside input) for FUZZTIME each, one after the other (make test runs their seeds)
+	@for dir in $$(git ls-files '*_test.go' | xargs grep -l '^func Fuzz' | xargs -n1 dirname | sort -u); do \
+	  for target in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go | sed 's/^func //'); do \
+	    echo "== ./$$dir $$target ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) ./$$dir || exit 1; \
+	  done; \
+	done
 
 ##@ End-to-end (root; see README.md)
 

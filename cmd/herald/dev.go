@@ -22,6 +22,7 @@ func (c *devCmd) Run(e runEnv) error {
 		MessengerAPIURL: c.MessengerAPIURL, BotToken: c.MessengerBotToken, BotUsername: c.MessengerBotUsername, DeepLinkBase: c.DeepLinkBase,
 		WebhookSecret: c.WebhookSecret, PhoneHashKey: c.PhoneHashKey, RateLimit: c.MessengerRateLimit, DevAdmins: c.DevAdmins,
 		TenantSendsPerSecond: c.TenantSendsPerSecond, TenantRequestsPerSecond: c.TenantRequestsPerSecond,
-		Logger: logger, Stdout: e.stdout,
+		Retention: retentionPolicy(&c.Retention),
+		Logger:    logger, Stdout: e.stdout,
 	})
 }

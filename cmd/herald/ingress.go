@@ -29,11 +29,16 @@ func (c *ingressCmd) Run(e runEnv) error {
 	ob := outbox.New(st, producer, outbox.Options{Logger: logger})
 	defer ob.Close() // after Serve returns: in-flight sends are answered first
 
+	proxies, err := server.ParseTrustedProxies(c.TrustedProxies)
+	if err != nil {
+		return err // the configuration check has refused it already
+	}
 	api := ingress.New(st, ob, logger, ingress.Options{DeepLinkBase: c.DeepLinkBase, BotUsername: c.MessengerBotUsername,
-		SendsPerSecond: c.TenantSendsPerSecond, RequestsPerSecond: c.TenantRequestsPerSecond})
+		SendsPerSecond: c.TenantSendsPerSecond, RequestsPerSecond: c.TenantRequestsPerSecond,
+		TrustedProxies: proxies})
 	r := server.NewRouter(logger, storeReady(st), kafkaReady(c.Brokers()))
 	api.Routes(r)
-	return server.Serve(e.ctx, c.HTTPAddr, r, logger, server.ServeOptions{ShutdownDelay: c.ShutdownDelay})
+	return server.Serve(e.ctx, c.HTTPAddr, r, logger, server.ServeOptions{ShutdownDelay: c.ShutdownDelay, MetricsAddr: c.MetricsAddr})
 }
 
 // openBackends opens the store and makes sure the Kafka topics exist: what ingress, webhook and worker all

@@ -21,6 +21,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/heraldhq/herald/internal/config"
+	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/tracing"
 )
 
@@ -111,8 +112,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	}
 	if c.PprofAddr != "" {
 		// A separate, opt-in address: profile a component under load without exposing profiles on the
-		// service port.
-		go func() { _ = http.ListenAndServe(c.PprofAddr, nil) }()
+		// service port. Herald's limits, without a write timeout: a CPU profile streams for its seconds.
+		limits := server.DefaultLimits
+		limits.WriteTimeout = 0
+		srv := server.NewHTTPServer(http.DefaultServeMux, slog.Default(), limits)
+		srv.Addr = c.PprofAddr
+		go func() { _ = srv.ListenAndServe() }()
 	}
 	if err := kctx.Run(runEnv{ctx: ctx, stdout: stdout, stderr: stderr}); err != nil {
 		return report(stderr, kctx, err)

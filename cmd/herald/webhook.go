@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -14,9 +13,6 @@ import (
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/updates"
 )
-
-// pruneInterval is how often the webhook forgets old processed update ids.
-const pruneInterval = time.Hour
 
 // webhookCmd is `herald webhook` (serve, the default, hidden so that the command reads as before) and
 // `herald webhook set-url URL`.
@@ -50,10 +46,6 @@ func (c *webhookServeCmd) Run(e runEnv) error {
 	defer rc.Close() // after the server and the poller stopped: updates in flight are answered first
 	r := server.NewRouter(logger, storeReady(st), kafkaReady(c.Brokers()))
 	g, gctx := errgroup.WithContext(e.ctx)
-	g.Go(func() error {
-		rc.Prune(gctx, pruneInterval)
-		return nil
-	})
 	if c.Polling() {
 		// No public URL: the HTTP address serves only /healthz, /readyz and /metrics.
 		client := messenger.New(c.MessengerAPIURL, c.MessengerBotToken, nil)
@@ -62,7 +54,7 @@ func (c *webhookServeCmd) Run(e runEnv) error {
 		rc.Routes(r)
 	}
 	g.Go(func() error {
-		return server.Serve(gctx, c.HTTPAddr, r, logger, server.ServeOptions{ShutdownDelay: c.ShutdownDelay})
+		return server.Serve(gctx, c.HTTPAddr, r, logger, server.ServeOptions{ShutdownDelay: c.ShutdownDelay, MetricsAddr: c.MetricsAddr})
 	})
 	return g.Wait()
 }

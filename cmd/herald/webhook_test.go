@@ -18,7 +18,7 @@ func TestWebhookSetURLRegistersWithThePlatform(t *testing.T) {
 		srv.Close()
 	})
 	code, stdout, stderr := herald(t, "webhook", "set-url",
-		"--messenger-api-url", srv.URL, "--messenger-bot-token", s.Token(), "--webhook-secret", "abc_DEF-123",
+		"--messenger-api-url", srv.URL, "--messenger-bot-token", s.Token(), "--webhook-secret", "abc_DEF-123_ghi-456",
 		"https://herald.example.com/messenger/webhook")
 	if code != 0 {
 		t.Fatalf("set-url: exit %d, stderr %s", code, stderr)

@@ -1,16 +1,21 @@
 package main
 
 import (
+	"time"
+
 	"golang.org/x/sync/errgroup"
 
 	"github.com/heraldhq/herald/internal/config"
 	"github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/internal/messenger"
+	"github.com/heraldhq/herald/internal/retention"
 	"github.com/heraldhq/herald/internal/server"
+	"github.com/heraldhq/herald/internal/store"
 )
 
 // workerCmd is `herald worker`: it delivers notifications from Kafka to the messenger, serving /healthz,
-// /readyz and /metrics on --http-addr. On SIGTERM it drains (delivery.Options.GracePeriod) before it exits.
+// /readyz and /metrics on --http-addr, and runs the retention purge (one worker at a time). On SIGTERM it
+// drains (delivery.Options.GracePeriod) before it exits.
 type workerCmd struct{ config.Worker }
 
 func (c *workerCmd) Run(e runEnv) error {
@@ -40,9 +45,23 @@ func (c *workerCmd) Run(e runEnv) error {
 	if err != nil {
 		return err
 	}
+	purger := retention.New(retention.Options{Store: st, Policy: retentionPolicy(&c.Retention), Logger: logger})
 	r := server.NewRouter(logger, storeReady(st), kafkaReady(c.Brokers()))
 	g, gctx := errgroup.WithContext(e.ctx)
 	g.Go(func() error { return w.Run(gctx) })
-	g.Go(func() error { return server.Serve(gctx, c.HTTPAddr, r, logger) })
+	g.Go(func() error { return purger.Run(gctx) })
+	g.Go(func() error {
+		return server.Serve(gctx, c.HTTPAddr, r, logger, server.ServeOptions{MetricsAddr: c.MetricsAddr})
+	})
 	return g.Wait()
+}
+
+// retentionPolicy is the purge's policy from the HERALD_RETENTION_* settings.
+func retentionPolicy(c *config.Retention) store.RetentionPolicy {
+	day := 24 * time.Hour
+	return store.RetentionPolicy{
+		Bodies:        time.Duration(c.RetentionBodyDays) * day,
+		Notifications: time.Duration(c.RetentionNotificationDays) * day,
+		Expired:       c.RetentionExpired,
+	}
 }

@@ -54,14 +54,17 @@ var (
 	IdempotencyConflict = &Error{Code: "idempotency_conflict", Status: http.StatusConflict, Message: "this Idempotency-Key was used with a different request body"}
 	RateLimited         = &Error{Code: "rate_limited", Status: http.StatusTooManyRequests, Message: "too many requests"}
 	MethodNotAllowed    = &Error{Code: "invalid_request", Status: http.StatusMethodNotAllowed, Message: "method not allowed"}
-	Internal            = &Error{Code: "internal_error", Status: http.StatusInternalServerError, Message: "internal error"}
-	Unavailable         = &Error{Code: "unavailable", Status: http.StatusServiceUnavailable, Message: "the service is temporarily unavailable"}
+	// PayloadTooLarge is a body over a route's limit: the request is malformed (invalid_request), and its
+	// status says which way, so a client can tell it from a schema error without reading the message.
+	PayloadTooLarge = &Error{Code: "invalid_request", Status: http.StatusRequestEntityTooLarge, Message: "the request body is too large"}
+	Internal        = &Error{Code: "internal_error", Status: http.StatusInternalServerError, Message: "internal error"}
+	Unavailable     = &Error{Code: "unavailable", Status: http.StatusServiceUnavailable, Message: "the service is temporarily unavailable"}
 	// Overloaded is unavailable, with a hint when to come back: the replica sheds load it cannot serve now.
 	Overloaded = &Error{Code: "unavailable", Status: http.StatusServiceUnavailable, Message: "the service is overloaded; retry shortly", RetryAfter: time.Second}
 )
 
-// catalogue lists every error by code, for ByCode (Overloaded and MethodNotAllowed share their codes with
-// Unavailable and InvalidRequest).
+// catalogue lists every error by code, for ByCode (Overloaded shares its code with Unavailable;
+// MethodNotAllowed and PayloadTooLarge with InvalidRequest).
 var catalogue = map[string]*Error{}
 
 func init() {

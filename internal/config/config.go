@@ -14,6 +14,7 @@ package config
 
 import (
 	"fmt"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -79,12 +80,46 @@ func (c *Kafka) checkTopicPrefix(p *problems) {
 
 // HTTP is the one listen address of each ingress, webhook, worker, dev and sim process.
 type HTTP struct {
-	HTTPAddr string `name:"http-addr" env:"HERALD_HTTP_ADDR" default:":8080" help:"the one listen address: the API or webhook routes plus /healthz, /readyz, /metrics"`
+	// herald dev sets http_addr to loopback: its simulator's control API and its demo key are unauthenticated.
+	HTTPAddr string `name:"http-addr" env:"HERALD_HTTP_ADDR" default:"${http_addr=:8080}" help:"the listen address: the API or webhook routes plus /healthz, /readyz, and /metrics unless HERALD_METRICS_ADDR moves it"`
 }
 
 func (c *HTTP) check(p *problems) {
 	if !strings.Contains(c.HTTPAddr, ":") {
 		p.add(&c.HTTPAddr, "must be host:port or :port")
+	}
+}
+
+// Metrics is where the HTTP components serve /metrics.
+type Metrics struct {
+	MetricsAddr string `name:"metrics-addr" env:"HERALD_METRICS_ADDR" default:"" placeholder:"ADDR" help:"serve /metrics on this address of its own (the Helm chart: :9090), so that publishing the API port never publishes the metrics; empty: on HERALD_HTTP_ADDR (the operator: its metrics address, 0 disables it)"`
+}
+
+func (c *Metrics) check(p *problems, h *HTTP) {
+	if c.MetricsAddr == "" {
+		return
+	}
+	if !strings.Contains(c.MetricsAddr, ":") {
+		p.add(&c.MetricsAddr, "must be host:port or :port")
+	} else if c.MetricsAddr == h.HTTPAddr {
+		p.add(&c.MetricsAddr, "must differ from HERALD_HTTP_ADDR (%s); leave it empty to serve /metrics there", h.HTTPAddr)
+	}
+}
+
+// Proxies say how the tenant API finds a request's client address behind load balancers: failed
+// authentications are counted per client address.
+type Proxies struct {
+	TrustedProxies List `name:"trusted-proxies" env:"HERALD_TRUSTED_PROXIES" default:"" placeholder:"CIDR" help:"comma-separated CIDRs or addresses of the load balancers in front of Herald: X-Forwarded-For is honoured only from them, and the client is its right-most address outside them; empty: the TCP peer is the client"`
+}
+
+func (c *Proxies) check(p *problems) {
+	for _, s := range c.TrustedProxies {
+		if _, err := netip.ParsePrefix(s); err == nil {
+			continue
+		}
+		if _, err := netip.ParseAddr(s); err != nil {
+			p.add(&c.TrustedProxies, "%q is neither a CIDR nor an IP address", s)
+		}
 	}
 }
 
@@ -161,15 +196,17 @@ func (c *RateLimit) check(p *problems) {
 
 // WebhookAuth is the secret the platform sends with every update, set with `herald webhook set-url`.
 type WebhookAuth struct {
-	WebhookSecret string `name:"webhook-secret" env:"HERALD_WEBHOOK_SECRET" placeholder:"SECRET" dev:"generated, kept in --data-dir" help:"expected X-Messenger-Bot-Api-Secret-Token / X-Telegram-Bot-Api-Secret-Token (1-256 of A-Za-z0-9_-)"`
+	WebhookSecret string `name:"webhook-secret" env:"HERALD_WEBHOOK_SECRET" placeholder:"SECRET" dev:"generated, kept in --data-dir" help:"expected X-Messenger-Bot-Api-Secret-Token / X-Telegram-Bot-Api-Secret-Token: 16-256 of A-Za-z0-9_- (the platform allows 1-256; Herald requires 16, so that it cannot be guessed)"`
 }
 
-var webhookSecretPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,256}$`)
+// webhookSecretPattern: the platform accepts 1-256 characters; 16 random ones of 64 are 96 bits, beyond
+// guessing through the webhook (which is public: the platform calls it from the internet).
+var webhookSecretPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{16,256}$`)
 
 func (c *WebhookAuth) check(p *problems) {
 	// Never quote the value: it is a secret.
 	if !webhookSecretPattern.MatchString(c.WebhookSecret) {
-		p.add(&c.WebhookSecret, "must be 1-256 characters of A-Za-z0-9_-")
+		p.add(&c.WebhookSecret, "must be 16-256 characters of A-Za-z0-9_- (Herald requires at least 16; generate one with: openssl rand -hex 24)")
 	}
 }
 
@@ -229,6 +266,28 @@ func (c *Delivery) check(p *problems) {
 	}
 }
 
+// Retention is how long Herald keeps what it stores; the workers (and herald dev) purge the rest
+// (internal/store/retention.go has the rules, docs/security.md the whole list).
+type Retention struct {
+	RetentionBodyDays         int           `name:"retention-body-days" env:"HERALD_RETENTION_BODY_DAYS" default:"7" help:"days a message body is kept after its notification reached a final state (delivered, failed, …); 0: erased at the next purge"`
+	RetentionNotificationDays int           `name:"retention-notification-days" env:"HERALD_RETENTION_NOTIFICATION_DAYS" default:"90" help:"days a notification's delivery metadata (what GET /v1/status reads) is kept after its final state; at least HERALD_RETENTION_BODY_DAYS"`
+	RetentionExpired          time.Duration `name:"retention-expired" env:"HERALD_RETENTION_EXPIRED" default:"24h" help:"how long expired link tokens and phone verification sessions are kept past their expiry (a user who tries one late is told it expired, not that it is unknown)"`
+}
+
+func (c *Retention) check(p *problems) {
+	if c.RetentionBodyDays < 0 || c.RetentionBodyDays > 3650 {
+		p.add(&c.RetentionBodyDays, "must be 0..3650 days")
+	}
+	if c.RetentionNotificationDays < 1 || c.RetentionNotificationDays > 3650 {
+		p.add(&c.RetentionNotificationDays, "must be 1..3650 days")
+	} else if c.RetentionNotificationDays < c.RetentionBodyDays {
+		p.add(&c.RetentionNotificationDays, "must not be shorter than HERALD_RETENTION_BODY_DAYS (%d): a row is deleted only once its body is erased", c.RetentionBodyDays)
+	}
+	if c.RetentionExpired < 0 || c.RetentionExpired > 30*24*time.Hour {
+		p.add(&c.RetentionExpired, "must be between 0s and 720h")
+	}
+}
+
 // Log is how every component logs.
 type Log struct {
 	LogLevel string `name:"log-level" env:"HERALD_LOG_LEVEL" default:"info" help:"log level: debug, info, warn, error"`
@@ -275,7 +334,9 @@ type Ingress struct {
 	Database
 	Kafka
 	HTTP
+	Metrics
 	Drain
+	Proxies
 	DeepLinks
 	TenantDefaults
 	Log
@@ -285,7 +346,9 @@ func (c *Ingress) check(p *problems) {
 	c.Database.check(p)
 	c.Kafka.check(p)
 	c.HTTP.check(p)
+	c.Metrics.check(p, &c.HTTP)
 	c.Drain.check(p)
+	c.Proxies.check(p)
 	c.DeepLinks.check(p)
 	c.TenantDefaults.check(p)
 	c.Log.check(p)
@@ -296,6 +359,7 @@ type Webhook struct {
 	Database
 	Kafka
 	HTTP
+	Metrics
 	Drain
 	WebhookAuth
 	UpdateHandling
@@ -311,6 +375,7 @@ func (c *Webhook) check(p *problems) {
 	c.Database.check(p)
 	c.Kafka.check(p)
 	c.HTTP.check(p)
+	c.Metrics.check(p, &c.HTTP)
 	c.Drain.check(p)
 	c.UpdateHandling.check(p)
 	if c.Updates != "webhook" && c.Updates != "polling" {
@@ -343,9 +408,11 @@ type Worker struct {
 	Database
 	Kafka
 	HTTP
+	Metrics
 	BotAPI
 	RateLimit
 	Delivery
+	Retention
 	Log
 }
 
@@ -353,9 +420,11 @@ func (c *Worker) check(p *problems) {
 	c.Database.check(p)
 	c.Kafka.check(p)
 	c.HTTP.check(p)
+	c.Metrics.check(p, &c.HTTP)
 	c.BotAPI.check(p)
 	c.RateLimit.check(p)
 	c.Delivery.check(p)
+	c.Retention.check(p)
 	c.Log.check(p)
 }
 
@@ -395,7 +464,7 @@ func (c *Migrate) check(p *problems) {
 // Dev is `herald dev`: what is empty is embedded or generated (the dev tags), so only given values are
 // checked.
 type Dev struct {
-	HTTP
+	HTTP `set:"http_addr=127.0.0.1:8080"`
 	Database
 	Kafka
 	BotAPI `set:"messenger_api_url="`
@@ -404,12 +473,14 @@ type Dev struct {
 	UpdateHandling
 	RateLimit
 	TenantDefaults
+	Retention
 	DataDir string `name:"data-dir" env:"HERALD_DEV_DATA_DIR" default:".dev" help:"where the private PostgreSQL and the generated secrets are kept between runs"`
 	Log     `set:"log_format=text"`
 }
 
 func (c *Dev) check(p *problems) {
 	c.HTTP.check(p)
+	c.Retention.check(p)
 	c.Kafka.checkTopicPrefix(p)
 	c.DeepLinks.checkBase(p)
 	c.RateLimit.check(p)

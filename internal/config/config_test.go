@@ -72,10 +72,11 @@ func TestVariableNamesAreTheContract(t *testing.T) {
 		"HERALD_KAFKA_BROKERS", "HERALD_KAFKA_TOPIC_PREFIX", "HERALD_LEADER_ELECT", "HERALD_LEADER_ELECTION_NAMESPACE",
 		"HERALD_LOG_FORMAT", "HERALD_LOG_LEVEL", "HERALD_MESSENGER_API_URL", "HERALD_MESSENGER_BOT_TOKEN",
 		"HERALD_MESSENGER_BOT_USERNAME", "HERALD_MESSENGER_PER_CHAT_INTERVAL", "HERALD_MESSENGER_RATE_LIMIT",
-		"HERALD_METRICS_ADDR", "HERALD_METRICS_CERT_DIR", "HERALD_METRICS_SECURE", "HERALD_ORPHAN_GRACE_PERIOD",
-		"HERALD_PHONE_HASH_KEY", "HERALD_PPROF_ADDR", "HERALD_PROBE_ADDR", "HERALD_RESYNC_PERIOD",
-		"HERALD_ROTATION_GRACE_PERIOD", "HERALD_SHUTDOWN_DELAY", "HERALD_SIM_PER_CHAT_RATE", "HERALD_TENANT_REQUESTS_PER_SECOND", "HERALD_TENANT_SENDS_PER_SECOND", "HERALD_WEBHOOK_SECRET",
-		"HERALD_WEBHOOK_UPDATES", "HERALD_WORKER_BACKOFF_BASE", "HERALD_WORKER_BACKOFF_MAX", "HERALD_WORKER_BUFFER", "HERALD_WORKER_CONCURRENCY",
+		"HERALD_METRICS_ADDR", "HERALD_METRICS_CERT_DIR", "HERALD_METRICS_SECURE", "HERALD_ORPHAN_GRACE_PERIOD", "HERALD_PHONE_HASH_KEY",
+		"HERALD_PPROF_ADDR", "HERALD_PROBE_ADDR", "HERALD_RESYNC_PERIOD", "HERALD_RETENTION_BODY_DAYS", "HERALD_RETENTION_EXPIRED",
+		"HERALD_RETENTION_NOTIFICATION_DAYS", "HERALD_ROTATION_GRACE_PERIOD", "HERALD_SHUTDOWN_DELAY", "HERALD_SIM_PER_CHAT_RATE", "HERALD_TENANT_REQUESTS_PER_SECOND",
+		"HERALD_TENANT_SENDS_PER_SECOND", "HERALD_TRUSTED_PROXIES", "HERALD_WEBHOOK_SECRET", "HERALD_WEBHOOK_UPDATES", "HERALD_WORKER_BACKOFF_BASE",
+		"HERALD_WORKER_BACKOFF_MAX", "HERALD_WORKER_BUFFER", "HERALD_WORKER_CONCURRENCY",
 		"HERALD_WORKER_GROUP_ID", "HERALD_WORKER_LEASE", "HERALD_WORKER_MAX_ATTEMPTS",
 	}
 	if !slices.Equal(got, want) {
@@ -151,7 +152,7 @@ func TestEveryProblemIsReportedAtOnceNamingTheVariableAndTheFlag(t *testing.T) {
 		"HERALD_WEBHOOK_UPDATES (--updates): must be webhook or polling",
 		"HERALD_SHUTDOWN_DELAY (--shutdown-delay): must be between 0s and 1m",
 		// --updates is not polling, so the secret is checked, and the bot token is not.
-		"HERALD_WEBHOOK_SECRET (--webhook-secret): must be 1-256 characters",
+		"HERALD_WEBHOOK_SECRET (--webhook-secret): must be 16-256 characters",
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("the error does not say %q:\n%s", want, msg)
@@ -241,7 +242,7 @@ func TestDevChecksOnlyWhatIsGivenAndHasItsOwnDefaults(t *testing.T) {
 }
 
 func TestValidConfigurationPasses(t *testing.T) {
-	g, err := parse(t, "webhook", "--webhook-secret", "s3cr3t_-", "--database-url", "postgres://u@h/db", "--kafka-brokers", "k1:9092, k2:9092",
+	g, err := parse(t, "webhook", "--webhook-secret", "s3cr3t_-s3cr3t_-", "--database-url", "postgres://u@h/db", "--kafka-brokers", "k1:9092, k2:9092",
 		"--phone-hash-key", "0123456789abcdef", "--dev-admins", "1, 2")
 	if err != nil {
 		t.Fatalf("valid configuration rejected: %v", err)

@@ -5,7 +5,6 @@ package delivery
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/codes"
@@ -95,11 +94,12 @@ func (w *Worker) finish(d store.Delivery, dec Decision) bool {
 				skipped.WithLabelValues("stale_result").Inc()
 				log.Warn("status not recorded: the claim was taken over after its lease ran out")
 			} else {
-				outcomes.WithLabelValues(string(r.Status), strconv.Itoa(r.ErrorCode)).Inc()
+				recordOutcome(r.Status, r.ErrorCode)
 				if r.Status == store.StatusDelivered {
 					log.Debug("delivered", "messenger_message_id", r.MessengerMessageID)
 				} else {
-					log.Info("delivery attempt ended", "error_code", r.ErrorCode, "error", r.ErrorMessage, "retry_in", r.RetryIn)
+					// The full error, which may name hosts and addresses; tenants see only r.ErrorMessage.
+					log.Info("delivery attempt ended", "error_code", r.ErrorCode, "error", r.ErrorMessage, "err", dec.Cause, "retry_in", r.RetryIn)
 				}
 			}
 			return true

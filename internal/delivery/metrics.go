@@ -1,15 +1,20 @@
 package delivery
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/heraldhq/herald/internal/messenger"
+	"github.com/heraldhq/herald/internal/store"
 )
 
 // Worker metrics. herald_worker_consumer_lag is the autoscaling signal: the group's backlog per topic.
 var (
 	outcomes = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_worker_deliveries_total",
-		Help: "Delivery attempts by resulting status and last_error_code (0 = none).",
+		Help: "Delivery attempts by resulting status and last_error_code (0 = none; codes Herald does not know are counted as 4xx, 5xx or other).",
 	}, []string{"status", "error_code"})
 	platformLatency = promauto.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "herald_worker_platform_latency_seconds",
@@ -54,3 +59,25 @@ var (
 		Help: "429 answers from the platform, by scope (chat, bot).",
 	}, []string{"scope"})
 )
+
+// recordOutcome counts a recorded attempt.
+func recordOutcome(status store.Status, code int) {
+	outcomes.WithLabelValues(string(status), errorCodeLabel(code)).Inc()
+}
+
+// errorCodeLabel is the error_code label of an attempt. The platform's error_code is any integer the other
+// end sends, so only the codes Herald knows are labels of their own; the rest are counted by class.
+func errorCodeLabel(code int) string {
+	switch code {
+	case 0, 400, 401, 403, 404, 409, 413, 420, 429, 500, 502, 503, 504,
+		messenger.CodeTimeout, messenger.CodeNetwork, messenger.CodeBadResponse, messenger.CodeCanceled, CodeNoLink:
+		return strconv.Itoa(code)
+	}
+	switch {
+	case code >= 400 && code < 500:
+		return "4xx"
+	case code >= 500 && code < 600:
+		return "5xx"
+	}
+	return "other"
+}

@@ -68,11 +68,20 @@ type Decision struct {
 	Throttle Throttle
 	// Wait is the platform's retry_after (429 only).
 	Wait time.Duration
+	// Cause is the attempt's error in full, for the log: Result.ErrorMessage, which tenants read, holds only
+	// the platform's description or a fixed phrase (messenger.ErrorMessage).
+	Cause error
 }
 
 // Decide maps the answer to an attempt onto the next state. messageID is the platform's message_id when
 // err is nil; attempts counts this attempt.
 func Decide(messageID int64, err error, attempts, maxAttempts int, backoff Backoff) Decision {
+	d := decide(messageID, err, attempts, maxAttempts, backoff)
+	d.Cause = err
+	return d
+}
+
+func decide(messageID int64, err error, attempts, maxAttempts int, backoff Backoff) Decision {
 	code, msg := messenger.ErrorCode(err), messenger.ErrorMessage(err)
 	switch messenger.Classify(err) {
 	case messenger.Delivered:

@@ -19,7 +19,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -31,6 +30,7 @@ import (
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/pglocal"
 	"github.com/heraldhq/herald/internal/queue"
+	"github.com/heraldhq/herald/internal/retention"
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/sim"
 	"github.com/heraldhq/herald/internal/store"
@@ -55,6 +55,7 @@ type Options struct {
 	TenantSendsPerSecond    float64
 	TenantRequestsPerSecond float64
 	DevAdmins               []int64
+	Retention               store.RetentionPolicy // the purge runs here too; zero: store.DefaultRetention
 	Logger                  *slog.Logger
 	Stdout                  io.Writer // where the walkthrough goes
 }
@@ -132,6 +133,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("while listening on %s: %w", o.HTTPAddr, err)
 	}
+	warnIfExposed(log, ln.Addr())
 	base := "http://" + loopbackAddr(ln.Addr())
 	router := server.NewRouter(log, server.ReadyCheck{Name: "postgresql", Check: st.Ping},
 		server.ReadyCheck{Name: "kafka", Check: func(ctx context.Context) error { return queue.Ping(ctx, o.KafkaBrokers) }})
@@ -185,7 +187,11 @@ func Run(ctx context.Context, o Options) error {
 		<-gctx.Done()
 		return nil
 	})
-	g.Go(func() error { receiver.Prune(gctx, time.Hour); return nil })
+	if o.Retention == (store.RetentionPolicy{}) {
+		o.Retention = store.DefaultRetention
+	}
+	purger := retention.New(retention.Options{Store: st, Policy: o.Retention, Logger: log.With("component", "retention")})
+	g.Go(func() error { return purger.Run(gctx) })
 	err = g.Wait()
 	if errors.Is(err, context.Canceled) || errors.Is(err, http.ErrServerClosed) {
 		err = nil
@@ -246,6 +252,19 @@ func randomString(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// warnIfExposed warns when herald dev listens beyond loopback: its simulator's control API (/sim) lets
+// anyone act as any messenger user, and the demo tenant's key is kept in the data directory. It is meant for
+// one developer's machine.
+func warnIfExposed(log *slog.Logger, a net.Addr) {
+	tcp, ok := a.(*net.TCPAddr)
+	if ok && tcp.IP.IsLoopback() {
+		return
+	}
+	log.Warn("herald dev is listening beyond loopback: anyone who can reach this address can use the unauthenticated "+
+		"simulator control API (/sim) and the tenant API with the demo key; keep it on 127.0.0.1 unless you mean it",
+		"addr", a.String())
 }
 
 // loopbackAddr turns a wildcard listen address into one a local client can dial.

@@ -94,6 +94,16 @@ func TestDevRunsTheWholeWalkthrough(t *testing.T) {
 	if last != "A message from Demo App\nYour order has shipped" {
 		t.Errorf("the chat's last message is %q", last)
 	}
+	// The retention purge runs in herald dev too.
+	eventually("a retention run", func() bool {
+		res, err := http.Get(base + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return strings.Contains(string(b), `herald_retention_runs_total{result="ok"}`)
+	})
 	stop()
 
 	// Restart on the same data directory: same key, the user is still verified.

@@ -3,6 +3,7 @@ package ingress
 import (
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/heraldhq/herald/internal/apierror"
@@ -26,6 +27,9 @@ type Options struct {
 	// unless set.
 	SendsPerSecond    float64
 	RequestsPerSecond float64
+	// TrustedProxies are the load balancers whose X-Forwarded-For names the client (HERALD_TRUSTED_PROXIES);
+	// the client address is what failed authentications are counted by.
+	TrustedProxies server.TrustedProxies
 }
 
 // API serves /v1.
@@ -37,6 +41,10 @@ type API struct {
 	keys     *keyCache
 	limiter  *ratelimit.Limiter
 	refusals refusalCounts
+
+	unknownKeys *negativeCache
+	failures    *failureLimiter
+	authQueries atomic.Int64 // key lookups in PostgreSQL, for tests
 }
 
 // New builds the tenant API. Notifications go through ob (close it after the HTTP server has stopped, so
@@ -54,7 +62,8 @@ func New(st *store.Store, ob *outbox.Outbox, logger *slog.Logger, opts Options) 
 	if opts.RequestsPerSecond == 0 {
 		opts.RequestsPerSecond = DefaultRequestsPerSecond
 	}
-	return &API{store: st, outbox: ob, log: logger, opts: opts, keys: newKeyCache(opts.AuthCacheTTL), limiter: ratelimit.New(st)}
+	return &API{store: st, outbox: ob, log: logger, opts: opts, keys: newKeyCache(opts.AuthCacheTTL), limiter: ratelimit.New(st),
+		unknownKeys: newNegativeCache(NegativeCacheTTL), failures: newFailureLimiter(MaxAuthFailures, AuthFailureWindow)}
 }
 
 // handle adapts a handler that returns an error.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -31,7 +32,10 @@ var routes = []struct{ method, path, body string }{
 
 func TestEveryRouteRejectsBadKeysWith401(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	// Each request from an address of its own: past 20 failures, one address gets 429 (authlimit_test.go).
+	e := behindProxy(t)
+	clients := 0
+	client := func() []string { clients++; return from(fmt.Sprintf("198.51.%d.%d", clients/250, clients%250+1)) }
 	ctx := context.Background()
 	valid := e.tenant("acme", "Acme", nil)
 	e.link("acme", "u1", 1001, "verified")
@@ -88,13 +92,13 @@ func TestEveryRouteRejectsBadKeysWith401(t *testing.T) {
 				if body != "" {
 					b = body
 				}
-				r := e.do(rt.method, rt.path, key, b)
+				r := e.do(rt.method, rt.path, key, b, client()...)
 				expectError(t, r, http.StatusUnauthorized, "unauthorized")
 				_ = name
 			}
 		}
 		// Basic scheme and a lowercase bearer.
-		r := e.do(rt.method, rt.path, "", nil, "Authorization", "Basic "+valid)
+		r := e.do(rt.method, rt.path, "", nil, append(client(), "Authorization", "Basic "+valid)...)
 		expectError(t, r, http.StatusUnauthorized, "unauthorized")
 	}
 	r := e.do("POST", "/v1/send", "", `{"user_id":"u1","message":"hi"}`, "Authorization", "bearer "+valid)

@@ -21,8 +21,9 @@ const MaxBodyBytes = 64 << 10
 // MaxUserIDLength is the longest accepted user_id, in code points.
 const MaxUserIDLength = 128
 
-// decodeObject reads a JSON object body into dst. Unknown fields, trailing data, a wrong Content-Type and
-// bodies over MaxBodyBytes are invalid_request: a typo in a field name must not be silently ignored.
+// decodeObject reads a JSON object body into dst. Unknown fields, trailing data and a wrong Content-Type are
+// invalid_request (400): a typo in a field name must not be silently ignored. A body over MaxBodyBytes is
+// invalid_request with status 413.
 func decodeObject(w http.ResponseWriter, r *http.Request, dst any) error {
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		return apierror.InvalidRequest.With("Content-Type must be application/json")
@@ -31,7 +32,7 @@ func decodeObject(w http.ResponseWriter, r *http.Request, dst any) error {
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return apierror.InvalidRequest.With("request body exceeds %d bytes", MaxBodyBytes)
+			return apierror.PayloadTooLarge.With("request body exceeds %d bytes", MaxBodyBytes)
 		}
 		return apierror.InvalidRequest.With("could not read the request body")
 	}
@@ -72,8 +73,12 @@ func describeJSONError(err error) string {
 	}
 }
 
-// validUserID: 1..128 code points, no control characters.
+// validUserID: 1..128 code points of valid UTF-8 (a path parameter is percent-decoded bytes), no control
+// characters.
 func validUserID(s string) error {
+	if !utf8.ValidString(s) {
+		return apierror.InvalidRequest.With("user_id must be valid UTF-8")
+	}
 	n := utf8.RuneCountInString(s)
 	if n == 0 || n > MaxUserIDLength {
 		return apierror.InvalidRequest.With("user_id must be 1-%d characters", MaxUserIDLength)

@@ -6,11 +6,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/google/uuid"
 
 	"github.com/heraldhq/herald/internal/apierror"
 	"github.com/heraldhq/herald/internal/server"
@@ -46,11 +44,11 @@ type notificationResponse struct {
 // status is GET /v1/status/{tracking_id}. A malformed id cannot name a notification, so it is not_found
 // like an unknown one or another tenant's.
 func (a *API) status(w http.ResponseWriter, r *http.Request) error {
-	id, err := uuid.Parse(chi.URLParam(r, "tracking_id"))
-	if err != nil {
+	id, ok := trackingIDParam(chi.URLParam(r, "tracking_id"))
+	if !ok {
 		return apierror.NotFound.With("unknown tracking_id")
 	}
-	v, err := a.store.GetNotification(r.Context(), principalOf(r.Context()).TenantID, id.String())
+	v, err := a.store.GetNotification(r.Context(), principalOf(r.Context()).TenantID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return apierror.NotFound.With("unknown tracking_id")
 	}
@@ -106,8 +104,8 @@ type verificationResponse struct {
 
 // verificationStatus is GET /v1/phone-verification/status/{user_id}.
 func (a *API) verificationStatus(w http.ResponseWriter, r *http.Request) error {
-	userID, err := url.PathUnescape(chi.URLParam(r, "user_id"))
-	if err != nil || validUserID(userID) != nil {
+	userID, ok := userIDParam(chi.URLParam(r, "user_id"))
+	if !ok {
 		return apierror.NotFound.With("unknown user_id")
 	}
 	v, err := a.store.GetVerification(r.Context(), principalOf(r.Context()).TenantID, userID)

@@ -33,6 +33,7 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 	check("POST", "/v1/send", e.do("POST", "/v1/send", key, `{`), 400)
 	check("POST", "/v1/send", e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": strings.Repeat("x", 4096)}), 400)
 	check("POST", "/v1/send", e.do("POST", "/v1/send", "", nil), 401)
+	check("POST", "/v1/send", e.do("POST", "/v1/send", key, `{"message":"`+strings.Repeat("x", 70000)+`"}`), 413)
 	check("POST", "/v1/send", e.do("POST", "/v1/send", key, map[string]any{"user_id": "u2", "message": "hi"}), 409)
 	e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "a"}, "Idempotency-Key", "k")
 	check("POST", "/v1/send", e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "b"}, "Idempotency-Key", "k"), 409)
@@ -77,6 +78,20 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 
 	e.broker.Close()
 	check("POST", "/v1/send", e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "hi"}), 502)
+
+	// Past 20 requests without a valid key, this client address is throttled (every test request comes from
+	// loopback): the 429 of every /v1 operation.
+	throttled := false
+	for range 25 {
+		if r := e.do("GET", "/v1/status/"+id, "", nil); r.status == 429 {
+			check("GET", "/v1/status/{tracking_id}", r, 429)
+			throttled = true
+			break
+		}
+	}
+	if !throttled {
+		t.Error("25 requests without a key from one address were never answered 429")
+	}
 
 	// Every /v1 operation of the document was exercised.
 	for _, op := range doc.Operations() {

@@ -148,28 +148,33 @@ func (c *Client) call(ctx context.Context, method string, params, out any, extra
 	}
 	// Drain anything past the limit so the connection goes back to the pool.
 	_, _ = io.Copy(io.Discard, resp.Body)
+	return decodeAnswer(method, resp.StatusCode, data, out)
+}
 
+// decodeAnswer reads the platform's answer to method (HTTP status, body) into out: nil, an *APIError, or a
+// *TransportError with CodeBadResponse. The body is the other end's to choose: anything may arrive.
+func decodeAnswer(method string, status int, data []byte, out any) error {
 	var r Response
 	if err := json.Unmarshal(data, &r); err != nil {
-		return &TransportError{Method: method, Code: CodeBadResponse, HTTPStatus: resp.StatusCode,
+		return &TransportError{Method: method, Code: CodeBadResponse, HTTPStatus: status,
 			Err: fmt.Errorf("decoding the answer: %w", err)}
 	}
 	if !r.OK {
 		if r.ErrorCode == 0 {
 			// Not a Bot API error envelope (e.g. "{}" from a proxy): nothing to classify by.
-			return &TransportError{Method: method, Code: CodeBadResponse, HTTPStatus: resp.StatusCode,
+			return &TransportError{Method: method, Code: CodeBadResponse, HTTPStatus: status,
 				Err: errors.New(`answer has neither "ok": true nor an error_code`)}
 		}
 		apiErr := &APIError{Method: method, Code: r.ErrorCode, Description: r.Description}
 		if p := r.Parameters; p != nil {
-			apiErr.RetryAfter = time.Duration(p.RetryAfter) * time.Second
+			apiErr.RetryAfter = retryAfter(int64(p.RetryAfter))
 			apiErr.MigrateToChatID = p.MigrateToChatID
 		}
 		return apiErr
 	}
 	if out != nil {
 		if err := json.Unmarshal(r.Result, out); err != nil {
-			return &TransportError{Method: method, Code: CodeBadResponse, HTTPStatus: resp.StatusCode,
+			return &TransportError{Method: method, Code: CodeBadResponse, HTTPStatus: status,
 				Err: fmt.Errorf("decoding the result: %w", err)}
 		}
 	}

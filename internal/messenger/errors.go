@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Gateway-side error codes, recorded as last_error_code when the platform gave no answer Herald could read.
@@ -21,6 +22,25 @@ const (
 	// CodeCanceled: Herald itself gave up on the call (shutdown) before an answer arrived.
 	CodeCanceled = 1004
 )
+
+// MaxErrorMessageLength bounds last_error_message, in code points.
+const MaxErrorMessageLength = 500
+
+// MaxRetryAfter bounds the wait a retry_after can ask for. The platform asks for seconds to minutes; an
+// answer asking for more (or for a number that overflows a Duration) cannot stall a chat or the whole bot
+// for longer than this.
+const MaxRetryAfter = time.Hour
+
+// retryAfter turns parameters.retry_after (seconds) into a wait within 0..MaxRetryAfter.
+func retryAfter(seconds int64) time.Duration {
+	if seconds <= 0 {
+		return 0
+	}
+	if seconds >= int64(MaxRetryAfter/time.Second) {
+		return MaxRetryAfter
+	}
+	return time.Duration(seconds) * time.Second
+}
 
 // APIError is a Bot API answer with "ok": false.
 type APIError struct {
@@ -183,19 +203,47 @@ func ErrorCode(err error) int {
 	return CodeNetwork
 }
 
-// ErrorMessage is the last_error_message of an attempt: the platform's description, or a short account of a
-// gateway-side failure ("" for success). It never contains the bot token.
+// Fixed last_error_message phrases of the gateway-side codes: what happened, never how (the cause of a
+// transport failure names hosts, addresses, ports and proxies of Herald's own network, and tenants read
+// this field). The full error goes to the worker's log.
+var gatewayMessages = map[int]string{
+	CodeTimeout:     "no answer from the messaging platform in time",
+	CodeNetwork:     "the messaging platform could not be reached",
+	CodeBadResponse: "the messaging platform's answer could not be read",
+	CodeCanceled:    "the call to the messaging platform was canceled before it answered",
+}
+
+// ErrorMessage is the last_error_message of an attempt ("" for success): the platform's own description
+// (without control characters, at most MaxErrorMessageLength code points), or the fixed phrase of the
+// gateway-side code. It never contains the bot token, nor anything about Herald's network.
 func ErrorMessage(err error) string {
 	if err == nil {
 		return ""
 	}
 	var apiErr *APIError
 	if errors.As(err, &apiErr) {
-		return apiErr.Description
+		if d := cleanDescription(apiErr.Description); d != "" {
+			return d
+		}
+		return fmt.Sprintf("the messaging platform answered error %d", apiErr.Code)
 	}
-	var tErr *TransportError
-	if errors.As(err, &tErr) {
-		return fmt.Sprintf("%v: %v", tErr.sentinel(), tErr.Err)
+	return gatewayMessages[ErrorCode(err)]
+}
+
+// cleanDescription keeps printable text of a description, at most MaxErrorMessageLength code points.
+func cleanDescription(d string) string {
+	d = strings.ToValidUTF8(d, "")
+	var b strings.Builder
+	n := 0
+	for _, r := range d {
+		if n == MaxErrorMessageLength {
+			break
+		}
+		if unicode.IsControl(r) {
+			continue
+		}
+		b.WriteRune(r)
+		n++
 	}
-	return err.Error()
+	return strings.TrimSpace(b.String())
 }

@@ -72,11 +72,12 @@ func TestErrorCodeMessageAndRetryAfter(t *testing.T) {
 		{"success", nil, 0, "", 0},
 		{"platform error", apiErr(403, "Forbidden: bot was blocked by the user"), 403, "Forbidden: bot was blocked by the user", 0},
 		{"flood", flood, 429, "Too Many Requests: retry after 7", 7 * time.Second},
-		{"timeout", &messenger.TransportError{Code: messenger.CodeTimeout, Err: context.DeadlineExceeded}, messenger.CodeTimeout, "no answer in time: context deadline exceeded", 0},
-		{"network", &messenger.TransportError{Code: messenger.CodeNetwork, Err: errors.New("connection refused")}, messenger.CodeNetwork, "network error: connection refused", 0},
-		{"bad response", &messenger.TransportError{Code: messenger.CodeBadResponse, Err: errors.New("x")}, messenger.CodeBadResponse, "malformed answer: x", 0},
-		{"bare deadline", context.DeadlineExceeded, messenger.CodeTimeout, "context deadline exceeded", 0},
-		{"bare cancel", context.Canceled, messenger.CodeCanceled, "context canceled", 0},
+		{"timeout", &messenger.TransportError{Code: messenger.CodeTimeout, Err: context.DeadlineExceeded}, messenger.CodeTimeout, "no answer from the messaging platform in time", 0},
+		{"network", &messenger.TransportError{Code: messenger.CodeNetwork, Err: errors.New("connection refused")}, messenger.CodeNetwork, "the messaging platform could not be reached", 0},
+		{"bad response", &messenger.TransportError{Code: messenger.CodeBadResponse, Err: errors.New("x")}, messenger.CodeBadResponse, "the messaging platform's answer could not be read", 0},
+		{"bare deadline", context.DeadlineExceeded, messenger.CodeTimeout, "no answer from the messaging platform in time", 0},
+		{"bare cancel", context.Canceled, messenger.CodeCanceled, "the call to the messaging platform was canceled before it answered", 0},
+		{"a foreign error", errors.New("dial tcp 10.0.0.1:443: i/o timeout"), messenger.CodeNetwork, "the messaging platform could not be reached", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -51,7 +52,10 @@ func NewRouter(logger *slog.Logger, checks ...ReadyCheck) chi.Router {
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
 		apierror.Write(w, apierror.NotFound.With("no such route"))
 	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		if allow := allowedMethods(r, req); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+		}
 		apierror.Write(w, apierror.MethodNotAllowed)
 	})
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -74,6 +78,26 @@ func NewRouter(logger *slog.Logger, checks ...ReadyCheck) chi.Router {
 	})
 	r.Method(http.MethodGet, "/metrics", promhttp.Handler())
 	return r
+}
+
+// routeMethods are the methods a route can be registered for, in the order Allow lists them.
+var routeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+	http.MethodDelete, http.MethodOptions}
+
+// allowedMethods are the methods r routes for the request's path: the Allow header of a 405 (RFC 9110
+// §15.5.6). chi knows them but hands them only to its default 405 handler, not to a custom one.
+func allowedMethods(r chi.Routes, req *http.Request) []string {
+	path := req.URL.RawPath
+	if path == "" {
+		path = req.URL.Path
+	}
+	var allow []string
+	for _, m := range routeMethods {
+		if r.Match(chi.NewRouteContext(), m, path) {
+			allow = append(allow, m)
+		}
+	}
+	return allow
 }
 
 type ctxKey struct{}
@@ -120,11 +144,12 @@ func requestContext(logger *slog.Logger) func(http.Handler) http.Handler {
 					sw.status = http.StatusOK
 				}
 				elapsed := time.Since(start)
-				httpRequests.WithLabelValues(route, r.Method, strconv.Itoa(sw.status)).Inc()
-				httpDuration.WithLabelValues(route, r.Method).Observe(elapsed.Seconds())
+				method := MethodLabel(r.Method)
+				httpRequests.WithLabelValues(route, method, strconv.Itoa(sw.status)).Inc()
+				httpDuration.WithLabelValues(route, method).Observe(elapsed.Seconds())
 				if route != "/healthz" && route != "/readyz" && route != "/metrics" {
 					logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
-						slog.String("request_id", id), slog.String("method", r.Method), slog.String("route", route),
+						slog.String("request_id", id), slog.String("method", method), slog.String("route", route),
 						slog.Int("status", sw.status), slog.Duration("duration", elapsed))
 				}
 			}()
@@ -163,6 +188,10 @@ type ServeOptions struct {
 	// closes its connection, so that load balancers stop routing to this replica (and clients reconnect
 	// elsewhere) before its listener closes. 0 stops accepting at once.
 	ShutdownDelay time.Duration
+	// MetricsAddr (HERALD_METRICS_ADDR), when set, serves /metrics on an address of its own, and the main
+	// listener answers 404 for it: an Ingress that publishes the API port never publishes the metrics.
+	// Empty: /metrics is on the main listener.
+	MetricsAddr string
 }
 
 // Serve listens on addr and serves h until ctx is done, then stops: see ServeListener.
@@ -183,7 +212,25 @@ func ServeListener(ctx context.Context, ln net.Listener, h http.Handler, logger 
 	}
 	var draining atomic.Bool
 	inner := h
+	var metrics *http.Server
+	if o.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", o.MetricsAddr)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("while listening on %s for metrics: %w", o.MetricsAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.Handler())
+		metrics = NewHTTPServer(mux, logger, DefaultLimits)
+		go func() { _ = metrics.Serve(mln) }()
+		logger.Info("serving metrics", "addr", mln.Addr().String())
+		defer func() { _ = metrics.Close() }()
+	}
 	h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if metrics != nil && r.URL.Path == "/metrics" {
+			apierror.Write(w, apierror.NotFound.With("no such route"))
+			return
+		}
 		if draining.Load() {
 			w.Header().Set("Connection", "close")
 			if r.URL.Path == "/readyz" {
@@ -195,15 +242,7 @@ func ServeListener(ctx context.Context, ln net.Listener, h http.Handler, logger 
 		}
 		inner.ServeHTTP(w, r)
 	})
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       15 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    32 << 10,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+	srv := NewHTTPServer(h, logger, DefaultLimits)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	logger.Info("listening", "addr", ln.Addr().String())

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/messenger"
+	"github.com/heraldhq/herald/internal/server"
 )
 
 // Defaults of Options.
@@ -341,7 +342,10 @@ func Run(ctx context.Context, addr string, opts Options) error {
 
 // Serve serves the simulator on ln until ctx is done, then shuts down gracefully. It does not Close s.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	// Herald's limits, except that an answer may take as long as the longest long poll (50 s) and then some.
+	limits := server.DefaultLimits
+	limits.WriteTimeout = 65 * time.Second
+	srv := server.NewHTTPServer(s, s.log, limits)
 	s.log.Info("messenger simulator listening",
 		"api_url", "http://"+ln.Addr().String(), "bot_username", s.opts.BotUsername,
 		"global_rate", s.opts.GlobalRate, "per_chat_rate", s.opts.PerChatRate)

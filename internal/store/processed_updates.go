@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -19,10 +18,6 @@ import (
 
 // ErrUpdateProcessed says the update_id was handled before; the caller acknowledges it and does nothing.
 var ErrUpdateProcessed = errors.New("update already processed")
-
-// ProcessedUpdateRetention is how long processed update ids are kept. The platform gives up redelivering an
-// update long before (about a day), so a week is ample.
-const ProcessedUpdateRetention = 7 * 24 * time.Hour
 
 // Effect is what one update does in its transaction, in two pipelined round trips shared by every update of
 // a batch:
@@ -137,14 +132,3 @@ func (s *Store) ApplyUpdates(ctx context.Context, effects []*Effect) error {
 
 // queueSystem queues the insert of a system message in state queued, for a batch.
 func queueSystem(b *pgx.Batch, n NewNotification) { b.Queue(insertSystemSQL, systemArgs(n)...) }
-
-// PruneProcessedUpdates forgets update ids processed before olderThan ago and returns how many.
-func (s *Store) PruneProcessedUpdates(ctx context.Context, olderThan time.Duration) (int64, error) {
-	ctx, cancel := withTimeout(ctx)
-	defer cancel()
-	tag, err := s.pool.Exec(ctx, `DELETE FROM processed_updates WHERE processed_at < now() - $1::interval`, olderThan.String())
-	if err != nil {
-		return 0, translate(err, "pruning processed updates")
-	}
-	return tag.RowsAffected(), nil
-}

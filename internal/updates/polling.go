@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/messenger"
-	"github.com/heraldhq/herald/internal/store"
 )
 
 // PollTimeout is how long one getUpdates call waits for updates (the platform allows up to 50 s).
@@ -104,26 +103,4 @@ func SetWebhookURL(ctx context.Context, client *messenger.Client, webhookURL, se
 		return fmt.Errorf("while setting the webhook: %w", err)
 	}
 	return nil
-}
-
-// Prune deletes processed update ids older than store.ProcessedUpdateRetention every interval until ctx is
-// done. Several webhook replicas may run it; the DELETE is idempotent.
-func (rc *Receiver) Prune(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		n, err := rc.store.PruneProcessedUpdates(ctx, store.ProcessedUpdateRetention)
-		if err != nil {
-			rc.log.Warn("pruning processed updates failed", "err", err)
-			continue
-		}
-		if n > 0 {
-			rc.log.Info("pruned processed updates", "count", n)
-		}
-	}
 }

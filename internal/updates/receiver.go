@@ -125,7 +125,7 @@ func (rc *Receiver) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		observe(kindNone, outcomeInvalid)
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			apierror.Write(w, apierror.InvalidRequest.With("the update is larger than %d bytes", MaxBodyBytes))
+			apierror.Write(w, apierror.PayloadTooLarge.With("the update is larger than %d bytes", MaxBodyBytes))
 			return
 		}
 		apierror.Write(w, apierror.InvalidRequest.With("the update body could not be read"))

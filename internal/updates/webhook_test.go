@@ -135,9 +135,9 @@ func TestBodySizeLimit(t *testing.T) {
 		tail := `"}}`
 		return head + strings.Repeat("a", total-len(head)-len(tail)) + tail
 	}
-	expectOK(t, e.post(pad(updates.MaxBodyBytes)))                                                // exactly 1 MiB: accepted
-	expectError(t, e.post(pad(updates.MaxBodyBytes+1)), http.StatusBadRequest, "invalid_request") // one byte more
-	expectError(t, e.post(pad(4*updates.MaxBodyBytes)), http.StatusBadRequest, "invalid_request")
+	expectOK(t, e.post(pad(updates.MaxBodyBytes)))                                                           // exactly 1 MiB: accepted
+	expectError(t, e.post(pad(updates.MaxBodyBytes+1)), http.StatusRequestEntityTooLarge, "invalid_request") // one byte more
+	expectError(t, e.post(pad(4*updates.MaxBodyBytes)), http.StatusRequestEntityTooLarge, "invalid_request")
 }
 
 func TestIgnoredUpdates(t *testing.T) {

@@ -61,10 +61,10 @@ passes a component exactly these, as HERALD_* variables. Keep in step with the w
 checks every variable against `herald <subcommand> -h`.
 */}}
 {{- define "herald.settings" -}}
-operator: [database-url, log-level, log-format]
-ingress: [database-url, kafka-brokers, kafka-topic-prefix, http-addr, shutdown-delay, messenger-bot-username, deep-link-base, log-level, log-format]
-webhook: [database-url, kafka-brokers, kafka-topic-prefix, http-addr, shutdown-delay, webhook-secret, phone-hash-key, dev-admins, messenger-api-url, messenger-bot-token, log-level, log-format]
-worker: [database-url, kafka-brokers, kafka-topic-prefix, http-addr, messenger-api-url, messenger-bot-token, messenger-rate-limit, messenger-per-chat-interval, worker-group-id, worker-max-attempts, worker-concurrency, worker-lease, log-level, log-format]
+operator: [database-url, metrics-addr, log-level, log-format]
+ingress: [database-url, kafka-brokers, kafka-topic-prefix, http-addr, metrics-addr, shutdown-delay, trusted-proxies, messenger-bot-username, deep-link-base, log-level, log-format]
+webhook: [database-url, kafka-brokers, kafka-topic-prefix, http-addr, metrics-addr, shutdown-delay, webhook-secret, phone-hash-key, dev-admins, messenger-api-url, messenger-bot-token, log-level, log-format]
+worker: [database-url, kafka-brokers, kafka-topic-prefix, http-addr, metrics-addr, messenger-api-url, messenger-bot-token, messenger-rate-limit, messenger-per-chat-interval, worker-group-id, worker-max-attempts, worker-concurrency, worker-lease, retention-body-days, retention-notification-days, retention-expired, log-level, log-format]
 migrate: [database-url, log-level, log-format]
 {{- end }}
 
@@ -90,6 +90,11 @@ key: {{ include "herald.secretKey" .item }}
 
 {{/* The HTTP port of ingress, webhook and worker: HERALD_HTTP_ADDR. */}}
 {{- define "herald.httpPort" -}}8080{{- end }}
+
+{{/* The metrics port of a component: (dict "root" $ "component" "worker"); the operator's is its own value. */}}
+{{- define "herald.metricsPort" -}}
+{{- if eq .component "operator" }}{{ .root.Values.operator.metricsPort }}{{ else }}{{ .root.Values.metrics.port }}{{ end }}
+{{- end }}
 
 {{/*
 The HERALD_* environment of a component: (dict "root" $ "component" "worker"), optionally "chartSecret". Sensitive settings come from
@@ -120,6 +125,11 @@ Secrets, the rest are plain values; a value left empty is not passed, so the bin
   "worker-max-attempts" (int64 $v.worker.maxAttempts | toString)
   "worker-concurrency" (int64 $v.worker.concurrency | toString)
   "worker-lease" $v.worker.lease
+  "metrics-addr" (printf ":%s" (include "herald.metricsPort" .))
+  "trusted-proxies" (join "," $v.ingress.trustedProxies)
+  "retention-body-days" (int64 $v.retention.bodyDays | toString)
+  "retention-notification-days" (int64 $v.retention.notificationDays | toString)
+  "retention-expired" $v.retention.expired
 }}
 {{- $envNames := dict
   "messenger-bot-token" "HERALD_MESSENGER_BOT_TOKEN"
@@ -144,9 +154,49 @@ Secrets, the rest are plain values; a value left empty is not passed, so the bin
 {{- end }}
 {{- end }}
 
-{{/* A checksum of the values behind the Secrets, so pods roll when one changes. */}}
+{{/*
+The sensitive settings the chart-made Secret holds (those without an existing Secret), one per line.
+*/}}
+{{- define "herald.chartSecretItems" -}}
+{{- range $item := list "databaseURL" "kafkaBrokers" "botToken" "webhookSecret" "phoneHashKey" }}
+{{- if not (index $.Values.secrets $item).existingSecret.name }}
+{{ $item }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The salt of checksum/secrets: secrets.checksumSalt, else the one kept in the chart-made Secret, else a new
+random one (at install, or under helm template). Chosen once per render: every pod and the Secret agree.
+*/}}
+{{- define "herald.checksumSalt" -}}
+{{- if not (hasKey .Values "heraldChecksumSalt_") }}
+{{- $salt := .Values.secrets.checksumSalt | toString }}
+{{- if not $salt }}
+{{- $existing := (lookup "v1" "Secret" .Release.Namespace (include "herald.fullname" .)).data | default dict }}
+{{- if hasKey $existing "checksum-salt" }}
+{{- $salt = index $existing "checksum-salt" | b64dec }}
+{{- else }}
+{{- $salt = randAlphaNum 32 }}
+{{- end }}
+{{- end }}
+{{- $_ := set .Values "heraldChecksumSalt_" $salt }}
+{{- end }}
+{{- index .Values "heraldChecksumSalt_" }}
+{{- end }}
+
+{{/*
+A checksum of the values behind the Secrets, so pods roll when one changes. Pod specs are readable by far
+more people than Secrets, so it must not let anyone confirm a guess of a value: the values are hashed with a
+random salt kept in the chart-made Secret beside them. Without a chart-made Secret no value is in the chart,
+only Secret names and keys, and those are hashed as they are.
+*/}}
 {{- define "herald.secretsChecksum" -}}
+{{- if trim (include "herald.chartSecretItems" .) }}
+{{- printf "%s\n%s" (include "herald.checksumSalt" .) (toJson .Values.secrets) | sha256sum }}
+{{- else }}
 {{- toJson .Values.secrets | sha256sum }}
+{{- end }}
 {{- end }}
 
 {{/* Pod-level scheduling fields shared by the Deployments: (dict "root" $ "component" "worker"). */}}
@@ -291,10 +341,17 @@ spec:
         {{- toYaml . | nindent 8 }}
         {{- end }}
       annotations:
-        checksum/secrets: {{ include "herald.secretsChecksum" $root }}
-        {{- with $c.podAnnotations }}
-        {{- toYaml . | nindent 8 }}
+        {{- /* The checksum always; the pod's own annotations next; the scrape annotations unless they set theirs. */}}
+        {{- $scrape := dict }}
+        {{- if $root.Values.metrics.podAnnotations }}
+        {{- range .ports }}
+        {{- if eq .name "metrics" }}
+        {{- $scrape = dict "prometheus.io/scrape" "true" "prometheus.io/port" (toString .port) "prometheus.io/path" "/metrics" }}
         {{- end }}
+        {{- end }}
+        {{- end }}
+        {{- $annotations := merge (dict "checksum/secrets" (include "herald.secretsChecksum" $root)) (deepCopy ($c.podAnnotations | default dict)) $scrape }}
+        {{- toYaml $annotations | nindent 8 }}
     spec:
       serviceAccountName: {{ include "herald.componentName" . }}
       automountServiceAccountToken: {{ .automount }}
