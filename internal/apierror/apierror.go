@@ -1,6 +1,6 @@
 // Package apierror is the catalogue of every client-facing error: code, HTTP status and default message,
 // declared once as data. Handlers return errors; Write turns any error into the JSON body
-// {"error": "<code>", "message": "<text>"}. Anything not from the catalogue becomes internal_error, and its
+// {"error": "<code>", "message": "<text>", "request_id": "<id>"}. Anything not from the catalogue becomes internal_error, and its
 // text is logged, never sent.
 package apierror
 
@@ -86,6 +86,9 @@ func ByCode(code string) *Error {
 type Body struct {
 	Error   string `json:"error"`
 	Message string `json:"message"`
+	// RequestID is the X-Request-Id of the answer (the caller's, when it sent a sane one): the line to
+	// quote to an operator, who finds it in the access log. Omitted only outside the server's middleware.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // From maps any error to a catalogued one; the second result is false when err was not catalogued (and
@@ -108,5 +111,5 @@ func Write(w http.ResponseWriter, err error) {
 		h.Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
 	}
 	w.WriteHeader(e.Status)
-	_ = json.NewEncoder(w).Encode(Body{Error: e.Code, Message: e.Message})
+	_ = json.NewEncoder(w).Encode(Body{Error: e.Code, Message: e.Message, RequestID: h.Get("X-Request-Id")})
 }

@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"cmp"
 	"log/slog"
 	"net/http"
 	"sync/atomic"
@@ -30,6 +31,9 @@ type Options struct {
 	// TrustedProxies are the load balancers whose X-Forwarded-For names the client (HERALD_TRUSTED_PROXIES);
 	// the client address is what failed authentications are counted by.
 	TrustedProxies server.TrustedProxies
+	// MaxAuthFailures is how many requests without a valid key one client address may send per
+	// AuthFailureWindow before it is throttled; the package's MaxAuthFailures when zero.
+	MaxAuthFailures int
 }
 
 // API serves /v1.
@@ -63,7 +67,7 @@ func New(st *store.Store, ob *outbox.Outbox, logger *slog.Logger, opts Options) 
 		opts.RequestsPerSecond = DefaultRequestsPerSecond
 	}
 	return &API{store: st, outbox: ob, log: logger, opts: opts, keys: newKeyCache(opts.AuthCacheTTL), limiter: ratelimit.New(st),
-		unknownKeys: newNegativeCache(NegativeCacheTTL), failures: newFailureLimiter(MaxAuthFailures, AuthFailureWindow)}
+		unknownKeys: newNegativeCache(NegativeCacheTTL), failures: newFailureLimiter(cmp.Or(opts.MaxAuthFailures, MaxAuthFailures), AuthFailureWindow)}
 }
 
 // handle adapts a handler that returns an error.

@@ -84,7 +84,7 @@ func (a *API) refuse(w http.ResponseWriter, client netip.Prefix, now time.Time, 
 	authResults.WithLabelValues(result).Inc()
 	if a.failures.fail(client, now) {
 		a.log.Warn("client address throttled: too many requests without a valid API key",
-			"client", client.String(), "failures", MaxAuthFailures, "window", AuthFailureWindow)
+			"client", client.String(), "failures", a.failures.max, "window", a.failures.window)
 	}
 	unauthorized(w)
 }

@@ -8,7 +8,10 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"regexp"
+	"strconv"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -46,7 +49,7 @@ func decodeObject(w http.ResponseWriter, r *http.Request, dst any) error {
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
-		return apierror.InvalidRequest.With("%s", describeJSONError(err))
+		return apierror.InvalidRequest.With("%s", describeJSONError(err, dst))
 	}
 	if dec.More() {
 		return apierror.InvalidRequest.With("unexpected data after the JSON object")
@@ -57,20 +60,71 @@ func decodeObject(w http.ResponseWriter, r *http.Request, dst any) error {
 	return nil
 }
 
-func describeJSONError(err error) string {
+// describeJSONError says in plain words what is wrong with a body that dst could not be decoded from:
+// the caller reads it, not a Go programmer, so no decoder jargon ("json: cannot unmarshal …").
+func describeJSONError(err error, dst any) string {
 	var typeErr *json.UnmarshalTypeError
 	var syntaxErr *json.SyntaxError
 	switch {
 	case errors.As(err, &typeErr):
-		return fmt.Sprintf("field %s must be a %s", typeErr.Field, typeErr.Type.Kind())
+		if typeErr.Field == "" {
+			return "the body must be a JSON object"
+		}
+		return fmt.Sprintf("field %q must be %s", typeErr.Field, kindInWords(typeErr.Type.Kind()))
 	case errors.As(err, &syntaxErr):
 		return fmt.Sprintf("malformed JSON at byte %d", syntaxErr.Offset)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return "malformed JSON: unexpected end of input"
-	default:
-		// json's messages for unknown fields name the field, which is what the caller needs.
-		return "malformed request: " + err.Error()
 	}
+	// encoding/json has no type for an unknown field; its text is `json: unknown field "<name>"`.
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return fmt.Sprintf("unknown field %s: this request accepts only %s", name, fieldList(dst))
+	}
+	return "malformed JSON"
+}
+
+// kindInWords names a JSON value a Go kind is decoded from.
+func kindInWords(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "a different type"
+}
+
+// fieldList names the JSON fields of the struct dst points to, quoted: "user_id", "message" and "priority".
+func fieldList(dst any) string {
+	t := reflect.TypeOf(dst)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	var names []string
+	if t.Kind() == reflect.Struct {
+		for f := range t.Fields() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name != "" && name != "-" && f.IsExported() {
+				names = append(names, strconv.Quote(name))
+			}
+		}
+	}
+	switch len(names) {
+	case 0:
+		return "no fields"
+	case 1:
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 // validUserID: 1..128 code points of valid UTF-8 (a path parameter is percent-decoded bytes), no control

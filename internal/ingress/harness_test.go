@@ -170,8 +170,11 @@ func expectError(t *testing.T, r response, status int, code string) {
 	if msg, ok := m["message"].(string); !ok || msg == "" {
 		t.Fatalf("error body has no message: %s", r.body)
 	}
-	if len(m) != 2 {
-		t.Fatalf("error body has fields beyond error and message: %s", r.body)
+	if id := r.header.Get("X-Request-Id"); id == "" || m["request_id"] != id {
+		t.Fatalf("error body's request_id %v, want the X-Request-Id header %q: %s", m["request_id"], id, r.body)
+	}
+	if len(m) != 3 {
+		t.Fatalf("error body has fields beyond error, message and request_id: %s", r.body)
 	}
 }
 

@@ -130,6 +130,20 @@ func TestSendRejectsInvalidRequests(t *testing.T) {
 	if n := e.countRows(`SELECT count(*) FROM notifications`); n != 0 {
 		t.Errorf("%d notifications stored by invalid requests", n)
 	}
+	// What is wrong is said in plain words, not in the decoder's.
+	for body, want := range map[string]string{
+		`{"user_id":"u1","message":"hi","priorty":5}`: `unknown field "priorty": this request accepts only "user_id", "message"`,
+		`{"user_id":12,"message":"hi"}`:               `field "user_id" must be a string`,
+	} {
+		m := e.do("POST", "/v1/send", key, body).json(t)
+		if msg, _ := m["message"].(string); !strings.Contains(msg, want) || strings.Contains(msg, "json:") || strings.Contains(msg, "Go ") {
+			t.Errorf("%s: message %q, want it to say %q", body, msg, want)
+		}
+	}
+	// The caller's own request id comes back in the error body, to quote to an operator.
+	if m := e.do("POST", "/v1/send", key, `{}`, "X-Request-Id", "order-7.retry_2").json(t); m["request_id"] != "order-7.retry_2" {
+		t.Errorf("request_id %v, want the caller's X-Request-Id", m["request_id"])
+	}
 	// Content-Type other than JSON.
 	r := e.do("POST", "/v1/send", key, `{"user_id":"u1","message":"hi"}`, "Content-Type", "text/plain")
 	expectError(t, r, http.StatusBadRequest, "invalid_request")

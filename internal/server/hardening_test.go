@@ -78,7 +78,7 @@ func TestMethodNotAllowedNamesTheAllowedMethods(t *testing.T) {
 			t.Errorf("%s %s: Allow %q, want %q", tc.method, tc.path, allow, tc.allow)
 		}
 		var m map[string]string
-		if err := json.Unmarshal(body, &m); err != nil || m["error"] != "invalid_request" || m["message"] == "" || len(m) != 2 {
+		if err := json.Unmarshal(body, &m); err != nil || m["error"] != "invalid_request" || m["message"] == "" || m["request_id"] == "" || len(m) != 3 {
 			t.Errorf("%s %s: body %s, want {\"error\":\"invalid_request\",\"message\":…}", tc.method, tc.path, body)
 		}
 	}

@@ -155,8 +155,8 @@ func expectError(t *testing.T, r response, status int, code string) {
 	if err := json.Unmarshal(r.body, &m); err != nil {
 		t.Fatalf("error body is not {error, message}: %v\n%s", err, r.body)
 	}
-	if m["error"] != code || m["message"] == "" || len(m) != 2 {
-		t.Fatalf("error body = %s, want error %q with a message", r.body, code)
+	if m["error"] != code || m["message"] == "" || m["request_id"] == "" || len(m) != 3 {
+		t.Fatalf("error body = %s, want error %q with a message and a request_id", r.body, code)
 	}
 }
 
