@@ -61,6 +61,9 @@ type Options struct {
 	WebhookBackoff time.Duration
 	// WebhookClient POSTs updates to the webhook; default: a client with a 10 s timeout.
 	WebhookClient *http.Client
+	// ActionWait bounds how long a control call that makes a user act (open-link, start, message,
+	// share-contact, an injected update) waits for the webhook's answer to the update; default 10 s.
+	ActionWait time.Duration
 
 	Logger *slog.Logger // default slog.Default()
 }
@@ -114,6 +117,9 @@ func (o Options) withDefaults() Options {
 	if o.WebhookClient == nil {
 		o.WebhookClient = &http.Client{Timeout: 10 * time.Second}
 	}
+	if o.ActionWait <= 0 {
+		o.ActionWait = 10 * time.Second
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -146,7 +152,8 @@ type Server struct {
 	pending      []queued
 	allowed      []string // allowed_updates, as last set by setWebhook or getUpdates
 	webhook      webhookConfig
-	pollSeq      int64 // identifies the newest getUpdates call; older ones end with 409
+	outcomes     outcomes // what became of the updates delivered to the webhook, the latest ones
+	pollSeq      int64    // identifies the newest getUpdates call; older ones end with 409
 }
 
 type user struct {
@@ -221,6 +228,7 @@ func New(opts Options) *Server {
 		chats:        map[int64]*chat{},
 		limits:       opts.limits(),
 		nextUpdateID: opts.FirstUpdateID,
+		outcomes:     outcomes{byID: map[int64]WebhookOutcome{}},
 	}
 	s.handler = s.routes()
 	s.wg.Go(s.deliverLoop)
