@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/heraldhq/herald/internal/devenv"
 	"github.com/heraldhq/herald/internal/pglocal"
+	"github.com/heraldhq/herald/internal/pgtest"
 	"github.com/heraldhq/herald/internal/store"
 )
 
@@ -143,6 +145,51 @@ func walkthroughOf(t *testing.T, printed string) string {
 
 var discard = slog.New(slog.DiscardHandler)
 
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// Restarting verification for a user who blocked the bot answers 202 as before (Herald cannot know before
+// it tries), and the verification status says why the prompt never arrived.
+func TestVerificationStatusShowsAPromptTheUserNeverGot(t *testing.T) {
+	t.Parallel()
+	d := startDevWith(t, devenv.Options{DataDir: t.TempDir(), DatabaseURL: pgtest.NewDatabase(t)})
+	defer d.stop()
+	sim := func(path, body string) {
+		t.Helper()
+		res, err := http.Post(d.base+path, "application/json", strings.NewReader(body))
+		if err != nil || res.StatusCode != 200 {
+			t.Fatalf("POST %s: %v %v", path, res, err)
+		}
+		res.Body.Close()
+	}
+	link := d.do(t, "POST", "/v1/link-token", `{"user_id":"bob"}`)["deep_link"].(string)
+	sim("/sim/users/2002/open-link", `{"url":"`+link+`"}`)
+	d.do(t, "POST", "/v1/phone-verification/start", `{"user_id":"bob"}`)
+	sim("/sim/users/2002/share-contact", `{"phone_number":"+15550002002"}`)
+	if v := d.do(t, "GET", "/v1/phone-verification/status/bob", ""); v["status"] != "verified" || v["prompt"] == nil {
+		t.Fatalf("after the share: %v", v)
+	}
+
+	sim("/sim/users/2002/block", "")
+	if got := d.do(t, "POST", "/v1/phone-verification/start", `{"user_id":"bob"}`)["status"]; got != "pending" {
+		t.Fatalf("the restart answered %v", got)
+	}
+	var v map[string]any
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		v = d.do(t, "GET", "/v1/phone-verification/status/bob", "")
+		if p, _ := v["prompt"].(map[string]any); p != nil && p["status"] != "queued" && p["status"] != "delivering" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the prompt's delivery never ended: %v", v)
+		}
+	}
+	p := v["prompt"].(map[string]any)
+	if v["status"] != "pending" || p["status"] != "blocked" || p["last_error_code"] != float64(403) ||
+		!strings.Contains(fmt.Sprint(p["last_error_message"]), "blocked by the user") {
+		t.Errorf("a prompt to a user who blocked the bot reads %v", v)
+	}
+}
+
 var keyLine = regexp.MustCompile(`KEY=(hk_[A-Za-z0-9_-]+)`)
 
 // dev is a running herald dev.
@@ -173,6 +220,12 @@ func (d *dev) do(t *testing.T, method, path, body string) map[string]any {
 
 func startDev(t *testing.T, dir string) *dev {
 	t.Helper()
+	return startDevWith(t, devenv.Options{DataDir: dir})
+}
+
+// startDevWith starts herald dev with o on a free loopback port, the embedded broker and the simulator.
+func startDevWith(t *testing.T, o devenv.Options) *dev {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -183,8 +236,8 @@ func startDev(t *testing.T, dir string) *dev {
 	out := &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- devenv.Run(ctx, devenv.Options{HTTPAddr: addr, DataDir: dir, TopicPrefix: "herald", DeepLinkBase: "https://t.me",
-			RateLimit: 30, Logger: discard, Stdout: out})
+		o.HTTPAddr, o.TopicPrefix, o.DeepLinkBase, o.RateLimit, o.Logger, o.Stdout = addr, "herald", "https://t.me", 30, discard, out
+		done <- devenv.Run(ctx, o)
 	}()
 	deadline := time.Now().Add(60 * time.Second)
 	for !keyLine.MatchString(out.String()) {
