@@ -31,6 +31,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /sim/users/{id}/delete", s.handleUserAction(s.DeleteUser))
 
 	mux.HandleFunc("GET /sim/chats/{id}/messages", s.handleMessages)
+	mux.HandleFunc("GET /sim/chats/{id}/transcript", s.handleTranscript)
 	mux.HandleFunc("GET /sim/updates", s.handlePendingUpdates)
 	mux.HandleFunc("POST /sim/updates", s.acting(s.handleInjectUpdate))
 	mux.HandleFunc("GET /sim/webhook", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, s.WebhookInfo()) })
@@ -67,7 +68,7 @@ var help = map[string]any{
 		`POST /sim/users/{id}/message {"text":"/dev_help"}  (optional "chat_id","chat_type" for a group)`,
 		`POST /sim/users/{id}/share-contact {"phone_number":"+15551230001","contact_user_id":1001}  (omit contact_user_id: own contact; 0: no user_id)`,
 		`POST /sim/users/{id}/block | /unblock | /delete`,
-		`GET  /sim/chats/{id}/messages`,
+		`GET  /sim/chats/{id}/messages (what the bot sent), GET /sim/chats/{id}/transcript (both sides, in order)`,
 		`GET  /sim/updates (pending), POST /sim/updates {"edited_message":{...}} (inject)`,
 		`GET  /sim/webhook, GET /sim/stats, POST /sim/reset`,
 		`GET|POST|DELETE /sim/faults {"latency_ms":50,"error_rate_5xx":0.1,"timeout_rate":0,"rate_429":0,"retry_after":1,"next_429":{"count":3,"retry_after":2},"next_5xx":1,"next_timeout":1}`,
@@ -287,6 +288,18 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		msgs = []SentMessage{}
 	}
 	writeJSON(w, 200, map[string]any{"chat_id": id, "messages": msgs})
+}
+
+func (s *Server) handleTranscript(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	lines := s.Transcript(id)
+	if lines == nil {
+		lines = []Line{}
+	}
+	writeJSON(w, 200, map[string]any{"chat_id": id, "lines": lines})
 }
 
 func (s *Server) handlePendingUpdates(w http.ResponseWriter, _ *http.Request) {

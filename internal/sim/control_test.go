@@ -352,3 +352,52 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// A chat's transcript holds both sides in order, as the chat shows them; every action signals a change.
+func TestTranscriptShowsBothSidesInOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sim.Options{})
+	changed := e.sim.Changed()
+	if _, err := e.sim.StartUser(9, "tok"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	default:
+		t.Error("a user's action did not signal a change")
+	}
+	if _, err := e.send(t, 9, "A message from Demo App\nWelcome"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.sim.ShareContact(9, "+15550000009", nil); err != nil {
+		t.Fatal(err)
+	}
+	changed = e.sim.Changed()
+	if err := e.sim.Block(9); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	default:
+		t.Error("blocking the bot did not signal a change")
+	}
+	var got struct {
+		Lines []sim.Line `json:"lines"`
+	}
+	e.mustControl(t, "GET", "/sim/chats/9/transcript", nil, &got)
+	if len(got.Lines) != 3 {
+		t.Fatalf("transcript: %+v", got.Lines)
+	}
+	if l := got.Lines[0]; l.From != "user" || l.UserID != 9 || l.Text != "/start tok" {
+		t.Errorf("first line %+v", l)
+	}
+	if l := got.Lines[1]; l.From != "bot" || l.Text != "A message from Demo App\nWelcome" || l.MessageID == 0 {
+		t.Errorf("second line %+v", l)
+	}
+	if l := got.Lines[2]; l.From != "user" || l.Contact == nil || l.Contact.PhoneNumber != "+15550000009" {
+		t.Errorf("third line %+v", l)
+	}
+	if msgs := e.sim.Messages(9); len(msgs) != 1 {
+		t.Errorf("messages (the bot's only): %+v", msgs)
+	}
+}

@@ -161,12 +161,34 @@ type user struct {
 }
 
 type chat struct {
-	id        int64
-	typ       string
-	title     string
-	nextMsgID int64
-	bucket    bucket
-	messages  []SentMessage
+	id         int64
+	typ        string
+	title      string
+	nextMsgID  int64
+	bucket     bucket
+	messages   []SentMessage
+	transcript []Line // both sides, in order, the latest maxTranscript
+}
+
+// maxTranscript bounds a chat's transcript.
+const maxTranscript = 1000
+
+// Line is one message of a chat as its members see it, from the bot or from a user.
+type Line struct {
+	From        string             `json:"from"` // "bot" or "user"
+	UserID      int64              `json:"user_id,omitempty"`
+	MessageID   int64              `json:"message_id"`
+	Text        string             `json:"text,omitempty"`
+	Contact     *messenger.Contact `json:"contact,omitempty"`
+	ReplyMarkup json.RawMessage    `json:"reply_markup,omitempty"`
+	Time        time.Time          `json:"time"`
+}
+
+func (c *chat) addLine(l Line) {
+	if len(c.transcript) >= maxTranscript {
+		c.transcript = c.transcript[1:]
+	}
+	c.transcript = append(c.transcript, l)
 }
 
 // User is a simulated platform user. Its private chat with the bot has chat id == ID.
@@ -311,6 +333,24 @@ func (s *Server) Messages(chatID int64) []SentMessage {
 		return append([]SentMessage(nil), c.messages...)
 	}
 	return nil
+}
+
+// Transcript returns what the chat shows, both sides, oldest first (at most the latest 1000 lines).
+func (s *Server) Transcript(chatID int64) []Line {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.chats[chatID]; c != nil {
+		return append([]Line(nil), c.transcript...)
+	}
+	return nil
+}
+
+// Changed returns a channel that is closed at the next change of the simulated world: a user's action or
+// account, a message, an update's delivery, the faults.
+func (s *Server) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
 }
 
 // WaitMessages waits until the chat has received at least n messages and returns them all.

@@ -102,6 +102,7 @@ func (s *Server) EnsureUser(in User) (User, error) {
 	if in.PhoneNumber != "" {
 		u.PhoneNumber = in.PhoneNumber
 	}
+	s.broadcastLocked()
 	return u.User, nil
 }
 
@@ -182,6 +183,8 @@ func (s *Server) Send(userID int64, in Incoming) (int64, error) {
 	}
 	id, err := s.enqueueLocked(messenger.KindMessage, msg)
 	if err == nil {
+		c.addLine(Line{From: "user", UserID: u.ID, MessageID: msg.MessageID, Text: msg.Text, Contact: msg.Contact, Time: s.now()})
+		s.broadcastLocked()
 		s.log.Info("user sent a message", "user_id", userID, "chat_id", c.id, "update_id", id,
 			"text", in.Text, "contact", in.Contact != nil)
 	}
@@ -275,6 +278,7 @@ func (s *Server) setBlockedLocked(u *user, blocked bool) (int64, error) {
 		return 0, nil
 	}
 	u.Blocked = blocked
+	s.broadcastLocked()
 	oldStatus, newStatus := "member", "kicked"
 	if !blocked {
 		oldStatus, newStatus = newStatus, oldStatus
@@ -301,6 +305,7 @@ func (s *Server) DeleteUser(userID int64) error {
 		return fmt.Errorf("no user %d", userID)
 	}
 	u.Deleted = true
+	s.broadcastLocked()
 	s.log.Info("user deleted their account", "user_id", userID)
 	return nil
 }
