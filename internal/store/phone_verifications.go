@@ -63,6 +63,11 @@ type PromptDelivery struct {
 	UpdatedAt        time.Time
 }
 
+// verificationStatusSQL is a user's verification status from phone_verifications v (LEFT JOINed): none is
+// unverified, and so is a pending session past its expiry.
+const verificationStatusSQL = `CASE WHEN v.status = 'pending' AND v.session_expires_at <= now() THEN 'unverified'
+		            ELSE COALESCE(v.status, 'unverified') END`
+
 // GetVerification reads a user's verification; ErrNotFound when the user does not exist for the tenant.
 // A user without a verification record is unverified; a pending session past its expiry reads as
 // unverified.
@@ -75,19 +80,24 @@ func (s *Store) GetVerification(ctx context.Context, tenantID, userID string) (V
 	var promptUpdatedAt *time.Time
 	var promptCode *int
 	err := s.pool.QueryRow(ctx, `
-		SELECT CASE WHEN v.status = 'pending' AND v.session_expires_at <= now() THEN 'unverified'
-		            ELSE COALESCE(v.status, 'unverified') END,
+		SELECT `+verificationStatusSQL+`,
 		       v.verified_at, v.phone_last4, COALESCE(v.updated_at, u.created_at),
 		       p.status, p.last_error_code, p.last_error_message, p.updated_at
 		FROM users u LEFT JOIN phone_verifications v USING (tenant_id, user_id)
 		     LEFT JOIN notifications p ON p.tracking_id = v.prompt_tracking_id
 		WHERE u.tenant_id = $1 AND u.user_id = $2`, tenantID, userID).
 		Scan(&v.Status, &v.VerifiedAt, &v.PhoneLast4, &v.UpdatedAt, &promptStatus, &promptCode, &p.LastErrorMessage, &promptUpdatedAt)
-	if promptStatus != nil {
-		p.Status, p.LastErrorCode, p.UpdatedAt = *promptStatus, *promptCode, *promptUpdatedAt
-		v.Prompt = &p
-	}
+	v.Prompt = p.from(promptStatus, promptCode, promptUpdatedAt)
 	return v, translate(err, "reading verification")
+}
+
+// from completes p with the columns of a LEFT JOINed prompt; nil when there is none.
+func (p *PromptDelivery) from(status *Status, code *int, updatedAt *time.Time) *PromptDelivery {
+	if status == nil || code == nil || updatedAt == nil {
+		return nil
+	}
+	p.Status, p.LastErrorCode, p.UpdatedAt = *status, *code, *updatedAt
+	return p
 }
 
 // ContactShare is the sender's own contact, shared in a private chat: only the last four digits and the
