@@ -79,7 +79,8 @@ func (c *Kafka) checkTopicPrefix(p *problems) {
 
 // HTTP is the one listen address of each ingress, webhook, worker, dev and sim process.
 type HTTP struct {
-	HTTPAddr string `name:"http-addr" env:"HERALD_HTTP_ADDR" default:":8080" help:"the one listen address: the API or webhook routes plus /healthz, /readyz, /metrics"`
+	// herald dev serves a console that hands out the demo key: it sets http_addr to loopback.
+	HTTPAddr string `name:"http-addr" env:"HERALD_HTTP_ADDR" default:"${http_addr=:8080}" help:"the one listen address: the API or webhook routes plus /healthz, /readyz, /metrics"`
 }
 
 func (c *HTTP) check(p *problems) {
@@ -395,7 +396,7 @@ func (c *Migrate) check(p *problems) {
 // Dev is `herald dev`: what is empty is embedded or generated (the dev tags), so only given values are
 // checked.
 type Dev struct {
-	HTTP
+	HTTP `set:"http_addr=127.0.0.1:8080"`
 	Database
 	Kafka
 	BotAPI `set:"messenger_api_url="`
