@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/heraldhq/herald/internal/apikey"
+	"github.com/heraldhq/herald/internal/console"
 	"github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/internal/ingress"
 	"github.com/heraldhq/herald/internal/kafkatest"
@@ -182,6 +183,11 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer os.Remove(filepath.Join(o.DataDir, instanceFile))
 
+	// The dev console, at / (herald dev only: it hands out the demo key).
+	cons := console.New(console.Options{Store: st, Sim: simulator, TenantID: "demo", APIKey: demoKey, BotUsername: o.BotUsername,
+		Logger: log.With("component", "console")})
+	cons.Routes(router)
+
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return server.ServeListener(gctx, ln, router, log) })
 	g.Go(func() error { return worker.Run(gctx) })
@@ -200,6 +206,11 @@ func Run(ctx context.Context, o Options) error {
 		return nil
 	})
 	g.Go(func() error { receiver.Prune(gctx, time.Hour); return nil })
+	g.Go(func() error {
+		<-gctx.Done()
+		cons.Close() // end the event streams, so the server's shutdown does not wait for the pages
+		return nil
+	})
 	err = g.Wait()
 	if errors.Is(err, context.Canceled) || errors.Is(err, http.ErrServerClosed) {
 		err = nil

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -190,7 +189,7 @@ func TestVerificationStatusShowsAPromptTheUserNeverGot(t *testing.T) {
 	}
 }
 
-var keyLine = regexp.MustCompile(`KEY=(hk_[A-Za-z0-9_-]+)`)
+var keyLine = regexp.MustCompile(`export HERALD=(http://\S+) KEY=(hk_[A-Za-z0-9_-]+)`)
 
 // dev is a running herald dev.
 type dev struct {
@@ -226,12 +225,8 @@ func startDev(t *testing.T, dir string) *dev {
 // startDevWith starts herald dev with o on a free loopback port, the embedded broker and the simulator.
 func startDevWith(t *testing.T, o devenv.Options) *dev {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	// Port 0: the walkthrough says which port it got.
+	addr := "127.0.0.1:0"
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
 	done := make(chan error, 1)
@@ -253,7 +248,8 @@ func startDevWith(t *testing.T, o devenv.Options) *dev {
 		time.Sleep(50 * time.Millisecond)
 	}
 	stopped := false
-	return &dev{key: keyLine.FindStringSubmatch(out.String())[1], base: "http://" + addr, out: out, stop: func() {
+	m := keyLine.FindStringSubmatch(out.String())
+	return &dev{key: m[2], base: m[1], out: out, stop: func() {
 		if stopped {
 			return
 		}

@@ -26,6 +26,7 @@ func printWalkthrough(w io.Writer, t walkthrough) {
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	p("")
 	p("Herald is running on %s — the tenant API, the webhook%s on one port.", t.Base, map[bool]string{true: " and the messenger simulator", false: ""}[t.Simulated])
+	p("Dev console: %s/ (open it in a browser)", t.Base)
 	p("PostgreSQL:  %s", t.DatabaseURL)
 	p("             (eval \"$(herald dev --print-env)\" exports it for the admin CLI, with HERALD and KEY below)")
 	p("Stop it with Ctrl-C. Data is kept in %s/ between runs.", t.DataDir)
