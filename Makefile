@@ -47,6 +47,10 @@ lint: ## gofmt and go vet
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
+.PHONY: screenshot
+screenshot: postgres ## Retake docs/dev-console.png: the dev console's browser test (headless Chromium) saves it
+	HERALD_CONSOLE_SCREENSHOT=$(CURDIR)/docs/dev-console.png $(GOTEST) -count=1 -run '^TestTheConsoleWalksATenantThroughInABrowser$$' ./internal/console/
+
 .PHONY: docs
 docs: ## Regenerate the settings table of docs/configuration.md from internal/config
 	$(GO) run ./cmd/herald config-docs docs/configuration.md
