@@ -34,6 +34,9 @@ import (
 //go:embed static
 var static embed.FS
 
+// coalesce is how long the stream waits after a change of the simulator for the rest of its burst.
+const coalesce = 20 * time.Millisecond
+
 // Options configure the console.
 type Options struct {
 	Store       *store.Store
@@ -128,24 +131,32 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	keepalive := time.NewTicker(15 * time.Second)
 	defer keepalive.Stop()
 	var last []byte
+	var lastErr string
 	for {
 		var simChanged <-chan struct{}
 		if c.opts.Sim != nil {
 			simChanged = c.opts.Sim.Changed() // before reading, so that no change slips between
 		}
 		st, err := c.state(r.Context())
-		if err != nil {
-			if r.Context().Err() != nil {
-				return
+		switch {
+		case r.Context().Err() != nil:
+			return
+		case err != nil:
+			if err.Error() != lastErr { // once per problem, not once per poll
+				c.opts.Logger.Warn("console: reading the state", "err", err)
 			}
-			c.opts.Logger.Warn("console: reading the state", "err", err)
-		} else if b, _ := json.Marshal(st); !bytes.Equal(b, last) {
-			last = b
-			if _, err := w.Write(append(append([]byte("event: state\ndata: "), b...), '\n', '\n')); err != nil {
-				return
-			}
-			if err := rc.Flush(); err != nil {
-				return
+			lastErr = err.Error()
+		default:
+			lastErr = ""
+			b, _ := json.Marshal(st)
+			if !bytes.Equal(b, last) {
+				last = b
+				if _, err := w.Write(append(append([]byte("event: state\ndata: "), b...), '\n', '\n')); err != nil {
+					return
+				}
+				if err := rc.Flush(); err != nil {
+					return
+				}
 			}
 		}
 		select {
@@ -154,6 +165,12 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		case <-c.done:
 			return
 		case <-simChanged:
+			// Changes come in bursts (an update queued, delivered, answered): read once for the burst.
+			select {
+			case <-time.After(coalesce):
+			case <-r.Context().Done():
+				return
+			}
 		case <-poll.C:
 		case <-keepalive.C:
 			if _, err := w.Write([]byte(": keepalive\n\n")); err != nil {
