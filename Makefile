@@ -28,7 +28,7 @@ run: build postgres ## Run Herald on embedded defaults: herald dev (PostgreSQL, 
 	$(HERALD) dev
 
 .PHONY: test
-test: postgres envtest tools build lint check-generated ## Run every test (race detector on)
+test: postgres browser envtest tools build lint check-generated ## Run every test (race detector on)
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh 2>/dev/null | tail -n 1)" HELM="$(HELM)" HERALD_BINARY="$(HERALD)" $(GOTEST) -race -count=1 -timeout 30m ./...
 
 .PHONY: test-e2e
@@ -46,6 +46,10 @@ lint: ## gofmt and go vet
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go' | grep -v '^hack/tools/'))"; \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
+
+.PHONY: screenshot
+screenshot: postgres browser ## Retake docs/dev-console.png: the dev console's browser test (headless Chromium) saves it
+	HERALD_CONSOLE_SCREENSHOT=$(CURDIR)/docs/dev-console.png $(GOTEST) -count=1 -run '^TestTheConsoleWalksATenantThroughInABrowser$$' ./internal/console/
 
 .PHONY: docs
 docs: ## Regenerate the settings table of docs/configuration.md from internal/config
@@ -112,6 +116,10 @@ postgres: ## Make sure the PostgreSQL server binaries are installed (apt as root
 .PHONY: k8s-binaries
 k8s-binaries: ## Build the Kubernetes binaries (one go build, cached under ./bin/k8s); prints the directory
 	@hack/k8s-binaries.sh
+
+.PHONY: browser
+browser: ## Make sure headless Chromium, curl and jq are installed (apt as root): the dev console and walkthrough tests
+	@hack/ensure-browser.sh
 
 .PHONY: envtest
 envtest: ## Provide kube-apiserver and etcd for envtest (hack/k8s-binaries.sh, shared with test-e2e); prints the directory

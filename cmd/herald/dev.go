@@ -6,7 +6,10 @@ import (
 )
 
 // devCmd is `herald dev` (make run).
-type devCmd struct{ config.Dev }
+type devCmd struct {
+	config.Dev
+	PrintEnv bool `name:"print-env" help:"print the exports that point the admin CLI and a shell at the herald dev running on --data-dir (HERALD_DATABASE_URL, HERALD, KEY), and exit"`
+}
 
 // Help is the detail of `herald dev --help`.
 func (c *devCmd) Help() string {
@@ -15,6 +18,9 @@ func (c *devCmd) Help() string {
 }
 
 func (c *devCmd) Run(e runEnv) error {
+	if c.PrintEnv {
+		return devenv.PrintEnv(e.stdout, c.DataDir)
+	}
 	logger := c.Logger(e.stderr)
 	defer startTracing(e.ctx, "herald-dev", logger)()
 	return devenv.Run(e.ctx, devenv.Options{

@@ -82,6 +82,12 @@ func TestHelpAndUsage(t *testing.T) {
 		{[]string{"help", "nonsense"}, 2, "", "unexpected argument nonsense"},
 		{[]string{"nonsense"}, 2, "", `herald: unknown command "nonsense"`},
 		{[]string{"worker", "--worker-lease", "soon"}, 2, "", "herald worker: --worker-lease:"},
+		// Each command shows its own defaults: herald dev writes to a terminal, the others to a log pipeline.
+		{[]string{"dev", "-h"}, 0, `--log-format="text"`, ""},
+		{[]string{"help", "dev"}, 0, `--log-format="text"`, ""},
+		{[]string{"ingress", "-h"}, 0, `--log-format="json"`, ""},
+		{[]string{"dev", "-h"}, 0, "--print-env", ""},
+		{[]string{"dev", "--print-env", "--data-dir", t.TempDir()}, 1, "", "herald dev: no herald dev is running on the data directory"},
 	} {
 		code, stdout, stderr := herald(t, tc.args...)
 		if code != tc.code || !strings.Contains(stdout, tc.stdout) || !strings.Contains(stderr, tc.stderr) {

@@ -80,7 +80,8 @@ func (c *Kafka) checkTopicPrefix(p *problems) {
 
 // HTTP is the one listen address of each ingress, webhook, worker, dev and sim process.
 type HTTP struct {
-	// herald dev sets http_addr to loopback: its simulator's control API and its demo key are unauthenticated.
+	// herald dev sets http_addr to loopback: its simulator's control API is unauthenticated and its console
+	// hands out the demo key.
 	HTTPAddr string `name:"http-addr" env:"HERALD_HTTP_ADDR" default:"${http_addr=:8080}" help:"the listen address: the API or webhook routes plus /healthz, /readyz, and /metrics unless HERALD_METRICS_ADDR moves it"`
 }
 

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/heraldhq/herald/internal/apikey"
+	"github.com/heraldhq/herald/internal/console"
 	"github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/internal/ingress"
 	"github.com/heraldhq/herald/internal/kafkatest"
@@ -73,6 +74,14 @@ func Run(ctx context.Context, o Options) error {
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return fmt.Errorf("while creating the data directory %s: %w", o.DataDir, err)
 	}
+	lock, err := lockDataDir(o.DataDir)
+	if errors.Is(err, ErrAlreadyRunning) {
+		return fmt.Errorf("%w (%s): stop it, or give this one its own --data-dir (HERALD_DEV_DATA_DIR) and --http-addr", err, o.DataDir)
+	}
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
 	sec, err := loadSecrets(filepath.Join(o.DataDir, "secrets.json"))
 	if err != nil {
 		return err
@@ -86,7 +95,8 @@ func Run(ctx context.Context, o Options) error {
 
 	// PostgreSQL.
 	if o.DatabaseURL == "" {
-		pg, err := pglocal.Start(ctx, pglocal.Options{Dir: filepath.Join(o.DataDir, "postgres"), Durable: true})
+		// The lock is ours, so a server running on the directory was left by a run that was killed.
+		pg, err := pglocal.Start(ctx, pglocal.Options{Dir: filepath.Join(o.DataDir, "postgres"), Durable: true, ReplaceRunning: true})
 		if err != nil {
 			if errors.Is(err, pglocal.ErrNoBinaries) {
 				return fmt.Errorf("%w\n(or set HERALD_DATABASE_URL to use an existing PostgreSQL)", err)
@@ -102,7 +112,7 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 		o.DatabaseURL = pg.URL("herald")
-		log.Info("private PostgreSQL running", "data", filepath.Join(o.DataDir, "postgres"), "port", pg.Port())
+		log.Info("private PostgreSQL running", "url", o.DatabaseURL, "data", filepath.Join(o.DataDir, "postgres"))
 	}
 	if err := store.Migrate(ctx, o.DatabaseURL); err != nil {
 		return err
@@ -170,6 +180,15 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	if err := writeInstance(o.DataDir, instance{APIBase: base, DatabaseURL: o.DatabaseURL, DemoKey: demoKey}); err != nil {
+		return err
+	}
+	defer os.Remove(filepath.Join(o.DataDir, instanceFile))
+
+	// The dev console, at / (herald dev only: it hands out the demo key).
+	cons := console.New(console.Options{Store: st, Sim: simulator, TenantID: "demo", APIKey: demoKey, BotUsername: o.BotUsername,
+		Logger: log.With("component", "console")})
+	cons.Routes(router)
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return server.ServeListener(gctx, ln, router, log) })
@@ -177,13 +196,14 @@ func Run(ctx context.Context, o Options) error {
 	g.Go(func() error {
 		if polling {
 			// A real bot without a public URL: long-poll its updates.
+			printWalkthrough(o.Stdout, walkthrough{Base: base, Key: demoKey, DatabaseURL: o.DatabaseURL, DataDir: o.DataDir})
 			return updates.Poll(gctx, client, receiver, log.With("component", "webhook"))
 		}
 		// The simulator delivers updates to our own webhook, with the secret header.
 		if err := updates.SetWebhookURL(gctx, client, base+updates.Path, o.WebhookSecret); err != nil {
 			return fmt.Errorf("while registering the webhook with the simulator: %w", err)
 		}
-		printWalkthrough(o.Stdout, base, demoKey, simulator != nil)
+		printWalkthrough(o.Stdout, walkthrough{Base: base, Key: demoKey, Simulated: simulator != nil, DatabaseURL: o.DatabaseURL, DataDir: o.DataDir})
 		<-gctx.Done()
 		return nil
 	})
@@ -192,6 +212,11 @@ func Run(ctx context.Context, o Options) error {
 	}
 	purger := retention.New(retention.Options{Store: st, Policy: o.Retention, Logger: log.With("component", "retention")})
 	g.Go(func() error { return purger.Run(gctx) })
+	g.Go(func() error {
+		<-gctx.Done()
+		cons.Close() // end the event streams, so the server's shutdown does not wait for the pages
+		return nil
+	})
 	err = g.Wait()
 	if errors.Is(err, context.Canceled) || errors.Is(err, http.ErrServerClosed) {
 		err = nil

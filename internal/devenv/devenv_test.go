@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -15,6 +18,9 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/devenv"
+	"github.com/heraldhq/herald/internal/pglocal"
+	"github.com/heraldhq/herald/internal/pgtest"
+	"github.com/heraldhq/herald/internal/store"
 )
 
 // syncBuffer collects the walkthrough while Run writes it from another goroutine.
@@ -30,110 +36,219 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
-// TestDevRunsTheWholeWalkthrough starts `herald dev` on embedded defaults (a private PostgreSQL from the
-// local binaries, the embedded broker, the simulator) and follows the printed walkthrough to a delivered,
-// branded message; then a second run on the same data directory keeps the demo key and the link.
-func TestDevRunsTheWholeWalkthrough(t *testing.T) {
-	dir := t.TempDir()
-	key, base, stop := startDev(t, dir)
-	do := func(method, path, body string, withKey bool) map[string]any {
-		t.Helper()
-		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		if withKey {
-			req.Header.Set("Authorization", "Bearer "+key)
+// TestDevRunsThePrintedWalkthrough starts `herald dev` on embedded defaults (a private PostgreSQL from the
+// local binaries, the embedded broker, the simulator) and runs the walkthrough it prints, as printed, in
+// bash: every step pasted as soon as the previous one answered, to a delivered, branded message. Then
+// the tools around it: a second herald dev on the same data directory is refused in one sentence,
+// --print-env points at the running one, and a restart after a run that was killed (its PostgreSQL left
+// running) keeps the demo key and the link.
+func TestDevRunsThePrintedWalkthrough(t *testing.T) {
+	for _, tool := range []string{"bash", "curl", "jq"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("the walkthrough needs %s (.ci/run installs it): %v", tool, err)
 		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		var m map[string]any
-		if err := json.Unmarshal(b, &m); err != nil {
-			t.Fatalf("%s %s: %d %s", method, path, res.StatusCode, b)
-		}
-		if res.StatusCode >= 300 {
-			t.Fatalf("%s %s: %d %s", method, path, res.StatusCode, b)
-		}
-		return m
 	}
-	eventually := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(50 * time.Millisecond)
+	dir := t.TempDir()
+	dev := startDev(t, dir)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	script := "set -euo pipefail\n" + walkthroughOf(t, dev.out.String())
+	out, err := exec.CommandContext(ctx, "bash", "-c", script).CombinedOutput()
+	if err != nil {
+		t.Fatalf("the printed walkthrough failed: %v\n%s\n--- the script:\n%s", err, out, script)
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`"ok":\s*true,\s*"update_id":\s*\d+,\s*"webhook":\s*\{\s*"state":\s*"answered"`), // open-link and share-contact waited
+		regexp.MustCompile(`"user_id":\s*"alice",\s*"status":\s*"verified"`),                                // read right after the share
+		regexp.MustCompile(`"status":\s*"delivered"`),                                                       // the loop waited for the end
+		regexp.MustCompile(`(?m)^A message from Demo App\nYour order has shipped$`),
+	} {
+		if !want.Match(out) {
+			t.Errorf("the walkthrough's output has no %s:\n%s", want, out)
 		}
+	}
+	if bytes.Contains(out, []byte("not_found")) {
+		t.Errorf("a step answered not_found:\n%s", out)
 	}
 
-	link := do("POST", "/v1/link-token", `{"user_id":"alice"}`, true)["deep_link"].(string)
-	do("POST", "/sim/users/1001/open-link", `{"url":"`+link+`"}`, false)
-	// The start is handled when the simulator's webhook call returns; the verification needs the link.
-	eventually("the link", func() bool {
-		req, _ := http.NewRequest("POST", base+"/v1/phone-verification/start", strings.NewReader(`{"user_id":"alice"}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+key)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return false
-		}
-		res.Body.Close()
-		return res.StatusCode == http.StatusAccepted
-	})
-	do("POST", "/sim/users/1001/share-contact", `{"phone_number":"15551234567"}`, false)
-	eventually("verification", func() bool {
-		return do("GET", "/v1/phone-verification/status/alice", "", true)["status"] == "verified"
-	})
-	id := do("POST", "/v1/send", `{"user_id":"alice","message":"Your order has shipped"}`, true)["tracking_id"].(string)
-	eventually("delivery", func() bool { return do("GET", "/v1/status/"+id, "", true)["status"] == "delivered" })
-	msgs := do("GET", "/sim/chats/1001/messages", "", false)["messages"].([]any)
-	last := msgs[len(msgs)-1].(map[string]any)["text"]
-	if last != "A message from Demo App\nYour order has shipped" {
-		t.Errorf("the chat's last message is %q", last)
+	// A second herald dev on the same data directory says why it cannot start, without PostgreSQL's log.
+	err = devenv.Run(t.Context(), devenv.Options{HTTPAddr: "127.0.0.1:0", DataDir: dir, Logger: discard, Stdout: io.Discard})
+	if !errors.Is(err, devenv.ErrAlreadyRunning) || strings.Contains(err.Error(), "LOG:") {
+		t.Errorf("a second herald dev on the same data directory: %v", err)
 	}
 	// The retention purge runs in herald dev too.
-	eventually("a retention run", func() bool {
-		res, err := http.Get(base + "/metrics")
-		if err != nil {
-			return false
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, err := http.Get(dev.base + "/metrics")
+		if err == nil {
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if strings.Contains(string(b), `herald_retention_runs_total{result="ok"}`) {
+				break
+			}
 		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		return strings.Contains(string(b), `herald_retention_runs_total{result="ok"}`)
-	})
-	stop()
-
-	// Restart on the same data directory: same key, the user is still verified.
-	key2, base2, stop2 := startDev(t, dir)
-	defer stop2()
-	if key2 != key {
-		t.Errorf("the demo key changed across restarts")
+		if time.Now().After(deadline) {
+			t.Fatal("no successful retention run in herald dev within 30s")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	key, base = key2, base2
-	if got := do("GET", "/v1/phone-verification/status/alice", "", true)["status"]; got != "verified" {
-		t.Errorf("after a restart alice reads %v", got)
+
+	// --print-env: the database URL of the running instance (the admin CLI works with it), its API and key.
+	var env strings.Builder
+	if err := devenv.PrintEnv(&env, dir); err != nil {
+		t.Fatal(err)
 	}
-}
+	dbURL := regexp.MustCompile(`(?m)^export HERALD_DATABASE_URL='([^']+)'$`).FindStringSubmatch(env.String())
+	if dbURL == nil || !strings.Contains(env.String(), "export HERALD='"+dev.base+"'") || !strings.Contains(env.String(), "export KEY='"+dev.key+"'") {
+		t.Fatalf("--print-env printed:\n%s", env.String())
+	}
+	if !strings.Contains(dev.out.String(), dbURL[1]) {
+		t.Errorf("the walkthrough does not show the database URL %s", dbURL[1])
+	}
+	st, err := store.Open(t.Context(), dbURL[1], 2)
+	if err != nil {
+		t.Fatalf("the printed database URL: %v", err)
+	}
+	if tenants, err := st.ListTenants(t.Context()); err != nil || len(tenants) != 1 || tenants[0].ID != "demo" {
+		t.Errorf("the printed database URL reaches %v, %v; want the demo tenant", tenants, err)
+	}
+	st.Close()
+	dev.stop()
+	if err := devenv.PrintEnv(io.Discard, dir); err == nil || !strings.Contains(err.Error(), "no herald dev is running") {
+		t.Errorf("--print-env without a running herald dev: %v", err)
+	}
 
-var keyLine = regexp.MustCompile(`KEY=(hk_[A-Za-z0-9_-]+)`)
-
-func startDev(t *testing.T, dir string) (key, base string, stop func()) {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	// A run killed with SIGKILL leaves its PostgreSQL running: the next run takes over the directory.
+	orphan, err := pglocal.Start(t.Context(), pglocal.Options{Dir: filepath.Join(dir, "postgres")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
+	t.Cleanup(func() { _ = orphan.Stop() })
+	dev2 := startDev(t, dir)
+	defer dev2.stop()
+	if dev2.key != dev.key {
+		t.Errorf("the demo key changed across restarts")
+	}
+	if got := dev2.do(t, "GET", "/v1/phone-verification/status/alice", "")["status"]; got != "verified" {
+		t.Errorf("after a restart alice reads %v", got)
+	}
+	// Without the lock's knowledge, a running server is refused in one sentence, not with its log.
+	if _, err := pglocal.Start(t.Context(), pglocal.Options{Dir: filepath.Join(dir, "postgres")}); !errors.Is(err, pglocal.ErrRunning) || strings.Contains(err.Error(), "LOG:") {
+		t.Errorf("starting on a running server: %v", err)
+	}
+}
+
+// walkthroughOf extracts the commands of the printed walkthrough: the indented lines from the export on.
+func walkthroughOf(t *testing.T, printed string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(printed, "\n  export HERALD=")
+	if !ok {
+		t.Fatalf("no walkthrough in:\n%s", printed)
+	}
+	first, rest, _ := strings.Cut(rest, "\n")
+	var b strings.Builder
+	b.WriteString("export HERALD=" + first + "\n")
+	for _, line := range strings.Split(rest, "\n") {
+		if line != "" && !strings.HasPrefix(line, "  ") {
+			break
+		}
+		b.WriteString(strings.TrimPrefix(line, "  ") + "\n")
+	}
+	return b.String()
+}
+
+var discard = slog.New(slog.DiscardHandler)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// Restarting verification for a user who blocked the bot answers 202 as before (Herald cannot know before
+// it tries), and the verification status says why the prompt never arrived.
+func TestVerificationStatusShowsAPromptTheUserNeverGot(t *testing.T) {
+	t.Parallel()
+	d := startDevWith(t, devenv.Options{DataDir: t.TempDir(), DatabaseURL: pgtest.NewDatabase(t)})
+	defer d.stop()
+	sim := func(path, body string) {
+		t.Helper()
+		res, err := http.Post(d.base+path, "application/json", strings.NewReader(body))
+		if err != nil || res.StatusCode != 200 {
+			t.Fatalf("POST %s: %v %v", path, res, err)
+		}
+		res.Body.Close()
+	}
+	link := d.do(t, "POST", "/v1/link-token", `{"user_id":"bob"}`)["deep_link"].(string)
+	sim("/sim/users/2002/open-link", `{"url":"`+link+`"}`)
+	d.do(t, "POST", "/v1/phone-verification/start", `{"user_id":"bob"}`)
+	sim("/sim/users/2002/share-contact", `{"phone_number":"+15550002002"}`)
+	if v := d.do(t, "GET", "/v1/phone-verification/status/bob", ""); v["status"] != "verified" || v["prompt"] == nil {
+		t.Fatalf("after the share: %v", v)
+	}
+
+	sim("/sim/users/2002/block", "")
+	if got := d.do(t, "POST", "/v1/phone-verification/start", `{"user_id":"bob"}`)["status"]; got != "pending" {
+		t.Fatalf("the restart answered %v", got)
+	}
+	var v map[string]any
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		v = d.do(t, "GET", "/v1/phone-verification/status/bob", "")
+		if p, _ := v["prompt"].(map[string]any); p != nil && p["status"] != "queued" && p["status"] != "delivering" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the prompt's delivery never ended: %v", v)
+		}
+	}
+	p := v["prompt"].(map[string]any)
+	if v["status"] != "pending" || p["status"] != "blocked" || p["last_error_code"] != float64(403) ||
+		!strings.Contains(fmt.Sprint(p["last_error_message"]), "blocked by the user") {
+		t.Errorf("a prompt to a user who blocked the bot reads %v", v)
+	}
+}
+
+var keyLine = regexp.MustCompile(`export HERALD=(http://\S+) KEY=(hk_[A-Za-z0-9_-]+)`)
+
+// dev is a running herald dev.
+type dev struct {
+	key, base string
+	out       *syncBuffer
+	stop      func()
+}
+
+// do calls the API with the demo key and decodes a JSON object; any status over 299 fails the test.
+func (d *dev) do(t *testing.T, method, path, body string) map[string]any {
+	t.Helper()
+	req, _ := http.NewRequest(method, d.base+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+d.key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil || res.StatusCode >= 300 {
+		t.Fatalf("%s %s: %d %s", method, path, res.StatusCode, b)
+	}
+	return m
+}
+
+func startDev(t *testing.T, dir string) *dev {
+	t.Helper()
+	return startDevWith(t, devenv.Options{DataDir: dir})
+}
+
+// startDevWith starts herald dev with o on a free loopback port, the embedded broker and the simulator.
+func startDevWith(t *testing.T, o devenv.Options) *dev {
+	t.Helper()
+	// Port 0: the walkthrough says which port it got.
+	addr := "127.0.0.1:0"
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- devenv.Run(ctx, devenv.Options{HTTPAddr: addr, DataDir: dir, TopicPrefix: "herald", DeepLinkBase: "https://t.me",
-			RateLimit: 30, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Stdout: out})
+		o.HTTPAddr, o.TopicPrefix, o.DeepLinkBase, o.RateLimit, o.Logger, o.Stdout = addr, "herald", "https://t.me", 30, discard, out
+		done <- devenv.Run(ctx, o)
 	}()
 	deadline := time.Now().Add(60 * time.Second)
 	for !keyLine.MatchString(out.String()) {
@@ -148,7 +263,13 @@ func startDev(t *testing.T, dir string) (key, base string, stop func()) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return keyLine.FindStringSubmatch(out.String())[1], "http://" + addr, func() {
+	stopped := false
+	m := keyLine.FindStringSubmatch(out.String())
+	return &dev{key: m[2], base: m[1], out: out, stop: func() {
+		if stopped {
+			return
+		}
+		stopped = true
 		cancel()
 		select {
 		case err := <-done:
@@ -158,5 +279,5 @@ func startDev(t *testing.T, dir string) (key, base string, stop func()) {
 		case <-time.After(40 * time.Second):
 			t.Error("herald dev did not stop within 40 s")
 		}
-	}
+	}}
 }

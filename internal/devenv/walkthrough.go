@@ -6,27 +6,42 @@ import (
 	"strings"
 )
 
-// printWalkthrough prints the copy-paste tour of the gateway.
-func printWalkthrough(w io.Writer, base, key string, simulated bool) {
+// walkthrough is what the printed tour needs to know.
+type walkthrough struct {
+	Base        string // the API base, http://127.0.0.1:8080
+	Key         string // the demo key
+	Simulated   bool   // the simulator plays the messenger
+	DatabaseURL string
+	DataDir     string
+}
+
+// printWalkthrough prints the copy-paste tour of the gateway. Every step can be pasted as soon as the
+// previous one has answered: the simulator's user actions answer once Herald has handled them.
+func printWalkthrough(w io.Writer, t walkthrough) {
+	key := t.Key
 	if key == "" {
 		key = "<your key: herald apikey create --tenant demo>"
 	}
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	p("")
-	p("Herald is running on %s — the tenant API, the webhook%s on one port.", base, map[bool]string{true: " and the messenger simulator", false: ""}[simulated])
-	p("Stop it with Ctrl-C. Data is kept in .dev/ between runs.")
+	p("Herald is running on %s — the tenant API, the webhook%s on one port.", t.Base, map[bool]string{true: " and the messenger simulator", false: ""}[t.Simulated])
+	p("Dev console: %s/ (open it in a browser)", t.Base)
+	p("PostgreSQL:  %s", t.DatabaseURL)
+	p("             (eval \"$(herald dev --print-env)\" exports it for the admin CLI, with HERALD and KEY below)")
+	p("Stop it with Ctrl-C. Data is kept in %s/ between runs.", t.DataDir)
 	p("")
 	p("Walkthrough (copy-paste into a shell; needs curl and jq):")
 	p("")
-	p("  export HERALD=%s KEY=%s", base, key)
+	p("  export HERALD=%s KEY=%s", t.Base, key)
 	p("  auth=(-H \"Authorization: Bearer $KEY\" -H 'Content-Type: application/json')")
 	p("")
 	p("  # 1. A link token for your user 'alice', and its deep link:")
 	p("  LINK=$(curl -s \"${auth[@]}\" -d '{\"user_id\":\"alice\"}' $HERALD/v1/link-token | jq -r .deep_link); echo $LINK")
-	if simulated {
+	if t.Simulated {
 		p("")
-		p("  # 2. Simulated messenger user 1001 opens the deep link (sends /start <token> to the bot):")
+		p("  # 2. Simulated messenger user 1001 opens the deep link (sends /start <token> to the bot; the answer")
+		p("  #    comes once Herald has handled it):")
 		p("  curl -s -d \"{\\\"url\\\":\\\"$LINK\\\"}\" $HERALD/sim/users/1001/open-link")
 		p("")
 		p("  # 3. Start phone verification; the user shares their own contact:")
@@ -40,10 +55,12 @@ func printWalkthrough(w io.Writer, base, key string, simulated bool) {
 		p("  curl -s \"${auth[@]}\" $HERALD/v1/phone-verification/status/alice")
 	}
 	p("")
-	p("  # 4. Send, and read the delivery status:")
+	p("  # 4. Send, and wait until the delivery has ended. The platform takes about one message per second per")
+	p("  #    chat, and this chat has just received three (linked, the prompt, verified): it waits its turn.")
 	p("  ID=$(curl -s \"${auth[@]}\" -d '{\"user_id\":\"alice\",\"message\":\"Your order has shipped\"}' $HERALD/v1/send | jq -r .tracking_id)")
-	p("  sleep 1; curl -s \"${auth[@]}\" $HERALD/v1/status/$ID")
-	if simulated {
+	p("  until curl -s \"${auth[@]}\" $HERALD/v1/status/$ID | jq -e '.status != \"queued\" and .status != \"delivering\"' >/dev/null; do sleep 0.2; done")
+	p("  curl -s \"${auth[@]}\" $HERALD/v1/status/$ID")
+	if t.Simulated {
 		p("")
 		p("  # 5. What the user's chat received:")
 		p("  curl -s $HERALD/sim/chats/1001/messages | jq -r '.messages[].text'")

@@ -264,7 +264,8 @@ func TestPhoneVerificationStartAndStatus(t *testing.T) {
 
 	st = e.do("GET", "/v1/phone-verification/status/u1", key, nil)
 	sm := st.json(t)
-	if sm["status"] != "pending" || len(sm) != 5 {
+	// The prompt's delivery is visible (a user who blocked the bot never gets it), never its text.
+	if p, _ := sm["prompt"].(map[string]any); sm["status"] != "pending" || len(sm) != 6 || p["status"] != "queued" || len(p) != 4 {
 		t.Errorf("status after start: %s", st.body)
 	}
 	// Pending past its expiry reads as unverified.

@@ -95,11 +95,21 @@ func (a *API) linkToken(w http.ResponseWriter, r *http.Request) error {
 }
 
 type verificationResponse struct {
-	UserID     string  `json:"user_id"`
-	Status     string  `json:"status"`
-	VerifiedAt *string `json:"verified_at"`
-	PhoneLast4 *string `json:"phone_last4"`
-	UpdatedAt  string  `json:"updated_at"`
+	UserID     string          `json:"user_id"`
+	Status     string          `json:"status"`
+	VerifiedAt *string         `json:"verified_at"`
+	PhoneLast4 *string         `json:"phone_last4"`
+	UpdatedAt  string          `json:"updated_at"`
+	Prompt     *promptResponse `json:"prompt"`
+}
+
+// promptResponse is the delivery of the latest session's prompt: a start answers 202 before the prompt is
+// sent, so this is where a tenant reads that it never arrived (the user blocked the bot: blocked, 403).
+type promptResponse struct {
+	Status           string  `json:"status"`
+	LastErrorCode    int     `json:"last_error_code"`
+	LastErrorMessage *string `json:"last_error_message"`
+	UpdatedAt        string  `json:"updated_at"`
 }
 
 // verificationStatus is GET /v1/phone-verification/status/{user_id}.
@@ -115,9 +125,14 @@ func (a *API) verificationStatus(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, verificationResponse{
+	res := verificationResponse{
 		UserID: v.UserID, Status: v.Status, VerifiedAt: optionalTimestamp(v.VerifiedAt), PhoneLast4: v.PhoneLast4,
 		UpdatedAt: timestamp(v.UpdatedAt),
-	})
+	}
+	if p := v.Prompt; p != nil {
+		res.Prompt = &promptResponse{Status: string(p.Status), LastErrorCode: p.LastErrorCode, LastErrorMessage: p.LastErrorMessage,
+			UpdatedAt: timestamp(p.UpdatedAt)}
+	}
+	writeJSON(w, http.StatusOK, res)
 	return nil
 }

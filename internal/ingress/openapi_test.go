@@ -1,6 +1,8 @@
 package ingress_test
 
 import (
+	"bytes"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -58,6 +60,10 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 	check("GET", "/v1/phone-verification/status/{user_id}", e.do("GET", "/v1/phone-verification/status/u1", "", nil), 401)
 	check("GET", "/v1/phone-verification/status/{user_id}", e.do("GET", "/v1/phone-verification/status/nobody", key, nil), 404)
 
+	doc200 := e.do("GET", "/v1/openapi.yaml", "", nil)
+	check("GET", "/v1/openapi.yaml", doc200, 200)
+	check("GET", "/v1/openapi.yaml", e.do("GET", "/v1/openapi.yaml", "", nil, "If-None-Match", doc200.header.Get("ETag")), 304)
+
 	// Over the tenant's limits: sends, then every other route.
 	e.limit("acme", store.TenantLimits{SendsPerSecond: int32p(1), Burst: int32p(1), RequestsPerSecond: int32p(1)})
 	waitForLimits := func(method, path string, body any) response {
@@ -107,5 +113,33 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 		if !found {
 			t.Errorf("operation %s is documented but no test response was validated against it", op)
 		}
+	}
+}
+
+// GET /v1/openapi.yaml serves docs/openapi.yaml itself, without a key, with what a cache needs.
+func TestTheAPIReferenceIsServed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	onDisk, err := os.ReadFile("../../docs/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := e.do("GET", "/v1/openapi.yaml", "", nil)
+	etag := r.header.Get("ETag")
+	if r.status != 200 || !bytes.Equal(r.body, onDisk) {
+		t.Fatalf("GET /v1/openapi.yaml without a key: %d, %d bytes; want 200 and docs/openapi.yaml (%d bytes)", r.status, len(r.body), len(onDisk))
+	}
+	if ct, cc := r.header.Get("Content-Type"), r.header.Get("Cache-Control"); ct != "application/yaml" || !strings.Contains(cc, "max-age=") || !strings.HasPrefix(etag, `"`) {
+		t.Errorf("Content-Type %q, Cache-Control %q, ETag %q", ct, cc, etag)
+	}
+	if again := e.do("GET", "/v1/openapi.yaml", "", nil, "If-None-Match", etag); again.status != 304 || len(again.body) != 0 {
+		t.Errorf("revalidating with the ETag: %d, %d bytes; want 304 and no body", again.status, len(again.body))
+	}
+	if other := e.do("GET", "/v1/openapi.yaml", "", nil, "If-None-Match", `"stale"`); other.status != 200 {
+		t.Errorf("a stale ETag: %d, want 200", other.status)
+	}
+	// A wrong key does not matter: the document is public.
+	if r := e.do("GET", "/v1/openapi.yaml", "hk_wrong", nil); r.status != 200 {
+		t.Errorf("with a wrong key: %d", r.status)
 	}
 }

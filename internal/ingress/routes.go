@@ -5,21 +5,24 @@ import (
 	"github.com/go-chi/chi/v5"
 )
 
-// Routes mounts the tenant API on r. Every /v1 route sheds load past the in-flight cap, then
-// authenticates (a bad key is 401 before anything else is looked at), then holds the tenant to its limits
-// (limits.go).
+// Routes mounts the tenant API on r. Every /v1 route but the API reference sheds load past the in-flight
+// cap, then authenticates (a bad key is 401 before anything else is looked at), then holds the tenant to
+// its limits (limits.go).
 func (a *API) Routes(r chi.Router) {
 	r.Route("/v1", func(r chi.Router) {
-		r.Use(limitInFlight(a.opts.MaxInFlight), a.authenticate)
-		// Sends count against the tenant's sends per second, item by item, once they are known to be valid
-		// (in the handler); every other route against its requests per second.
-		r.Post("/send", a.handle(a.send))
+		r.Get("/openapi.yaml", serveOpenAPI)
 		r.Group(func(r chi.Router) {
-			r.Use(a.limitRequests)
-			r.Get("/status/{tracking_id}", a.handle(a.status))
-			r.Post("/link-token", a.handle(a.linkToken))
-			r.Post("/phone-verification/start", a.handle(a.startVerification))
-			r.Get("/phone-verification/status/{user_id}", a.handle(a.verificationStatus))
+			r.Use(limitInFlight(a.opts.MaxInFlight), a.authenticate)
+			// Sends count against the tenant's sends per second, item by item, once they are known to be
+			// valid (in the handler); every other route against its requests per second.
+			r.Post("/send", a.handle(a.send))
+			r.Group(func(r chi.Router) {
+				r.Use(a.limitRequests)
+				r.Get("/status/{tracking_id}", a.handle(a.status))
+				r.Post("/link-token", a.handle(a.linkToken))
+				r.Post("/phone-verification/start", a.handle(a.startVerification))
+				r.Get("/phone-verification/status/{user_id}", a.handle(a.verificationStatus))
+			})
 		})
 	})
 }

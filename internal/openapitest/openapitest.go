@@ -95,7 +95,15 @@ func (d *Doc) ValidateResponse(method, path string, status int, contentType stri
 		if len(bytes.TrimSpace(body)) == 0 {
 			return nil
 		}
-		return fmt.Errorf("%s %s %d: the document declares no body", strings.ToUpper(method), path, status)
+		// A body that is not JSON (the document itself, as YAML): its media type must be declared.
+		content, _ := lookup(resp, "content")
+		media, _ := content.(map[string]any)
+		for mediaType := range media {
+			if strings.HasPrefix(contentType, mediaType) {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s %s %d: the document declares no %q body", strings.ToUpper(method), path, status, contentType)
 	}
 	if !strings.HasPrefix(contentType, "application/json") {
 		return fmt.Errorf("%s %s %d: Content-Type %q, documented application/json", strings.ToUpper(method), path, status, contentType)

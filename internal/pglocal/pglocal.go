@@ -32,6 +32,10 @@ type Options struct {
 	Durable bool
 	// MaxConnections; 0 means 200.
 	MaxConnections int
+	// ReplaceRunning stops a server already running on Dir before starting: for a caller that knows such
+	// a server is an orphan (herald dev holds a lock on its data directory, so a server running there was
+	// left by a run that was killed). Without it, Start refuses with ErrRunning.
+	ReplaceRunning bool
 }
 
 // Cluster is a running private cluster.
@@ -79,6 +83,9 @@ func isExec(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
 }
+
+// ErrRunning says a server is already running on the cluster's directory.
+var ErrRunning = errors.New("a PostgreSQL server is already running on this directory")
 
 // Start initialises the cluster if needed and starts it.
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
@@ -134,14 +141,36 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		"-c full_page_writes=" + fsync,
 		"-c shared_buffers=128MB",
 	}, " ")
-	// A stale postmaster.pid from a killed run would make pg_ctl refuse to start.
-	_ = c.removeStalePID()
+	if pid, running := c.runningPID(); running {
+		if !opts.ReplaceRunning {
+			return nil, fmt.Errorf("%w (%s, pid %d)", ErrRunning, opts.Dir, pid)
+		}
+		if out, err := c.run(ctx, "pg_ctl", "stop", "-w", "-m", "fast", "-D", data); err != nil {
+			return nil, fmt.Errorf("while stopping the server left running on %s (pid %d): %w\n%s", opts.Dir, pid, err, out)
+		}
+	} else {
+		// A stale postmaster.pid from a killed run would make pg_ctl refuse to start.
+		_ = os.Remove(filepath.Join(data, "postmaster.pid"))
+	}
+	// The log is kept across runs: a failure shows only what this start wrote.
+	var logStart int64
+	if st, err := os.Stat(c.logOut); err == nil {
+		logStart = st.Size()
+	}
 	out, err := c.run(ctx, "pg_ctl", "start", "-w", "-t", "60", "-D", data, "-l", c.logOut, "-o", pgOpts)
 	if err != nil {
-		logTail, _ := os.ReadFile(c.logOut)
-		return nil, fmt.Errorf("pg_ctl start failed: %w\n%s\n%s", err, out, tail(logTail, 2000))
+		return nil, fmt.Errorf("pg_ctl start failed: %w\n%s\n%s", err, out, c.logSince(logStart, 2000))
 	}
 	return c, nil
+}
+
+// logSince is what the server log gained after offset, at most its last n bytes.
+func (c *Cluster) logSince(offset int64, n int) string {
+	b, err := os.ReadFile(c.logOut)
+	if err != nil || int64(len(b)) < offset {
+		return ""
+	}
+	return tail(b[offset:], n)
 }
 
 // URL is a connection URL for database db.
@@ -179,20 +208,30 @@ func (c *Cluster) CreateDatabase(ctx context.Context, name, template string) err
 
 func (c *Cluster) dataDir() string { return filepath.Join(c.opts.Dir, "data") }
 
-func (c *Cluster) removeStalePID() error {
-	pidFile := filepath.Join(c.dataDir(), "postmaster.pid")
-	b, err := os.ReadFile(pidFile)
+// runningPID reads postmaster.pid and reports whether the server it names is alive. A pid that a process
+// other than a postgres server has taken since (after a reboot) does not count.
+func (c *Cluster) runningPID() (int, bool) {
+	b, err := os.ReadFile(filepath.Join(c.dataDir(), "postmaster.pid"))
 	if err != nil {
-		return nil
+		return 0, false
 	}
 	lines := strings.SplitN(string(b), "\n", 2)
 	pid, _ := strconv.Atoi(strings.TrimSpace(lines[0]))
-	if pid > 0 {
-		if p, err := os.FindProcess(pid); err == nil && p.Signal(zeroSignal) == nil {
-			return nil // still running; pg_ctl will report it
-		}
+	if pid <= 0 {
+		return 0, false
 	}
-	return os.Remove(pidFile)
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return 0, false
+	}
+	// A server owned by another user cannot be signalled, but is alive.
+	if err := p.Signal(zeroSignal); err != nil && !errors.Is(err, os.ErrPermission) {
+		return 0, false
+	}
+	if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && !strings.HasPrefix(string(comm), "postgres") {
+		return 0, false
+	}
+	return pid, true
 }
 
 func (c *Cluster) run(ctx context.Context, tool string, args ...string) ([]byte, error) {

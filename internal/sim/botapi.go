@@ -252,6 +252,7 @@ func (s *Server) sendMessage(r *http.Request, body []byte) (any, error) {
 	c.nextMsgID++
 	sent := SentMessage{MessageID: c.nextMsgID, ChatID: c.id, Text: p.Text, ReplyMarkup: markup, Time: s.now()}
 	c.messages = append(c.messages, sent)
+	c.addLine(Line{From: "bot", MessageID: sent.MessageID, Text: sent.Text, ReplyMarkup: sent.ReplyMarkup, Time: sent.Time})
 	s.stats.Delivered++
 	s.broadcastLocked()
 	bot := s.Bot()

@@ -1,12 +1,14 @@
 package sim
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/heraldhq/herald/internal/messenger"
 )
@@ -20,17 +22,18 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /sim/users", s.handleListUsers)
 	mux.HandleFunc("POST /sim/users", s.handleEnsureUser)
 	mux.HandleFunc("GET /sim/users/{id}", s.handleGetUser)
-	mux.HandleFunc("POST /sim/users/{id}/start", s.handleStart)
-	mux.HandleFunc("POST /sim/users/{id}/message", s.handleMessage)
-	mux.HandleFunc("POST /sim/users/{id}/share-contact", s.handleShareContact)
-	mux.HandleFunc("POST /sim/users/{id}/open-link", s.handleOpenLink)
+	mux.HandleFunc("POST /sim/users/{id}/start", s.acting(s.handleStart))
+	mux.HandleFunc("POST /sim/users/{id}/message", s.acting(s.handleMessage))
+	mux.HandleFunc("POST /sim/users/{id}/share-contact", s.acting(s.handleShareContact))
+	mux.HandleFunc("POST /sim/users/{id}/open-link", s.acting(s.handleOpenLink))
 	mux.HandleFunc("POST /sim/users/{id}/block", s.handleUserAction(s.Block))
 	mux.HandleFunc("POST /sim/users/{id}/unblock", s.handleUserAction(s.Unblock))
 	mux.HandleFunc("POST /sim/users/{id}/delete", s.handleUserAction(s.DeleteUser))
 
 	mux.HandleFunc("GET /sim/chats/{id}/messages", s.handleMessages)
+	mux.HandleFunc("GET /sim/chats/{id}/transcript", s.handleTranscript)
 	mux.HandleFunc("GET /sim/updates", s.handlePendingUpdates)
-	mux.HandleFunc("POST /sim/updates", s.handleInjectUpdate)
+	mux.HandleFunc("POST /sim/updates", s.acting(s.handleInjectUpdate))
 	mux.HandleFunc("GET /sim/webhook", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, s.WebhookInfo()) })
 	mux.HandleFunc("GET /sim/stats", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, s.Stats()) })
 	mux.HandleFunc("GET /sim/faults", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, s.Faults()) })
@@ -59,12 +62,13 @@ var help = map[string]any{
 	"control": []string{
 		`POST /sim/users {"id":1001,"first_name":"Ann","phone_number":"+15551230001"}`,
 		`GET  /sim/users, GET /sim/users/{id}`,
+		`User actions (start, open-link, message, share-contact, POST /sim/updates) answer once the webhook has answered the update: "webhook":{"state":"answered","status":200} (or dropped, pending after ?wait= (default 10s), no_webhook)`,
 		`POST /sim/users/{id}/start {"payload":"<link token>"}`,
 		`POST /sim/users/{id}/open-link {"url":"https://t.me/<bot>?start=<link token>"}`,
 		`POST /sim/users/{id}/message {"text":"/dev_help"}  (optional "chat_id","chat_type" for a group)`,
 		`POST /sim/users/{id}/share-contact {"phone_number":"+15551230001","contact_user_id":1001}  (omit contact_user_id: own contact; 0: no user_id)`,
 		`POST /sim/users/{id}/block | /unblock | /delete`,
-		`GET  /sim/chats/{id}/messages`,
+		`GET  /sim/chats/{id}/messages (what the bot sent), GET /sim/chats/{id}/transcript (both sides, in order)`,
 		`GET  /sim/updates (pending), POST /sim/updates {"edited_message":{...}} (inject)`,
 		`GET  /sim/webhook, GET /sim/stats, POST /sim/reset`,
 		`GET|POST|DELETE /sim/faults {"latency_ms":50,"error_rate_5xx":0.1,"timeout_rate":0,"rate_429":0,"retry_after":1,"next_429":{"count":3,"retry_after":2},"next_5xx":1,"next_timeout":1}`,
@@ -111,15 +115,45 @@ func pathID(w http.ResponseWriter, r *http.Request) (int64, bool) {
 	return id, true
 }
 
-// writeActionResult answers a user action with the update it produced.
-func writeActionResult(w http.ResponseWriter, updateID int64, err error) {
+// answerAction answers a user action with the update it produced and, once the webhook has answered it,
+// what the webhook said: a client that acts next (a tenant starting verification right after a link was
+// opened) finds the update's effect in place. The wait is bounded by Options.ActionWait; ?wait=0 skips it.
+func (s *Server) answerAction(w http.ResponseWriter, r *http.Request, updateID int64, err error) {
 	switch {
 	case errors.Is(err, ErrUserDeleted):
 		writeError(w, http.StatusConflict, "user_deleted", err.Error())
+		return
 	case err != nil:
 		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
-	default:
-		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "update_id": updateID})
+		return
+	}
+	wait, _ := s.actionWait(r)
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	defer cancel()
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "update_id": updateID, "webhook": s.WaitWebhook(ctx, updateID)})
+}
+
+// actionWait is how long an action waits for the webhook: ?wait= (a duration), at most Options.ActionWait.
+func (s *Server) actionWait(r *http.Request) (time.Duration, error) {
+	v := r.URL.Query().Get("wait")
+	if v == "" {
+		return s.opts.ActionWait, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, errors.New("wait must be a duration such as 5s")
+	}
+	return min(d, s.opts.ActionWait), nil
+}
+
+// acting refuses a malformed ?wait= before the action happens.
+func (s *Server) acting(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if _, err := s.actionWait(r); err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+			return
+		}
+		h(w, r)
 	}
 }
 
@@ -162,7 +196,7 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	updateID, err := s.StartUser(id, in.Payload)
-	writeActionResult(w, updateID, err)
+	s.answerAction(w, r, updateID, err)
 }
 
 func (s *Server) handleOpenLink(w http.ResponseWriter, r *http.Request) {
@@ -174,7 +208,7 @@ func (s *Server) handleOpenLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	updateID, err := s.OpenLink(id, in.URL)
-	writeActionResult(w, updateID, err)
+	s.answerAction(w, r, updateID, err)
 }
 
 func (s *Server) handleMessage(w http.ResponseWriter, r *http.Request) {
@@ -192,7 +226,7 @@ func (s *Server) handleMessage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	updateID, err := s.Send(id, Incoming{Text: in.Text, ChatID: in.ChatID, ChatType: in.ChatType})
-	writeActionResult(w, updateID, err)
+	s.answerAction(w, r, updateID, err)
 }
 
 func (s *Server) handleShareContact(w http.ResponseWriter, r *http.Request) {
@@ -208,7 +242,7 @@ func (s *Server) handleShareContact(w http.ResponseWriter, r *http.Request) {
 	}
 	if in.ChatID == 0 || in.ChatID == id {
 		updateID, err := s.ShareContact(id, in.PhoneNumber, in.ContactUserID)
-		writeActionResult(w, updateID, err)
+		s.answerAction(w, r, updateID, err)
 		return
 	}
 	// A contact shared in a group: built here, since ShareContact is for the private chat.
@@ -222,7 +256,7 @@ func (s *Server) handleShareContact(w http.ResponseWriter, r *http.Request) {
 		contact.PhoneNumber = u.PhoneNumber
 	}
 	updateID, err := s.Send(id, Incoming{Contact: contact, ChatID: in.ChatID, ChatType: in.ChatType})
-	writeActionResult(w, updateID, err)
+	s.answerAction(w, r, updateID, err)
 }
 
 func (s *Server) handleUserAction(action func(int64) error) http.HandlerFunc {
@@ -256,6 +290,18 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, map[string]any{"chat_id": id, "messages": msgs})
 }
 
+func (s *Server) handleTranscript(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	lines := s.Transcript(id)
+	if lines == nil {
+		lines = []Line{}
+	}
+	writeJSON(w, 200, map[string]any{"chat_id": id, "lines": lines})
+}
+
 func (s *Server) handlePendingUpdates(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, 200, map[string]any{"updates": s.PendingUpdates()})
 }
@@ -266,7 +312,7 @@ func (s *Server) handleInjectUpdate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	updateID, err := s.InjectUpdate(raw)
-	writeActionResult(w, updateID, err)
+	s.answerAction(w, r, updateID, err)
 }
 
 func (s *Server) handleSetFaults(w http.ResponseWriter, r *http.Request) {

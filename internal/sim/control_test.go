@@ -3,19 +3,25 @@ package sim_test
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/sim"
 )
 
 type actionResult struct {
-	OK       bool   `json:"ok"`
-	UpdateID int64  `json:"update_id"`
-	Error    string `json:"error"`
-	Message  string `json:"message"`
+	OK       bool               `json:"ok"`
+	UpdateID int64              `json:"update_id"`
+	Webhook  sim.WebhookOutcome `json:"webhook"`
+	Error    string             `json:"error"`
+	Message  string             `json:"message"`
 }
 
 func TestUsersAreCreatedAndUpdated(t *testing.T) {
@@ -270,5 +276,128 @@ func TestUpdateIDsStrictlyIncreaseAcrossReset(t *testing.T) {
 	defer fixed.Close()
 	if id, err := fixed.StartUser(1, "x"); err != nil || id != 500 {
 		t.Errorf("with FirstUpdateID 500 the first update id = %d, %v", id, err)
+	}
+}
+
+// A user action answers once the webhook has answered its update, so the caller's next step (a tenant
+// starting verification right after the link was opened) finds the update handled; the answer says what
+// the webhook said, and how long to wait is bounded.
+func TestUserActionsAnswerAfterTheWebhookAnswered(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sim.Options{WebhookAttempts: 2, ActionWait: 3 * time.Second})
+	var mu sync.Mutex
+	handled := map[int64]bool{}
+	refuse := false
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, _ := messenger.ParseUpdate(must(io.ReadAll(r.Body)))
+		time.Sleep(100 * time.Millisecond) // the handler's work: the action must not answer before it ends
+		mu.Lock()
+		defer mu.Unlock()
+		if refuse {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		handled[u.UpdateID] = true
+	}))
+	t.Cleanup(hook.Close)
+
+	// Without a webhook the update waits for getUpdates: nothing to wait for.
+	var res actionResult
+	e.mustControl(t, "POST", "/sim/users/7/message", map[string]string{"text": "hi"}, &res)
+	if res.Webhook.State != sim.WebhookNone {
+		t.Errorf("without a webhook: %+v, want state %q", res.Webhook, sim.WebhookNone)
+	}
+	e.poll(t, res.UpdateID+1)
+
+	if err := e.client.SetWebhook(t.Context(), hook.URL, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, action := range []struct{ path, body string }{
+		{"/sim/users/7/open-link", `{"url":"https://t.me/herald_sim_bot?start=tok"}`},
+		{"/sim/users/7/share-contact", `{"phone_number":"+15551230007"}`},
+		{"/sim/users/7/start", `{"payload":"x"}`},
+		{"/sim/users/7/message", `{"text":"/dev_help"}`},
+	} {
+		var res actionResult
+		e.mustControl(t, "POST", action.path, json.RawMessage(action.body), &res)
+		mu.Lock()
+		done := handled[res.UpdateID]
+		mu.Unlock()
+		if !done || res.Webhook.State != sim.WebhookAnswered || res.Webhook.Status != 200 || res.Webhook.Attempts != 1 {
+			t.Errorf("%s answered %+v before the webhook had handled update %d (handled: %v)", action.path, res.Webhook, res.UpdateID, done)
+		}
+	}
+
+	// A webhook that refuses every attempt: the action says so.
+	mu.Lock()
+	refuse = true
+	mu.Unlock()
+	e.mustControl(t, "POST", "/sim/users/7/message", map[string]string{"text": "refused"}, &res)
+	if res.Webhook.State != sim.WebhookDropped || res.Webhook.Status != 503 || res.Webhook.Attempts != 2 || res.Webhook.Error == "" {
+		t.Errorf("a refused update: %+v, want dropped after 2 attempts with status 503", res.Webhook)
+	}
+	// ?wait=0 answers at once; the update is still on its way.
+	e.mustControl(t, "POST", "/sim/users/7/message?wait=0", map[string]string{"text": "no wait"}, &res)
+	if res.Webhook.State != sim.WebhookPending {
+		t.Errorf("?wait=0: %+v, want %q", res.Webhook, sim.WebhookPending)
+	}
+	if status := e.control(t, "POST", "/sim/users/7/message?wait=soon", map[string]string{"text": "x"}, &res); status != 400 {
+		t.Errorf("?wait=soon: status %d, want 400", status)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// A chat's transcript holds both sides in order, as the chat shows them; every action signals a change.
+func TestTranscriptShowsBothSidesInOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sim.Options{})
+	changed := e.sim.Changed()
+	if _, err := e.sim.StartUser(9, "tok"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	default:
+		t.Error("a user's action did not signal a change")
+	}
+	if _, err := e.send(t, 9, "A message from Demo App\nWelcome"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.sim.ShareContact(9, "+15550000009", nil); err != nil {
+		t.Fatal(err)
+	}
+	changed = e.sim.Changed()
+	if err := e.sim.Block(9); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	default:
+		t.Error("blocking the bot did not signal a change")
+	}
+	var got struct {
+		Lines []sim.Line `json:"lines"`
+	}
+	e.mustControl(t, "GET", "/sim/chats/9/transcript", nil, &got)
+	if len(got.Lines) != 3 {
+		t.Fatalf("transcript: %+v", got.Lines)
+	}
+	if l := got.Lines[0]; l.From != "user" || l.UserID != 9 || l.Text != "/start tok" {
+		t.Errorf("first line %+v", l)
+	}
+	if l := got.Lines[1]; l.From != "bot" || l.Text != "A message from Demo App\nWelcome" || l.MessageID == 0 {
+		t.Errorf("second line %+v", l)
+	}
+	if l := got.Lines[2]; l.From != "user" || l.Contact == nil || l.Contact.PhoneNumber != "+15550000009" {
+		t.Errorf("third line %+v", l)
+	}
+	if msgs := e.sim.Messages(9); len(msgs) != 1 {
+		t.Errorf("messages (the bot's only): %+v", msgs)
 	}
 }

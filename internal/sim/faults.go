@@ -55,6 +55,7 @@ func (s *Server) SetFaults(f Faults) error {
 	}
 	s.mu.Lock()
 	s.faults = f
+	s.broadcastLocked()
 	s.mu.Unlock()
 	s.log.Info("faults set", "faults", f)
 	return nil

@@ -62,6 +62,9 @@ type Options struct {
 	WebhookBackoff time.Duration
 	// WebhookClient POSTs updates to the webhook; default: a client with a 10 s timeout.
 	WebhookClient *http.Client
+	// ActionWait bounds how long a control call that makes a user act (open-link, start, message,
+	// share-contact, an injected update) waits for the webhook's answer to the update; default 10 s.
+	ActionWait time.Duration
 
 	Logger *slog.Logger // default slog.Default()
 }
@@ -115,6 +118,9 @@ func (o Options) withDefaults() Options {
 	if o.WebhookClient == nil {
 		o.WebhookClient = &http.Client{Timeout: 10 * time.Second}
 	}
+	if o.ActionWait <= 0 {
+		o.ActionWait = 10 * time.Second
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -147,7 +153,8 @@ type Server struct {
 	pending      []queued
 	allowed      []string // allowed_updates, as last set by setWebhook or getUpdates
 	webhook      webhookConfig
-	pollSeq      int64 // identifies the newest getUpdates call; older ones end with 409
+	outcomes     outcomes // what became of the updates delivered to the webhook, the latest ones
+	pollSeq      int64    // identifies the newest getUpdates call; older ones end with 409
 }
 
 type user struct {
@@ -155,12 +162,34 @@ type user struct {
 }
 
 type chat struct {
-	id        int64
-	typ       string
-	title     string
-	nextMsgID int64
-	bucket    bucket
-	messages  []SentMessage
+	id         int64
+	typ        string
+	title      string
+	nextMsgID  int64
+	bucket     bucket
+	messages   []SentMessage
+	transcript []Line // both sides, in order, the latest maxTranscript
+}
+
+// maxTranscript bounds a chat's transcript.
+const maxTranscript = 1000
+
+// Line is one message of a chat as its members see it, from the bot or from a user.
+type Line struct {
+	From        string             `json:"from"` // "bot" or "user"
+	UserID      int64              `json:"user_id,omitempty"`
+	MessageID   int64              `json:"message_id"`
+	Text        string             `json:"text,omitempty"`
+	Contact     *messenger.Contact `json:"contact,omitempty"`
+	ReplyMarkup json.RawMessage    `json:"reply_markup,omitempty"`
+	Time        time.Time          `json:"time"`
+}
+
+func (c *chat) addLine(l Line) {
+	if len(c.transcript) >= maxTranscript {
+		c.transcript = c.transcript[1:]
+	}
+	c.transcript = append(c.transcript, l)
 }
 
 // User is a simulated platform user. Its private chat with the bot has chat id == ID.
@@ -222,6 +251,7 @@ func New(opts Options) *Server {
 		chats:        map[int64]*chat{},
 		limits:       opts.limits(),
 		nextUpdateID: opts.FirstUpdateID,
+		outcomes:     outcomes{byID: map[int64]WebhookOutcome{}},
 	}
 	s.handler = s.routes()
 	s.wg.Go(s.deliverLoop)
@@ -304,6 +334,24 @@ func (s *Server) Messages(chatID int64) []SentMessage {
 		return append([]SentMessage(nil), c.messages...)
 	}
 	return nil
+}
+
+// Transcript returns what the chat shows, both sides, oldest first (at most the latest 1000 lines).
+func (s *Server) Transcript(chatID int64) []Line {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.chats[chatID]; c != nil {
+		return append([]Line(nil), c.transcript...)
+	}
+	return nil
+}
+
+// Changed returns a channel that is closed at the next change of the simulated world: a user's action or
+// account, a message, an update's delivery, the faults.
+func (s *Server) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
 }
 
 // WaitMessages waits until the chat has received at least n messages and returns them all.

@@ -102,6 +102,7 @@ func (s *Server) EnsureUser(in User) (User, error) {
 	if in.PhoneNumber != "" {
 		u.PhoneNumber = in.PhoneNumber
 	}
+	s.broadcastLocked()
 	return u.User, nil
 }
 
@@ -182,6 +183,8 @@ func (s *Server) Send(userID int64, in Incoming) (int64, error) {
 	}
 	id, err := s.enqueueLocked(messenger.KindMessage, msg)
 	if err == nil {
+		c.addLine(Line{From: "user", UserID: u.ID, MessageID: msg.MessageID, Text: msg.Text, Contact: msg.Contact, Time: s.now()})
+		s.broadcastLocked()
 		// Never the text: a /start payload is a live link token, and the rest is the user's. The command
 		// name and the length say enough to follow a test.
 		command := ""
@@ -281,6 +284,7 @@ func (s *Server) setBlockedLocked(u *user, blocked bool) (int64, error) {
 		return 0, nil
 	}
 	u.Blocked = blocked
+	s.broadcastLocked()
 	oldStatus, newStatus := "member", "kicked"
 	if !blocked {
 		oldStatus, newStatus = newStatus, oldStatus
@@ -307,6 +311,7 @@ func (s *Server) DeleteUser(userID int64) error {
 		return fmt.Errorf("no user %d", userID)
 	}
 	u.Deleted = true
+	s.broadcastLocked()
 	s.log.Info("user deleted their account", "user_id", userID)
 	return nil
 }
@@ -355,7 +360,8 @@ func (s *Server) WebhookInfo() messenger.WebhookInfo {
 }
 
 // deliverLoop POSTs pending updates to the webhook, one at a time and in order. An update the webhook keeps
-// refusing is dropped after WebhookAttempts, so one bad update cannot stall the rest forever.
+// refusing is dropped after WebhookAttempts, so one bad update cannot stall the rest forever. What became
+// of each update is recorded for WaitWebhook.
 func (s *Server) deliverLoop() {
 	for {
 		s.mu.Lock()
@@ -372,8 +378,8 @@ func (s *Server) deliverLoop() {
 		next, hook := s.pending[0], s.webhook
 		s.mu.Unlock()
 
-		delivered := false
-		for attempt := 1; attempt <= s.opts.WebhookAttempts && !delivered; attempt++ {
+		out := WebhookOutcome{UpdateID: next.id}
+		for attempt := 1; attempt <= s.opts.WebhookAttempts && out.State != WebhookAnswered; attempt++ {
 			if attempt > 1 {
 				select {
 				case <-time.After(s.opts.WebhookBackoff << (attempt - 2)):
@@ -384,12 +390,14 @@ func (s *Server) deliverLoop() {
 					break
 				}
 			}
-			err := s.post(hook, next.body)
+			status, err := s.post(hook, next.body)
+			out.Attempts, out.Status = attempt, status
 			s.mu.Lock()
 			if err == nil {
-				delivered = true
+				out.State, out.Error = WebhookAnswered, ""
 				s.stats.WebhookDeliveries++
 			} else {
+				out.Error = err.Error()
 				s.stats.WebhookFailures++
 				if s.webhook.gen == hook.gen {
 					s.webhook.lastError, s.webhook.lastAt = err.Error(), s.now()
@@ -403,10 +411,13 @@ func (s *Server) deliverLoop() {
 		// Pop only if nothing changed meanwhile: a new webhook or drop_pending_updates decides anew.
 		if s.webhook.gen == hook.gen && len(s.pending) > 0 && s.pending[0].id == next.id {
 			s.pending = s.pending[1:]
-			if !delivered {
+			if out.State != WebhookAnswered {
+				out.State = WebhookDropped
 				s.stats.WebhookDropped++
 				s.log.Error("dropped an update the webhook kept refusing", "update_id", next.id)
 			}
+			s.outcomes.add(out)
+			s.broadcastLocked()
 		}
 		s.mu.Unlock()
 	}
@@ -418,7 +429,8 @@ func (s *Server) webhookUnchanged(gen, id int64) bool {
 	return s.webhook.gen == gen && len(s.pending) > 0 && s.pending[0].id == id
 }
 
-func (s *Server) post(hook webhookConfig, body []byte) error {
+// post delivers one update and returns the webhook's HTTP status (0 when it did not answer).
+func (s *Server) post(hook webhookConfig, body []byte) (int, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -430,7 +442,7 @@ func (s *Server) post(hook webhookConfig, body []byte) error {
 	}()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hook.url, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("while building the webhook request: %w", err)
+		return 0, fmt.Errorf("while building the webhook request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if hook.secret != "" {
@@ -438,12 +450,78 @@ func (s *Server) post(hook webhookConfig, body []byte) error {
 	}
 	resp, err := s.opts.WebhookClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("while posting to the webhook: %w", err)
+		return 0, fmt.Errorf("while posting to the webhook: %w", err)
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fmt.Errorf("wrong response from the webhook: %s", resp.Status)
+		return resp.StatusCode, fmt.Errorf("wrong response from the webhook: %s", resp.Status)
 	}
-	return nil
+	return resp.StatusCode, nil
+}
+
+// The states of a WebhookOutcome.
+const (
+	WebhookAnswered = "answered" // the webhook answered 2xx: the update has been handled
+	WebhookDropped  = "dropped"  // the webhook refused every attempt; the update is gone
+	WebhookPending  = "pending"  // no answer yet within the wait; the update is still being delivered
+	WebhookNone     = "no_webhook"
+	WebhookFiltered = "filtered" // allowed_updates left the update out; it was never queued
+)
+
+// WebhookOutcome says what became of an update sent to the webhook.
+type WebhookOutcome struct {
+	UpdateID int64  `json:"-"`
+	State    string `json:"state"`
+	Status   int    `json:"status,omitempty"` // the last answer's HTTP status; 0: none
+	Attempts int    `json:"attempts,omitempty"`
+	Error    string `json:"error,omitempty"` // why the last attempt failed, or why nothing was waited for
+}
+
+// outcomes keeps the outcomes of the latest updates, for callers that wait for one.
+type outcomes struct {
+	byID  map[int64]WebhookOutcome
+	order []int64
+}
+
+const keptOutcomes = 1024
+
+func (o *outcomes) add(out WebhookOutcome) {
+	if len(o.order) >= keptOutcomes {
+		delete(o.byID, o.order[0])
+		o.order = o.order[1:]
+	}
+	o.byID[out.UpdateID] = out
+	o.order = append(o.order, out.UpdateID)
+}
+
+// WaitWebhook waits until the webhook has answered the update (or the simulator gave it up) and says how;
+// without a webhook it returns at once (the update waits for getUpdates). When ctx ends first, the outcome
+// is WebhookPending.
+func (s *Server) WaitWebhook(ctx context.Context, updateID int64) WebhookOutcome {
+	if updateID == 0 {
+		return WebhookOutcome{State: WebhookFiltered, Error: "allowed_updates leaves this kind of update out"}
+	}
+	for {
+		s.mu.Lock()
+		out, done := s.outcomes.byID[updateID]
+		queued := slices.ContainsFunc(s.pending, func(q queued) bool { return q.id == updateID })
+		url, ch := s.webhook.url, s.changed
+		s.mu.Unlock()
+		switch {
+		case done:
+			return out
+		case !queued:
+			return WebhookOutcome{UpdateID: updateID, State: WebhookNone, Error: "the update is not waiting for the webhook (fetched with getUpdates, or dropped)"}
+		case url == "":
+			return WebhookOutcome{UpdateID: updateID, State: WebhookNone, Error: "no webhook is set: the update waits for getUpdates"}
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return WebhookOutcome{UpdateID: updateID, State: WebhookPending, Error: "the webhook has not answered yet"}
+		case <-s.done:
+			return WebhookOutcome{UpdateID: updateID, State: WebhookPending, Error: "the simulator is closing"}
+		}
+	}
 }

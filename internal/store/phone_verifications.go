@@ -24,16 +24,17 @@ func (s *Store) StartVerification(ctx context.Context, tenantID, userID, label s
 		if err := tx.QueryRow(ctx, `SELECT chat_id FROM links WHERE tenant_id = $1 AND user_id = $2 FOR UPDATE`, tenantID, userID).Scan(&chatID); err != nil {
 			return err
 		}
+		n = prompt(chatID)
 		if err := tx.QueryRow(ctx, `
-			INSERT INTO phone_verifications (tenant_id, user_id, status, session_expires_at, label, updated_at)
-			VALUES ($1, $2, 'pending', now() + $4::interval, $3, now())
+			INSERT INTO phone_verifications (tenant_id, user_id, status, session_expires_at, label, prompt_tracking_id, updated_at)
+			VALUES ($1, $2, 'pending', now() + $4::interval, $3, $5, now())
 			ON CONFLICT (tenant_id, user_id) DO UPDATE
 			  SET status = 'pending', session_expires_at = EXCLUDED.session_expires_at, label = EXCLUDED.label,
+			      prompt_tracking_id = EXCLUDED.prompt_tracking_id,
 			      verified_at = NULL, phone_last4 = NULL, phone_hash = NULL, updated_at = now()
-			RETURNING session_expires_at`, tenantID, userID, label, VerificationTTL.String()).Scan(&expires); err != nil {
+			RETURNING session_expires_at`, tenantID, userID, label, VerificationTTL.String(), n.TrackingID).Scan(&expires); err != nil {
 			return err
 		}
-		n = prompt(chatID)
 		return insertSystem(ctx, tx, n)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -49,7 +50,23 @@ type Verification struct {
 	VerifiedAt *time.Time
 	PhoneLast4 *string
 	UpdatedAt  time.Time
+	// Prompt is the delivery of the latest session's prompt; nil before any session (or once purged).
+	Prompt *PromptDelivery
 }
+
+// PromptDelivery is what became of a verification prompt: its delivery state and last error (a user who
+// blocked the bot: blocked, 403), never its text.
+type PromptDelivery struct {
+	Status           Status
+	LastErrorCode    int
+	LastErrorMessage *string
+	UpdatedAt        time.Time
+}
+
+// verificationStatusSQL is a user's verification status from phone_verifications v (LEFT JOINed): none is
+// unverified, and so is a pending session past its expiry.
+const verificationStatusSQL = `CASE WHEN v.status = 'pending' AND v.session_expires_at <= now() THEN 'unverified'
+		            ELSE COALESCE(v.status, 'unverified') END`
 
 // GetVerification reads a user's verification; ErrNotFound when the user does not exist for the tenant.
 // A user without a verification record is unverified; a pending session past its expiry reads as
@@ -58,14 +75,29 @@ func (s *Store) GetVerification(ctx context.Context, tenantID, userID string) (V
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	v := Verification{UserID: userID}
+	var p PromptDelivery
+	var promptStatus *Status
+	var promptUpdatedAt *time.Time
+	var promptCode *int
 	err := s.pool.QueryRow(ctx, `
-		SELECT CASE WHEN v.status = 'pending' AND v.session_expires_at <= now() THEN 'unverified'
-		            ELSE COALESCE(v.status, 'unverified') END,
-		       v.verified_at, v.phone_last4, COALESCE(v.updated_at, u.created_at)
+		SELECT `+verificationStatusSQL+`,
+		       v.verified_at, v.phone_last4, COALESCE(v.updated_at, u.created_at),
+		       p.status, p.last_error_code, p.last_error_message, p.updated_at
 		FROM users u LEFT JOIN phone_verifications v USING (tenant_id, user_id)
+		     LEFT JOIN notifications p ON p.tracking_id = v.prompt_tracking_id
 		WHERE u.tenant_id = $1 AND u.user_id = $2`, tenantID, userID).
-		Scan(&v.Status, &v.VerifiedAt, &v.PhoneLast4, &v.UpdatedAt)
+		Scan(&v.Status, &v.VerifiedAt, &v.PhoneLast4, &v.UpdatedAt, &promptStatus, &promptCode, &p.LastErrorMessage, &promptUpdatedAt)
+	v.Prompt = p.from(promptStatus, promptCode, promptUpdatedAt)
 	return v, translate(err, "reading verification")
+}
+
+// from completes p with the columns of a LEFT JOINed prompt; nil when there is none.
+func (p *PromptDelivery) from(status *Status, code *int, updatedAt *time.Time) *PromptDelivery {
+	if status == nil || code == nil || updatedAt == nil {
+		return nil
+	}
+	p.Status, p.LastErrorCode, p.UpdatedAt = *status, *code, *updatedAt
+	return p
 }
 
 // ContactShare is the sender's own contact, shared in a private chat: only the last four digits and the

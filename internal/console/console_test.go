@@ -1,0 +1,244 @@
+package console_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald/internal/devenv"
+	"github.com/heraldhq/herald/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// dev is a running herald dev: the real stack on a pgtest database, the embedded broker and the simulator.
+type dev struct {
+	base, key string
+	stop      func() // stops it (at the latest when the test ends), failing the test if that takes over 10 s
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+var keyLine = regexp.MustCompile(`export HERALD=(http://\S+) KEY=(hk_[A-Za-z0-9_-]+)`)
+
+func startDev(t *testing.T) dev {
+	t.Helper()
+	// Port 0: the walkthrough says which port it got.
+	addr := "127.0.0.1:0"
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- devenv.Run(ctx, devenv.Options{HTTPAddr: addr, DataDir: t.TempDir(), DatabaseURL: pgtest.NewDatabase(t),
+			TopicPrefix: "herald", DeepLinkBase: "https://t.me", RateLimit: 30,
+			Logger: slog.New(slog.DiscardHandler), Stdout: out})
+	}()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("herald dev did not stop cleanly: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Error("herald dev did not stop within 10 s (an open console stream holding the shutdown?)")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	for deadline := time.Now().Add(60 * time.Second); !keyLine.MatchString(out.String()); time.Sleep(20 * time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("herald dev stopped: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("herald dev did not start within 60 s")
+		}
+	}
+	m := keyLine.FindStringSubmatch(out.String())
+	return dev{base: m[1], key: m[2], stop: stop}
+}
+
+func get(t *testing.T, url string, header ...string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", url, nil)
+	for i := 0; i+1 < len(header); i += 2 {
+		if header[i] == "Host" {
+			req.Host = header[i+1]
+		}
+		req.Header.Set(header[i], header[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	t.Cleanup(func() { res.Body.Close() })
+	return res
+}
+
+// The page, its files and the session are served to the developer's browser, on an IP address or
+// localhost only: a rebinding name that resolves to 127.0.0.1 gets nothing, the demo key least of all.
+func TestThePageIsServedLocallyOnly(t *testing.T) {
+	t.Parallel()
+	d := startDev(t)
+	page := get(t, d.base+"/")
+	body, _ := io.ReadAll(page.Body)
+	if page.StatusCode != 200 || !strings.Contains(string(body), `<script type="module" src="/console/app.js">`) ||
+		!strings.Contains(page.Header.Get("Content-Security-Policy"), "default-src 'self'") {
+		t.Errorf("GET /: %d %s\n%s", page.StatusCode, page.Header, body)
+	}
+	for path, contentType := range map[string]string{"/console/app.js": "javascript", "/console/style.css": "text/css", "/console/render.js": "javascript"} {
+		if res := get(t, d.base+path); res.StatusCode != 200 || !strings.Contains(res.Header.Get("Content-Type"), contentType) {
+			t.Errorf("GET %s: %d %s", path, res.StatusCode, res.Header.Get("Content-Type"))
+		}
+	}
+	var s struct {
+		Tenant    string `json:"tenant"`
+		APIKey    string `json:"api_key"`
+		Simulator bool   `json:"simulator"`
+	}
+	res := get(t, d.base+"/console/api/session")
+	if err := json.NewDecoder(res.Body).Decode(&s); err != nil || s.APIKey != d.key || !s.Simulator || s.Tenant != "demo" {
+		t.Errorf("session: %+v, %v", s, err)
+	}
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(d.base, "http://"))
+	for _, host := range []string{"localhost:" + port, "[::1]:" + port} {
+		if res := get(t, d.base+"/console/api/session", "Host", host); res.StatusCode != 200 {
+			t.Errorf("Host %s: %d", host, res.StatusCode)
+		}
+	}
+	for _, path := range []string{"/", "/console/api/session", "/console/api/events", "/console/app.js"} {
+		if res := get(t, d.base+path, "Host", "rebind.example:"+port); res.StatusCode != http.StatusForbidden {
+			t.Errorf("GET %s with Host rebind.example: %d, want 403", path, res.StatusCode)
+		}
+	}
+}
+
+// The stream pushes the state at once, then again when something changes, without the page asking.
+func TestEventsPushTheStateWhenItChanges(t *testing.T) {
+	t.Parallel()
+	d := startDev(t)
+	res := get(t, d.base+"/console/api/events")
+	if ct := res.Header.Get("Content-Type"); res.StatusCode != 200 || ct != "text/event-stream" {
+		t.Fatalf("events: %d %q", res.StatusCode, ct)
+	}
+	events := make(chan map[string]any, 16)
+	go func() {
+		sc := bufio.NewScanner(res.Body)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				var st map[string]any
+				_ = json.Unmarshal([]byte(data), &st)
+				events <- st
+			}
+		}
+		close(events)
+	}()
+	next := func(what string) map[string]any {
+		t.Helper()
+		select {
+		case st, ok := <-events:
+			if !ok {
+				t.Fatalf("the stream ended while waiting for %s", what)
+			}
+			return st
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no event for %s within 10 s", what)
+		}
+		return nil
+	}
+	if st := next("the first state"); len(st["chats"].([]any)) != 0 || len(st["notifications"].([]any)) != 0 {
+		t.Errorf("the first state of a fresh dev: %v", st)
+	}
+
+	// A user writes to the bot: the chat appears, with the user's line.
+	post, err := http.Post(d.base+"/sim/users/1001/message", "application/json", strings.NewReader(`{"text":"hello <b>bot</b>"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	post.Body.Close()
+	st := next("the user's message")
+	chats := st["chats"].([]any)
+	if len(chats) != 1 {
+		t.Fatalf("after a message: %v", st)
+	}
+	lines := chats[0].(map[string]any)["lines"].([]any)
+	if line := lines[0].(map[string]any); line["from"] != "user" || line["text"] != "hello <b>bot</b>" {
+		t.Errorf("the chat's line: %v", line)
+	}
+
+	// A link token makes a tenant user: the state pushed next lists it (read from PostgreSQL).
+	req, _ := http.NewRequest("POST", d.base+"/v1/link-token", strings.NewReader(`{"user_id":"carol"}`))
+	req.Header.Set("Authorization", "Bearer "+d.key)
+	req.Header.Set("Content-Type", "application/json")
+	lt, err := http.DefaultClient.Do(req)
+	if err != nil || lt.StatusCode != 201 {
+		t.Fatalf("link token: %v %v", lt, err)
+	}
+	lt.Body.Close()
+	for {
+		st := next("the new tenant user")
+		if users := st["users"].([]any); len(users) == 1 && users[0].(map[string]any)["user_id"] == "carol" {
+			break
+		}
+	}
+
+	// herald dev stops at once with the page still listening: the stream ends.
+	d.stop()
+	for range events {
+	}
+}
+
+// The console is a dev tool: only herald dev mounts it, never a production component.
+func TestOnlyHeraldDevMountsTheConsole(t *testing.T) {
+	root := filepath.Join("..", "..")
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "bin" || strings.HasPrefix(d.Name(), ".")) && path != root {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if strings.Contains(string(b), `"github.com/heraldhq/herald/internal/console"`) && filepath.Dir(rel) != filepath.Join("internal", "devenv") {
+			t.Errorf("%s imports the dev console; only internal/devenv (herald dev) may", rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

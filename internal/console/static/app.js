@@ -1,0 +1,144 @@
+// The dev console: the server pushes the state (server-sent events), the page renders it, and every
+// button calls the real tenant API or the simulator's control API. No polling here.
+
+import { $ } from './dom.js';
+import { v1, sim, session, useKey } from './api.js';
+import * as view from './render.js';
+
+const ui = { state: null, selected: null, deepLink: '' };
+
+const tenantUser = () => $('#user-id').value.trim() || 'alice';
+const linkUser = () => Number($('#open-link-user').value) || 1001;
+// A simulated user without a phone number shares this one.
+const phoneOf = (user) => user.phone_number || '+1555' + String(user.id).padStart(7, '0').slice(-7);
+const selectedChat = () => ui.state?.chats.find((c) => c.user.id === ui.selected) || null;
+
+function render() {
+  const st = ui.state;
+  if (!st) return;
+  if (!selectedChat() && st.chats.length) ui.selected = st.chats[0].user.id;
+  const chat = selectedChat();
+  view.renderChatList(st.chats, ui.selected, (id) => { ui.selected = id; render(); });
+  view.renderChat(chat, press);
+  const user = st.users.find((u) => u.user_id === tenantUser());
+  view.renderUsers(st.users);
+  view.renderVerification(user);
+  view.renderWalkthrough(tenantUser(), user);
+  view.renderNotifications(st.notifications);
+  view.renderFaults(st.faults, st.stats);
+  $('#block').textContent = chat?.user.blocked ? 'Unblock the bot' : 'Block the bot';
+  for (const id of ['#block', '#delete-account', '#share-foreign']) $(id).disabled = !chat || chat.user.deleted;
+  $('#say-form button').disabled = !chat || chat.user.deleted;
+  $('#messenger').classList.toggle('no-sim', !st.faults);
+}
+
+// A button of the reply keyboard: "Share my phone number" shares the user's own contact; any other sends
+// its text, as the platform does.
+async function press(chat, button) {
+  const res = button.request_contact
+    ? await sim('POST', `/users/${chat.user.id}/share-contact`, { phone_number: phoneOf(chat.user) })
+    : await sim('POST', `/users/${chat.user.id}/message`, { text: button.text });
+  view.showResult('#user-result', res);
+}
+
+async function openLink(url, userID) {
+  if (!url) return;
+  if (!ui.state?.chats.some((c) => c.user.id === userID)) {
+    await sim('POST', '/users', { id: userID, phone_number: phoneOf({ id: userID }) });
+  }
+  ui.selected = userID;
+  view.showResult('#user-result', await sim('POST', `/users/${userID}/open-link`, { url }));
+}
+
+function bind() {
+  $('#user-id').addEventListener('input', render);
+  $('#open-link-user').addEventListener('input', () => { $('#open-as').textContent = linkUser(); });
+
+  $('#create-link-token').addEventListener('click', async () => {
+    const res = await v1('POST', '/link-token', { user_id: tenantUser() });
+    view.showResult('#tenant-result', res);
+    if (!res.ok) return;
+    ui.deepLink = res.json.deep_link;
+    const a = $('#deep-link-url');
+    a.textContent = ui.deepLink;
+    if (/^https?:\/\//.test(ui.deepLink)) a.href = ui.deepLink;
+    $('#deep-link').hidden = false;
+    $('#open-link-url').value = ui.deepLink;
+  });
+  // The deep link opens in the simulated messenger, as the user it is meant for.
+  $('#deep-link-url').addEventListener('click', (e) => { e.preventDefault(); openLink(ui.deepLink, linkUser()); });
+  $('#open-deep-link').addEventListener('click', () => openLink(ui.deepLink, linkUser()));
+  $('#open-link-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    openLink($('#open-link-url').value.trim(), linkUser());
+  });
+
+  $('#start-verification').addEventListener('click', async () => {
+    view.showResult('#tenant-result', await v1('POST', '/phone-verification/start', { user_id: tenantUser() }));
+  });
+  $('#send-form').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const body = { user_id: tenantUser(), message: $('#message').value, priority: Number($('#priority').value) };
+    view.showResult('#tenant-result', await v1('POST', '/send', body));
+  });
+
+  $('#say-form').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const chat = selectedChat();
+    const text = $('#say-text').value;
+    if (!chat || !text) return;
+    $('#say-text').value = '';
+    view.showResult('#user-result', await sim('POST', `/users/${chat.user.id}/message`, { text }));
+  });
+  $('#share-foreign').addEventListener('click', async () => {
+    const chat = selectedChat();
+    if (!chat) return;
+    // Someone else's contact: another user id, another number. Herald must not verify with it.
+    const body = { phone_number: '+15559990000', contact_user_id: 999000 + (chat.user.id % 1000) };
+    view.showResult('#user-result', await sim('POST', `/users/${chat.user.id}/share-contact`, body));
+  });
+  $('#block').addEventListener('click', async () => {
+    const chat = selectedChat();
+    if (!chat) return;
+    view.showResult('#user-result', await sim('POST', `/users/${chat.user.id}/${chat.user.blocked ? 'unblock' : 'block'}`));
+  });
+  $('#delete-account').addEventListener('click', async () => {
+    const chat = selectedChat();
+    if (!chat) return;
+    view.showResult('#user-result', await sim('POST', `/users/${chat.user.id}/delete`));
+  });
+
+  for (const id of ['#fault-429', '#fault-5xx', '#fault-latency']) {
+    $(id).addEventListener('change', async () => {
+      const faults = {};
+      if ($('#fault-429').checked) Object.assign(faults, { rate_429: 1, retry_after: 2 });
+      if ($('#fault-5xx').checked) faults.error_rate_5xx = 1;
+      if ($('#fault-latency').checked) faults.latency_ms = 800;
+      view.showResult('#user-result', await sim('POST', '/faults', faults));
+    });
+  }
+}
+
+function listen() {
+  const conn = $('#connection');
+  const events = new EventSource('/console/api/events');
+  events.addEventListener('open', () => { conn.textContent = 'live'; conn.className = 'connection live'; });
+  events.addEventListener('error', () => { conn.textContent = 'reconnecting…'; conn.className = 'connection down'; });
+  events.addEventListener('state', (e) => {
+    ui.state = JSON.parse(e.data);
+    render();
+  });
+}
+
+async function main() {
+  const s = await session();
+  if (s.ok) {
+    useKey(s.json.api_key);
+    $('#tenant-id').textContent = s.json.tenant;
+    $('#openapi-link').href = s.json.openapi;
+  }
+  bind();
+  listen();
+}
+
+main();

@@ -1,0 +1,164 @@
+// Rendering of the state the server pushes. Every function replaces the content of one part of the page.
+
+import { el, fill, $ } from './dom.js';
+
+const time = (ts) => (ts ? new Date(ts).toLocaleTimeString([], { hour12: false }) : '');
+
+// stateBadge renders any status string: the class is derived from it, so a state this page has never heard
+// of still shows (with the default style), and the lifecycle states have their styles ready.
+export function stateBadge(status) {
+  const safe = String(status).toLowerCase().replace(/[^a-z0-9_-]/g, '');
+  return el('span', { class: `state state-${safe}` }, status);
+}
+
+const userName = (u) => [u.first_name, u.last_name].filter(Boolean).join(' ') || `User ${u.id}`;
+
+// chatList renders the chats as a phone's chat list; pick(id) selects one.
+export function renderChatList(chats, selected, pick) {
+  const list = $('#chat-list');
+  fill(list, ...chats.map((c) => {
+    const last = c.lines[c.lines.length - 1];
+    const preview = last ? (last.contact ? 'Shared a contact' : last.text.split('\n').pop()) : 'no messages yet';
+    return el('li', { class: c.user.id === selected ? 'selected' : '', dataset: { user: c.user.id } },
+      el('button', { type: 'button', onclick: () => pick(c.user.id) },
+        el('span', { class: 'avatar', 'aria-hidden': 'true' }, userName(c.user).slice(0, 1)),
+        el('span', { class: 'who' }, el('b', {}, userName(c.user)), ' ', el('small', {}, `#${c.user.id}`),
+          c.user.blocked ? el('span', { class: 'tag' }, 'blocked the bot') : null,
+          c.user.deleted ? el('span', { class: 'tag' }, 'deleted') : null),
+        el('span', { class: 'preview' }, preview)));
+  }));
+}
+
+// currentKeyboard is the reply keyboard the chat shows: the latest one the bot sent, until the bot removes
+// it, or the user answers a one-time keyboard.
+export function currentKeyboard(lines) {
+  let kb = null;
+  for (const line of lines) {
+    if (line.from === 'bot' && line.reply_markup) {
+      if (Array.isArray(line.reply_markup.keyboard)) kb = line.reply_markup;
+      else if (line.reply_markup.remove_keyboard) kb = null;
+    } else if (line.from === 'user' && kb && kb.one_time_keyboard) {
+      kb = null;
+    }
+  }
+  return kb;
+}
+
+// renderChat renders one chat as the platform shows it: the bot's messages on the left (the brand line
+// first), the user's on the right, and the reply keyboard as buttons under the chat.
+export function renderChat(c, press) {
+  const lines = $('#chat-lines');
+  const stick = lines.scrollTop + lines.clientHeight >= lines.scrollHeight - 8;
+  if (!c) {
+    fill($('#chat-title'), 'No chat yet');
+    fill(lines, el('li', { class: 'hint' }, 'Create a link token, then open its deep link as a user: their chat with the bot appears here.'));
+    $('#keyboard').hidden = true;
+    return;
+  }
+  fill($('#chat-title'), el('b', {}, userName(c.user)), ` #${c.user.id}`,
+    c.user.phone_number ? el('small', {}, ` ${c.user.phone_number}`) : null,
+    c.user.blocked ? el('span', { class: 'tag' }, 'blocked the bot') : null,
+    c.user.deleted ? el('span', { class: 'tag' }, 'account deleted') : null);
+  fill(lines, ...c.lines.map((line) => {
+    let body;
+    if (line.contact) {
+      const who = [line.contact.first_name, line.contact.last_name].filter(Boolean).join(' ');
+      const own = line.contact.user_id === c.user.id;
+      body = el('span', { class: 'contact' }, own ? 'Shared my contact: ' : 'Shared a contact: ', el('b', {}, who || 'someone'), ` ${line.contact.phone_number}`);
+    } else if (line.from === 'bot') {
+      const [first, ...rest] = line.text.split('\n');
+      body = first.startsWith('A message from ')
+        ? [el('span', { class: 'brand' }, first), rest.length ? '\n' + rest.join('\n') : '']
+        : line.text;
+    } else {
+      body = line.text;
+    }
+    return el('li', { class: `bubble ${line.from}`, dataset: { id: line.message_id } },
+      el('span', { class: 'text' }, body), el('time', {}, time(line.time)));
+  }));
+  if (stick) lines.scrollTop = lines.scrollHeight;
+
+  const kb = currentKeyboard(c.lines);
+  const keyboard = $('#keyboard');
+  keyboard.hidden = !kb;
+  fill(keyboard, ...(kb ? kb.keyboard.map((row) => el('div', { class: 'keys' },
+    row.map((key) => {
+      const button = typeof key === 'string' ? { text: key } : key;
+      return el('button', { type: 'button', dataset: button.request_contact ? { requestContact: 'true' } : {}, onclick: () => press(c, button) },
+        button.text);
+    }))) : []));
+}
+
+export function renderUsers(users) {
+  fill($('#users tbody'), ...users.map((u) => el('tr', { dataset: { user: u.user_id } },
+    el('td', {}, u.user_id),
+    el('td', {}, u.messenger_user_id ? `#${u.messenger_user_id}` : '—'),
+    el('td', {}, u.verification, u.phone_last4 ? ` ··${u.phone_last4}` : ''),
+    el('td', {}, u.prompt ? promptText(u.prompt) : '—'),
+    el('td', {}, u.sent),
+    el('td', {}, u.delivered))));
+}
+
+const promptText = (p) => [stateBadge(p.status), p.last_error_code ? ` ${p.last_error_code} ${p.last_error_message || ''}` : ''];
+
+// renderVerification is the tenant's view of its user's verification, the prompt's fate included.
+export function renderVerification(user) {
+  const out = $('#verification');
+  if (!user) { fill(out, 'This user has not asked for a link token yet.'); return; }
+  if (!user.messenger_user_id) { fill(out, 'Not linked yet: open the deep link first.'); return; }
+  fill(out, el('b', {}, user.verification), user.phone_last4 ? ` (phone ··${user.phone_last4})` : '',
+    user.prompt ? [' · prompt ', ...promptText(user.prompt)] : '');
+}
+
+export const walkthroughSteps = [
+  ['step-link-token', (u) => !!u],
+  ['step-deep-link', (u) => !!u && !!u.messenger_user_id],
+  ['step-verification', (u) => !!u && (!!u.prompt || u.verification !== 'unverified')],
+  ['step-contact', (u) => !!u && u.verification === 'verified'],
+  ['step-sent', (u) => !!u && u.sent > 0],
+  ['step-delivered', (u) => !!u && u.delivered > 0],
+];
+
+export function renderWalkthrough(userID, user) {
+  $('#walk-user').textContent = userID;
+  for (const [id, done] of walkthroughSteps) {
+    $('#' + id).classList.toggle('done', done(user));
+  }
+}
+
+export function renderNotifications(ns) {
+  const now = Date.now();
+  fill($('#notifications tbody'), ...ns.map((n) => {
+    let error = n.last_error_code ? `${n.last_error_code} ${n.last_error_message || ''}` : '';
+    if (n.status === 'retrying' && n.next_attempt_at) {
+      const secs = Math.max(0, Math.round((Date.parse(n.next_attempt_at) - now) / 1000));
+      error += ` · next try in ${secs} s`;
+    }
+    return el('tr', { dataset: { id: n.tracking_id, status: n.status } },
+      el('td', { class: 'mono', title: n.tracking_id }, n.tracking_id.slice(0, 8) + '…'),
+      el('td', {}, n.user_id),
+      el('td', {}, n.priority),
+      el('td', {}, stateBadge(n.status)),
+      el('td', {}, n.attempts),
+      el('td', { class: 'error' }, error),
+      el('td', {}, time(n.updated_at)));
+  }));
+}
+
+export function renderFaults(faults, stats) {
+  $('#faults').hidden = !faults;
+  if (!faults) return;
+  $('#fault-429').checked = (faults.rate_429 || 0) >= 1;
+  $('#fault-5xx').checked = (faults.error_rate_5xx || 0) >= 1;
+  $('#fault-latency').checked = (faults.latency_ms || 0) > 0;
+  $('#sim-stats').textContent = stats
+    ? `sendMessage calls ${stats.sends} · delivered ${stats.delivered} · injected 429 ${stats.injected_429} · injected 5xx ${stats.injected_5xx} · refused ${stats.rejected}`
+    : '';
+}
+
+// showResult prints an API answer: the request line, the status and the body.
+export function showResult(target, res) {
+  const body = res.json ? JSON.stringify(res.json, null, 2) : res.text;
+  $(target).textContent = `${res.method} ${res.path} → ${res.status || 'no answer'}\n${body}`;
+  $(target).classList.toggle('failed', !res.ok);
+}
