@@ -1,0 +1,134 @@
+package chaostest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// BeginFault records that a fault starts now; call End on the result when it is over (the process is
+// back, the proxy restored, the faults cleared).
+func (e *Env) BeginFault(name string) *FaultMark {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.faults = append(e.faults, Fault{Name: name, Start: time.Now()})
+	return &FaultMark{e: e, i: len(e.faults) - 1}
+}
+
+// FaultMark ends a fault begun with BeginFault.
+type FaultMark struct {
+	e *Env
+	i int
+}
+
+// End records that the fault is over now.
+func (m *FaultMark) End() {
+	m.e.mu.Lock()
+	defer m.e.mu.Unlock()
+	m.e.faults[m.i].End = time.Now()
+	f := m.e.faults[m.i]
+	m.e.T.Logf("fault %q lasted %v", f.Name, f.End.Sub(f.Start).Round(time.Millisecond))
+}
+
+// Settle is how long Finish waits, after the load stops, for every accepted message to reach the platform
+// and every notification to reach a terminal status: beyond the worker's redrive interval (30 s) plus a
+// lease, the slowest path by which the product recovers a message.
+const Settle = 90 * time.Second
+
+// Finish stops the load, waits (up to Settle) for everything accepted to be delivered and every
+// notification to settle, counts, adds the row to the report, and fails the test for every broken
+// expectation.
+func (e *Env) Finish(load *Load, x Expect) Result {
+	t := e.T
+	t.Helper()
+	load.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), Settle+time.Minute)
+	defer cancel()
+	accepted := map[string]bool{}
+	for _, a := range load.Attempts() {
+		if a.Accepted() {
+			accepted[a.Token] = true
+		}
+	}
+	settleErr := Eventually(ctx, Settle, time.Second, "every accepted message delivered and every notification terminal", func(ctx context.Context) error {
+		msgs, err := e.Messages(ctx)
+		if err != nil {
+			return err
+		}
+		seen := 0
+		for _, ms := range msgs {
+			for _, m := range ms {
+				if tok := tokenPattern.FindString(m.Text); accepted[tok] {
+					seen++
+					accepted[tok] = false // count each token once
+				}
+			}
+		}
+		for tok, missing := range accepted {
+			if !missing {
+				delete(accepted, tok)
+			}
+		}
+		st, err := e.Statuses(ctx)
+		if err != nil {
+			return err
+		}
+		if len(accepted) > 0 || st.Pending() > 0 {
+			return fmt.Errorf("%d accepted messages not delivered yet, %d notifications pending (%v)", len(accepted), st.Pending(), st)
+		}
+		return nil
+	})
+	if settleErr != nil {
+		t.Logf("did not settle: %v", settleErr)
+	}
+
+	msgs, err := e.Messages(ctx)
+	if err != nil {
+		t.Fatalf("chaostest: reading the platform's messages: %v", err)
+	}
+	e.mu.Lock()
+	faults := append([]Fault(nil), e.faults...)
+	e.mu.Unlock()
+	for i := range faults {
+		if faults[i].End.IsZero() {
+			t.Fatalf("chaostest: fault %q was never ended", faults[i].Name)
+		}
+	}
+	r := count(countInput{Users: e.Users, Attempts: load.Attempts(), Messages: msgs, Faults: faults,
+		Interval: e.Cfg.PerChatInterval, Limit: e.Cfg.RateLimit})
+	r.Scenario = t.Name()
+	if r.Statuses, err = e.Statuses(ctx); err != nil {
+		t.Fatalf("chaostest: reading notification statuses: %v", err)
+	}
+	r.Pending = r.Statuses.Pending()
+	st, err := e.SimStats(ctx)
+	if err != nil {
+		t.Fatalf("chaostest: reading the simulator's stats: %v", err)
+	}
+	r.SimViolations = st.LimitViolations
+	for _, w := range e.Workers {
+		r.Orphans += w.CountLog("no notification for envelope")
+	}
+	r.Failures = r.check(x)
+	record(r)
+	t.Logf("result: %s", r.Summary())
+	for _, f := range r.Failures {
+		t.Error(f)
+	}
+	return r
+}
+
+// Summary is the result on one line.
+func (r Result) Summary() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sent %d, accepted %d, delivered %d, lost %d, duplicates %d, phantoms %d, out of order %d, ",
+		r.Sent, r.Accepted, r.Delivered, r.Lost, r.Duplicates, r.Phantoms, r.OutOfOrder)
+	fmt.Fprintf(&b, "pacing violations %d (min gap %v), global violations %d (max %d/s), sim violations %d, ",
+		r.PacingViolations, r.MinGap.Round(time.Millisecond), r.GlobalViolations, r.MaxPerSecond, r.SimViolations)
+	fmt.Fprintf(&b, "recovery 202 %s / delivery %s, answers %s (during faults %s; not served %d, dropped %d), ",
+		fmtDuration(r.Recovery202), fmtDuration(r.RecoveryDelivery), r.Total, r.During, r.Total.NotServed, r.Total.Dropped)
+	fmt.Fprintf(&b, "max latency %v, hung %d, pending %d, orphans %d, statuses %v",
+		r.MaxLatency.Round(time.Millisecond), r.Hung, r.Pending, r.Orphans, map[string]int(r.Statuses))
+	return b.String()
+}
