@@ -280,6 +280,10 @@ func recovery(in countInput, first map[string]time.Time) (time.Duration, time.Du
 		} else if r202 >= 0 {
 			r202 = max(r202, firstOK)
 		}
+		// A backlog still there when the next fault begins is that fault's to report too: cap here.
+		if !next.IsZero() {
+			delivered = min(delivered, next.Sub(f.End))
+		}
 		rDel = max(rDel, delivered)
 	}
 	if lost {

@@ -131,6 +131,16 @@ func TestRecoveryMeasuresFirst202AndBacklog(t *testing.T) {
 		t.Errorf("delivery recovery %v, want 6.01s (the late message at 11.01 s)", got.RecoveryDelivery)
 	}
 
+	// A backlog still undelivered when the next fault begins is capped at that fault's start: the rest
+	// of the wait is the next fault's.
+	r = newFakeRun(1)
+	r.receive(0, r.send(0, 0, 1000, 202), 8500) // delivered during the second fault
+	r.receive(0, r.send(0, 1, 6000, 202), 6100)
+	got = r.count(Fault{Name: "f1", Start: at(2000), End: at(5000)}, Fault{Name: "f2", Start: at(8000), End: at(9000)})
+	if got.RecoveryDelivery != 3*time.Second {
+		t.Errorf("delivery recovery %v with the next fault 3 s after the first, want 3s", got.RecoveryDelivery)
+	}
+
 	// No 202 after the fault at all: never recovered.
 	r = newFakeRun(1)
 	r.receive(0, r.send(0, 0, 1000, 202), 1100)

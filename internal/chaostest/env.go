@@ -62,6 +62,9 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// workerGroup is the workers' Kafka consumer group.
+const workerGroup = "herald-chaos"
+
 // WorkerLease is HERALD_WORKER_LEASE of every worker: the shortest the product accepts, so that a crashed
 // worker's claims are redriven within seconds rather than the production two minutes.
 const WorkerLease = 5 * time.Second
@@ -70,7 +73,7 @@ const WorkerLease = 5 * time.Second
 // schedule from 15 s × 2^n to what a scenario of seconds can wait for; workers that predate them ignore
 // unknown HERALD_* variables.
 var workerDefaults = []string{
-	"HERALD_WORKER_GROUP_ID=herald-chaos",
+	"HERALD_WORKER_GROUP_ID=" + workerGroup,
 	"HERALD_WORKER_LEASE=" + WorkerLease.String(),
 	"HERALD_WORKER_BACKOFF_BASE=200ms",
 	"HERALD_WORKER_BACKOFF_MAX=2s",

@@ -23,7 +23,7 @@ func record(r Result) {
 // tableHeader names the columns of the results table.
 var tableHeader = []string{"scenario", "accepted", "delivered", "lost", "duplicates", "out-of-order",
 	"pacing violations", "global violations (ours/sim)", "max recovery (202/delivery)",
-	"answers during fault (202/502/503/other)", "orphans", "pending", "result"}
+	"answers during fault (202/502/503/other)", "slowest answer", "orphans", "pending", "result"}
 
 // WriteTable writes results as a Markdown table.
 func WriteTable(w io.Writer, results []Result) error {
@@ -46,7 +46,7 @@ func WriteTable(w io.Writer, results []Result) error {
 			fmt.Sprint(r.OutOfOrder), fmt.Sprint(r.PacingViolations),
 			fmt.Sprintf("%d/%d", r.GlobalViolations, r.SimViolations),
 			fmtDuration(r.Recovery202) + "/" + fmtDuration(r.RecoveryDelivery),
-			r.During.String(), fmt.Sprint(r.Orphans), fmt.Sprint(r.Pending), verdict,
+			r.During.String(), fmtDuration(r.MaxLatency), fmt.Sprint(r.Orphans), fmt.Sprint(r.Pending), verdict,
 		})
 	}
 	_, err := io.WriteString(w, b.String())

@@ -3,8 +3,13 @@ package chaostest
 import (
 	"context"
 	"fmt"
+	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/heraldhq/herald/internal/sim"
 )
 
 // BeginFault records that a fault starts now; call End on the result when it is over (the process is
@@ -29,6 +34,33 @@ func (m *FaultMark) End() {
 	m.e.faults[m.i].End = time.Now()
 	f := m.e.faults[m.i]
 	m.e.T.Logf("fault %q lasted %v", f.Name, f.End.Sub(f.Start).Round(time.Millisecond))
+}
+
+// WaitCaughtUp waits until every message accepted more than lateAfter ago has reached the platform, so
+// that the previous fault's backlog is gone before the next fault: each fault's counts are then its own.
+func (e *Env) WaitCaughtUp(ctx context.Context, load *Load, timeout time.Duration) error {
+	late := lateAfter(e.Cfg.PerChatInterval)
+	return Eventually(ctx, timeout, time.Second, "delivery caught up with the load", func(ctx context.Context) error {
+		due := map[string]bool{}
+		for _, a := range load.Attempts() {
+			if a.Accepted() && time.Since(a.Done) > late {
+				due[a.Token] = true
+			}
+		}
+		msgs, err := e.Messages(ctx)
+		if err != nil {
+			return err
+		}
+		for _, ms := range msgs {
+			for _, m := range ms {
+				delete(due, tokenPattern.FindString(m.Text))
+			}
+		}
+		if len(due) > 0 {
+			return fmt.Errorf("%d messages accepted more than %v ago not delivered yet", len(due), late)
+		}
+		return nil
+	})
 }
 
 // Settle is how long Finish waits, after the load stops, for every accepted message to reach the platform
@@ -111,6 +143,12 @@ func (e *Env) Finish(load *Load, x Expect) Result {
 		r.Orphans += w.CountLog("no notification for envelope")
 	}
 	r.Failures = r.check(x)
+	if r.SimViolations > 0 {
+		e.explainSimViolations(msgs)
+	}
+	if r.Lost > 0 || r.Pending > 0 {
+		e.explainStuck(ctx)
+	}
 	record(r)
 	t.Logf("result: %s", r.Summary())
 	for _, f := range r.Failures {
@@ -131,4 +169,36 @@ func (r Result) Summary() string {
 	fmt.Fprintf(&b, "max latency %v, hung %d, pending %d, orphans %d, statuses %v",
 		r.MaxLatency.Round(time.Millisecond), r.Hung, r.Pending, r.Orphans, map[string]int(r.Statuses))
 	return b.String()
+}
+
+var simViolation = regexp.MustCompile(`time=(\S+) level=WARN msg="rate limit exceeded".* chat_id=(\d+) global_wait=(\S+) chat_wait=(\S+)`)
+
+// explainSimViolations logs, for the first few sends the simulator refused for a rate limit, what the chat
+// had received around that moment: the refused send itself is not in the chat, so this is the only way to
+// see which two messages came too close.
+func (e *Env) explainSimViolations(msgs map[int64][]sim.SentMessage) {
+	b, err := os.ReadFile(e.Sim.Log)
+	if err != nil {
+		return
+	}
+	for i, m := range simViolation.FindAllSubmatch(b, -1) {
+		if i == 5 {
+			e.T.Logf("(and more)")
+			break
+		}
+		at, _ := time.Parse(time.RFC3339Nano, string(m[1]))
+		chat, _ := strconv.ParseInt(string(m[2]), 10, 64)
+		var around []string
+		for _, sm := range msgs[chat] {
+			if d := sm.Time.Sub(at); d > -3*time.Second && d < 3*time.Second {
+				text := strings.ReplaceAll(sm.Text, "\n", " ")
+				if len(text) > 60 {
+					text = text[:60] + "…"
+				}
+				around = append(around, fmt.Sprintf("%+.3fs %q", d.Seconds(), text))
+			}
+		}
+		e.T.Logf("the simulator refused a send to chat %d at %s (global wait %s, chat wait %s); the chat received around it: %v",
+			chat, at.Format("15:04:05.000"), m[3], m[4], around)
+	}
 }

@@ -41,10 +41,13 @@ const (
 // rebalance's join round trips, the harness's own polling.
 const slack = 5 * time.Second
 
-// drain is how long a backlog of n messages per user takes to go out at one message per chat interval
-// (1 s) while the load keeps adding PerUser per second.
+// drain is how long a backlog of n messages per user takes to go out while the load keeps adding PerUser
+// per second: at one message per chat interval (1 s), or at the global limit when that binds first.
 func drain(mode chaostest.Mode, n float64) time.Duration {
-	return time.Duration(n / (1 - mode.PerUser) * float64(time.Second))
+	perChat := n / (1 - mode.PerUser)
+	users := float64(mode.Users)
+	global := n * users / (mode.Limit - users*mode.PerUser)
+	return time.Duration(max(perChat, global) * float64(time.Second))
 }
 
 // perUser is how many messages each user sends in d.
@@ -61,6 +64,7 @@ func TestWorkerSIGKILL(t *testing.T) {
 	must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
 	inFlight := 0
 	for range mode.Repeats {
+		must(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
 		victim := e.LiveWorkers()[0]
 		n, err := e.InFlight(ctx, victim)
 		must(t, err)
@@ -94,6 +98,7 @@ func TestIngressSIGKILL(t *testing.T) {
 	must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
 	const burst = 3
 	for range mode.Repeats {
+		must(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
 		// Every user sends back to back for a moment, so that the kill finds requests in flight.
 		load.Burst(burst)
 		must(t, load.WaitAccepted(ctx, len(e.Users)/2, phase))
@@ -139,6 +144,7 @@ func brokerOutage(t *testing.T, name string, fail func(*chaostest.Proxy)) {
 	must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
 	ingress := e.Ingresses[0]
 	for range mode.Repeats {
+		must(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
 		f := e.BeginFault(name)
 		failedAt := time.Now()
 		fail(e.Proxy)
@@ -189,6 +195,7 @@ func TestPostgresRestart(t *testing.T) {
 	must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
 	inFlight := 0
 	for range mode.Repeats {
+		must(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
 		for _, w := range e.LiveWorkers() {
 			n, err := e.InFlight(ctx, w)
 			must(t, err)
@@ -226,6 +233,7 @@ func TestPlatform5xx(t *testing.T) {
 	load := e.StartLoad(mode.PerUser)
 	must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
 	for range mode.Repeats {
+		must(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
 		f := e.BeginFault("platform answers 5xx")
 		must(t, e.SetSimFaults(ctx, map[string]any{"error_rate_5xx": 1.0}))
 		chaostest.Hold(mode.Outage)
@@ -251,6 +259,7 @@ func TestWorkerSIGTERM(t *testing.T) {
 	load := e.StartLoad(mode.PerUser)
 	must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
 	for range mode.Repeats {
+		must(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
 		// A backlog, so that each handover finds users with messages queued behind the one in delivery.
 		load.Burst(mode.Backlog)
 		must(t, load.WaitAccepted(ctx, len(e.Users)*mode.Backlog/2, phase))
@@ -287,6 +296,7 @@ func TestWorkerSIGSTOP(t *testing.T) {
 	load := e.StartLoad(mode.PerUser)
 	must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
 	for range mode.Repeats {
+		must(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
 		// A backlog: every user sends Backlog messages back to back, several seconds of work at the
 		// per-chat limit; freeze once about half of it is in.
 		load.Burst(mode.Backlog)
@@ -321,6 +331,7 @@ func TestIngressSIGTERM(t *testing.T) {
 	must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
 	const burst = 3
 	for range mode.Repeats {
+		must(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
 		// Every user sends back to back for a moment, so that SIGTERM finds requests in flight.
 		load.Burst(burst)
 		must(t, load.WaitAccepted(ctx, len(e.Users)/2, phase))
