@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -12,15 +13,47 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/heraldhq/herald/internal/queue"
+	"github.com/heraldhq/herald/internal/sim"
 )
 
 // explainStuck logs where undelivered notifications are stuck, for a run that ends with messages lost or
 // pending: the pending rows by user and status, and every partition the worker group has not consumed to
 // its end, with its owner. It turns "584 lost" into "partition 7 of .normal: committed 40, end 112, owned by
 // worker-5".
-func (e *Env) explainStuck(ctx context.Context) {
+func (e *Env) explainStuck(ctx context.Context, msgs map[int64][]sim.SentMessage, lost []string) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	var last []string
+	for _, u := range e.Users {
+		if ms := msgs[u.ChatID]; len(ms) > 0 {
+			last = append(last, fmt.Sprintf("%s %.1fs", u.ID, time.Since(ms[len(ms)-1].Time).Seconds()))
+		}
+	}
+	e.T.Logf("time since each chat's last message: %s", strings.Join(last, ", "))
+	// What the first few users with lost messages did receive last: whether their lane is moving, and on what.
+	shown := map[string]bool{}
+	for _, tok := range lost {
+		user := strings.Split(tok, "-")[2]
+		if shown[user] || len(shown) == 3 {
+			continue
+		}
+		shown[user] = true
+		for _, u := range e.Users {
+			if u.ID != user {
+				continue
+			}
+			ms := msgs[u.ChatID]
+			var tail []string
+			for _, m := range ms[max(0, len(ms)-15):] {
+				seq := m.Text
+				if tok := tokenPattern.FindString(m.Text); tok != "" {
+					seq = tok[strings.LastIndexByte(tok, '-')+1:]
+				}
+				tail = append(tail, fmt.Sprintf("%s@-%.1fs", seq, time.Since(m.Time).Seconds()))
+			}
+			e.T.Logf("%s lost e.g. %s; its chat's last receipts: %s", user, tok, strings.Join(tail, " "))
+		}
+	}
 	if rows, err := e.pendingRows(ctx); err != nil {
 		e.T.Logf("pending notifications: %v", err)
 	} else {
@@ -30,6 +63,20 @@ func (e *Env) explainStuck(ctx context.Context) {
 		e.T.Logf("worker group: %v", err)
 	} else {
 		e.T.Logf("partitions the worker group has not consumed to the end:\n%s", lag)
+	}
+	for _, w := range e.LiveWorkers() {
+		if w.PprofAddr == "" {
+			continue
+		}
+		status, body, err := get(ctx, "http://"+w.PprofAddr+"/debug/pprof/goroutine?debug=2")
+		if err != nil || status != 200 {
+			e.T.Logf("goroutines of %s: %v (status %d)", w.Name, err, status)
+			continue
+		}
+		path := filepath.Join(filepath.Dir(w.Log), w.Name+".goroutines.txt")
+		if err := os.WriteFile(path, body, 0o644); err == nil {
+			e.T.Logf("goroutines of %s saved to %s", w.Name, path)
+		}
 	}
 }
 

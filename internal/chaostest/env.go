@@ -276,8 +276,11 @@ func (e *Env) StartWorker(ctx context.Context) (*Proc, error) {
 	e.workerSeq++
 	name := fmt.Sprintf("worker-%d", e.workerSeq)
 	e.mu.Unlock()
-	env := e.env(append(append([]string{"HERALD_HTTP_ADDR=" + addr}, workerDefaults...), e.Cfg.WorkerEnv...)...)
+	// pprof on a port of its own: when messages end up stuck, the harness saves the worker's goroutines.
+	pprof := e.freeAddr()
+	env := e.env(append(append([]string{"HERALD_HTTP_ADDR=" + addr, "HERALD_PPROF_ADDR=" + pprof}, workerDefaults...), e.Cfg.WorkerEnv...)...)
 	p := e.add(newProc(name, addr, e.logPath(name), e.herald, []string{"worker"}, env))
+	p.PprofAddr = pprof
 	e.mu.Lock()
 	e.Workers = append(e.Workers, p)
 	e.mu.Unlock()

@@ -24,6 +24,8 @@ type Proc struct {
 	// across restarts, as a Service would.
 	Addr string
 	Log  string // path of the log file
+	// PprofAddr serves net/http/pprof (HERALD_PPROF_ADDR), "" when not enabled.
+	PprofAddr string
 
 	bin  string
 	args []string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -142,12 +143,15 @@ func (e *Env) Finish(load *Load, x Expect) Result {
 	for _, w := range e.Workers {
 		r.Orphans += w.CountLog("no notification for envelope")
 	}
+	if err := e.writeTimeline(load.Attempts(), msgs); err != nil {
+		t.Logf("could not write the timeline: %v", err)
+	}
 	r.Failures = r.check(x)
 	if r.SimViolations > 0 {
 		e.explainSimViolations(msgs)
 	}
 	if r.Lost > 0 || r.Pending > 0 {
-		e.explainStuck(ctx)
+		e.explainStuck(ctx, msgs, r.LostTokens)
 	}
 	record(r)
 	t.Logf("result: %s", r.Summary())
@@ -202,3 +206,26 @@ func (e *Env) explainSimViolations(msgs map[int64][]sim.SentMessage) {
 			chat, at.Format("15:04:05.000"), m[3], m[4], around)
 	}
 }
+
+// writeTimeline writes sends.tsv (every request) and receipts.tsv (every message the platform received)
+// next to the process logs, for reading a run afterwards (keep them with HERALD_CHAOS_LOGS).
+func (e *Env) writeTimeline(attempts []Attempt, msgs map[int64][]sim.SentMessage) error {
+	var b strings.Builder
+	b.WriteString("user\tseq\tsent\tanswered\tstatus\tcode\terror\n")
+	for _, a := range attempts {
+		fmt.Fprintf(&b, "%s\t%d\t%s\t%s\t%d\t%s\t%s\n", e.Users[a.User].ID, a.Seq, a.Sent.Format(timeFormat), a.Done.Format(timeFormat), a.Status, a.Code, a.Err)
+	}
+	if err := os.WriteFile(filepath.Join(e.dir, "sends.tsv"), []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	b.Reset()
+	b.WriteString("user\tchat\treceived\ttext\n")
+	for _, u := range e.Users {
+		for _, m := range msgs[u.ChatID] {
+			fmt.Fprintf(&b, "%s\t%d\t%s\t%q\n", u.ID, u.ChatID, m.Time.Format(timeFormat), m.Text)
+		}
+	}
+	return os.WriteFile(filepath.Join(e.dir, "receipts.tsv"), []byte(b.String()), 0o644)
+}
+
+const timeFormat = "15:04:05.000000"

@@ -37,9 +37,10 @@ const (
 	backoffMax        = 2 * time.Second  // HERALD_WORKER_BACKOFF_MAX given to the workers
 )
 
-// slack absorbs, in a recovery bound, what a busy two-core machine adds: process scheduling, a group
-// rebalance's join round trips, the harness's own polling.
-const slack = 5 * time.Second
+// slack absorbs, in a recovery bound, what a busy two-core machine adds (process scheduling, a group
+// rebalance's join round trips, the harness's own polling): on this suite's machine, with other builds
+// running, the same scenario's recovery varied by up to 6 s between runs.
+const slack = 8 * time.Second
 
 // drain is how long a backlog of n messages per user takes to go out while the load keeps adding PerUser
 // per second: at one message per chat interval (1 s), or at the global limit when that binds first.
@@ -171,9 +172,11 @@ func brokerOutage(t *testing.T, name string, fail func(*chaostest.Proxy)) {
 		must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
 	}
 	must(t, load.WaitAccepted(ctx, mode.Tail, phase))
-	// Clients reconnect within a second or two. An outage longer than the session timeout also costs the
-	// group a rebalance; either way the users' backlog is what was accepted but not fetched before it.
-	recovery := 2*time.Second + slack + slack
+	// Producers reconnect at once; each worker's readers must find the group coordinator again and rejoin
+	// the group, which kafka-go does with a 1 s backoff and a rebalance (allow a session timeout for it).
+	// An outage longer than the session timeout has expired the members: another rebalance. Nothing is
+	// accepted during the outage, so there is little backlog.
+	recovery := sessionTimeout + slack
 	if mode.Outage > sessionTimeout {
 		recovery += sessionTimeout
 	}
