@@ -187,6 +187,8 @@ func (l *Load) send(i, seq int) Attempt {
 		a.TimedOut = errors.As(err, &ne) && ne.Timeout()
 		// Refused: nothing listens. Closed idle: the server shut an idle keep-alive connection as the
 		// request went out, so it never read it (Go's client reports exactly this case by that text).
+		// A reset after the request was written is not among them: the client cannot tell whether the
+		// server acted on it (a listener closed with connections still in its accept queue does that).
 		a.NotServed = errors.Is(err, syscall.ECONNREFUSED) || (!wrote.Load() && !a.TimedOut) ||
 			strings.Contains(err.Error(), "server closed idle connection")
 		if errors.Is(err, syscall.ECONNREFUSED) {

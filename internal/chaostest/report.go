@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 )
 
 // The results of every scenario run by this test binary, for the table Main prints.
@@ -46,7 +47,7 @@ func WriteTable(w io.Writer, results []Result) error {
 			fmt.Sprint(r.OutOfOrder), fmt.Sprint(r.PacingViolations),
 			fmt.Sprintf("%d/%d", r.GlobalViolations, r.SimViolations),
 			fmtDuration(r.Recovery202) + "/" + fmtDuration(r.RecoveryDelivery),
-			r.During.String(), fmtDuration(r.MaxLatency), fmt.Sprint(r.Orphans), fmt.Sprint(r.Pending), verdict,
+			r.During.String(), fmtLatency(r.MaxLatency), fmt.Sprint(r.Orphans), fmt.Sprint(r.Pending), verdict,
 		})
 	}
 	_, err := io.WriteString(w, b.String())
@@ -71,4 +72,12 @@ func writeReport() error {
 		}
 	}
 	return nil
+}
+
+// fmtLatency shows short latencies in milliseconds, long ones in seconds.
+func fmtLatency(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	}
+	return fmtDuration(d)
 }

@@ -19,10 +19,21 @@ import (
 
 func TestMain(m *testing.M) { chaostest.Main(m) }
 
+// must stops the scenario when an action fails (a process that does not start or die): nothing after it
+// would mean anything.
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// check records a failed wait (the load not accepted again, delivery not caught up, the group not
+// settled) and lets the scenario go on to Finish, so that its counts still say what happened.
+func check(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Error(err)
 	}
 }
 
@@ -65,7 +76,7 @@ func TestWorkerSIGKILL(t *testing.T) {
 	must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
 	inFlight := 0
 	for range mode.Repeats {
-		must(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
+		check(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
 		victim := e.LiveWorkers()[0]
 		n, err := e.InFlight(ctx, victim)
 		must(t, err)
@@ -76,10 +87,10 @@ func TestWorkerSIGKILL(t *testing.T) {
 		_, err = e.StartWorker(ctx)
 		must(t, err)
 		f.End()
-		must(t, e.WaitShares(ctx))
-		must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
+		check(t, e.WaitShares(ctx))
+		check(t, load.WaitAccepted(ctx, mode.Warmup, phase))
 	}
-	must(t, load.WaitAccepted(ctx, mode.Tail, phase))
+	check(t, load.WaitAccepted(ctx, mode.Tail, phase))
 	e.Finish(load, chaostest.Expect{
 		MaxDuplicates: inFlight,
 		// The victim's partitions stall until the session times out; then the backlog they gathered drains
@@ -99,19 +110,19 @@ func TestIngressSIGKILL(t *testing.T) {
 	must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
 	const burst = 3
 	for range mode.Repeats {
-		must(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
+		check(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
 		// Every user sends back to back for a moment, so that the kill finds requests in flight.
 		load.Burst(burst)
-		must(t, load.WaitAccepted(ctx, len(e.Users)/2, phase))
+		check(t, load.WaitAccepted(ctx, len(e.Users)/2, phase))
 		ingress := e.Ingresses[0]
 		f := e.BeginFault("SIGKILL " + ingress.Name)
 		must(t, ingress.Kill())
 		chaostest.Hold(mode.RestartAfter)
 		must(t, ingress.Restart())
 		f.End()
-		must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
+		check(t, load.WaitAccepted(ctx, mode.Warmup, phase))
 	}
-	must(t, load.WaitAccepted(ctx, mode.Tail, phase))
+	check(t, load.WaitAccepted(ctx, mode.Tail, phase))
 	e.Finish(load, chaostest.Expect{
 		Dropped:   true, // requests in flight when it died, and refused connections until it is back
 		KeepOrder: true,
@@ -145,7 +156,7 @@ func brokerOutage(t *testing.T, name string, fail func(*chaostest.Proxy)) {
 	must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
 	ingress := e.Ingresses[0]
 	for range mode.Repeats {
-		must(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
+		check(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
 		f := e.BeginFault(name)
 		failedAt := time.Now()
 		fail(e.Proxy)
@@ -169,9 +180,9 @@ func brokerOutage(t *testing.T, name string, fail func(*chaostest.Proxy)) {
 		}); err != nil {
 			t.Error(err)
 		}
-		must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
+		check(t, load.WaitAccepted(ctx, mode.Warmup, phase))
 	}
-	must(t, load.WaitAccepted(ctx, mode.Tail, phase))
+	check(t, load.WaitAccepted(ctx, mode.Tail, phase))
 	// Producers reconnect at once; each worker's readers must find the group coordinator again and rejoin
 	// the group, which kafka-go does with a 1 s backoff and a rebalance (allow a session timeout for it).
 	// An outage longer than the session timeout has expired the members: another rebalance. Nothing is
@@ -198,7 +209,7 @@ func TestPostgresRestart(t *testing.T) {
 	must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
 	inFlight := 0
 	for range mode.Repeats {
-		must(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
+		check(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
 		for _, w := range e.LiveWorkers() {
 			n, err := e.InFlight(ctx, w)
 			must(t, err)
@@ -207,9 +218,9 @@ func TestPostgresRestart(t *testing.T) {
 		f := e.BeginFault("pg_ctl restart -m fast")
 		must(t, e.RestartPostgres(ctx))
 		f.End()
-		must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
+		check(t, load.WaitAccepted(ctx, mode.Warmup, phase))
 	}
-	must(t, load.WaitAccepted(ctx, mode.Tail, phase))
+	check(t, load.WaitAccepted(ctx, mode.Tail, phase))
 	e.Finish(load, chaostest.Expect{
 		Answers:       []int{http.StatusBadGateway, http.StatusServiceUnavailable},
 		MaxDuplicates: inFlight,
@@ -236,15 +247,15 @@ func TestPlatform5xx(t *testing.T) {
 	load := e.StartLoad(mode.PerUser)
 	must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
 	for range mode.Repeats {
-		must(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
+		check(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
 		f := e.BeginFault("platform answers 5xx")
 		must(t, e.SetSimFaults(ctx, map[string]any{"error_rate_5xx": 1.0}))
 		chaostest.Hold(mode.Outage)
 		must(t, e.SetSimFaults(ctx, nil))
 		f.End()
-		must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
+		check(t, load.WaitAccepted(ctx, mode.Warmup, phase))
 	}
-	must(t, load.WaitAccepted(ctx, mode.Tail, phase))
+	check(t, load.WaitAccepted(ctx, mode.Tail, phase))
 	e.Finish(load, chaostest.Expect{
 		// The last failure's wait (at most the backoff cap + 20 % jitter), the scheduler's pass, then
 		// what failed during the outage drains at one message per second per chat.
@@ -262,10 +273,10 @@ func TestWorkerSIGTERM(t *testing.T) {
 	load := e.StartLoad(mode.PerUser)
 	must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
 	for range mode.Repeats {
-		must(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
+		check(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
 		// A backlog, so that each handover finds users with messages queued behind the one in delivery.
 		load.Burst(mode.Backlog)
-		must(t, load.WaitAccepted(ctx, len(e.Users)*mode.Backlog/2, phase))
+		check(t, load.WaitAccepted(ctx, len(e.Users)*mode.Backlog/2, phase))
 		victim := e.LiveWorkers()[0]
 		f := e.BeginFault("SIGTERM " + victim.Name)
 		// The grace period is 20 s; the worker should take about a per-chat interval to drain.
@@ -274,16 +285,16 @@ func TestWorkerSIGTERM(t *testing.T) {
 			t.Error(err)
 		}
 		t.Logf("%s exited %v after SIGTERM", victim.Name, took.Round(time.Millisecond))
-		must(t, e.WaitShares(ctx))
+		check(t, e.WaitShares(ctx))
 		load.Burst(mode.Backlog)
-		must(t, load.WaitAccepted(ctx, len(e.Users)*mode.Backlog/2, phase))
+		check(t, load.WaitAccepted(ctx, len(e.Users)*mode.Backlog/2, phase))
 		_, err = e.StartWorker(ctx)
 		must(t, err)
-		must(t, e.WaitShares(ctx))
+		check(t, e.WaitShares(ctx))
 		f.End()
-		must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
+		check(t, load.WaitAccepted(ctx, mode.Warmup, phase))
 	}
-	must(t, load.WaitAccepted(ctx, mode.Tail, phase))
+	check(t, load.WaitAccepted(ctx, mode.Tail, phase))
 	e.Finish(load, chaostest.Expect{
 		KeepOrder: true,
 		Recovery:  drain(mode, float64(mode.Backlog)) + slack,
@@ -299,20 +310,20 @@ func TestWorkerSIGSTOP(t *testing.T) {
 	load := e.StartLoad(mode.PerUser)
 	must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
 	for range mode.Repeats {
-		must(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
+		check(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
 		// A backlog: every user sends Backlog messages back to back, several seconds of work at the
 		// per-chat limit; freeze once about half of it is in.
 		load.Burst(mode.Backlog)
-		must(t, load.WaitAccepted(ctx, len(e.Users)*mode.Backlog/2, phase))
+		check(t, load.WaitAccepted(ctx, len(e.Users)*mode.Backlog/2, phase))
 		victim := e.LiveWorkers()[0]
 		f := e.BeginFault("SIGSTOP " + victim.Name)
 		must(t, victim.Stop())
 		chaostest.Hold(mode.Freeze)
 		must(t, victim.Cont())
 		f.End()
-		must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
+		check(t, load.WaitAccepted(ctx, mode.Warmup, phase))
 	}
-	must(t, load.WaitAccepted(ctx, mode.Tail, phase))
+	check(t, load.WaitAccepted(ctx, mode.Tail, phase))
 	e.Finish(load, chaostest.Expect{
 		KeepOrder: true,
 		// The backlog drains; the freeze holds half of it up for its duration.
@@ -334,10 +345,10 @@ func TestIngressSIGTERM(t *testing.T) {
 	must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
 	const burst = 3
 	for range mode.Repeats {
-		must(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
+		check(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
 		// Every user sends back to back for a moment, so that SIGTERM finds requests in flight.
 		load.Burst(burst)
-		must(t, load.WaitAccepted(ctx, len(e.Users)/2, phase))
+		check(t, load.WaitAccepted(ctx, len(e.Users)/2, phase))
 		victim := e.Ingresses[0]
 		f := e.BeginFault("SIGTERM " + victim.Name)
 		took, err := victim.Term(30 * time.Second)
@@ -345,13 +356,13 @@ func TestIngressSIGTERM(t *testing.T) {
 			t.Error(err)
 		}
 		t.Logf("%s exited %v after SIGTERM", victim.Name, took.Round(time.Millisecond))
-		must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
+		check(t, load.WaitAccepted(ctx, mode.Warmup, phase))
 		must(t, victim.Restart())
 		must(t, victim.WaitHTTP(ctx, "/readyz"))
 		f.End()
-		must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
+		check(t, load.WaitAccepted(ctx, mode.Warmup, phase))
 	}
-	must(t, load.WaitAccepted(ctx, mode.Tail, phase))
+	check(t, load.WaitAccepted(ctx, mode.Tail, phase))
 	e.Finish(load, chaostest.Expect{
 		NotServed: true,
 		KeepOrder: true,
