@@ -90,8 +90,9 @@ type Result struct {
 	Recovery202      time.Duration
 	RecoveryDelivery time.Duration
 
-	MaxLatency time.Duration // slowest answer
-	Hung       int           // sends that got no answer within ClientTimeout
+	ErrKinds   map[string]int // transport errors by Attempt.ErrKind
+	MaxLatency time.Duration  // slowest answer
+	Hung       int            // sends that got no answer within ClientTimeout
 
 	Statuses Statuses // notifications by status at the end
 	Pending  int      // of those, not terminal (queued, delivering, retrying) after the settle time
@@ -134,11 +135,14 @@ func lateAfter(interval time.Duration) time.Duration { return max(3*time.Second,
 
 // count computes a Result (without the scenario name and the numbers read from the processes).
 func count(in countInput) Result {
-	r := Result{Sent: len(in.Attempts), MinGap: -1}
+	r := Result{Sent: len(in.Attempts), MinGap: -1, ErrKinds: map[string]int{}}
 	byToken := make(map[string]Attempt, len(in.Attempts))
 	for _, a := range in.Attempts {
 		byToken[a.Token] = a
 		r.Total.add(a)
+		if a.ErrKind != "" {
+			r.ErrKinds[a.ErrKind]++
+		}
 		if a.Accepted() {
 			r.Accepted++
 		}
@@ -361,7 +365,7 @@ func (r Result) check(x Expect) []string {
 		bad = append(bad, fmt.Sprintf("%d refused connections", r.Total.NotServed))
 	}
 	if r.Total.Dropped > 0 && !x.Dropped {
-		bad = append(bad, fmt.Sprintf("%d transport errors", r.Total.Dropped))
+		bad = append(bad, fmt.Sprintf("%d transport errors after the request was sent %v", r.Total.Dropped, r.ErrKinds))
 	}
 	if len(bad) > 0 {
 		slices.Sort(bad)

@@ -37,6 +37,15 @@
 // $HERALD_BINARY names a built herald (make sets it); otherwise the suite builds one. PostgreSQL's server
 // binaries must be installed (make postgres): a missing PostgreSQL fails the suite, it never skips.
 //
+// # When a scenario fails
+//
+// The failure names each broken expectation. The test log also has, for a failed test: the tail of every
+// process's log; for each send the simulator refused for a rate limit, what the chat received around it;
+// and, when messages are lost or pending, the pending rows by user, every partition the worker group has
+// not consumed to its end (with its owner), each affected user's last receipts, and the live workers'
+// goroutines (saved next to the logs). sends.tsv and receipts.tsv, next to the logs, hold every request
+// and every receipt of the run.
+//
 // # Adding a scenario
 //
 // Copy the shape of an existing one:

@@ -37,6 +37,11 @@ type Attempt struct {
 	// refused, or the server closed it as idle as the request went out. A load balancer retries these.
 	NotServed bool
 	TimedOut  bool // the client gave up after ClientTimeout: a hang
+	// ErrKind names a transport error for the report: refused, not-sent, closed-idle, timeout,
+	// eof-on-reused (the request was written on a kept-alive connection and the server closed it without
+	// an answer: what an HTTP server that closes idle connections at shutdown does to a request in its
+	// socket buffer), or broken (anything else after the request was written).
+	ErrKind string
 }
 
 // Accepted reports a 202.
@@ -172,8 +177,11 @@ func (l *Load) send(i, seq int) Attempt {
 	u := l.e.Users[i]
 	a := Attempt{User: i, Seq: seq, Token: fmt.Sprintf("chaos-%s-%s-%06d", l.e.Run, u.ID, seq), Target: l.target(i, seq)}
 	body, _ := json.Marshal(map[string]string{"user_id": u.ID, "message": a.Token})
-	var wrote atomic.Bool
-	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) }}
+	var wrote, reused atomic.Bool
+	trace := &httptrace.ClientTrace{
+		GotConn:      func(info httptrace.GotConnInfo) { reused.Store(info.Reused) },
+		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) },
+	}
 	req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), http.MethodPost,
 		"http://"+a.Target+"/v1/send", strings.NewReader(string(body)))
 	req.Header.Set("Content-Type", "application/json")
@@ -191,6 +199,20 @@ func (l *Load) send(i, seq int) Attempt {
 		// server acted on it (a listener closed with connections still in its accept queue does that).
 		a.NotServed = errors.Is(err, syscall.ECONNREFUSED) || (!wrote.Load() && !a.TimedOut) ||
 			strings.Contains(err.Error(), "server closed idle connection")
+		switch {
+		case errors.Is(err, syscall.ECONNREFUSED):
+			a.ErrKind = "refused"
+		case a.TimedOut:
+			a.ErrKind = "timeout"
+		case strings.Contains(err.Error(), "server closed idle connection"):
+			a.ErrKind = "closed-idle"
+		case !wrote.Load():
+			a.ErrKind = "not-sent"
+		case reused.Load() && errors.Is(err, io.EOF):
+			a.ErrKind = "eof-on-reused"
+		default:
+			a.ErrKind = "broken"
+		}
 		if errors.Is(err, syscall.ECONNREFUSED) {
 			l.mu.Lock()
 			l.down[a.Target] = time.Now().Add(time.Second)

@@ -170,8 +170,8 @@ func (r Result) Summary() string {
 		r.PacingViolations, r.MinGap.Round(time.Millisecond), r.GlobalViolations, r.MaxPerSecond, r.SimViolations)
 	fmt.Fprintf(&b, "recovery 202 %s / delivery %s, answers %s (during faults %s; not served %d, dropped %d), ",
 		fmtDuration(r.Recovery202), fmtDuration(r.RecoveryDelivery), r.Total, r.During, r.Total.NotServed, r.Total.Dropped)
-	fmt.Fprintf(&b, "max latency %v, hung %d, pending %d, orphans %d, statuses %v",
-		r.MaxLatency.Round(time.Millisecond), r.Hung, r.Pending, r.Orphans, map[string]int(r.Statuses))
+	fmt.Fprintf(&b, "transport errors %v, max latency %v, hung %d, pending %d, orphans %d, statuses %v",
+		r.ErrKinds, r.MaxLatency.Round(time.Millisecond), r.Hung, r.Pending, r.Orphans, map[string]int(r.Statuses))
 	return b.String()
 }
 
