@@ -192,6 +192,21 @@ func (c *Cluster) Stop() error {
 	return nil
 }
 
+// Restart restarts the cluster with `pg_ctl restart -m fast`, as an operator or a failover would: every
+// session is ended (clients see SQLSTATE 57P01, then refused connections) and the server comes back on the
+// same port with the options it was started with (pg_ctl keeps them in postmaster.opts). It returns once
+// the server accepts connections again. The fault-injection suite uses it under load.
+func (c *Cluster) Restart(ctx context.Context) error {
+	// -l keeps the server's output in the log file: without it the new postmaster would inherit pg_ctl's
+	// stdout, and run would wait for it until the server stops.
+	out, err := c.run(ctx, "pg_ctl", "restart", "-w", "-t", "60", "-m", "fast", "-D", c.dataDir(), "-l", c.logOut)
+	if err != nil {
+		logTail, _ := os.ReadFile(c.logOut)
+		return fmt.Errorf("pg_ctl restart failed: %w\n%s\n%s", err, out, tail(logTail, 2000))
+	}
+	return nil
+}
+
 // CreateDatabase creates database name, optionally as a copy of template, with the cluster's createdb.
 func (c *Cluster) CreateDatabase(ctx context.Context, name, template string) error {
 	args := []string{"-h", "127.0.0.1", "-p", strconv.Itoa(c.port), "-U", "postgres"}
