@@ -3,6 +3,7 @@ package chaostest
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -168,7 +169,7 @@ func (e *Env) start(ctx context.Context, kfake string) error {
 		"HERALD_MESSENGER_RATE_LIMIT="+strconv.FormatFloat(e.Cfg.RateLimit, 'f', -1, 64),
 		"HERALD_MESSENGER_PER_CHAT_INTERVAL="+e.Cfg.PerChatInterval.String(),
 		"HERALD_LOG_FORMAT=text",
-		"HERALD_LOG_LEVEL=info",
+		"HERALD_LOG_LEVEL="+logLevel,
 	)
 	if _, err := e.cli(ctx, "migrate"); err != nil {
 		return err
@@ -254,11 +255,20 @@ func (e *Env) start(ctx context.Context, kfake string) error {
 	})
 }
 
+// IngressShutdownDelay is each ingress's HERALD_SHUTDOWN_DELAY: a few of the load's readiness polls
+// (ReadinessPoll).
+const IngressShutdownDelay = 2 * time.Second
+
 // StartIngress starts one more ingress and waits until it is ready.
 func (e *Env) StartIngress(ctx context.Context) (*Proc, error) {
 	addr := e.freeAddr()
 	p := e.add(newProc(fmt.Sprintf("ingress-%d", len(e.Ingresses)+1), addr, e.logPath(fmt.Sprintf("ingress-%d", len(e.Ingresses)+1)),
-		e.herald, []string{"ingress"}, e.env("HERALD_HTTP_ADDR="+addr, "HERALD_DEEP_LINK_BASE=https://t.me")))
+		e.herald, []string{"ingress"}, e.env("HERALD_HTTP_ADDR="+addr, "HERALD_DEEP_LINK_BASE=https://t.me",
+			// The load is one tenant's, far above a tenant's default limits: the scenarios are about faults.
+			"HERALD_TENANT_SENDS_PER_SECOND=100000", "HERALD_TENANT_REQUESTS_PER_SECOND=100000",
+			// As the chart sets it: on SIGTERM, /readyz answers 503 and the replica keeps serving for this
+			// long, so the load balancer (the load's readiness poll) stops routing to it first.
+			"HERALD_SHUTDOWN_DELAY="+IngressShutdownDelay.String())))
 	e.mu.Lock()
 	e.Ingresses = append(e.Ingresses, p)
 	e.mu.Unlock()
@@ -633,3 +643,6 @@ func slicesOf[T any](c chan T) []T {
 	}
 	return out
 }
+
+// logLevel is every component's HERALD_LOG_LEVEL: HERALD_CHAOS_LOG_LEVEL, info by default.
+var logLevel = cmp.Or(os.Getenv("HERALD_CHAOS_LOG_LEVEL"), "info")

@@ -52,8 +52,8 @@ func (a Attempt) Latency() time.Duration { return a.Done.Sub(a.Sent) }
 
 // Load is a steady send load: every user sends PerUser messages per second, one request in flight per user
 // at a time, so that the order of one user's 202s is the order of their messages. Requests go round-robin
-// over the ingresses, skipping one that refused a connection in the last second, as a load balancer
-// would.
+// over the ingresses, skipping one that refused a connection in the last second or failed its last
+// readiness poll, as a load balancer would.
 type Load struct {
 	e       *Env
 	perUser float64
@@ -98,8 +98,42 @@ func (e *Env) StartLoad(perUser float64) *Load {
 		offset := period * time.Duration(i) / time.Duration(len(e.Users))
 		l.wg.Go(func() { l.user(i, offset, period) })
 	}
+	l.wg.Go(l.pollReadiness)
 	e.T.Cleanup(l.Stop)
 	return l
+}
+
+// ReadinessPoll is how often the load asks each ingress's /readyz, as a load balancer's health check or
+// Kubernetes' readiness probe does (more often than the chart's probe, so a scenario stays short).
+const ReadinessPoll = 250 * time.Millisecond
+
+// pollReadiness takes an ingress out of the rotation while its /readyz does not answer 200.
+func (l *Load) pollReadiness() {
+	client := &http.Client{Timeout: ReadinessPoll}
+	tick := time.NewTicker(ReadinessPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-tick.C:
+		}
+		for _, p := range l.e.ingresses() {
+			res, err := client.Get("http://" + p.Addr + "/readyz")
+			ready := err == nil && res.StatusCode == http.StatusOK
+			if err == nil {
+				_ = res.Body.Close()
+			}
+			if !ready {
+				until := time.Now().Add(ReadinessPoll + 50*time.Millisecond)
+				l.mu.Lock()
+				if until.After(l.down[p.Addr]) {
+					l.down[p.Addr] = until
+				}
+				l.mu.Unlock()
+			}
+		}
+	}
 }
 
 func (l *Load) user(i int, offset, period time.Duration) {

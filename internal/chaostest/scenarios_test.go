@@ -364,7 +364,8 @@ func TestIngressSIGTERM(t *testing.T) {
 	}
 	check(t, load.WaitAccepted(ctx, mode.Tail, phase))
 	e.Finish(load, chaostest.Expect{
-		NotServed: true,
+		// Graceful: readiness turns 503 first, the load stops routing to it, and
+		// nothing in flight or on a kept-alive connection is cut.
 		KeepOrder: true,
 		Recovery:  drain(mode, burst) + slack,
 	})

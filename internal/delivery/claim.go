@@ -105,7 +105,8 @@ func (w *Worker) handle(startCtx, ctx context.Context, p Priority, m kafka.Messa
 // claim claims the notification. It waits, indefinitely (until ctx ends), while PostgreSQL is unavailable,
 // and up to HandoverWait while another attempt holds the notification: then settledAt is when that
 // attempt ended (by the database's clock, translated to ours), the last moment another worker may have
-// sent to the chat.
+// sent to the chat. settledAt is also set when the notification is not claimable and its last attempt
+// ended less than the per-chat interval ago.
 func (w *Worker) claim(ctx context.Context, trackingID string) (d store.Delivery, settledAt time.Time, err error) {
 	handoverDeadline := time.Now().Add(w.opts.HandoverWait)
 	waitedForLease := false
@@ -126,7 +127,10 @@ func (w *Worker) claim(ctx context.Context, trackingID string) (d store.Delivery
 			waitedForLease = true
 			wait = 50 * time.Millisecond
 		case errors.As(err, &nc):
-			if waitedForLease {
+			// Not to be sent now. If its last attempt ended within the chat's interval, that attempt may
+			// have been another worker's send to this chat (before a rebalance moved the partition here):
+			// the lane's next send keeps its distance from it.
+			if waitedForLease || nc.Age < w.opts.PerChatInterval {
 				settledAt = time.Now().Add(-nc.Age)
 			}
 			return d, settledAt, err

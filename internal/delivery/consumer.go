@@ -3,11 +3,22 @@ package delivery
 // The consumer: one kafka-go group reader per priority topic, fetching while a buffer slot is free (far
 // ahead of what is being sent, so that tenants can be served in turn), handing each message to the lane of
 // its key, and committing finished offsets (offsets.go).
+//
+// Generations. When the consumer group rebalances, the partitions this worker held may go to another
+// worker, which starts reading them at the committed offset, behind what this worker fetched. If this
+// worker went on sending what it had fetched, two workers would serve the same chats for as long as that
+// backlog lasts: out of order and twice the per-chat rate. So the messages fetched in one generation belong
+// to it: the moment it ends, every one of them that has not started is dropped (uncommitted; whoever holds
+// its partition next reads it again, this worker included), waits for a chat or a turn give up, and no
+// fetch happens until the next generation has begun. kafka-go reports neither moment through its API, but
+// it logs both, through the Logger (generationLogger); share.go's polling of Stats().Rebalances remains
+// the fallback that holds the rate.
 
 import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +38,17 @@ type consumer struct {
 
 	mu    sync.Mutex
 	lanes sync.WaitGroup
+	// gen is the current generation's context (see Generations): a message fetched under it starts only
+	// while it is live. nil between the end of one generation and the start of the next: no fetching then.
+	gen       context.Context
+	endGen    context.CancelFunc
+	parent    context.Context // startCtx, once fetchLoop runs: a generation also ends with it
+	genChange chan struct{}   // closed and replaced when a generation begins
+	// genBegan is when the current generation began; heldParts are the partitions messages came from in
+	// it, prevParts those of the generation before. A chat on a partition this worker did not hold may
+	// have been sent to by the previous holder until that generation ended, just before genBegan.
+	genBegan             time.Time
+	heldParts, prevParts map[int]bool
 	// queues holds, per Kafka key, the messages waiting behind the one in delivery: one user's (or one
 	// chat's) messages go one at a time, in fetch order, while other keys proceed in parallel.
 	queues map[string][]*fetched
@@ -38,7 +60,7 @@ func (w *Worker) newConsumer(p Priority) *consumer {
 		topic = w.topics.High
 	}
 	log := w.log.With("topic", topic)
-	r := kafka.NewReader(kafka.ReaderConfig{
+	cfg := kafka.ReaderConfig{
 		Brokers: w.opts.Brokers,
 		GroupID: w.opts.GroupID,
 		Topic:   topic,
@@ -54,41 +76,170 @@ func (w *Worker) newConsumer(p Priority) *consumer {
 		HeartbeatInterval: w.opts.HeartbeatInterval,
 		SessionTimeout:    w.opts.SessionTimeout,
 		JoinGroupBackoff:  time.Second,
+		GroupBalancers:    groupBalancers,
 		ReadBackoffMin:    50 * time.Millisecond,
 		ReadBackoffMax:    time.Second,
-		Logger:            kafka.LoggerFunc(func(f string, a ...any) { log.Debug(fmt.Sprintf(f, a...)) }),
 		ErrorLogger:       kafka.LoggerFunc(func(f string, a ...any) { log.Warn(fmt.Sprintf(f, a...)) }),
-	})
-	return &consumer{w: w, prio: p, topic: topic, reader: r, tracker: newOffsetTracker(), queues: map[string][]*fetched{}}
+	}
+	c := &consumer{w: w, prio: p, topic: topic, tracker: newOffsetTracker(), queues: map[string][]*fetched{},
+		genChange: make(chan struct{})}
+	cfg.Logger = generationLogger{c: c, log: log}
+	c.reader = kafka.NewReader(cfg)
+	return c
+}
+
+// kafka-go's log lines at the end of a group generation (the heartbeat stops with every generation) and
+// at the start of the next (after the reader restarted its partition readers at the committed offsets,
+// with stale buffered messages discarded from then on). TestGenerationsEndAndBeginOnARebalance fails if
+// an upgrade of kafka-go changes them.
+const (
+	logGenerationEnded = "stopped heartbeat for group"
+	logGenerationBegan = "subscribed to topics and partitions"
+)
+
+// generationLogger is the reader's debug log, watching for the two lines.
+type generationLogger struct {
+	c   *consumer
+	log interface{ Debug(string, ...any) }
+}
+
+func (g generationLogger) Printf(format string, args ...any) {
+	switch {
+	case strings.HasPrefix(format, logGenerationEnded):
+		g.c.endGeneration()
+	case strings.HasPrefix(format, logGenerationBegan):
+		g.c.beginGeneration()
+	}
+	g.log.Debug(fmt.Sprintf(format, args...))
+}
+
+// endGeneration drops every fetched message that has not started, stops fetching until the next
+// generation, forgets the offsets not yet committed (they would be another worker's to commit; the next
+// generation reads them again), and holds the rate until the new share is known.
+func (c *consumer) endGeneration() {
+	c.mu.Lock()
+	if c.endGen != nil {
+		c.endGen()
+	}
+	c.gen, c.endGen = nil, nil
+	c.mu.Unlock()
+	c.tracker.reset()
+	if c.w.share != nil {
+		c.w.share.hold()
+	}
+	generations.WithLabelValues("ended").Inc()
+}
+
+// beginGeneration lets fetching resume under a new generation.
+func (c *consumer) beginGeneration() {
+	c.mu.Lock()
+	if c.endGen != nil {
+		c.endGen()
+	}
+	parent := c.parent
+	if parent == nil {
+		parent = context.Background() // before fetchLoop: it derives the first generation itself
+	}
+	c.gen, c.endGen = context.WithCancel(parent)
+	c.prevParts, c.heldParts, c.genBegan = c.heldParts, map[int]bool{}, time.Now()
+	close(c.genChange)
+	c.genChange = make(chan struct{})
+	c.mu.Unlock()
+	if c.w.share != nil {
+		c.w.share.poke()
+	}
+	generations.WithLabelValues("began").Inc()
+}
+
+// generation returns the live generation's context, waiting (until ctx ends) while there is none.
+func (c *consumer) generation(ctx context.Context) (context.Context, error) {
+	for {
+		c.mu.Lock()
+		gen, change := c.gen, c.genChange
+		c.mu.Unlock()
+		if gen != nil && gen.Err() == nil {
+			return gen, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-change:
+		}
+	}
 }
 
 // fetchLoop fetches while there is a free buffer slot, so a full worker stops fetching rather than holding
 // more than Options.Buffer messages.
 func (c *consumer) fetchLoop(fetchCtx, workCtx context.Context) {
+	// The first generation starts here: the reader may have logged its start already, or will (which
+	// begins a fresh generation before anything is fetched in this one: harmless).
+	c.mu.Lock()
+	c.parent = fetchCtx
+	if c.endGen != nil {
+		c.endGen() // begun before this loop ran, under no parent: nothing was fetched in it
+	}
+	c.gen, c.endGen = context.WithCancel(fetchCtx)
+	c.prevParts, c.heldParts, c.genBegan = nil, map[int]bool{}, time.Now()
+	c.mu.Unlock()
 	for {
-		if err := c.w.buffered.acquire(fetchCtx, c.prio); err != nil {
+		gen, err := c.generation(fetchCtx)
+		if err != nil {
 			return
 		}
-		m, err := c.reader.FetchMessage(fetchCtx)
+		if err := c.w.buffered.acquire(gen, c.prio); err != nil {
+			if fetchCtx.Err() != nil {
+				return
+			}
+			continue // the generation ended while the buffer was full
+		}
+		m, err := c.reader.FetchMessage(gen)
+		if err == nil && gen.Err() != nil {
+			// Fetched as the generation ended: the message belongs to the old one.
+			err = gen.Err()
+		}
 		if err != nil {
 			c.w.buffered.release(c.prio)
 			if fetchCtx.Err() != nil {
 				return
+			}
+			if gen.Err() != nil {
+				continue // the next generation reads it again if this worker still holds its partition
 			}
 			c.w.log.Warn("fetch failed", "topic", c.topic, "err", err)
 			_ = sleepUntil(fetchCtx, time.Now().Add(time.Second))
 			continue
 		}
 		c.w.share.sawPartition(c.topic, m.Partition)
+		c.keepPreviousHoldersPace(m)
 		f := c.tracker.add(m)
 		f.tenant = tenantLabel(m.Value)
+		f.gen = gen
 		tenantBacklog.WithLabelValues(f.tenant, c.prio.String()).Inc()
-		c.dispatch(fetchCtx, workCtx, f)
+		c.dispatch(workCtx, f)
+	}
+}
+
+// keepPreviousHoldersPace holds a chat whose message comes from a partition this worker did not hold in
+// the previous generation until the per-chat interval after this generation began: the partition's
+// previous holder may have sent to the chat until its generation ended, which was before this one began.
+// (An attempt still in flight there is waited for by the claim; this covers the sends that had finished.)
+// It costs at most one interval, once, for the first message to each chat after a rebalance.
+func (c *consumer) keepPreviousHoldersPace(m kafka.Message) {
+	c.mu.Lock()
+	c.heldParts[m.Partition] = true
+	fresh := !c.prevParts[m.Partition]
+	until := c.genBegan.Add(c.w.opts.PerChatInterval)
+	c.mu.Unlock()
+	if !fresh || !time.Now().Before(until) {
+		return
+	}
+	if chat := chatOfKey(strconv.Itoa(m.Partition) + "/" + string(m.Key)); chat != 0 {
+		c.w.chats.NotBefore(chat, until)
 	}
 }
 
 // dispatch queues f behind earlier messages of its key, starting a lane when the key has none.
-func (c *consumer) dispatch(startCtx, workCtx context.Context, f *fetched) {
+func (c *consumer) dispatch(workCtx context.Context, f *fetched) {
 	key := strconv.Itoa(f.msg.Partition) + "/" + string(f.msg.Key)
 	if len(f.msg.Key) == 0 {
 		key += "#" + strconv.FormatInt(f.msg.Offset, 10)
@@ -100,7 +251,7 @@ func (c *consumer) dispatch(startCtx, workCtx context.Context, f *fetched) {
 	if running {
 		return
 	}
-	c.lanes.Go(func() { c.lane(startCtx, workCtx, key) })
+	c.lanes.Go(func() { c.lane(workCtx, key) })
 }
 
 // commitOffsets commits finished offsets; it runs every CommitInterval.

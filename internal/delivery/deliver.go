@@ -43,6 +43,10 @@ func (w *Worker) deliver(ctx context.Context, p Priority, d store.Delivery) bool
 	}
 	sendSpan.End()
 	cancel()
+	// The platform had the request before it answered: counting the chat's interval from the answer too
+	// keeps two sends to one chat apart by at least the interval where the platform measures it, however
+	// late this one reached it (a busy CPU, a slow network).
+	w.chats.Sent(d.ChatID, time.Now())
 	elapsed := time.Since(sent)
 	if err != nil && ctx.Err() != nil {
 		// Shutdown interrupted the call: the platform may or may not have the message.

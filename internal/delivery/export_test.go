@@ -1,5 +1,12 @@
 package delivery
 
+import (
+	"context"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
 // Kill stops the worker as a crash would: in-flight sends are cut off, nothing more is written to
 // PostgreSQL, no offset is committed; the readers still close, as the broker would notice a dead client.
 func (w *Worker) Kill() {
@@ -12,3 +19,17 @@ func (w *Worker) ClientID() string { return w.clientID }
 
 // Rate is the worker's current share of the global rate.
 func (w *Worker) Rate() float64 { return w.limiter.Rate() }
+
+// GenerationsEnded is how many consumer group generations the process's readers saw end.
+func GenerationsEnded() float64 {
+	var m dto.Metric
+	if err := generations.WithLabelValues("ended").Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// CaughtUpTo reports whether the group has consumed every message produced before t.
+func (w *Worker) CaughtUpTo(ctx context.Context, t time.Time) (bool, error) {
+	return w.share.caughtUpTo(ctx, t)
+}

@@ -67,7 +67,10 @@ func newEnv(t *testing.T, simOpts sim.Options) *env {
 	logger := testLogger()
 	ob := outbox.New(st, p, outbox.Options{Logger: logger})
 	t.Cleanup(ob.Close)
-	api := ingress.New(st, ob, logger, ingress.Options{DeepLinkBase: "https://t.me", BotUsername: "herald_test_bot"})
+	api := ingress.New(st, ob, logger, ingress.Options{DeepLinkBase: "https://t.me", BotUsername: "herald_test_bot",
+		// These tests load the worker through the API: a tenant's default send limit is not what they test
+		// (fairness_test.go sets its own).
+		SendsPerSecond: 100000})
 	r := server.NewRouter(logger)
 	api.Routes(r)
 	srv := httptest.NewServer(r)

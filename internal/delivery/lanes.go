@@ -5,6 +5,8 @@ package delivery
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -19,12 +21,14 @@ type laneState struct {
 	handover time.Time
 }
 
-// lane delivers the messages of one key in order until its queue is empty. startCtx ends when the worker
-// stops fetching (shutdown): from then on no message starts — one waiting for its chat or its turn gives
-// up — while a delivery already in flight finishes under workCtx (which ends after the grace period). A
-// message that did not start stays uncommitted, and the partition's next owner reads it again.
-func (c *consumer) lane(startCtx, workCtx context.Context, key string) {
-	var ls laneState
+// lane delivers the messages of one key in order until its queue is empty. A message starts only while the
+// generation it was fetched in is live (consumer.go, Generations); that ends at a rebalance and when the
+// worker stops fetching (shutdown): from then on the message does not start — one waiting for its chat or
+// its turn gives up — while a delivery already in flight finishes under workCtx (which ends after the
+// grace period). A message that did not start stays uncommitted, and the partition's next owner reads it
+// again.
+func (c *consumer) lane(workCtx context.Context, key string) {
+	ls := laneState{chat: chatOfKey(key)}
 	for {
 		c.mu.Lock()
 		q := c.queues[key]
@@ -36,7 +40,7 @@ func (c *consumer) lane(startCtx, workCtx context.Context, key string) {
 		f := q[0]
 		c.mu.Unlock()
 
-		if startCtx.Err() == nil && c.w.handle(startCtx, workCtx, c.prio, f.msg, &ls) {
+		if f.gen.Err() == nil && c.w.handle(f.gen, workCtx, c.prio, f.msg, &ls) {
 			c.tracker.done(f)
 		}
 		c.w.buffered.release(c.prio)
@@ -46,4 +50,18 @@ func (c *consumer) lane(startCtx, workCtx context.Context, key string) {
 		c.queues[key] = c.queues[key][1:]
 		c.mu.Unlock()
 	}
+}
+
+// chatOfKey is the chat of a lane's key ("<partition>/chat/<id>", queue.NewOutgoing), 0 for other keys.
+func chatOfKey(key string) int64 {
+	_, rest, _ := strings.Cut(key, "/")
+	id, ok := strings.CutPrefix(rest, "chat/")
+	if !ok {
+		return 0
+	}
+	chat, err := strconv.ParseInt(id, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return chat
 }

@@ -357,6 +357,15 @@ func (c *chatLimiter) WaitFree(ctx context.Context, chat int64) error {
 	return sleepUntil(ctx, t)
 }
 
+// NotBefore holds the chat until t (another worker may have sent to it until shortly before).
+func (c *chatLimiter) NotBefore(chat int64, t time.Time) {
+	c.mu.Lock()
+	if t.After(c.next[chat]) {
+		c.next[chat] = t
+	}
+	c.mu.Unlock()
+}
+
 // Sent records the moment the request left: the global limiter may have held it past its slot, and the
 // next send to the chat must keep its distance from the real one.
 func (c *chatLimiter) Sent(chat int64, at time.Time) {
@@ -367,8 +376,14 @@ func (c *chatLimiter) Sent(chat int64, at time.Time) {
 	c.mu.Unlock()
 }
 
-// Throttle holds the chat until now + wait and reports whether 429s on other chats within the last second
-// make this a flood of the whole bot.
+// floodChats is how many different chats answering 429 within a second make a flood of the whole bot.
+// The platform does not say which limit a 429 is for. Two is not enough: a rebalance can briefly have two
+// workers pacing the same chats, and each of two chats sent to twice is throttled on its own; a bot over
+// its global limit has every send refused, so a third chat follows within the second.
+const floodChats = 3
+
+// Throttle holds the chat until now + wait and reports whether 429s on floodChats different chats within
+// the last second make this a flood of the whole bot.
 func (c *chatLimiter) Throttle(chat int64, wait time.Duration) (flood bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -377,14 +392,15 @@ func (c *chatLimiter) Throttle(chat int64, wait time.Duration) (flood bool) {
 		c.next[chat] = t
 	}
 	keep := c.recent[:0]
+	chats := map[int64]bool{chat: true}
 	for _, r := range c.recent {
 		if now.Sub(r.at) < time.Second {
 			keep = append(keep, r)
-			flood = flood || r.chat != chat
+			chats[r.chat] = true
 		}
 	}
 	c.recent = append(keep, throttled{chat: chat, at: now})
-	return flood
+	return len(chats) >= floodChats
 }
 
 // prune forgets chats whose slot is long past, so the map stays as small as the set of active chats.

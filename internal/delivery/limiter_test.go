@@ -118,8 +118,11 @@ func TestChatLimiterSpacesAndThrottles(t *testing.T) {
 	if c.Throttle(9, time.Second) {
 		t.Error("one throttled chat is not a flood")
 	}
-	if !c.Throttle(10, time.Second) {
-		t.Error("429s on two chats within a second are a flood")
+	if c.Throttle(10, time.Second) || c.Throttle(9, time.Second) {
+		t.Error("429s on two chats within a second are not a flood: a rebalance's overlap does that")
+	}
+	if !c.Throttle(11, time.Second) {
+		t.Error("429s on three chats within a second are a flood")
 	}
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()

@@ -46,6 +46,10 @@ var (
 		Name: "herald_worker_in_flight",
 		Help: "Fetched messages not yet finished, by priority.",
 	}, []string{"priority"})
+	generations = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_worker_generations_total",
+		Help: "Consumer group generations this worker's readers saw end and begin (a rebalance ends one): at each end, fetched messages that had not started are dropped for the partitions' next owner.",
+	}, []string{"event"})
 	skipped = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_worker_skipped_total",
 		Help: "Kafka messages dropped without a send, by reason (not_claimable, leased, not_found, bad_envelope, stale_result).",

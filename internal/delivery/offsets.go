@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"context"
 	"sync"
 
 	"github.com/segmentio/kafka-go"
@@ -29,7 +30,8 @@ type fetched struct {
 	part   *partitionOffsets
 	epoch  int
 	done   bool
-	tenant string // the metric label of its tenant
+	tenant string          // the metric label of its tenant
+	gen    context.Context // the group generation it was fetched in (consumer.go)
 }
 
 func newOffsetTracker() *offsetTracker {
@@ -53,6 +55,18 @@ func (t *offsetTracker) add(m kafka.Message) *fetched {
 	f := &fetched{msg: m, part: p, epoch: p.epoch}
 	p.pending = append(p.pending, f)
 	return f
+}
+
+// reset forgets every partition's progress at the end of a group generation: the next generation reads
+// from the committed offsets again, and completions of this one's messages no longer count.
+func (t *offsetTracker) reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, p := range t.parts {
+		p.epoch++
+		p.lastSeen = -1
+		p.pending, p.ready = nil, nil
+	}
 }
 
 // done marks a message finished and advances its partition's committable offset past every finished

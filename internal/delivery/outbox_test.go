@@ -27,9 +27,9 @@ func TestOrphanEnvelopeDoesNotHoldTheLane(t *testing.T) {
 	first, _ := e.send("u1", "warm-up", 5)
 	e.waitStatus(first, "delivered", 30*time.Second)
 
-	// Five orphans on u1's key, then a real message behind them on the same partition.
+	// Five orphans on u1's chat's key, then a real message behind them on the same partition.
 	for range 5 {
-		if err := e.producer.Publish(context.Background(), queue.NewOutgoing(uuid.Must(uuid.NewV7()).String(), "acme", "u1", 0, 5)); err != nil {
+		if err := e.producer.Publish(context.Background(), queue.NewOutgoing(uuid.Must(uuid.NewV7()).String(), "acme", "u1", 4101, 5)); err != nil {
 			t.Fatalf("publish orphan: %v", err)
 		}
 	}
@@ -79,11 +79,11 @@ func TestHandoverWaitsForTheOtherAttemptAndKeepsThePace(t *testing.T) {
 	// Let the per-chat interval of the warm-up message pass, so only the handover can space what follows.
 	time.Sleep(interval)
 
-	// m1 is held by "another worker": delivering under a live lease, its envelope on u1's key.
+	// m1 is held by "another worker": delivering under a live lease, its envelope on u1's chat's key.
 	m1 := uuid.Must(uuid.NewV7()).String()
-	e.exec(`INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status, attempts, lease_expires_at, published_at)
-		VALUES ($1, 'tenant', 'acme', 'u1', 5, 'm1', 'delivering', 1, now() + interval '1 minute', now())`, m1)
-	if err := e.producer.Publish(context.Background(), queue.NewOutgoing(m1, "acme", "u1", 0, 5)); err != nil {
+	e.exec(`INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, chat_id, priority, body, status, attempts, lease_expires_at, published_at)
+		VALUES ($1, 'tenant', 'acme', 'u1', 4301, 5, 'm1', 'delivering', 1, now() + interval '1 minute', now())`, m1)
+	if err := e.producer.Publish(context.Background(), queue.NewOutgoing(m1, "acme", "u1", 4301, 5)); err != nil {
 		t.Fatal(err)
 	}
 	m2, _ := e.send("u1", "m2", 5)
@@ -119,9 +119,9 @@ func TestHandoverWaitIsBounded(t *testing.T) {
 	opts.Lease = time.Minute // the stuck claim stays leased for the whole test
 	e.start(opts)
 	stuck := uuid.Must(uuid.NewV7()).String()
-	e.exec(`INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status, attempts, lease_expires_at, published_at)
-		VALUES ($1, 'tenant', 'acme', 'u1', 5, 'stuck', 'delivering', 1, now() + interval '1 minute', now())`, stuck)
-	if err := e.producer.Publish(context.Background(), queue.NewOutgoing(stuck, "acme", "u1", 0, 5)); err != nil {
+	e.exec(`INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, chat_id, priority, body, status, attempts, lease_expires_at, published_at)
+		VALUES ($1, 'tenant', 'acme', 'u1', 4401, 5, 'stuck', 'delivering', 1, now() + interval '1 minute', now())`, stuck)
+	if err := e.producer.Publish(context.Background(), queue.NewOutgoing(stuck, "acme", "u1", 4401, 5)); err != nil {
 		t.Fatal(err)
 	}
 	var ids []string

@@ -22,6 +22,10 @@ import (
 type shareKeeper struct {
 	w      *Worker
 	client *kafka.Client
+	// transport is the client's own: after a broker outage its pooled connections are dead, and kafka-go
+	// keeps handing them out until they idle out (30 s by default) — so long the rate stayed held after a
+	// rebalance the outage caused. Every failed call closes them (resetAfter).
+	transport *kafka.Transport
 
 	mu      sync.Mutex
 	known   map[string]map[int]bool // partitions seen in the last description
@@ -32,12 +36,22 @@ type shareKeeper struct {
 }
 
 func newShareKeeper(w *Worker) *shareKeeper {
+	t := &kafka.Transport{DialTimeout: 5 * time.Second, IdleTimeout: 10 * time.Second, ClientID: w.clientID}
 	return &shareKeeper{
-		w:       w,
-		client:  &kafka.Client{Addr: kafka.TCP(w.opts.Brokers...), Timeout: 10 * time.Second},
-		known:   map[string]map[int]bool{},
-		refresh: make(chan struct{}, 1),
+		w:         w,
+		transport: t,
+		client:    &kafka.Client{Addr: kafka.TCP(w.opts.Brokers...), Timeout: 10 * time.Second, Transport: t},
+		known:     map[string]map[int]bool{},
+		refresh:   make(chan struct{}, 1),
 	}
+}
+
+// resetAfter closes the client's connections when err is not nil, so the next call dials afresh.
+func (s *shareKeeper) resetAfter(err error) error {
+	if err != nil && !errors.Is(err, errUnstable) {
+		s.transport.CloseIdleConnections()
+	}
+	return err
 }
 
 // sawPartition asks for a refresh when a message comes from a partition the last description did not
@@ -64,6 +78,7 @@ func (s *shareKeeper) run(ctx context.Context) {
 	defer watch.Stop()
 	periodic := time.NewTicker(s.w.opts.AssignmentInterval)
 	defer periodic.Stop()
+	defer s.transport.CloseIdleConnections()
 	defer func() {
 		s.mu.Lock()
 		if s.pending != nil {
@@ -111,6 +126,10 @@ var errUnstable = errors.New("consumer group is rebalancing")
 
 // update reads the group description and applies the share it implies.
 func (s *shareKeeper) update(ctx context.Context) error {
+	return s.resetAfter(s.updateOnce(ctx))
+}
+
+func (s *shareKeeper) updateOnce(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	topics := []string{s.w.topics.High, s.w.topics.Normal}
@@ -229,6 +248,11 @@ func (w *Worker) updateLag(ctx context.Context) {
 // lag is, per topic, the sum over partitions of the end offset minus the group's committed offset (the
 // start offset where the group has committed nothing).
 func (s *shareKeeper) lag(ctx context.Context) (map[string]int64, error) {
+	lags, err := s.lagOnce(ctx)
+	return lags, s.resetAfter(err)
+}
+
+func (s *shareKeeper) lagOnce(ctx context.Context) (map[string]int64, error) {
 	topics := []string{s.w.topics.High, s.w.topics.Normal}
 	meta, err := s.client.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
 	if err != nil {
@@ -276,4 +300,79 @@ func (s *shareKeeper) lag(ctx context.Context) (map[string]int64, error) {
 		out[topic] = lag
 	}
 	return out, nil
+}
+
+// caughtUpTo reports whether the group has committed, on every partition of both topics, past every
+// message produced before t (by the messages' timestamps): then no envelope published before t is still
+// waiting in Kafka.
+func (s *shareKeeper) caughtUpTo(ctx context.Context, t time.Time) (bool, error) {
+	ok, err := s.caughtUpOnce(ctx, t)
+	return ok, s.resetAfter(err)
+}
+
+func (s *shareKeeper) caughtUpOnce(ctx context.Context, t time.Time) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	topics := []string{s.w.topics.High, s.w.topics.Normal}
+	meta, err := s.client.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
+	if err != nil {
+		return false, fmt.Errorf("while reading topic metadata: %w", err)
+	}
+	parts := map[string][]int{}
+	at, ends := map[string][]kafka.OffsetRequest{}, map[string][]kafka.OffsetRequest{}
+	for _, tp := range meta.Topics {
+		for _, p := range tp.Partitions {
+			parts[tp.Name] = append(parts[tp.Name], p.ID)
+			at[tp.Name] = append(at[tp.Name], kafka.TimeOffsetOf(p.ID, t))
+			ends[tp.Name] = append(ends[tp.Name], kafka.LastOffsetOf(p.ID))
+		}
+	}
+	if len(parts) != len(topics) {
+		return false, fmt.Errorf("while reading topic metadata: %d of %d topics", len(parts), len(topics))
+	}
+	committed, err := s.client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: s.w.opts.GroupID, Topics: parts})
+	if err != nil {
+		return false, fmt.Errorf("while fetching committed offsets: %w", err)
+	}
+	atT, err := s.client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: at})
+	if err != nil {
+		return false, fmt.Errorf("while listing offsets by time: %w", err)
+	}
+	last, err := s.client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: ends})
+	if err != nil {
+		return false, fmt.Errorf("while listing end offsets: %w", err)
+	}
+	for _, topic := range topics {
+		done := map[int]int64{}
+		for _, p := range committed.Topics[topic] {
+			if p.Error != nil {
+				return false, fmt.Errorf("committed offset of %s/%d: %w", topic, p.Partition, p.Error)
+			}
+			done[p.Partition] = p.CommittedOffset
+		}
+		end := map[int]int64{}
+		for _, p := range last.Topics[topic] {
+			end[p.Partition] = p.LastOffset
+		}
+		for _, p := range atT.Topics[topic] {
+			if p.Error != nil {
+				return false, fmt.Errorf("offset by time of %s/%d: %w", topic, p.Partition, p.Error)
+			}
+			// The first message at or after t; none (every message is older): the end of the partition.
+			need := end[p.Partition]
+			for off := range p.Offsets {
+				if off >= 0 && off < need {
+					need = off
+				}
+			}
+			got, ok := done[p.Partition]
+			if !ok || got < 0 {
+				got = 0 // nothing committed: caught up only if the partition had nothing before t
+			}
+			if got < need {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
 }

@@ -51,7 +51,11 @@ type Options struct {
 	SchedulerInterval  time.Duration // how often due retries and failed publishes are re-published; 1 s
 	RedriveInterval    time.Duration // how often stuck notifications are looked for; min(30 s, Lease/2)
 	QueuedRedriveAfter time.Duration // a notification queued this long is presumed lost; 10 m
-	RepublishBatch     int           // rows per scheduler or redrive transaction; 500
+	// LostPublishAfter: while the group has consumed everything published up to this long ago, a
+	// notification queued twice as long is presumed lost at once (its producer died between the commit and
+	// the publish), not after QueuedRedriveAfter; 10 s.
+	LostPublishAfter time.Duration
+	RepublishBatch   int // rows per scheduler or redrive transaction; 500
 
 	GracePeriod    time.Duration // shutdown: how long in-flight deliveries may finish; 20 s
 	CommitInterval time.Duration // how often finished offsets are committed; 500 ms
@@ -118,6 +122,7 @@ func (o *Options) defaults() error {
 	def(&o.SchedulerInterval, time.Second)
 	def(&o.RedriveInterval, min(30*time.Second, o.Lease/2))
 	def(&o.QueuedRedriveAfter, 10*time.Minute)
+	def(&o.LostPublishAfter, 10*time.Second)
 	def(&o.GracePeriod, 20*time.Second)
 	def(&o.CommitInterval, 500*time.Millisecond)
 	def(&o.HandoverWait, o.SendTimeout+5*time.Second)

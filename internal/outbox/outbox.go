@@ -191,7 +191,7 @@ func (o *Outbox) sendBatch(reqs []*request) []answer {
 		}
 	}
 	var ns []store.NewNotification
-	var accepted map[string]bool
+	var accepted map[string]int64   // tracking id → chat
 	var keys []store.IdempotencyKey // the keys this batch claimed and keeps
 	var err error
 	if len(claims) == 0 {
@@ -250,7 +250,8 @@ func (o *Outbox) sendBatch(reqs []*request) []answer {
 			continue
 		}
 		for _, n := range r.ns {
-			if accepted[n.TrackingID] {
+			if chat, ok := accepted[n.TrackingID]; ok {
+				n.ChatID = chat
 				stored = append(stored, n)
 				envs = append(envs, outgoing(n, r.headers))
 			}
@@ -291,7 +292,7 @@ func keyOf(r *request) store.IdempotencyKey {
 }
 
 // results is a request's answer, given what the batch stored and whether its publish failed.
-func results(r *request, accepted map[string]bool, publishFailed bool) []Result {
+func results(r *request, accepted map[string]int64, publishFailed bool) []Result {
 	res := make([]Result, len(r.items))
 	for i, it := range r.items {
 		if it.Refused != nil {
@@ -301,7 +302,7 @@ func results(r *request, accepted map[string]bool, publishFailed bool) []Result 
 	for j, n := range r.ns {
 		i := r.pos[j]
 		switch {
-		case !accepted[n.TrackingID]:
+		case !isAccepted(accepted, n.TrackingID):
 			res[i] = Result{Code: CodeUnverified, Message: fmt.Sprintf("user %q has no verified phone: link the user and complete phone verification first", n.UserID)}
 		case publishFailed:
 			res[i] = Result{Code: CodeQueueError, Message: "the notification could not be queued; nothing was stored, retry later"}
@@ -310,6 +311,11 @@ func results(r *request, accepted map[string]bool, publishFailed bool) []Result 
 		}
 	}
 	return res
+}
+
+func isAccepted(accepted map[string]int64, trackingID string) bool {
+	_, ok := accepted[trackingID]
+	return ok
 }
 
 func anyAccepted(res []Result) bool {

@@ -103,8 +103,8 @@ func TestSendAnswersEachItemInOrder(t *testing.T) {
 	}
 	got := e.envelopes()
 	for _, i := range []int{0, 3} {
-		if got[res[i].TrackingID] != "acme/ok" {
-			t.Errorf("envelope of item %d: key %q, want acme/ok", i, got[res[i].TrackingID])
+		if got[res[i].TrackingID] != "chat/1" { // user "ok"'s chat
+			t.Errorf("envelope of item %d: key %q, want chat/1", i, got[res[i].TrackingID])
 		}
 	}
 	if len(got) != 2 {

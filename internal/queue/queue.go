@@ -71,13 +71,15 @@ type Outgoing struct {
 	Headers  []kafka.Header
 }
 
-// NewOutgoing is the one constructor of an envelope and the one place of the partition-key rule: a tenant
-// notification is keyed by its tenant and user ("tenant/user"), a system message by its chat
-// ("chat/<id>"), so that one user's (or one chat's) messages share a partition and stay in order.
-// tenantID is empty for a system message of no tenant; userID is empty for every system message.
+// NewOutgoing is the one constructor of an envelope and the one place of the partition-key rule: every
+// message is keyed by the chat it goes to ("chat/<id>"), so that all of one chat's messages — a tenant's
+// notifications, another tenant's to the same messenger user, and Herald's own system messages — share a
+// partition and so one worker, which keeps them in order and paces the chat alone. A tenant notification
+// stored before its chat was recorded on the row (chatID 0) is keyed by tenant and user ("tenant/user"),
+// which keeps one user's messages together as before.
 func NewOutgoing(trackingID, tenantID, userID string, chatID int64, priority int) Outgoing {
 	key := "chat/" + strconv.FormatInt(chatID, 10)
-	if userID != "" {
+	if chatID == 0 && userID != "" {
 		key = tenantID + "/" + userID
 	}
 	return Outgoing{Priority: priority, Key: []byte(key),

@@ -19,7 +19,7 @@ func TestPublishRoutesByPriorityAndKeepsEnvelope(t *testing.T) {
 
 	byPriority := map[int]queue.Envelope{}
 	for _, prio := range []int{0, 6, 7, 9} {
-		out := queue.NewOutgoing(time.Now().Format(time.RFC3339Nano), "acme", "u1", 0, prio)
+		out := queue.NewOutgoing(time.Now().Format(time.RFC3339Nano), "acme", "u1", 4242, prio)
 		byPriority[prio] = out.Envelope
 		if err := p.Publish(ctx, out); err != nil {
 			t.Fatalf("publish priority %d: %v", prio, err)
@@ -49,9 +49,23 @@ func TestPublishRoutesByPriorityAndKeepsEnvelope(t *testing.T) {
 		if _, wrong := other[env]; wrong {
 			t.Errorf("priority %d: envelope on the wrong topic", prio)
 		}
-		if ok && key != "acme/u1" {
-			t.Errorf("priority %d: key = %q, want acme/u1", prio, key)
+		if ok && key != "chat/4242" {
+			t.Errorf("priority %d: key = %q, want chat/4242 (every message is keyed by its chat)", prio, key)
 		}
+	}
+}
+
+func TestTheKeyIsTheChatSoEveryMessageToAChatSharesAPartition(t *testing.T) {
+	t.Parallel()
+	tenantA := queue.NewOutgoing("1", "acme", "u1", 77, 5)
+	tenantB := queue.NewOutgoing("2", "globex", "someone", 77, 9)
+	system := queue.NewOutgoing("3", "acme", "", 77, 8)
+	if string(tenantA.Key) != string(tenantB.Key) || string(tenantA.Key) != string(system.Key) {
+		t.Errorf("keys of three messages to chat 77: %q, %q, %q; want one", tenantA.Key, tenantB.Key, system.Key)
+	}
+	// A row stored before the chat was recorded on it still keeps its user's messages together.
+	if old := queue.NewOutgoing("4", "acme", "u1", 0, 5); string(old.Key) != "acme/u1" {
+		t.Errorf("key without a chat: %q, want acme/u1", old.Key)
 	}
 }
 

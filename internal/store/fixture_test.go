@@ -51,7 +51,7 @@ func queued(t *testing.T, s *store.Store) string {
 	t.Helper()
 	n := tenantNotification("ok")
 	got, err := s.InsertTenantNotifications(context.Background(), []store.NewNotification{n})
-	if err != nil || !got[n.TrackingID] {
+	if _, ok := got[n.TrackingID]; err != nil || !ok {
 		t.Fatalf("insert: %v %v", got, err)
 	}
 	return n.TrackingID

@@ -22,7 +22,7 @@ type NewNotification struct {
 	Kind        string
 	TenantID    string // empty for a system message of no tenant
 	UserID      string // tenant notifications
-	ChatID      int64  // system messages
+	ChatID      int64  // system messages; for tenant notifications, set from the link when stored
 	Priority    int
 	Body        string          // branded snapshot
 	ReplyMarkup json.RawMessage // system messages: keyboards
@@ -36,31 +36,36 @@ type NewNotification struct {
 // published_at set that nobody consumes: the redrive (RepublishStuck) finds it.
 
 // insertTenantSQL inserts tenant notifications in state queued, each only when its user has a link and a
-// verified phone (the send gate and the insert are one statement), and returns the ones it inserted.
+// verified phone (the send gate and the insert are one statement), and returns the ones it inserted with
+// the chat each goes to: the envelope's partition key (queue.NewOutgoing). The chat is recorded on the row
+// for the same reason (republishing keys it alike); delivery still reads the link at the claim, so a user
+// who relinks meanwhile gets the message in the new chat.
 const insertTenantSQL = `
-	INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status, published_at)
-	SELECT r.tracking_id, 'tenant', r.tenant_id, r.user_id, r.priority, r.body, 'queued', now()
-	FROM unnest($1::uuid[], $2::text[], $3::text[], $4::smallint[], $5::text[]) AS r(tracking_id, tenant_id, user_id, priority, body)
-	WHERE EXISTS (
-		SELECT 1 FROM phone_verifications v JOIN links l USING (tenant_id, user_id)
-		WHERE v.tenant_id = r.tenant_id AND v.user_id = r.user_id AND v.status = 'verified')
-	RETURNING tracking_id::text`
+	WITH r AS (
+		SELECT r.tracking_id, r.tenant_id, r.user_id, r.priority, r.body, l.chat_id
+		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::smallint[], $5::text[]) AS r(tracking_id, tenant_id, user_id, priority, body)
+		JOIN links l ON l.tenant_id = r.tenant_id AND l.user_id = r.user_id
+		JOIN phone_verifications v ON v.tenant_id = r.tenant_id AND v.user_id = r.user_id
+		WHERE v.status = 'verified')
+	INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, chat_id, priority, body, status, published_at)
+	SELECT tracking_id, 'tenant', tenant_id, user_id, chat_id, priority, body, 'queued', now() FROM r
+	RETURNING tracking_id::text, chat_id`
 
 // InsertTenantNotifications inserts tenant notifications in one statement of its own (committed when it
-// returns), each gated on its user's verified phone, and returns the tracking ids it inserted; the others'
-// users may not receive notifications.
-func (s *Store) InsertTenantNotifications(ctx context.Context, ns []NewNotification) (map[string]bool, error) {
+// returns), each gated on its user's verified phone, and returns the tracking ids it inserted with their
+// chats; the others' users may not receive notifications.
+func (s *Store) InsertTenantNotifications(ctx context.Context, ns []NewNotification) (map[string]int64, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	return insertTenant(ctx, s.pool, ns)
 }
 
 // InsertTenantNotifications is the transaction's variant of Store.InsertTenantNotifications.
-func (tx *Tx) InsertTenantNotifications(ctx context.Context, ns []NewNotification) (map[string]bool, error) {
+func (tx *Tx) InsertTenantNotifications(ctx context.Context, ns []NewNotification) (map[string]int64, error) {
 	return insertTenant(ctx, tx.tx, ns)
 }
 
-func insertTenant(ctx context.Context, q querier, ns []NewNotification) (map[string]bool, error) {
+func insertTenant(ctx context.Context, q querier, ns []NewNotification) (map[string]int64, error) {
 	ids := make([]string, len(ns))
 	tenants := make([]string, len(ns))
 	users := make([]string, len(ns))
@@ -73,13 +78,11 @@ func insertTenant(ctx context.Context, q querier, ns []NewNotification) (map[str
 	if err != nil {
 		return nil, translate(err, "inserting notifications")
 	}
-	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
+	accepted := make(map[string]int64, len(ns))
+	var id string
+	var chat int64
+	if _, err := pgx.ForEachRow(rows, []any{&id, &chat}, func() error { accepted[id] = chat; return nil }); err != nil {
 		return nil, translate(err, "inserting notifications")
-	}
-	accepted := make(map[string]bool, len(got))
-	for _, id := range got {
-		accepted[id] = true
 	}
 	return accepted, nil
 }

@@ -16,8 +16,12 @@ func TestInsertGatesEachRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || !got[ok1.TrackingID] || !got[ok2.TrackingID] {
-		t.Fatalf("accepted %v, want exactly the two sends to the verified user", got)
+	// Each comes back with its chat (user "ok" is linked to chat 1): the envelope's partition key.
+	if len(got) != 2 || got[ok1.TrackingID] != 1 || got[ok2.TrackingID] != 1 {
+		t.Fatalf("accepted %v, want exactly the two sends to the verified user, with chat 1", got)
+	}
+	if n := count(t, s, `SELECT count(*) FROM notifications WHERE chat_id = 1`); n != 2 {
+		t.Errorf("%d rows record chat 1, want 2 (republishing keys them by it)", n)
 	}
 	if n := count(t, s, `SELECT count(*) FROM notifications WHERE status = 'queued' AND published_at IS NOT NULL`); n != 2 {
 		t.Errorf("%d rows queued with published_at set, want 2 (inserted as 'publish under way')", n)
