@@ -39,8 +39,17 @@ func (w *Worker) republishAll(ctx context.Context, what string, batch func(ctx c
 // envelope never reached a worker) or delivering past their lease (the worker died). The claim accepts
 // both; a copy of an envelope that was not lost after all is dropped by the claim.
 func (w *Worker) redrive(ctx context.Context) {
+	publish := w.publisher("redrive")
+	// Counted by status before the publish: what the redrive found is the fact (a lost envelope, a dead
+	// worker), whether or not the broker takes the copy this time.
+	found := func(ctx context.Context, batch []store.Pending) []string {
+		for _, p := range batch {
+			redriveFound.WithLabelValues(string(p.Status)).Inc()
+		}
+		return publish(ctx, batch)
+	}
 	w.republishAll(ctx, "redrive", func(ctx context.Context) (int, error) {
-		n, err := w.opts.Store.RepublishStuck(ctx, w.opts.RepublishBatch, w.opts.QueuedRedriveAfter, w.opts.Lease, w.publisher("redrive"))
+		n, err := w.opts.Store.RepublishStuck(ctx, w.opts.RepublishBatch, w.opts.QueuedRedriveAfter, w.opts.Lease, found)
 		if n > 0 {
 			w.log.Info("redrove stuck notifications", "count", n)
 		}
