@@ -28,7 +28,7 @@ run: build postgres ## Run Herald on embedded defaults: herald dev (PostgreSQL, 
 	$(HERALD) dev
 
 .PHONY: test
-test: postgres browser envtest tools build lint check-generated ## Run every test (race detector on)
+test: postgres browser promtool envtest tools build lint check-generated ## Run every test (race detector on)
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh 2>/dev/null | tail -n 1)" HELM="$(HELM)" HERALD_BINARY="$(HERALD)" $(GOTEST) -race -count=1 -timeout 30m ./...
 
 .PHONY: test-e2e
@@ -119,6 +119,10 @@ bench-ingress: build postgres ## Load POST /v1/send: accepted/s, p99, RSS, and t
 .PHONY: postgres
 postgres: ## Make sure the PostgreSQL server binaries are installed (apt as root)
 	@hack/ensure-postgres.sh
+
+.PHONY: promtool
+promtool: ## Make sure promtool is installed (apt as root): the dashboard and alert tests use it
+	@hack/ensure-promtool.sh
 
 .PHONY: k8s-binaries
 k8s-binaries: ## Build the Kubernetes binaries (one go build, cached under ./bin/k8s); prints the directory

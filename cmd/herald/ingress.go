@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/heraldhq/herald/internal/config"
 	"github.com/heraldhq/herald/internal/ingress"
 	"github.com/heraldhq/herald/internal/outbox"
@@ -36,9 +38,18 @@ func (c *ingressCmd) Run(e runEnv) error {
 	api := ingress.New(st, ob, logger, ingress.Options{DeepLinkBase: c.DeepLinkBase, BotUsername: c.MessengerBotUsername,
 		SendsPerSecond: c.TenantSendsPerSecond, RequestsPerSecond: c.TenantRequestsPerSecond,
 		TrustedProxies: proxies})
-	r := server.NewRouter(logger, storeReady(st), kafkaReady(c.Brokers()))
+	checks := []server.ReadyCheck{storeReady(st), kafkaReady(c.Brokers())}
+	r := server.NewRouter(logger, checks...)
 	api.Routes(r)
-	return server.Serve(e.ctx, c.HTTPAddr, r, logger, server.ServeOptions{ShutdownDelay: c.ShutdownDelay, MetricsAddr: c.MetricsAddr})
+	g, gctx := errgroup.WithContext(e.ctx)
+	g.Go(func() error {
+		server.WatchDependencies(gctx, logger, server.DependencyCheckInterval, checks...)
+		return nil
+	})
+	g.Go(func() error {
+		return server.Serve(gctx, c.HTTPAddr, r, logger, server.ServeOptions{ShutdownDelay: c.ShutdownDelay, MetricsAddr: c.MetricsAddr})
+	})
+	return g.Wait()
 }
 
 // openBackends opens the store and makes sure the Kafka topics exist: what ingress, webhook and worker all

@@ -44,8 +44,13 @@ func (c *webhookServeCmd) Run(e runEnv) error {
 		Secret: c.WebhookSecret, PhoneHashKey: []byte(c.PhoneHashKey), DevAdmins: c.DevAdmins, Logger: logger,
 	})
 	defer rc.Close() // after the server and the poller stopped: updates in flight are answered first
-	r := server.NewRouter(logger, storeReady(st), kafkaReady(c.Brokers()))
+	checks := []server.ReadyCheck{storeReady(st), kafkaReady(c.Brokers())}
+	r := server.NewRouter(logger, checks...)
 	g, gctx := errgroup.WithContext(e.ctx)
+	g.Go(func() error {
+		server.WatchDependencies(gctx, logger, server.DependencyCheckInterval, checks...)
+		return nil
+	})
 	if c.Polling() {
 		// No public URL: the HTTP address serves only /healthz, /readyz and /metrics.
 		client := messenger.New(c.MessengerAPIURL, c.MessengerBotToken, nil)

@@ -46,8 +46,13 @@ func (c *workerCmd) Run(e runEnv) error {
 		return err
 	}
 	purger := retention.New(retention.Options{Store: st, Policy: retentionPolicy(&c.Retention), Logger: logger})
-	r := server.NewRouter(logger, storeReady(st), kafkaReady(c.Brokers()))
+	checks := []server.ReadyCheck{storeReady(st), kafkaReady(c.Brokers())}
+	r := server.NewRouter(logger, checks...)
 	g, gctx := errgroup.WithContext(e.ctx)
+	g.Go(func() error {
+		server.WatchDependencies(gctx, logger, server.DependencyCheckInterval, checks...)
+		return nil
+	})
 	g.Go(func() error { return w.Run(gctx) })
 	g.Go(func() error { return purger.Run(gctx) })
 	g.Go(func() error {

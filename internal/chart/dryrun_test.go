@@ -37,7 +37,8 @@ func TestRenderedObjectsAreAcceptedByAnAPIServer(t *testing.T) {
 	env := &envtest.Environment{
 		CRDDirectoryPaths: []string{
 			filepath.Join(root, "config", "crd", "bases"),
-			// KEDA's ScaledObject, reduced to the fields the chart sets.
+			// KEDA's ScaledObject and prometheus-operator's ServiceMonitor and PrometheusRule, reduced to the
+			// fields the chart sets.
 			filepath.Join("testdata", "crds"),
 		},
 		ErrorIfCRDPathMissing: true,
@@ -98,6 +99,8 @@ func TestRenderedObjectsAreAcceptedByAnAPIServer(t *testing.T) {
 			{"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: bad, namespace: herald}\nspec: {replicaz: 1}\n", "replicaz"},
 			{"apiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nmetadata: {name: bad, namespace: herald}\n" +
 				"spec: {scaleTargetRef: {name: w}, maxReplicas: 3, triggers: [{type: kafka, metadata: {topic: t}}]}\n", "maxReplicas"},
+			{"apiVersion: monitoring.coreos.com/v1\nkind: PrometheusRule\nmetadata: {name: bad, namespace: herald}\n" +
+				"spec: {groups: [{name: g, rules: [{alert: A, expr: up, fro: 5m}]}]}\n", "fro"},
 		} {
 			obj := objects(t, tc.doc)[0]
 			err := apply(obj)

@@ -22,8 +22,17 @@ func (w *Worker) Rate() float64 { return w.limiter.Rate() }
 
 // GenerationsEnded is how many consumer group generations the process's readers saw end.
 func GenerationsEnded() float64 {
+	return counter(generations.WithLabelValues("ended"))
+}
+
+// RedriveFound is herald_worker_redrive_found_total{status}.
+func RedriveFound(status string) float64 {
+	return counter(redriveFound.WithLabelValues(status))
+}
+
+func counter(c interface{ Write(*dto.Metric) error }) float64 {
 	var m dto.Metric
-	if err := generations.WithLabelValues("ended").Write(&m); err != nil {
+	if err := c.Write(&m); err != nil {
 		panic(err)
 	}
 	return m.GetCounter().GetValue()

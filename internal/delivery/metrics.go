@@ -62,7 +62,22 @@ var (
 		Name: "herald_worker_throttled_total",
 		Help: "429 answers from the platform, by scope (chat, bot).",
 	}, []string{"scope"})
+	redriveFound = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_worker_redrive_found_total",
+		Help: "Notifications the redrive found stuck, by status: queued (queued for longer than the queued-redrive threshold: its envelope was lost, or is still waiting behind a backlog) or delivering (its lease expired: the worker died).",
+	}, []string{"status"})
 )
+
+func init() {
+	// The series the alerts count exist from the start at 0, so that increase() and rate() see a process's
+	// first event: a series born at 1 has no earlier sample to increase from, and an alert would miss it.
+	for _, s := range []store.Status{store.StatusQueued, store.StatusDelivering} {
+		redriveFound.WithLabelValues(string(s))
+	}
+	for _, scope := range []string{"chat", "bot"} {
+		throttles.WithLabelValues(scope)
+	}
+}
 
 // recordOutcome counts a recorded attempt.
 func recordOutcome(status store.Status, code int) {

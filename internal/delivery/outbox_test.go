@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/sim"
 )
@@ -132,5 +133,40 @@ func TestHandoverWaitIsBounded(t *testing.T) {
 	e.waitAllTerminal(ids, 30*time.Second)
 	if r := e.row(stuck); r.Status != "delivering" || r.Attempts != 1 {
 		t.Errorf("the stuck notification is %s after %d attempts; the lane must leave it to its lease", r.Status, r.Attempts)
+	}
+}
+
+// The redrive counts what it finds by status, the fact behind the "lost notifications" alert: a queued row
+// whose envelope never reached Kafka (a producer that died between its commit and its publish, or a broker
+// that lost the message) as queued, a row left delivering by a dead worker as delivering. Both are then
+// delivered. Not parallel: the counter is process-wide, and parallel tests wait until the sequential ones
+// are done, so nothing else redrives meanwhile.
+func TestRedriveCountsWhatItFindsByStatus(t *testing.T) {
+	e := newEnv(t, sim.Options{})
+	e.user("lost", 4301, true)
+	e.user("dead", 4302, true)
+	opts := e.fastOptions()
+	queuedBefore, deliveringBefore := delivery.RedriveFound("queued"), delivery.RedriveFound("delivering")
+
+	// Queued longer than QueuedRedriveAfter, with no envelope anywhere.
+	lost := uuid.Must(uuid.NewV7()).String()
+	e.exec(`INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status, published_at, created_at, updated_at)
+		VALUES ($1, 'tenant', 'acme', 'lost', 5, 'lost envelope', 'queued', now() - interval '1 hour', now() - interval '1 hour', now() - interval '1 hour')`, lost)
+	e.start(opts)
+	e.waitStatus(lost, "delivered", 30*time.Second)
+	if got := delivery.RedriveFound("queued") - queuedBefore; got < 1 {
+		t.Errorf("herald_worker_redrive_found_total{status=\"queued\"} moved by %v after a lost envelope, want at least 1", got)
+	}
+	if got := delivery.RedriveFound("delivering") - deliveringBefore; got != 0 {
+		t.Errorf("herald_worker_redrive_found_total{status=\"delivering\"} moved by %v with no expired lease, want 0", got)
+	}
+
+	// Left delivering by a worker that died: its lease has expired.
+	dead := uuid.Must(uuid.NewV7()).String()
+	e.exec(`INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status, attempts, lease_expires_at, published_at)
+		VALUES ($1, 'tenant', 'acme', 'dead', 5, 'dead worker', 'delivering', 1, now() - interval '1 minute', now() - interval '1 hour')`, dead)
+	e.waitStatus(dead, "delivered", 30*time.Second)
+	if got := delivery.RedriveFound("delivering") - deliveringBefore; got < 1 {
+		t.Errorf("herald_worker_redrive_found_total{status=\"delivering\"} moved by %v after an expired lease, want at least 1", got)
 	}
 }

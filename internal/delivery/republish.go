@@ -52,8 +52,17 @@ func (w *Worker) redrive(ctx context.Context) {
 	} else if err != nil && ctx.Err() == nil {
 		w.log.Debug("could not tell whether the group has caught up", "err", err)
 	}
+	publish := w.publisher("redrive")
+	// Counted by status before the publish: what the redrive found is the fact (a lost envelope, a dead
+	// worker), whether or not the broker takes the copy this time.
+	found := func(ctx context.Context, batch []store.Pending) []string {
+		for _, p := range batch {
+			redriveFound.WithLabelValues(string(p.Status)).Inc()
+		}
+		return publish(ctx, batch)
+	}
 	w.republishAll(ctx, "redrive", func(ctx context.Context) (int, error) {
-		n, err := w.opts.Store.RepublishStuck(ctx, w.opts.RepublishBatch, queuedAfter, quiet, w.publisher("redrive"))
+		n, err := w.opts.Store.RepublishStuck(ctx, w.opts.RepublishBatch, queuedAfter, quiet, found)
 		if n > 0 {
 			w.log.Info("redrove stuck notifications", "count", n)
 		}

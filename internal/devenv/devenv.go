@@ -145,8 +145,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	warnIfExposed(log, ln.Addr())
 	base := "http://" + loopbackAddr(ln.Addr())
-	router := server.NewRouter(log, server.ReadyCheck{Name: "postgresql", Check: st.Ping},
-		server.ReadyCheck{Name: "kafka", Check: func(ctx context.Context) error { return queue.Ping(ctx, o.KafkaBrokers) }})
+	checks := []server.ReadyCheck{{Name: "postgresql", Check: st.Ping},
+		{Name: "kafka", Check: func(ctx context.Context) error { return queue.Ping(ctx, o.KafkaBrokers) }}}
+	router := server.NewRouter(log, checks...)
 
 	var simulator *sim.Server
 	polling := o.MessengerAPIURL != ""
@@ -192,6 +193,10 @@ func Run(ctx context.Context, o Options) error {
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return server.ServeListener(gctx, ln, router, log) })
+	g.Go(func() error {
+		server.WatchDependencies(gctx, log, server.DependencyCheckInterval, checks...)
+		return nil
+	})
 	g.Go(func() error { return worker.Run(gctx) })
 	g.Go(func() error {
 		if polling {
