@@ -184,9 +184,17 @@ func (o *Outbox) sendBatch(reqs []*request) []answer {
 	ctx, cancel := context.WithTimeout(context.Background(), store.DefaultQueryTimeout+o.timeout)
 	defer cancel()
 
+	// One claim per key: two requests with the same key in one batch (a client's concurrent repeats) would
+	// make the claim's INSERT … ON CONFLICT DO UPDATE touch one row twice, which PostgreSQL refuses. The
+	// first request claims; the others replay its answer.
 	var claims []store.KeyClaim
-	for _, r := range reqs {
-		if r.idem != nil {
+	first := map[store.IdempotencyKey]int{} // key → the request that claims it
+	for i, r := range reqs {
+		if r.idem == nil {
+			continue
+		}
+		if _, dup := first[keyOf(r)]; !dup {
+			first[keyOf(r)] = i
 			claims = append(claims, store.KeyClaim{IdempotencyKey: keyOf(r), RequestHash: r.idem.RequestHash})
 		}
 	}
@@ -207,7 +215,7 @@ func (o *Outbox) sendBatch(reqs []*request) []answer {
 			}
 			ns, keys = ns[:0], keys[:0]
 			for i, r := range reqs {
-				out[i].replay = r.idem != nil && !claimed[keyOf(r)]
+				out[i].replay = r.idem != nil && (!claimed[keyOf(r)] || first[keyOf(r)] != i)
 				if !out[i].replay {
 					ns = append(ns, r.ns...)
 				}

@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/heraldhq/herald/internal/batch"
 	"github.com/heraldhq/herald/internal/kafkatest"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/pgtest"
@@ -243,5 +245,65 @@ func TestSystemMessagePublishFailureGoesToTheRelay(t *testing.T) {
 	}
 	if c := e.count(`SELECT count(*) FROM notifications WHERE tracking_id = $1 AND status = 'queued' AND published_at IS NULL`, n.TrackingID); c != 1 {
 		t.Error("the message is not waiting for the relay")
+	}
+}
+
+// Concurrent repeats of one request can land in one batch. Only the first claims the key (PostgreSQL
+// refuses an INSERT … ON CONFLICT DO UPDATE that touches one row twice: it used to answer 500); the others
+// replay its answer.
+func TestRepeatsInOneBatchShareTheFirstAnswer(t *testing.T) {
+	st, _ := pgtest.NewStore(t)
+	b := kafkatest.New(t, prefix)
+	p := queue.NewProducer(b.Addrs(), prefix)
+	t.Cleanup(func() { p.Close() })
+	// One loop, so that requests arriving while a batch runs wait together for the next one.
+	ob := outbox.New(st, p, outbox.Options{Logger: slog.New(slog.DiscardHandler), Batch: batch.Options{Loops: 1}})
+	t.Cleanup(ob.Close)
+	e := &env{t: t, st: st, broker: b, ob: ob}
+	if err := st.CreateTenant(context.Background(), "acme", "Acme"); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`INSERT INTO users (tenant_id, user_id) VALUES ('acme', 'ok')`)
+	e.exec(`INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ('acme', 'ok', 1, 1)`)
+	e.exec(`INSERT INTO phone_verifications (tenant_id, user_id, status) VALUES ('acme', 'ok', 'verified')`)
+
+	for round := range 5 {
+		idem := &outbox.Idempotency{Key: fmt.Sprintf("round-%d", round), RequestHash: [32]byte{byte(round)}}
+		const n = 24
+		ids := make([]string, n)
+		errs := make([]error, n)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		// A large send occupies the loop, so the repeats gather behind it in one batch, their key new.
+		blocker := make([]outbox.Item, 400)
+		for i := range blocker {
+			blocker[i] = item("ok")
+		}
+		wg.Go(func() {
+			if _, _, err := ob.Send(context.Background(), "acme", blocker, nil); err != nil {
+				t.Errorf("blocker: %v", err)
+			}
+		})
+		time.Sleep(time.Millisecond)
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				res, _, err := ob.Send(context.Background(), "acme", []outbox.Item{item("ok")}, idem)
+				if err == nil {
+					ids[i] = res[0].TrackingID
+				}
+				errs[i] = err
+			})
+		}
+		close(start)
+		wg.Wait()
+		for i := range n {
+			if errs[i] != nil || ids[i] == "" || ids[i] != ids[0] {
+				t.Fatalf("round %d: repeat %d answered %q, %v; want the first answer %q", round, i, ids[i], errs[i], ids[0])
+			}
+		}
+	}
+	if got := e.count(`SELECT count(*) FROM notifications`); got != 5+5*400 {
+		t.Errorf("%d notifications for 5 keys and 5 blockers of 400, want %d", got, 5+5*400)
 	}
 }
