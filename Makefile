@@ -40,11 +40,11 @@ build: ## Build bin/herald
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(HERALD) ./cmd/herald
 
 .PHONY: chaos
-chaos: build postgres ## Fault-injection suite, long version (HERALD_CHAOS=long): prints the results table (HERALD_CHAOS_REPORT=file to keep it)
+chaos: build postgres ## Fault-injection suite, long version (HERALD_CHAOS=long): the results table, also written into docs/reliability.md
 	@report="$${HERALD_CHAOS_REPORT:-$(BIN)/chaos-report.md}"; rm -f "$$report"; status=0; \
 	  HERALD_CHAOS=long HERALD_BINARY="$(HERALD)" HERALD_CHAOS_REPORT="$$report" \
 	    $(GOTEST) -count=1 -timeout 90m -v ./internal/chaostest/ || status=$$?; \
-	  if [ -f "$$report" ]; then cat "$$report"; echo "(table written to $$report)"; fi; exit $$status
+	  if [ -f "$$report" ]; then cat "$$report"; hack/chaos-table.sh "$$report" docs/reliability.md; fi; exit $$status
 
 ##@ Checks
 

@@ -230,7 +230,7 @@ func (o *Outbox) sendBatch(reqs []*request) []answer {
 				if r.idem == nil || out[i].replay {
 					continue
 				}
-				res := results(r, accepted, false)
+				res := results(r, accepted, nil)
 				if !anyAccepted(res) {
 					drop = append(drop, keyOf(r))
 					continue
@@ -265,42 +265,95 @@ func (o *Outbox) sendBatch(reqs []*request) []answer {
 			}
 		}
 	}
-	failed := false
+	// lost: the stored notifications whose publish failed and that were taken back (deleted): they are
+	// answered queue_error, and nothing of them remains.
+	var lost map[string]bool
 	if len(stored) > 0 {
 		if err := o.publish(ctx, envs); err != nil {
-			failed = true
-			o.log.Warn("publish failed: the notifications are taken back and answered queue_error", "count", len(stored), "err", err)
 			ids := make([]string, len(stored))
 			for i, n := range stored {
 				ids[i] = n.TrackingID
 			}
-			if derr := o.st.DiscardNotifications(context.WithoutCancel(ctx), ids, keys); derr != nil {
+			taken, derr := o.st.DiscardNotifications(context.WithoutCancel(ctx), ids)
+			switch {
+			case derr != nil:
 				// The rows stay (with published_at set): the redrive publishes them after its threshold, so a
 				// tenant answered 502 may still receive them.
 				o.log.Error("could not take unpublished notifications back; the redrive will deliver them", "count", len(ids), "err", derr)
+				lost = map[string]bool{}
+				for _, id := range ids {
+					lost[id] = true
+				}
+			default:
+				// A row not taken back was claimed by a worker: the publish that timed out reached the broker
+				// after all, and the notification is being delivered. Its item is answered as accepted.
+				lost = taken
+				o.log.Warn("publish failed: the notifications are taken back and answered queue_error",
+					"count", len(taken), "in_delivery_after_all", len(ids)-len(taken), "err", err)
 			}
 		}
 	}
-	if !failed && len(keys) > 0 {
+	o.settleKeys(ctx, reqs, out, accepted, lost, keys)
+	for i, r := range reqs {
+		if !out[i].replay {
+			out[i].results = results(r, accepted, lost)
+		}
+	}
+	return out
+}
+
+// settleKeys finishes the keys this batch claimed: a request whose notifications all went out is marked
+// answered (its repeats replay at once); one that lost every notification to a failed publish loses its
+// key (a retry starts afresh, as if first); one that lost only some keeps its key with its true answer.
+func (o *Outbox) settleKeys(ctx context.Context, reqs []*request, out []answer, accepted map[string]int64, lost map[string]bool, keys []store.IdempotencyKey) {
+	if len(keys) == 0 {
+		return
+	}
+	if len(lost) == 0 {
 		if err := o.st.MarkIdempotencyPublished(ctx, keys); err != nil {
 			// Repeats then wait for PublishWindow before they replay; nothing is lost.
 			o.log.Warn("could not mark idempotent requests answered", "err", err)
 		}
+		return
 	}
-	for i, r := range reqs {
-		if !out[i].replay {
-			out[i].results = results(r, accepted, failed)
+	claimed := map[store.IdempotencyKey]bool{}
+	for _, k := range keys {
+		claimed[k] = true
+	}
+	err := o.st.InTx(context.WithoutCancel(ctx), func(ctx context.Context, tx *store.Tx) error {
+		var drop, answered []store.IdempotencyKey
+		for i, r := range reqs {
+			if r.idem == nil || out[i].replay || !claimed[keyOf(r)] {
+				continue
+			}
+			res := results(r, accepted, lost)
+			if !anyAccepted(res) {
+				drop = append(drop, keyOf(r))
+				continue
+			}
+			if err := tx.SaveIdempotencyResults(ctx, keyOf(r), encodeResults(res)); err != nil {
+				return err
+			}
+			answered = append(answered, keyOf(r))
 		}
+		if err := tx.DeleteIdempotencyKeys(ctx, drop); err != nil {
+			return err
+		}
+		return tx.MarkIdempotencyPublished(ctx, answered)
+	})
+	if err != nil {
+		// The keys stay unanswered: their repeats replay the saved answer after PublishWindow, which may
+		// call a lost notification queued; the log says which batch.
+		o.log.Error("could not settle the idempotency keys of a failed publish", "keys", len(keys), "err", err)
 	}
-	return out
 }
 
 func keyOf(r *request) store.IdempotencyKey {
 	return store.IdempotencyKey{TenantID: r.tenantID, Key: r.idem.Key}
 }
 
-// results is a request's answer, given what the batch stored and whether its publish failed.
-func results(r *request, accepted map[string]int64, publishFailed bool) []Result {
+// results is a request's answer, given what the batch stored and which of it a failed publish lost.
+func results(r *request, accepted map[string]int64, lost map[string]bool) []Result {
 	res := make([]Result, len(r.items))
 	for i, it := range r.items {
 		if it.Refused != nil {
@@ -312,7 +365,7 @@ func results(r *request, accepted map[string]int64, publishFailed bool) []Result
 		switch {
 		case !isAccepted(accepted, n.TrackingID):
 			res[i] = Result{Code: CodeUnverified, Message: fmt.Sprintf("user %q has no verified phone: link the user and complete phone verification first", n.UserID)}
-		case publishFailed:
+		case lost[n.TrackingID]:
 			res[i] = Result{Code: CodeQueueError, Message: "the notification could not be queued; nothing was stored, retry later"}
 		default:
 			res[i] = Result{TrackingID: n.TrackingID, Status: string(store.StatusQueued)}

@@ -307,3 +307,51 @@ func TestRepeatsInOneBatchShareTheFirstAnswer(t *testing.T) {
 		t.Errorf("%d notifications for 5 keys and 5 blockers of 400, want %d", got, 5+5*400)
 	}
 }
+
+// A publish that times out may still reach the broker, and a worker may claim the notification before
+// the outbox takes it back. Then it is being delivered: its item is answered accepted, never queue_error
+// (the tenant would be told nothing was stored while the user receives it), and a repeat of the request
+// replays that answer; the item that was taken back is answered queue_error.
+func TestAFailedPublishThatAWorkerClaimedAfterAllIsAnsweredAccepted(t *testing.T) {
+	e := newEnv(t)
+	e.exec(`INSERT INTO users (tenant_id, user_id) VALUES ('acme', 'ok2')`)
+	e.exec(`INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ('acme', 'ok2', 3, 3)`)
+	e.exec(`INSERT INTO phone_verifications (tenant_id, user_id, status) VALUES ('acme', 'ok2', 'verified')`)
+	claimed := make(chan string, 1)
+	e.broker.Cluster().ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		e.broker.Cluster().KeepControl()
+		// While the produce is held past the budget, a worker claims the notification to user "ok".
+		var id string
+		if err := e.st.Pool().QueryRow(context.Background(),
+			`SELECT tracking_id::text FROM notifications WHERE user_id = 'ok'`).Scan(&id); err == nil {
+			if _, err := e.st.ClaimDelivery(context.Background(), id, time.Minute); err == nil {
+				claimed <- id
+			}
+		}
+		time.Sleep(800 * time.Millisecond) // past the 500 ms budget
+		return nil, errors.New("held"), true
+	})
+	idem := &outbox.Idempotency{Key: "k-claimed", RequestHash: [32]byte{7}}
+	res, _, err := e.ob.Send(context.Background(), "acme", []outbox.Item{item("ok"), item("ok2")}, idem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := <-claimed
+	if !res[0].Accepted() || res[0].TrackingID != id {
+		t.Errorf("the claimed item answered %+v, want accepted as %s", res[0], id)
+	}
+	if res[1].Code != outbox.CodeQueueError {
+		t.Errorf("the item taken back answered %+v, want queue_error", res[1])
+	}
+	if n := e.count(`SELECT count(*) FROM notifications`); n != 1 {
+		t.Errorf("%d rows, want only the claimed one", n)
+	}
+	start := time.Now()
+	again, replayed, err := e.ob.Send(context.Background(), "acme", []outbox.Item{item("ok"), item("ok2")}, idem)
+	if err != nil || !replayed || again[0] != res[0] || again[1] != res[1] {
+		t.Errorf("repeat: %+v (replayed %v, err %v), want %+v", again, replayed, err, res)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("the repeat waited %v: the key was not marked answered", took)
+	}
+}

@@ -116,15 +116,24 @@ func (tx *Tx) DeleteIdempotencyKeys(ctx context.Context, keys []IdempotencyKey) 
 // MarkIdempotencyPublished records that the requests of these keys were answered, so that their repeats
 // get the answer at once (see IdempotencyRecord.Settled).
 func (s *Store) MarkIdempotencyPublished(ctx context.Context, keys []IdempotencyKey) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	return translate(markPublished(ctx, s.pool, keys), "marking idempotency keys answered")
+}
+
+// MarkIdempotencyPublished is the transaction's variant of Store.MarkIdempotencyPublished.
+func (tx *Tx) MarkIdempotencyPublished(ctx context.Context, keys []IdempotencyKey) error {
+	return translate(markPublished(ctx, tx.tx, keys), "marking idempotency keys answered")
+}
+
+func markPublished(ctx context.Context, q querier, keys []IdempotencyKey) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	ctx, cancel := withTimeout(ctx)
-	defer cancel()
 	tenants, names := keyArrays(keys)
-	_, err := s.pool.Exec(ctx, `UPDATE idempotency_keys k SET published = true FROM unnest($1::text[], $2::text[]) AS d(tenant_id, key)
+	_, err := q.Exec(ctx, `UPDATE idempotency_keys k SET published = true FROM unnest($1::text[], $2::text[]) AS d(tenant_id, key)
 		WHERE k.tenant_id = d.tenant_id AND k.key = d.key`, tenants, names)
-	return translate(err, "marking idempotency keys answered")
+	return err
 }
 
 func keyArrays(keys []IdempotencyKey) (tenants, names []string) {

@@ -114,20 +114,22 @@ func (s *Store) InsertSystemMessage(ctx context.Context, n NewNotification) erro
 	return translate(insertSystem(ctx, s.pool, n), "inserting a system message")
 }
 
-// DiscardNotifications deletes queued notifications whose publish failed, so that the 502 the tenant
-// receives is true, together with the Idempotency-Keys of their requests, so that a retry with the same key
-// starts afresh.
-func (s *Store) DiscardNotifications(ctx context.Context, trackingIDs []string, keys []IdempotencyKey) error {
+// DiscardNotifications deletes the queued notifications whose publish failed, so that the 502 their
+// tenant receives is true, and returns the ones it deleted. One it did not delete was claimed by a worker
+// meanwhile — the publish that timed out reached the broker after all — and is being delivered: its
+// request must be answered as accepted (internal/outbox).
+func (s *Store) DiscardNotifications(ctx context.Context, trackingIDs []string) (map[string]bool, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := deleteIdempotencyKeys(ctx, tx, keys); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `DELETE FROM notifications WHERE tracking_id = ANY($1::uuid[]) AND status = 'queued'`, trackingIDs)
-		return err
-	})
-	return translate(err, "discarding unpublished notifications")
+	rows, err := s.pool.Query(ctx, `DELETE FROM notifications WHERE tracking_id = ANY($1::uuid[]) AND status = 'queued'
+		RETURNING tracking_id::text`, trackingIDs)
+	if err != nil {
+		return nil, translate(err, "discarding unpublished notifications")
+	}
+	taken := map[string]bool{}
+	var id string
+	_, err = pgx.ForEachRow(rows, []any{&id}, func() error { taken[id] = true; return nil })
+	return taken, translate(err, "discarding unpublished notifications")
 }
 
 // MarkUnpublished hands notifications whose publish failed to the relay (RepublishUnpublished).
