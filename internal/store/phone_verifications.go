@@ -42,6 +42,11 @@ func (s *Store) StartVerification(ctx context.Context, tenantID, userID, label s
 	return expires, n, translate(err, "starting verification")
 }
 
+// verificationStatusSQL is the verification status a tenant sees, from phone_verifications v (NULL when the
+// user has none): a pending session past its expiry, or no record, reads as unverified.
+const verificationStatusSQL = `CASE WHEN v.status = 'pending' AND v.session_expires_at <= now() THEN 'unverified'
+		            ELSE COALESCE(v.status, 'unverified') END`
+
 // Verification is the tenant-visible phone verification state.
 type Verification struct {
 	UserID     string
@@ -59,8 +64,7 @@ func (s *Store) GetVerification(ctx context.Context, tenantID, userID string) (V
 	defer cancel()
 	v := Verification{UserID: userID}
 	err := s.pool.QueryRow(ctx, `
-		SELECT CASE WHEN v.status = 'pending' AND v.session_expires_at <= now() THEN 'unverified'
-		            ELSE COALESCE(v.status, 'unverified') END,
+		SELECT `+verificationStatusSQL+`,
 		       v.verified_at, v.phone_last4, COALESCE(v.updated_at, u.created_at)
 		FROM users u LEFT JOIN phone_verifications v USING (tenant_id, user_id)
 		WHERE u.tenant_id = $1 AND u.user_id = $2`, tenantID, userID).
