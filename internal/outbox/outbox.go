@@ -11,10 +11,13 @@
 //     system messages are left to the relay (published_at cleared; the worker publishes them when the
 //     broker is back);
 //   - batching: concurrent tenant sends share one INSERT and one produce request (internal/batch);
-//   - the answer per item: queued, refused by the gate (phone unverified), or not queued (queue error).
+//   - scheduling: an item whose send_at is still ahead is stored as scheduled and not published; the
+//     scheduler (ReleaseScheduled, in the worker) publishes it when it is due;
+//   - the answer per item: queued or scheduled, refused by the gate (phone unverified), or not queued
+//     (queue error).
 //
-// Handlers call Send or, for system messages inserted in their own transaction, Publish; they never see
-// Kafka.
+// Handlers call Send or, for system messages inserted in their own transaction, Publish; the worker's loops
+// call ReleaseScheduled and Republisher. None of them sees Kafka.
 package outbox
 
 import (
@@ -24,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -90,6 +94,11 @@ type Item struct {
 	UserID   string
 	Priority int
 	Body     string // branded
+	// The send options (validated by the caller): Metadata is stored as given; an item whose SendAt is
+	// still ahead is scheduled, one whose SendAt has come is queued at once; ExpiresAt bounds delivery.
+	Metadata  map[string]string
+	SendAt    *time.Time
+	ExpiresAt *time.Time
 	// Refused, when set, is the item's answer already (the caller refused it, e.g. as invalid): it is not
 	// stored, and stands in the answer (and the idempotent replay) at its position.
 	Refused *Result
@@ -103,7 +112,7 @@ type Result struct {
 	Message    string `json:"message,omitempty"`
 }
 
-// Accepted reports whether the item was stored and published.
+// Accepted reports whether the item was stored (and published, or scheduled).
 func (r Result) Accepted() bool { return r.TrackingID != "" }
 
 // Idempotency identifies a request by its Idempotency-Key: RequestHash says what the request means (a
@@ -139,7 +148,10 @@ type answer struct {
 // answer again (replayed), once the first request's publish has ended.
 //
 // Errors: ErrIdempotencyConflict; ErrOverloaded, ErrClosed; a store error (PostgreSQL unavailable). A
-// failed publish is not an error but the answer CodeQueueError for every accepted item.
+// failed publish is not an error but the answer CodeQueueError for every accepted item of the request:
+// its scheduled items too, which are taken back with the others, so that a request is either stored
+// whole (as far as the gate let it) or not at all, and its retry — with the same Idempotency-Key too —
+// starts afresh.
 func (o *Outbox) Send(ctx context.Context, tenantID string, items []Item, idem *Idempotency) (results []Result, replayed bool, err error) {
 	for {
 		r := &request{tenantID: tenantID, items: items, idem: idem}
@@ -147,8 +159,13 @@ func (o *Outbox) Send(ctx context.Context, tenantID string, items []Item, idem *
 			if it.Refused != nil {
 				continue
 			}
+			status := store.StatusQueued
+			if it.SendAt != nil && it.SendAt.After(time.Now()) {
+				status = store.StatusScheduled
+			}
 			r.ns = append(r.ns, store.NewNotification{TrackingID: newTrackingID(), Kind: store.KindTenant, TenantID: tenantID,
-				UserID: it.UserID, Priority: it.Priority, Body: it.Body})
+				UserID: it.UserID, Priority: it.Priority, Body: it.Body, Status: status, Metadata: it.Metadata,
+				SendAt: it.SendAt, ExpiresAt: it.ExpiresAt})
 			r.pos = append(r.pos, i)
 		}
 		a, err := o.sends.Do(ctx, r)
@@ -237,30 +254,43 @@ func (o *Outbox) sendBatch(reqs []*request) []answer {
 		return out
 	}
 
-	// Publish what was stored, in one produce request per partition.
-	var stored []store.NewNotification
+	// Publish what was stored as queued, in one produce request per partition; scheduled notifications wait
+	// for the scheduler.
+	var publish []store.NewNotification
 	for _, n := range ns {
-		if accepted[n.TrackingID] {
-			stored = append(stored, n)
+		if accepted[n.TrackingID] && n.Status != store.StatusScheduled {
+			publish = append(publish, n)
 		}
 	}
-	failed := false
-	if len(stored) > 0 {
-		if err := o.publishNew(ctx, stored); err != nil {
-			failed = true
-			o.log.Warn("publish failed: the notifications are taken back and answered queue_error", "count", len(stored), "err", err)
-			ids := make([]string, len(stored))
-			for i, n := range stored {
-				ids[i] = n.TrackingID
+	failed := make([]bool, len(reqs)) // the request's publish failed: its items are taken back
+	if len(publish) > 0 {
+		if err := o.publishNew(ctx, publish); err != nil {
+			var ids []string
+			var drop []store.IdempotencyKey
+			for i, r := range reqs {
+				if out[i].replay || !publishes(r, accepted) {
+					continue
+				}
+				failed[i] = true
+				for _, n := range r.ns {
+					if accepted[n.TrackingID] {
+						ids = append(ids, n.TrackingID)
+					}
+				}
+				if r.idem != nil {
+					drop = append(drop, keyOf(r))
+				}
 			}
-			if derr := o.st.DiscardNotifications(context.WithoutCancel(ctx), ids, keys); derr != nil {
+			o.log.Warn("publish failed: the notifications are taken back and answered queue_error", "count", len(ids), "err", err)
+			if derr := o.st.DiscardNotifications(context.WithoutCancel(ctx), ids, drop); derr != nil {
 				// The rows stay (with published_at set): the redrive publishes them after its threshold, so a
 				// tenant answered 502 may still receive them.
 				o.log.Error("could not take unpublished notifications back; the redrive will deliver them", "count", len(ids), "err", derr)
 			}
+			keys = slices.DeleteFunc(keys, func(k store.IdempotencyKey) bool { return slices.Contains(drop, k) })
 		}
 	}
-	if !failed && len(keys) > 0 {
+	if len(keys) > 0 {
 		if err := o.st.MarkIdempotencyPublished(ctx, keys); err != nil {
 			// Repeats then wait for PublishWindow before they replay; nothing is lost.
 			o.log.Warn("could not mark idempotent requests answered", "err", err)
@@ -268,10 +298,20 @@ func (o *Outbox) sendBatch(reqs []*request) []answer {
 	}
 	for i, r := range reqs {
 		if !out[i].replay {
-			out[i].results = results(r, accepted, failed)
+			out[i].results = results(r, accepted, failed[i])
 		}
 	}
 	return out
+}
+
+// publishes reports whether the request stored a notification to publish now (queued, not scheduled).
+func publishes(r *request, accepted map[string]bool) bool {
+	for _, n := range r.ns {
+		if accepted[n.TrackingID] && n.Status != store.StatusScheduled {
+			return true
+		}
+	}
+	return false
 }
 
 func keyOf(r *request) store.IdempotencyKey {
@@ -294,7 +334,7 @@ func results(r *request, accepted map[string]bool, publishFailed bool) []Result 
 		case publishFailed:
 			res[i] = Result{Code: CodeQueueError, Message: "the notification could not be queued; nothing was stored, retry later"}
 		default:
-			res[i] = Result{TrackingID: n.TrackingID, Status: string(store.StatusQueued)}
+			res[i] = Result{TrackingID: n.TrackingID, Status: string(n.Status)}
 		}
 	}
 	return res
