@@ -20,7 +20,15 @@ type Options struct {
 	AuthCacheTTL time.Duration
 	// MaxInFlight caps concurrent /v1 requests; DefaultMaxInFlight when zero.
 	MaxInFlight int
+	// MaxInFlightBatches caps concurrent POST /v1/send/batch requests within MaxInFlight, since a batch body
+	// may be 100 times a send's (MaxBatchBodyBytes); DefaultMaxInFlightBatches when zero. Past it: 503 with
+	// Retry-After, as past MaxInFlight.
+	MaxInFlightBatches int
 }
+
+// DefaultMaxInFlightBatches bounds what batch bodies in flight may hold to about 400 MiB at worst (64 ×
+// 6.25 MiB); a typical batch of 100 short messages is under 50 KiB.
+const DefaultMaxInFlightBatches = 64
 
 // API serves /v1.
 type API struct {
@@ -29,6 +37,8 @@ type API struct {
 	log    *slog.Logger
 	opts   Options
 	keys   *keyCache
+
+	batchSlots chan struct{}
 }
 
 // New builds the tenant API. Notifications go through ob (close it after the HTTP server has stopped, so
@@ -37,10 +47,14 @@ func New(st *store.Store, ob *outbox.Outbox, logger *slog.Logger, opts Options) 
 	if opts.MaxInFlight == 0 {
 		opts.MaxInFlight = DefaultMaxInFlight
 	}
+	if opts.MaxInFlightBatches == 0 {
+		opts.MaxInFlightBatches = DefaultMaxInFlightBatches
+	}
 	if opts.AuthCacheTTL == 0 {
 		opts.AuthCacheTTL = 2 * time.Second
 	}
-	return &API{store: st, outbox: ob, log: logger, opts: opts, keys: newKeyCache(opts.AuthCacheTTL)}
+	return &API{store: st, outbox: ob, log: logger, opts: opts, keys: newKeyCache(opts.AuthCacheTTL),
+		batchSlots: make(chan struct{}, opts.MaxInFlightBatches)}
 }
 
 // handle adapts a handler that returns an error: catalogued errors become their JSON body; anything else is

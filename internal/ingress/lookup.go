@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/google/uuid"
 
 	"github.com/heraldhq/herald/internal/apierror"
 	"github.com/heraldhq/herald/internal/server"
@@ -30,38 +29,20 @@ func optionalTimestamp(t *time.Time) *string {
 	return &s
 }
 
-type notificationResponse struct {
-	TrackingID         string  `json:"tracking_id"`
-	UserID             string  `json:"user_id"`
-	Priority           int     `json:"priority"`
-	Status             string  `json:"status"`
-	Attempts           int     `json:"attempts"`
-	CreatedAt          string  `json:"created_at"`
-	UpdatedAt          string  `json:"updated_at"`
-	MessengerMessageID *string `json:"messenger_message_id"`
-	LastErrorCode      int     `json:"last_error_code"`
-	LastErrorMessage   *string `json:"last_error_message"`
-}
-
-// status is GET /v1/status/{tracking_id}. A malformed id cannot name a notification, so it is not_found
-// like an unknown one or another tenant's.
+// status is GET /v1/status/{tracking_id}: the Notification resource.
 func (a *API) status(w http.ResponseWriter, r *http.Request) error {
-	id, err := uuid.Parse(chi.URLParam(r, "tracking_id"))
+	id, err := trackingIDParam(r)
 	if err != nil {
-		return apierror.NotFound.With("unknown tracking_id")
+		return err
 	}
-	v, err := a.store.GetNotification(r.Context(), principalOf(r.Context()).TenantID, id.String())
+	v, err := a.store.GetNotification(r.Context(), principalOf(r.Context()).TenantID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return apierror.NotFound.With("unknown tracking_id")
 	}
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, notificationResponse{
-		TrackingID: v.TrackingID, UserID: v.UserID, Priority: v.Priority, Status: string(v.Status), Attempts: v.Attempts,
-		CreatedAt: timestamp(v.CreatedAt), UpdatedAt: timestamp(v.UpdatedAt), MessengerMessageID: v.MessengerMessageID,
-		LastErrorCode: v.LastErrorCode, LastErrorMessage: v.LastErrorMessage,
-	})
+	writeJSON(w, http.StatusOK, notificationJSON(v))
 	return nil
 }
 

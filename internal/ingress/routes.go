@@ -11,9 +11,14 @@ func (a *API) Routes(r chi.Router) {
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(limitInFlight(a.opts.MaxInFlight), a.authenticate)
 		r.Post("/send", a.handle(a.send))
+		r.Post("/send/batch", a.handle(a.sendBatch))
 		r.Get("/status/{tracking_id}", a.handle(a.status))
+		r.Get("/notifications", a.handle(a.listNotifications))
+		r.Post("/notifications/{tracking_id}/cancel", a.handle(a.cancelNotification))
 		r.Post("/link-token", a.handle(a.linkToken))
 		r.Post("/phone-verification/start", a.handle(a.startVerification))
 		r.Get("/phone-verification/status/{user_id}", a.handle(a.verificationStatus))
+		r.Get("/users/{user_id}", a.handle(a.getUser))
+		r.Delete("/users/{user_id}", a.handle(a.eraseUser))
 	})
 }
