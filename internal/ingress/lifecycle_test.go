@@ -210,20 +210,11 @@ func TestListPages(t *testing.T) {
 		t.Errorf("the first item is %s, want the newest %s", first.Data[0].TrackingID, mine[59])
 	}
 
-	// Walk in pages of 7 while new notifications arrive: the ones there at the start, exactly once.
+	// Walk in pages of 7 while new notifications arrive (from the first page on): the ones there at the
+	// start, exactly once; the new ones sort before the first page.
 	seen := map[string]int{}
 	var stop sync.WaitGroup
 	done := make(chan struct{})
-	stop.Go(func() {
-		for {
-			select {
-			case <-done:
-				return
-			default:
-				e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "new"})
-			}
-		}
-	})
 	cursor := ""
 	for {
 		q := "limit=7"
@@ -236,6 +227,18 @@ func TestListPages(t *testing.T) {
 		}
 		for _, n := range p.Data {
 			seen[n.TrackingID]++
+		}
+		if cursor == "" {
+			stop.Go(func() {
+				for {
+					select {
+					case <-done:
+						return
+					default:
+						e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "new"})
+					}
+				}
+			})
 		}
 		if p.NextCursor == nil {
 			break
