@@ -1,5 +1,11 @@
 package store
 
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
+
 // Internals the external tests check.
 
 // SchedulerLockForTest is the advisory lock of the one scheduler at a time.
@@ -13,3 +19,9 @@ var (
 
 // ExpireDueSQLForTest is the expiry sweep's statement.
 func ExpireDueSQLForTest() string { return expireDueSQL }
+
+// LockUserGateForTest takes, in tx, the lock an erasure of the user takes first.
+func LockUserGateForTest(ctx context.Context, tx pgx.Tx, tenantID, userID string) error {
+	_, err := tx.Exec(ctx, eraseGateSQL, userGateBucket(tenantID, userID))
+	return err
+}

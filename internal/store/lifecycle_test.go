@@ -666,9 +666,10 @@ func TestEraseUser(t *testing.T) {
 	}
 }
 
-// A send racing the erasure of its user: the send's gate holds the verification row, which the erasure
-// deletes first. Held open on either side, the other waits: a send that passed the gate commits, then the
-// erasure cancels its notification; a send that comes after the erasure's delete inserts nothing.
+// A send racing the erasure of its user: both take the user's gate lock (shared for sends, exclusive for
+// the erasure, which takes it first). Held open on either side, the other waits: a send that passed the
+// gate commits, then the erasure cancels its notification; a send that comes after the erasure inserts
+// nothing.
 func TestEraseAndSendSerialiseOnTheGate(t *testing.T) {
 	s := fixture(t)
 	ctx := context.Background()
@@ -676,6 +677,8 @@ func TestEraseAndSendSerialiseOnTheGate(t *testing.T) {
 	// The send first: its transaction passed the gate and stays open.
 	n := tenantNotification("ok")
 	sendHolds, release := make(chan struct{}), make(chan struct{})
+	releaseSend := sync.OnceFunc(func() { close(release) })
+	defer releaseSend() // also when the test fails, so that the store can close
 	sendDone := make(chan error, 1)
 	go func() {
 		sendDone <- s.InTx(ctx, func(ctx context.Context, tx *store.Tx) error {
@@ -696,7 +699,7 @@ func TestEraseAndSendSerialiseOnTheGate(t *testing.T) {
 		t.Fatalf("the erasure did not wait for the send that passed the gate (%v)", err)
 	case <-time.After(300 * time.Millisecond):
 	}
-	close(release)
+	releaseSend()
 	if err := <-sendDone; err != nil {
 		t.Fatal(err)
 	}
@@ -707,12 +710,16 @@ func TestEraseAndSendSerialiseOnTheGate(t *testing.T) {
 		t.Errorf("the send that completed before the erasure is %s, want cancelled", got)
 	}
 
-	// The erasure first: its delete of the verification row is not committed yet.
+	// The erasure first: it holds the user's gate lock and has deleted the verification, not committed yet.
 	exec(t, s, `INSERT INTO users (tenant_id, user_id) VALUES ('acme', 'ok')`)
 	exec(t, s, `INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ('acme', 'ok', 1, 1)`)
 	exec(t, s, `INSERT INTO phone_verifications (tenant_id, user_id, status) VALUES ('acme', 'ok', 'verified')`)
 	tx, err := s.Pool().Begin(ctx)
 	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }() // after the commit below: a no-op
+	if err := store.LockUserGateForTest(ctx, tx, "acme", "ok"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := tx.Exec(ctx, `DELETE FROM phone_verifications WHERE tenant_id = 'acme' AND user_id = 'ok'`); err != nil {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,14 +55,6 @@ type NewNotification struct {
 // and a verified phone (the send gate and the insert are one statement), and returns the ones it inserted.
 // Queued rows are inserted with published_at set (their publish follows the commit); scheduled ones are not
 // published until the scheduler releases them (ReleaseScheduled).
-//
-// The gate locks the user's phone_verifications row FOR KEY SHARE. Sends do not block one another on it
-// (key-share locks do not conflict), nor does a verification that changes the row's status (an UPDATE that
-// keeps the key takes a lock that does not conflict either), but the erasure of the user (EraseUser), which
-// deletes that row first, does: a send that passed the gate before the erasure commits before the
-// erasure goes on (which then cancels its notification), and a send that reaches the gate after it finds
-// no row and inserts nothing. Without the lock, a send whose snapshot predates the erasure could commit
-// a notification for an erased user after it.
 const insertTenantSQL = `
 	INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status, published_at,
 	                           metadata, send_at, expires_at)
@@ -70,10 +63,41 @@ const insertTenantSQL = `
 	FROM unnest($1::uuid[], $2::text[], $3::text[], $4::smallint[], $5::text[], $6::text[], $7::text[],
 	            $8::timestamptz[], $9::timestamptz[])
 	     AS r(tracking_id, tenant_id, user_id, priority, body, status, metadata, send_at, expires_at)
-	JOIN phone_verifications v ON v.tenant_id = r.tenant_id AND v.user_id = r.user_id AND v.status = 'verified'
-	JOIN links l ON l.tenant_id = r.tenant_id AND l.user_id = r.user_id
-	FOR KEY SHARE OF v
+	WHERE EXISTS (
+		SELECT 1 FROM phone_verifications v JOIN links l USING (tenant_id, user_id)
+		WHERE v.tenant_id = r.tenant_id AND v.user_id = r.user_id AND v.status = 'verified')
 	RETURNING tracking_id::text`
+
+// The send gate and the erasure of a user (EraseUser) serialise on an advisory lock of the user's bucket:
+// a send holds its users' buckets shared from just before its insert until it commits; an erasure holds its
+// user's bucket exclusively for its whole transaction. So a send that got its lock first commits before
+// the erasure goes on (which then sees, and cancels, its notification), and a send that waits for an
+// erasure takes its gate's snapshot after the erasure committed, finds no verified phone and inserts
+// nothing. Without it, a send whose snapshot predates the erasure could commit a notification for an
+// erased user after it. Advisory locks live in memory: the gate writes nothing for them (a row lock, FOR
+// KEY SHARE on the verification row, does the same job but writes a WAL record per user and per send
+// statement: docs/benchmarks.md). Users share buckets (1024, by a hash of tenant and user) so that a batch
+// takes a bounded number of locks; an erasure delays the sends of the users of its bucket only, for as long
+// as it runs.
+const (
+	userGateClass   = 0x48524c44 // "HRLD": the first key of Herald's two-key advisory locks of the gate
+	userGateBuckets = 1024
+)
+
+// lockGateSQL takes the shared locks of a send statement, in ascending order.
+var lockGateSQL = `SELECT count(pg_advisory_xact_lock_shared(` + strconv.Itoa(userGateClass) + `, b)) FROM unnest($1::int[]) AS b`
+
+// eraseGateSQL takes the exclusive lock of a user's bucket.
+var eraseGateSQL = `SELECT pg_advisory_xact_lock(` + strconv.Itoa(userGateClass) + `, $1::int)`
+
+// userGateBucket is the bucket of a tenant's user.
+func userGateBucket(tenantID, userID string) int32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(tenantID))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(userID))
+	return int32(h.Sum32() % userGateBuckets)
+}
 
 // InsertTenantNotifications inserts tenant notifications in one statement of its own (committed when it
 // returns), each gated on its user's verified phone, and returns the tracking ids it inserted; the others'
@@ -112,11 +136,30 @@ func insertTenant(ctx context.Context, q querier, ns []NewNotification) (map[str
 		}
 		sendAt[i], expiresAt[i] = n.SendAt, n.ExpiresAt
 	}
-	rows, err := q.Query(ctx, insertTenantSQL, ids, tenants, users, prios, bodies, statuses, metadata, sendAt, expiresAt)
-	if err != nil {
+	buckets := make([]int32, len(ns))
+	for i, n := range ns {
+		buckets[i] = userGateBucket(n.TenantID, n.UserID)
+	}
+	slices.Sort(buckets)
+	buckets = slices.Compact(buckets)
+	// Two statements in one round trip and one transaction (pgx runs a batch in an implicit transaction,
+	// or in the caller's): the locks, then the insert, whose snapshot is taken after them.
+	b := &pgx.Batch{}
+	b.Queue(lockGateSQL, buckets)
+	b.Queue(insertTenantSQL, ids, tenants, users, prios, bodies, statuses, metadata, sendAt, expiresAt)
+	br := q.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
 		return nil, translate(err, "inserting notifications")
 	}
-	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	rows, err := br.Query()
+	var got []string
+	if err == nil {
+		got, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return nil, translate(err, "inserting notifications")
 	}

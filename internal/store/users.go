@@ -48,11 +48,10 @@ type Erasure struct {
 // user's notifications; notifications still scheduled, queued or retrying are cancelled (the cancel
 // transition, lifecycle.go). Delivery metadata stays. ErrNotFound when there was nothing to erase.
 //
-// The phone verification goes first, and the order matters: a send's gate holds that row FOR KEY SHARE
-// (insertTenantSQL), so deleting it waits for the sends that already passed the gate to commit — their
-// notifications are then visible to the cancel below — and makes every later send fail the gate (409
-// phone_unverified). A notification being delivered right now is not stopped (its worker has read the
-// body already); its body is erased all the same.
+// The user's gate lock comes first (see lockGateSQL): it waits for the sends that already hold it to
+// commit — their notifications are then visible to the cancel below — and makes every later send wait for
+// this transaction, then find no verified phone (409 phone_unverified). A notification being delivered
+// right now is not stopped (its worker has read the body already); its body is erased all the same.
 func (s *Store) EraseUser(ctx context.Context, tenantID, userID string) (Erasure, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
@@ -60,6 +59,9 @@ func (s *Store) EraseUser(ctx context.Context, tenantID, userID string) (Erasure
 	errNothing := errors.New("nothing to erase")
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		e = Erasure{}
+		if _, err := tx.Exec(ctx, eraseGateSQL, userGateBucket(tenantID, userID)); err != nil {
+			return err
+		}
 		for _, q := range []string{
 			`DELETE FROM phone_verifications WHERE tenant_id = $1 AND user_id = $2`,
 			`DELETE FROM links WHERE tenant_id = $1 AND user_id = $2`,
