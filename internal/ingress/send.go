@@ -47,10 +47,16 @@ type sendResponse struct {
 	Status     string `json:"status"`
 }
 
-// validSend is a send that passed validation: the outbox item, and its meaning for an Idempotency-Key.
+// validSend is a send that passed validation: the outbox item, and what its meaning for an
+// Idempotency-Key is made of (computed only when the request carries one).
 type validSend struct {
 	item    outbox.Item
-	meaning []byte
+	message string // before branding
+}
+
+func (v validSend) meaning() []byte {
+	it := v.item
+	return sendMeaning(it.UserID, v.message, it.Priority, it.Metadata, it.SendAt, it.ExpiresAt)
 }
 
 // validateSend checks one send (the body of POST /v1/send, or an item of a batch: the same code for both)
@@ -102,7 +108,7 @@ func validateSend(req sendRequest, label string, now time.Time) (validSend, erro
 	}
 	return validSend{
 		item:    outbox.Item{UserID: userID, Priority: priority, Body: body, Metadata: metadata, SendAt: sendAt, ExpiresAt: expiresAt},
-		meaning: sendMeaning(userID, *req.Message, priority, metadata, sendAt, expiresAt),
+		message: *req.Message,
 	}, nil
 }
 
@@ -176,7 +182,7 @@ func (a *API) sendBatch(w http.ResponseWriter, r *http.Request) error {
 	}
 	now := time.Now()
 	items := make([]outbox.Item, len(raw))
-	meanings := make([]json.RawMessage, len(raw))
+	valids := make([]*validSend, len(raw))
 	valid := 0
 	for i, b := range raw {
 		var sr sendRequest
@@ -188,14 +194,23 @@ func (a *API) sendBatch(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			e, _ := apierror.From(err)
 			items[i] = outbox.Item{Refused: &outbox.Result{Code: e.Code, Message: e.Message}}
-			meanings[i] = compact(b) // an invalid item means what it says, byte for byte
 			continue
 		}
-		items[i], meanings[i] = v.item, v.meaning
+		items[i], valids[i] = v.item, &v
 		valid++
 	}
-	m, _ := json.Marshal(meanings)
-	idem, err := idempotency(r, m)
+	idem, err := idempotency(r, func() []byte {
+		meanings := make([]json.RawMessage, len(raw))
+		for i, v := range valids {
+			if v == nil {
+				meanings[i] = compact(raw[i]) // an invalid item means what it says, byte for byte
+			} else {
+				meanings[i] = v.meaning()
+			}
+		}
+		m, _ := json.Marshal(meanings)
+		return m
+	})
 	if err != nil {
 		return err
 	}
@@ -223,8 +238,9 @@ func (a *API) sendBatch(w http.ResponseWriter, r *http.Request) error {
 // the number of its valid items, one by one, before anything is stored. There is no limit yet.
 func (a *API) admitSends(_ *http.Request, _ store.Principal, _ int) error { return nil }
 
-// idempotency reads the Idempotency-Key header, if any, for a request whose meaning is given.
-func idempotency(r *http.Request, meaning []byte) (*outbox.Idempotency, error) {
+// idempotency reads the Idempotency-Key header, if any, for a request whose meaning is given (computed
+// only when there is a key).
+func idempotency(r *http.Request, meaning func() []byte) (*outbox.Idempotency, error) {
 	key := r.Header.Get("Idempotency-Key")
 	if key == "" {
 		return nil, nil
@@ -232,7 +248,7 @@ func idempotency(r *http.Request, meaning []byte) (*outbox.Idempotency, error) {
 	if !validIdempotencyKey(key) {
 		return nil, apierror.InvalidRequest.With("Idempotency-Key must be 1-255 printable ASCII characters")
 	}
-	return &outbox.Idempotency{Key: key, RequestHash: sha256.Sum256(meaning)}, nil
+	return &outbox.Idempotency{Key: key, RequestHash: sha256.Sum256(meaning())}, nil
 }
 
 // outboxError maps what the outbox reports about a whole request to the catalogue; anything else is the
