@@ -66,6 +66,7 @@ type options struct {
 
 	batch            int
 	batchConcurrency int
+	batchProfile     string
 	scheduledBacklog int
 }
 
@@ -84,6 +85,7 @@ func main() {
 	flag.StringVar(&o.gomemlimit, "gomemlimit", "64MiB", "GOMEMLIMIT of the ingress (the chart sets the container limit)")
 	flag.IntVar(&o.batch, "batch", 0, "phase 6: sends per POST /v1/send/batch (0 skips the phase; the contract allows 1-100)")
 	flag.IntVar(&o.batchConcurrency, "batch-concurrency", 16, "phase 6: closed-loop connections")
+	flag.StringVar(&o.batchProfile, "batch-profile", "", "write a CPU profile of the ingress during phase 6 to this file")
 	flag.IntVar(&o.scheduledBacklog, "scheduled-backlog", 0, "store this many scheduled notifications (due in 30 days) before phase 1")
 	flag.Parse()
 	if err := run(o); err != nil {
@@ -207,7 +209,19 @@ func run(o options) error {
 
 	// 6. Batches.
 	if o.batch > 0 {
+		var profileDone chan error
+		if o.batchProfile != "" {
+			profileDone = make(chan error, 1)
+			go func() { profileDone <- cpuProfile(pprofAddr, o.batchProfile, o.duration-time.Second) }()
+		}
 		batchPhase(ctx, st, addr, key, o, capacity.Rate())
+		if profileDone != nil {
+			if err := <-profileDone; err != nil {
+				fmt.Println("   profile:", err)
+			} else {
+				fmt.Println("   CPU profile of the ingress written to", o.batchProfile)
+			}
+		}
 	}
 
 	_, peak, err := benchutil.RSS(cmd.Process.Pid)
