@@ -114,6 +114,18 @@ bench-delivery: postgres ## One worker against the simulator: 1,000/s limit, 50 
 bench-ingress: build postgres ## Load POST /v1/send: accepted/s, p99, RSS, and the direct-insert floor
 	$(GO) run ./hack/bench/ingress -herald $(HERALD)
 
+.PHONY: bench-batch
+bench-batch: build postgres ## bench-ingress plus POST /v1/send/batch of 100: notifications/s beside the same run's single sends
+	$(GO) run ./hack/bench/ingress -herald $(HERALD) -batch 100
+
+.PHONY: bench-insert
+bench-insert: postgres ## The send's insert alone, before and after the v1 extensions, and with 1,000,000 scheduled notifications stored
+	$(GO) run ./hack/bench/insert
+
+.PHONY: bench-list
+bench-list: postgres ## GET /v1/notifications: a page's latency for 100,000 notifications, alone and among 1,000,000 of others
+	$(GO) run ./hack/bench/list -runs 3
+
 ##@ Dependencies
 
 .PHONY: postgres

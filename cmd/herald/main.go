@@ -40,6 +40,8 @@ type cli struct {
 	Tenant   tenantCmd   `cmd:"" help:"admin: create, suspend, resume, list tenants; add developers"`
 	APIKey   apikeyCmd   `cmd:"" name:"apikey" help:"admin: create, revoke, list API keys"`
 
+	Notifications notificationsCmd `cmd:"" help:"admin: list and cancel a tenant's notifications"`
+
 	Help       helpCmd       `cmd:"" help:"show the help of a command: herald help [COMMAND…]"`
 	VersionCmd versionCmd    `cmd:"" name:"version" help:"print the version"`
 	ConfigDocs configDocsCmd `cmd:"" name:"config-docs" hidden:"" help:"print the settings table of docs/configuration.md, or update it in FILE"`

@@ -54,7 +54,7 @@ func (w *Worker) deliver(ctx context.Context, p Priority, d store.Delivery) bool
 	}
 	class := messenger.Classify(err).String()
 	platformLatency.WithLabelValues(class).Observe(elapsed.Seconds())
-	dec := Decide(msgID, err, d.Attempts, w.opts.MaxAttempts, w.opts.Backoff)
+	dec := Decide(msgID, err, d.Attempts, w.opts.MaxAttempts, w.opts.Backoff, Expired(d, time.Now()))
 	if dec.Throttle == ThrottleChat {
 		if w.chats.Throttle(d.ChatID, dec.Wait) {
 			throttles.WithLabelValues("bot").Inc()

@@ -203,6 +203,30 @@ func (e *env) post(user, message string, priority int) (int, []byte, time.Time) 
 	return res.StatusCode, b, at
 }
 
+// call sends a request to the tenant API with acme's key and returns the status and the decoded body.
+func (e *env) call(method, path string, body any) (int, map[string]any) {
+	e.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, e.api.URL+path, rd)
+	req.Header.Set("Authorization", "Bearer "+e.key)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Errorf("%s %s: %v", method, path, err)
+		return 0, nil
+	}
+	defer res.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(res.Body).Decode(&out)
+	return res.StatusCode, out
+}
+
 // send posts /v1/send, expects 202 and returns the tracking id and the time of the 202.
 func (e *env) send(user, message string, priority int) (string, time.Time) {
 	e.t.Helper()
@@ -275,7 +299,7 @@ func (e *env) row(id string) row {
 	return r
 }
 
-var terminal = map[string]bool{"delivered": true, "blocked": true, "unlinked": true, "failed": true}
+var terminal = map[string]bool{"delivered": true, "blocked": true, "unlinked": true, "failed": true, "cancelled": true, "expired": true}
 
 // waitStatus waits until the notification has the status and returns its row.
 func (e *env) waitStatus(id, status string, within time.Duration) row {

@@ -58,6 +58,14 @@ var (
 		Name: "herald_worker_republished_total",
 		Help: "Envelopes produced again by the worker, by reason (retry_due, unpublished, redrive).",
 	}, []string{"reason"})
+	released = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "herald_worker_scheduled_released_total",
+		Help: "Scheduled notifications released (queued and published) by the scheduler when their send_at came.",
+	})
+	expired = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "herald_worker_expired_total",
+		Help: "Notifications the expiry sweep moved to expired (their expires_at passed before an attempt started).",
+	})
 	throttles = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_worker_throttled_total",
 		Help: "429 answers from the platform, by scope (chat, bot).",

@@ -11,16 +11,23 @@ import (
 
 // The delivery state machine, in one place. Statuses are the values of notifications.status:
 //
+//	scheduled ──(scheduler, at send_at)──▶ queued                     (waits in PostgreSQL, not on Kafka)
 //	queued ──claim──▶ delivering ──▶ delivered                        (the platform accepted it)
 //	retrying ─due─▶        │    ──▶ retrying ──(scheduler, when due)──▶ claimed again
 //	                       │    ──▶ blocked                          (403 blocked / deactivated)
 //	                       │    ──▶ unlinked                         (no link, chat not found, can't initiate)
 //	                       │    ──▶ failed                           (other 4xx, or attempts exhausted)
+//	                       │    ──▶ expired                          (a transient failure after expires_at)
 //	delivering past its lease ──redrive──▶ claimed again            (the worker died)
+//	scheduled, queued, retrying ──cancel──▶ cancelled                (the tenant, or the user's erasure)
+//	scheduled, queued, retrying ──expires_at──▶ expired              (the expiry sweep, or the claim)
 //
 // Claiming is one UPDATE (store.ClaimDelivery) that accepts only the states store.Status.Claimable allows
-// (queued, a due retry, delivering with an expired lease), so a redelivered Kafka message for anything
-// else is dropped without a send. The states themselves are store.Status.
+// (queued, a due retry, delivering with an expired lease; none after expires_at, which it moves to expired
+// instead), so a redelivered Kafka message for anything else — a cancelled notification included — is
+// dropped without a send. The states themselves are store.Status; the transitions that are not an
+// attempt's (release, cancel, expiry) are store's (lifecycle.go), run by the scheduler and the expiry sweep
+// (schedule.go) and by the tenant API.
 
 // CodeNoLink is the gateway-side last_error_code of a tenant notification whose user had no link when its
 // turn came (the link was removed after the send was accepted). The other gateway-side codes, for sends
@@ -74,14 +81,17 @@ type Decision struct {
 }
 
 // Decide maps the answer to an attempt onto the next state. messageID is the platform's message_id when
-// err is nil; attempts counts this attempt.
-func Decide(messageID int64, err error, attempts, maxAttempts int, backoff Backoff) Decision {
-	d := decide(messageID, err, attempts, maxAttempts, backoff)
+// err is nil; attempts counts this attempt; expired says that the notification's expires_at has passed
+// (by the worker's clock, when the answer came): a transient failure then ends the notification as
+// expired, since no attempt may start after expires_at. A delivered, blocked, unlinked or failed answer
+// stands whenever it comes.
+func Decide(messageID int64, err error, attempts, maxAttempts int, backoff Backoff, expired bool) Decision {
+	d := decide(messageID, err, attempts, maxAttempts, backoff, expired)
 	d.Cause = err
 	return d
 }
 
-func decide(messageID int64, err error, attempts, maxAttempts int, backoff Backoff) Decision {
+func decide(messageID int64, err error, attempts, maxAttempts int, backoff Backoff, expired bool) Decision {
 	code, msg := messenger.ErrorCode(err), messenger.ErrorMessage(err)
 	switch messenger.Classify(err) {
 	case messenger.Delivered:
@@ -93,7 +103,16 @@ func decide(messageID int64, err error, attempts, maxAttempts int, backoff Backo
 	case messenger.Failed:
 		return Decision{Result: store.DeliveryResult{Status: store.StatusFailed, ErrorCode: code, ErrorMessage: msg}}
 	}
-	// Transient. The last allowed attempt fails for good, keeping the error that ended it.
+	// Transient. Past expires_at there is no next attempt: expired, keeping the error that ended it (also
+	// on the last allowed attempt: the contract names expiry as what ends it).
+	if expired {
+		d := Decision{Result: store.DeliveryResult{Status: store.StatusExpired, ErrorCode: code, ErrorMessage: msg}}
+		if wait := messenger.RetryAfter(err); wait > 0 {
+			d.Throttle, d.Wait = ThrottleChat, wait // the chat is throttled whatever becomes of this one
+		}
+		return d
+	}
+	// The last allowed attempt fails for good, keeping the error that ended it.
 	if attempts >= maxAttempts {
 		return Decision{Result: store.DeliveryResult{Status: store.StatusFailed, ErrorCode: code, ErrorMessage: msg}}
 	}
@@ -105,6 +124,11 @@ func decide(messageID int64, err error, attempts, maxAttempts int, backoff Backo
 		d.Result.RetryIn = backoff.Delay(attempts)
 	}
 	return d
+}
+
+// Expired reports whether a claimed notification's expires_at has passed at now.
+func Expired(d store.Delivery, now time.Time) bool {
+	return d.ExpiresAt != nil && !now.Before(*d.ExpiresAt)
 }
 
 // NoLink is the decision for a tenant notification whose user has no link at delivery time. The link is

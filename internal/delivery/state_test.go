@@ -24,24 +24,33 @@ func TestDecideFollowsTheStateMachine(t *testing.T) {
 		retryIn    time.Duration
 		removeLink bool
 		throttle   Throttle
+		expired    bool // the notification's expires_at has passed when the answer comes
 	}{
-		{"success is delivered", nil, 1, store.StatusDelivered, 0, 0, false, ThrottleNone},
-		{"429 retries after retry_after and throttles the chat", apiErr(429, "Too Many Requests: retry after 7", 7*time.Second), 1, store.StatusRetrying, 429, 7 * time.Second, false, ThrottleChat},
-		{"500 retries with backoff", apiErr(500, "Internal Server Error", 0), 1, store.StatusRetrying, 500, time.Second, false, ThrottleNone},
-		{"502 on the third attempt waits four times the base", apiErr(502, "Bad Gateway", 0), 3, store.StatusRetrying, 502, 4 * time.Second, false, ThrottleNone},
-		{"a timeout retries with the gateway code", &messenger.TransportError{Method: "sendMessage", Code: messenger.CodeTimeout, Err: context.DeadlineExceeded}, 1, store.StatusRetrying, messenger.CodeTimeout, time.Second, false, ThrottleNone},
-		{"a network error retries with the gateway code", &messenger.TransportError{Method: "sendMessage", Code: messenger.CodeNetwork, Err: errors.New("connection refused")}, 2, store.StatusRetrying, messenger.CodeNetwork, 2 * time.Second, false, ThrottleNone},
-		{"the last attempt of a transient failure fails", apiErr(500, "Internal Server Error", 0), 8, store.StatusFailed, 500, 0, false, ThrottleNone},
-		{"a 429 on the last attempt fails", apiErr(429, "Too Many Requests: retry after 1", time.Second), 8, store.StatusFailed, 429, 0, false, ThrottleNone},
-		{"blocked by the user", apiErr(403, "Forbidden: bot was blocked by the user", 0), 1, store.StatusBlocked, 403, 0, false, ThrottleNone},
-		{"user deactivated", apiErr(403, "Forbidden: user is deactivated", 0), 1, store.StatusBlocked, 403, 0, false, ThrottleNone},
-		{"chat not found unlinks and removes the link", apiErr(400, "Bad Request: chat not found", 0), 1, store.StatusUnlinked, 400, 0, true, ThrottleNone},
-		{"can't initiate unlinks and removes the link", apiErr(403, "Forbidden: bot can't initiate conversation with a user", 0), 1, store.StatusUnlinked, 403, 0, true, ThrottleNone},
-		{"another 4xx fails", apiErr(400, "Bad Request: message is too long", 0), 1, store.StatusFailed, 400, 0, false, ThrottleNone},
+		{"success is delivered", nil, 1, store.StatusDelivered, 0, 0, false, ThrottleNone, false},
+		{"429 retries after retry_after and throttles the chat", apiErr(429, "Too Many Requests: retry after 7", 7*time.Second), 1, store.StatusRetrying, 429, 7 * time.Second, false, ThrottleChat, false},
+		{"500 retries with backoff", apiErr(500, "Internal Server Error", 0), 1, store.StatusRetrying, 500, time.Second, false, ThrottleNone, false},
+		{"502 on the third attempt waits four times the base", apiErr(502, "Bad Gateway", 0), 3, store.StatusRetrying, 502, 4 * time.Second, false, ThrottleNone, false},
+		{"a timeout retries with the gateway code", &messenger.TransportError{Method: "sendMessage", Code: messenger.CodeTimeout, Err: context.DeadlineExceeded}, 1, store.StatusRetrying, messenger.CodeTimeout, time.Second, false, ThrottleNone, false},
+		{"a network error retries with the gateway code", &messenger.TransportError{Method: "sendMessage", Code: messenger.CodeNetwork, Err: errors.New("connection refused")}, 2, store.StatusRetrying, messenger.CodeNetwork, 2 * time.Second, false, ThrottleNone, false},
+		{"the last attempt of a transient failure fails", apiErr(500, "Internal Server Error", 0), 8, store.StatusFailed, 500, 0, false, ThrottleNone, false},
+		{"a 429 on the last attempt fails", apiErr(429, "Too Many Requests: retry after 1", time.Second), 8, store.StatusFailed, 429, 0, false, ThrottleNone, false},
+		{"blocked by the user", apiErr(403, "Forbidden: bot was blocked by the user", 0), 1, store.StatusBlocked, 403, 0, false, ThrottleNone, false},
+		{"user deactivated", apiErr(403, "Forbidden: user is deactivated", 0), 1, store.StatusBlocked, 403, 0, false, ThrottleNone, false},
+		{"chat not found unlinks and removes the link", apiErr(400, "Bad Request: chat not found", 0), 1, store.StatusUnlinked, 400, 0, true, ThrottleNone, false},
+		{"can't initiate unlinks and removes the link", apiErr(403, "Forbidden: bot can't initiate conversation with a user", 0), 1, store.StatusUnlinked, 403, 0, true, ThrottleNone, false},
+		{"another 4xx fails", apiErr(400, "Bad Request: message is too long", 0), 1, store.StatusFailed, 400, 0, false, ThrottleNone, false},
+		// v1 extensions §2: delivering, an attempt fails transiently after expires_at → expired.
+		{"a 5xx after expires_at expires", apiErr(500, "Internal Server Error", 0), 1, store.StatusExpired, 500, 0, false, ThrottleNone, true},
+		{"a timeout after expires_at expires", &messenger.TransportError{Method: "sendMessage", Code: messenger.CodeTimeout, Err: context.DeadlineExceeded}, 2, store.StatusExpired, messenger.CodeTimeout, 0, false, ThrottleNone, true},
+		{"a 429 after expires_at expires and still throttles the chat", apiErr(429, "Too Many Requests: retry after 7", 7*time.Second), 1, store.StatusExpired, 429, 0, false, ThrottleChat, true},
+		{"a transient failure on the last attempt after expires_at expires", apiErr(500, "Internal Server Error", 0), 8, store.StatusExpired, 500, 0, false, ThrottleNone, true},
+		{"delivered after expires_at stays delivered", nil, 1, store.StatusDelivered, 0, 0, false, ThrottleNone, true},
+		{"a permanent failure after expires_at stays failed", apiErr(400, "Bad Request: message is too long", 0), 1, store.StatusFailed, 400, 0, false, ThrottleNone, true},
+		{"blocked after expires_at stays blocked", apiErr(403, "Forbidden: bot was blocked by the user", 0), 1, store.StatusBlocked, 403, 0, false, ThrottleNone, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			d := Decide(42, c.err, c.attempts, 8, b)
+			d := Decide(42, c.err, c.attempts, 8, b, c.expired)
 			r := d.Result
 			if r.Status != c.status || r.ErrorCode != c.code || r.RetryIn != c.retryIn || r.RemoveLink != c.removeLink || d.Throttle != c.throttle {
 				t.Fatalf("Decide = %+v throttle %v; want status %s code %d retry in %v remove link %v throttle %v",
@@ -54,6 +63,26 @@ func TestDecideFollowsTheStateMachine(t *testing.T) {
 				t.Error("an error must leave a last_error_message")
 			}
 		})
+	}
+}
+
+func TestExpiredComparesExpiresAtWithTheClock(t *testing.T) {
+	now := time.Now()
+	past, future := now.Add(-time.Millisecond), now.Add(time.Second)
+	cases := []struct {
+		name      string
+		expiresAt *time.Time
+		want      bool
+	}{
+		{"no expires_at never expires", nil, false},
+		{"expires_at ahead", &future, false},
+		{"expires_at now is expired", &now, true},
+		{"expires_at past", &past, true},
+	}
+	for _, c := range cases {
+		if got := Expired(store.Delivery{ExpiresAt: c.expiresAt}, now); got != c.want {
+			t.Errorf("%s: Expired = %v, want %v", c.name, got, c.want)
+		}
 	}
 }
 

@@ -1,7 +1,9 @@
 // Package delivery is the delivery worker behind `herald worker`: a Kafka consumer group over the two
 // priority topics that claims each notification in PostgreSQL, sends it through the messenger within the
 // bot's rate limits, and records the outcome. Retries are scheduled in PostgreSQL and re-published when
-// due; a redrive loop re-publishes notifications that look lost. The state machine is in state.go.
+// due; a redrive loop re-publishes notifications that look lost. Scheduled notifications are released when
+// their send_at comes, and notifications past their expires_at expire (schedule.go). The state machine is
+// in state.go.
 package delivery
 
 import (
@@ -48,7 +50,11 @@ type Options struct {
 	Backoff         Backoff       // transient-failure schedule; DefaultBackoff
 	SendTimeout     time.Duration // one sendMessage call; min(10 s, Lease/2), so a slow call never outlives its lease
 
-	SchedulerInterval  time.Duration // how often due retries and failed publishes are re-published; 1 s
+	SchedulerInterval time.Duration // how often due retries and failed publishes are re-published; 1 s
+	// ScheduleInterval is how often scheduled notifications whose send_at has come are released; 250 ms, so
+	// that one is published within a second of its send_at.
+	ScheduleInterval   time.Duration
+	ExpireInterval     time.Duration // how often the expiry sweep runs; 1 s
 	RedriveInterval    time.Duration // how often stuck notifications are looked for; min(30 s, Lease/2)
 	QueuedRedriveAfter time.Duration // a notification queued this long is presumed lost; 10 m
 	// LostPublishAfter: while the group has consumed everything published up to this long ago, a
@@ -120,6 +126,8 @@ func (o *Options) defaults() error {
 	}
 	def(&o.SendTimeout, min(10*time.Second, o.Lease/2))
 	def(&o.SchedulerInterval, time.Second)
+	def(&o.ScheduleInterval, 250*time.Millisecond)
+	def(&o.ExpireInterval, time.Second)
 	def(&o.RedriveInterval, min(30*time.Second, o.Lease/2))
 	def(&o.QueuedRedriveAfter, 10*time.Minute)
 	def(&o.LostPublishAfter, 10*time.Second)
@@ -224,6 +232,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	bg.Go(func() { every(bgCtx, time.Minute, w.pruneChats) })
 	var loops sync.WaitGroup
 	loops.Go(func() { every(fetchCtx, w.opts.SchedulerInterval, w.republishDue) })
+	loops.Go(func() { every(fetchCtx, w.opts.ScheduleInterval, w.releaseScheduled) })
+	loops.Go(func() { every(fetchCtx, w.opts.ExpireInterval, w.expireDue) })
 	loops.Go(func() { every(fetchCtx, w.opts.RedriveInterval, w.redrive) })
 	loops.Go(func() { every(fetchCtx, w.opts.LagInterval, w.updateLag) })
 	loops.Go(func() { every(fetchCtx, 10*time.Second, w.refreshWeights) })

@@ -34,7 +34,15 @@ type Options struct {
 	// MaxAuthFailures is how many requests without a valid key one client address may send per
 	// AuthFailureWindow before it is throttled; the package's MaxAuthFailures when zero.
 	MaxAuthFailures int
+	// MaxInFlightBatches caps concurrent POST /v1/send/batch requests within MaxInFlight, since a batch body
+	// may be 100 times a send's (MaxBatchBodyBytes); DefaultMaxInFlightBatches when zero. Past it: 503 with
+	// Retry-After, as past MaxInFlight.
+	MaxInFlightBatches int
 }
+
+// DefaultMaxInFlightBatches bounds what batch bodies in flight may hold to about 400 MiB at worst (64 ×
+// 6.25 MiB); a typical batch of 100 short messages is under 50 KiB.
+const DefaultMaxInFlightBatches = 64
 
 // API serves /v1.
 type API struct {
@@ -49,6 +57,8 @@ type API struct {
 	unknownKeys *negativeCache
 	failures    *failureLimiter
 	authQueries atomic.Int64 // key lookups in PostgreSQL, for tests
+
+	batchSlots chan struct{}
 }
 
 // New builds the tenant API. Notifications go through ob (close it after the HTTP server has stopped, so
@@ -56,6 +66,9 @@ type API struct {
 func New(st *store.Store, ob *outbox.Outbox, logger *slog.Logger, opts Options) *API {
 	if opts.MaxInFlight == 0 {
 		opts.MaxInFlight = DefaultMaxInFlight
+	}
+	if opts.MaxInFlightBatches == 0 {
+		opts.MaxInFlightBatches = DefaultMaxInFlightBatches
 	}
 	if opts.AuthCacheTTL == 0 {
 		opts.AuthCacheTTL = 2 * time.Second
@@ -67,7 +80,8 @@ func New(st *store.Store, ob *outbox.Outbox, logger *slog.Logger, opts Options) 
 		opts.RequestsPerSecond = DefaultRequestsPerSecond
 	}
 	return &API{store: st, outbox: ob, log: logger, opts: opts, keys: newKeyCache(opts.AuthCacheTTL), limiter: ratelimit.New(st),
-		unknownKeys: newNegativeCache(NegativeCacheTTL), failures: newFailureLimiter(cmp.Or(opts.MaxAuthFailures, MaxAuthFailures), AuthFailureWindow)}
+		unknownKeys: newNegativeCache(NegativeCacheTTL), failures: newFailureLimiter(cmp.Or(opts.MaxAuthFailures, MaxAuthFailures), AuthFailureWindow),
+		batchSlots: make(chan struct{}, opts.MaxInFlightBatches)}
 }
 
 // handle adapts a handler that returns an error.

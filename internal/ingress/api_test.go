@@ -28,6 +28,11 @@ var routes = []struct{ method, path, body string }{
 	{"POST", "/v1/link-token", `{"user_id":"u1"}`},
 	{"POST", "/v1/phone-verification/start", `{"user_id":"u1"}`},
 	{"GET", "/v1/phone-verification/status/u1", ""},
+	{"POST", "/v1/send/batch", `{"notifications":[{"user_id":"u1","message":"hi"}]}`},
+	{"GET", "/v1/notifications", ""},
+	{"POST", "/v1/notifications/0190a1b2-0000-7000-8000-000000000000/cancel", ""},
+	{"GET", "/v1/users/u1", ""},
+	{"DELETE", "/v1/users/u1", ""},
 }
 
 func TestEveryRouteRejectsBadKeysWith401(t *testing.T) {
@@ -124,7 +129,8 @@ func TestRevocationTakesEffectWithinTheCacheBound(t *testing.T) {
 	expectError(t, r, http.StatusUnauthorized, "unauthorized")
 }
 
-func TestStatusReturnsExactlyTheSpecFields(t *testing.T) {
+// The Notification resource is the spec's fields and the v1 extensions' (§2), nothing else: never the body.
+func TestStatusReturnsExactlyTheContractFields(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	key := e.tenant("acme", "Acme", nil)
@@ -136,7 +142,8 @@ func TestStatusReturnsExactlyTheSpecFields(t *testing.T) {
 		t.Fatalf("status: %d %s", r.status, r.body)
 	}
 	m := r.json(t)
-	want := []string{"tracking_id", "user_id", "priority", "status", "attempts", "created_at", "updated_at", "messenger_message_id", "last_error_code", "last_error_message"}
+	want := []string{"tracking_id", "user_id", "priority", "status", "attempts", "created_at", "updated_at", "messenger_message_id", "last_error_code", "last_error_message",
+		"metadata", "send_at", "expires_at", "delivered_at", "next_attempt_at"}
 	if len(m) != len(want) {
 		t.Errorf("fields %v, want exactly %v", keys(m), want)
 	}
@@ -151,6 +158,15 @@ func TestStatusReturnsExactlyTheSpecFields(t *testing.T) {
 	if m["tracking_id"] != id || m["user_id"] != "u1" || m["priority"] != 8.0 || m["status"] != "queued" || m["attempts"] != 0.0 ||
 		m["messenger_message_id"] != nil || m["last_error_code"] != 0.0 || m["last_error_message"] != nil {
 		t.Errorf("unexpected values: %s", r.body)
+	}
+	// A send without the options: metadata is {} (not null), the timestamps null.
+	if md, ok := m["metadata"].(map[string]any); !ok || len(md) != 0 {
+		t.Errorf("metadata = %v, want {}", m["metadata"])
+	}
+	for _, f := range []string{"send_at", "expires_at", "delivered_at", "next_attempt_at"} {
+		if m[f] != nil {
+			t.Errorf("%s = %v, want null", f, m[f])
+		}
 	}
 	for _, f := range []string{"created_at", "updated_at"} {
 		if _, err := time.Parse(time.RFC3339, m[f].(string)); err != nil {

@@ -28,23 +28,34 @@ const MaxUserIDLength = 128
 // invalid_request (400): a typo in a field name must not be silently ignored. A body over MaxBodyBytes is
 // invalid_request with status 413.
 func decodeObject(w http.ResponseWriter, r *http.Request, dst any) error {
+	return decodeObjectMax(w, r, dst, MaxBodyBytes)
+}
+
+// decodeObjectMax is decodeObject for a body of at most limit bytes.
+func decodeObjectMax(w http.ResponseWriter, r *http.Request, dst any, limit int64) error {
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		return apierror.InvalidRequest.With("Content-Type must be application/json")
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return apierror.PayloadTooLarge.With("request body exceeds %d bytes", MaxBodyBytes)
+			return apierror.PayloadTooLarge.With("request body exceeds %d bytes", limit)
 		}
 		return apierror.InvalidRequest.With("could not read the request body")
 	}
-	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) == 0 || trimmed[0] != '{' {
-		return apierror.InvalidRequest.With("the body must be a JSON object")
-	}
-	if !utf8.Valid(trimmed) {
+	if !utf8.Valid(bytes.TrimSpace(body)) {
 		return apierror.InvalidRequest.With("the body must be valid UTF-8")
+	}
+	return decodeStrict(body, dst, "the body")
+}
+
+// decodeStrict decodes one JSON object (the body, or an item of a batch: what names it in messages) into
+// dst: no unknown fields, nothing after it.
+func decodeStrict(b []byte, dst any, what string) error {
+	trimmed := bytes.TrimSpace(b)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return apierror.InvalidRequest.With("%s must be a JSON object", what)
 	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	dec.DisallowUnknownFields()

@@ -16,6 +16,7 @@ import (
 	"github.com/heraldhq/herald/internal/apierror"
 	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/brand"
+	"github.com/heraldhq/herald/internal/store"
 )
 
 // The fuzz targets of the tenant API's parsers of outside input: bodies, path parameters, headers. `go
@@ -209,6 +210,44 @@ func FuzzAuthorizationHeader(f *testing.F) {
 		}
 		if apikey.Digest(secret) == apikey.Digest(secret+"x") {
 			t.Fatal("digest collision")
+		}
+	})
+}
+
+// FuzzListQuery: GET /v1/notifications query strings. No panic; a refusal is a 400 invalid_request; an
+// accepted query has a limit within 1..MaxListLimit, only known states, a valid user_id, and a cursor only
+// when the query carried one.
+func FuzzListQuery(f *testing.F) {
+	for _, s := range []string{"", "limit=2", "limit=0", "limit=201", "limit=+5", "limit=5&limit=6", "status=queued,retrying",
+		"status=nope", "status=", "user_id=u1", "user_id=%00", "created_after=2026-01-02T15:04:05Z", "created_before=yesterday",
+		"cursor=AAAA", "cursor=%ZZ", "a=b", "limit=1&cursor=" + strings.Repeat("A", 44), "status=scheduled&user_id=" + strings.Repeat("é", 129)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		filter, limit, cursor, err := listQuery(raw)
+		if err != nil {
+			e, ok := apierror.From(err)
+			if !ok || e.Code != "invalid_request" || e.Status != http.StatusBadRequest {
+				t.Fatalf("%q refused with %v, want a 400 invalid_request", raw, err)
+			}
+			if utf8.RuneCountInString(e.Message) > 512 {
+				t.Fatalf("a message of %d characters for %q", utf8.RuneCountInString(e.Message), raw)
+			}
+			return
+		}
+		if limit < 1 || limit > store.MaxListLimit {
+			t.Fatalf("%q: limit %d", raw, limit)
+		}
+		for _, st := range filter.Statuses {
+			if _, ok := store.ParseStatus(string(st)); !ok {
+				t.Fatalf("%q: state %q", raw, st)
+			}
+		}
+		if filter.UserID != "" {
+			checkUserID(t, filter.UserID)
+		}
+		if cursor != nil && !strings.Contains(raw, "cursor=") {
+			t.Fatalf("%q: a cursor from nowhere", raw)
 		}
 	})
 }

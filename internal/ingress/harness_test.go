@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,6 +33,25 @@ type env struct {
 	broker *kafkatest.Broker
 	srv    *httptest.Server
 	api    *ingress.API
+	logs   *logBuffer // what the API logged
+}
+
+// logBuffer collects log output for assertions.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func newEnv(t *testing.T) *env {
@@ -46,7 +66,8 @@ func newEnvWith(t *testing.T, opts func(*ingress.Options)) *env {
 	b := kafkatest.New(t, prefix)
 	p := queue.NewProducer(b.Addrs(), prefix)
 	t.Cleanup(func() { p.Close() })
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logs := &logBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, nil))
 	ob := outbox.New(st, p, outbox.Options{Logger: logger})
 	t.Cleanup(ob.Close)
 	o := ingress.Options{DeepLinkBase: "https://t.me", BotUsername: "herald_test_bot", AuthCacheTTL: 500 * time.Millisecond}
@@ -58,7 +79,7 @@ func newEnvWith(t *testing.T, opts func(*ingress.Options)) *env {
 	api.Routes(r)
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
-	return &env{t: t, st: st, broker: b, srv: srv, api: api}
+	return &env{t: t, st: st, broker: b, srv: srv, api: api, logs: logs}
 }
 
 // tenant creates a tenant and returns a key for it (label nil: the developer name brands).

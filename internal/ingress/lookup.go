@@ -28,21 +28,7 @@ func optionalTimestamp(t *time.Time) *string {
 	return &s
 }
 
-type notificationResponse struct {
-	TrackingID         string  `json:"tracking_id"`
-	UserID             string  `json:"user_id"`
-	Priority           int     `json:"priority"`
-	Status             string  `json:"status"`
-	Attempts           int     `json:"attempts"`
-	CreatedAt          string  `json:"created_at"`
-	UpdatedAt          string  `json:"updated_at"`
-	MessengerMessageID *string `json:"messenger_message_id"`
-	LastErrorCode      int     `json:"last_error_code"`
-	LastErrorMessage   *string `json:"last_error_message"`
-}
-
-// status is GET /v1/status/{tracking_id}. A malformed id cannot name a notification, so it is not_found
-// like an unknown one or another tenant's.
+// status is GET /v1/status/{tracking_id}: the Notification resource.
 func (a *API) status(w http.ResponseWriter, r *http.Request) error {
 	id, ok := trackingIDParam(chi.URLParam(r, "tracking_id"))
 	if !ok {
@@ -55,11 +41,7 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, notificationResponse{
-		TrackingID: v.TrackingID, UserID: v.UserID, Priority: v.Priority, Status: string(v.Status), Attempts: v.Attempts,
-		CreatedAt: timestamp(v.CreatedAt), UpdatedAt: timestamp(v.UpdatedAt), MessengerMessageID: v.MessengerMessageID,
-		LastErrorCode: v.LastErrorCode, LastErrorMessage: v.LastErrorMessage,
-	})
+	writeJSON(w, http.StatusOK, notificationJSON(v))
 	return nil
 }
 

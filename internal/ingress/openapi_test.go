@@ -64,6 +64,48 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 	check("GET", "/v1/openapi.yaml", doc200, 200)
 	check("GET", "/v1/openapi.yaml", e.do("GET", "/v1/openapi.yaml", "", nil, "If-None-Match", doc200.header.Get("ETag")), 304)
 
+	// v1 extensions: send options, batch, list, cancel, users.
+	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	scheduled := e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "later", "send_at": later,
+		"expires_at": time.Now().Add(2 * time.Hour).UTC().Format(time.RFC3339), "metadata": map[string]string{"order": "42"}})
+	check("POST", "/v1/send", scheduled, 202)
+	check("POST", "/v1/send", e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "hi", "metadata": []string{}}), 400)
+	check("GET", "/v1/status/{tracking_id}", e.do("GET", "/v1/status/"+scheduled.json(t)["tracking_id"].(string), key, nil), 200)
+
+	batch := map[string]any{"notifications": []any{
+		map[string]any{"user_id": "u1", "message": "one"},
+		map[string]any{"user_id": "u1", "message": "two", "send_at": later},
+		map[string]any{"user_id": "u2", "message": "ungated"},
+		map[string]any{"user_id": "u1", "message": strings.Repeat("x", 4096)},
+		map[string]any{"user_id": "u1"},
+	}}
+	check("POST", "/v1/send/batch", e.do("POST", "/v1/send/batch", key, batch), 200)
+	check("POST", "/v1/send/batch", e.do("POST", "/v1/send/batch", key, map[string]any{"notifications": []any{}}), 400)
+	check("POST", "/v1/send/batch", e.do("POST", "/v1/send/batch", "", nil), 401)
+	e.do("POST", "/v1/send/batch", key, batch, "Idempotency-Key", "b")
+	check("POST", "/v1/send/batch", e.do("POST", "/v1/send/batch", key, map[string]any{"notifications": []any{map[string]any{"user_id": "u1", "message": "x"}}}, "Idempotency-Key", "b"), 409)
+
+	page := e.do("GET", "/v1/notifications?limit=2", key, nil)
+	check("GET", "/v1/notifications", page, 200)
+	check("GET", "/v1/notifications", e.do("GET", "/v1/notifications?cursor="+page.json(t)["next_cursor"].(string)+"&limit=2", key, nil), 200)
+	check("GET", "/v1/notifications", e.do("GET", "/v1/notifications?status=nope", key, nil), 400)
+	check("GET", "/v1/notifications", e.do("GET", "/v1/notifications", "", nil), 401)
+
+	cancelled := e.do("POST", "/v1/notifications/"+scheduled.json(t)["tracking_id"].(string)+"/cancel", key, nil)
+	check("POST", "/v1/notifications/{tracking_id}/cancel", cancelled, 200)
+	check("POST", "/v1/notifications/{tracking_id}/cancel", e.do("POST", "/v1/notifications/"+scheduled.json(t)["tracking_id"].(string)+"/cancel", key, nil), 409)
+	check("POST", "/v1/notifications/{tracking_id}/cancel", e.do("POST", "/v1/notifications/"+id+"/cancel", "", nil), 401)
+	check("POST", "/v1/notifications/{tracking_id}/cancel", e.do("POST", "/v1/notifications/nope/cancel", key, nil), 404)
+
+	for _, u := range []string{"u1", "u2", "u3"} { // verified, pending, unverified (never linked)
+		check("GET", "/v1/users/{user_id}", e.do("GET", "/v1/users/"+u, key, nil), 200)
+	}
+	check("GET", "/v1/users/{user_id}", e.do("GET", "/v1/users/u1", "", nil), 401)
+	check("GET", "/v1/users/{user_id}", e.do("GET", "/v1/users/nobody", key, nil), 404)
+	check("DELETE", "/v1/users/{user_id}", e.do("DELETE", "/v1/users/u3", key, nil), 204)
+	check("DELETE", "/v1/users/{user_id}", e.do("DELETE", "/v1/users/u3", key, nil), 404)
+	check("DELETE", "/v1/users/{user_id}", e.do("DELETE", "/v1/users/u3", "", nil), 401)
+
 	// Over the tenant's limits: sends, then every other route.
 	e.limit("acme", store.TenantLimits{SendsPerSecond: int32p(1), Burst: int32p(1), RequestsPerSecond: int32p(1)})
 	waitForLimits := func(method, path string, body any) response {
@@ -78,12 +120,15 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 		return response{}
 	}
 	check("POST", "/v1/send", waitForLimits("POST", "/v1/send", map[string]any{"user_id": "u1", "message": "x"}), 429)
+	check("POST", "/v1/send/batch", waitForLimits("POST", "/v1/send/batch", map[string]any{"notifications": []any{map[string]any{"user_id": "u1", "message": "x"}}}), 429)
+	check("GET", "/v1/notifications", waitForLimits("GET", "/v1/notifications", nil), 429)
 	check("GET", "/v1/status/{tracking_id}", waitForLimits("GET", "/v1/status/"+id, nil), 429)
 	e.limit("acme", store.TenantLimits{})
 	time.Sleep(time.Second) // the cache's TTL: the default limits are back
 
 	e.broker.Close()
 	check("POST", "/v1/send", e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "hi"}), 502)
+	check("POST", "/v1/send/batch", e.do("POST", "/v1/send/batch", key, batch), 200) // queue_error per item
 
 	// Past 20 requests without a valid key, this client address is throttled (every test request comes from
 	// loopback): the 429 of every /v1 operation.

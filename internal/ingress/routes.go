@@ -16,12 +16,17 @@ func (a *API) Routes(r chi.Router) {
 			// Sends count against the tenant's sends per second, item by item, once they are known to be
 			// valid (in the handler); every other route against its requests per second.
 			r.Post("/send", a.handle(a.send))
+			r.Post("/send/batch", a.handle(a.sendBatch))
 			r.Group(func(r chi.Router) {
 				r.Use(a.limitRequests)
 				r.Get("/status/{tracking_id}", a.handle(a.status))
+				r.Get("/notifications", a.handle(a.listNotifications))
+				r.Post("/notifications/{tracking_id}/cancel", a.handle(a.cancelNotification))
 				r.Post("/link-token", a.handle(a.linkToken))
 				r.Post("/phone-verification/start", a.handle(a.startVerification))
 				r.Get("/phone-verification/status/{user_id}", a.handle(a.verificationStatus))
+				r.Get("/users/{user_id}", a.handle(a.getUser))
+				r.Delete("/users/{user_id}", a.handle(a.eraseUser))
 			})
 		})
 	})

@@ -1,11 +1,14 @@
 package ingress
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"regexp"
 	"strconv"
+	"time"
 
 	"github.com/heraldhq/herald/internal/apierror"
 	"github.com/heraldhq/herald/internal/brand"
@@ -15,10 +18,27 @@ import (
 // DefaultPriority applies when a send names none.
 const DefaultPriority = 5
 
+// Limits of the send options (v1 extensions §1) and of a batch (§5).
+const (
+	MaxMetadataKeys        = 16
+	MaxMetadataValueLength = 500 // code points
+	MaxScheduleAhead       = 30 * 24 * time.Hour
+	MaxBatchItems          = 100
+	// MaxBatchBodyBytes lets every item of a full batch be as large as a single send may be.
+	MaxBatchBodyBytes = MaxBatchItems * MaxBodyBytes
+)
+
+var metadataKey = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,40}$`)
+
+// sendRequest is the body of POST /v1/send and each item of POST /v1/send/batch. The options are raw so
+// that null means "not given" (as for priority) and a wrong type gets a message that says what is wrong.
 type sendRequest struct {
-	UserID   *string         `json:"user_id"`
-	Message  *string         `json:"message"`
-	Priority json.RawMessage `json:"priority"`
+	UserID    *string         `json:"user_id"`
+	Message   *string         `json:"message"`
+	Priority  json.RawMessage `json:"priority"`
+	Metadata  json.RawMessage `json:"metadata"`
+	SendAt    json.RawMessage `json:"send_at"`
+	ExpiresAt json.RawMessage `json:"expires_at"`
 }
 
 type sendResponse struct {
@@ -26,44 +46,92 @@ type sendResponse struct {
 	Status     string `json:"status"`
 }
 
+// validSend is a send that passed validation: the outbox item, and what its meaning for an
+// Idempotency-Key is made of (computed only when the request carries one).
+type validSend struct {
+	item    outbox.Item
+	message string // before branding
+}
+
+func (v validSend) meaning() []byte {
+	it := v.item
+	return sendMeaning(it.UserID, v.message, it.Priority, it.Metadata, it.SendAt, it.ExpiresAt)
+}
+
+// validateSend checks one send (the body of POST /v1/send, or an item of a batch: the same code for both)
+// and brands it with the key's label. Errors are catalogued (invalid_request, or
+// message_too_long_after_branding).
+func validateSend(req sendRequest, label string, now time.Time) (validSend, error) {
+	userID, err := userIDField(req.UserID)
+	if err != nil {
+		return validSend{}, err
+	}
+	if req.Message == nil {
+		return validSend{}, apierror.InvalidRequest.With("message is required")
+	}
+	if n := brand.Length(*req.Message); n < 1 || n > brand.MaxMessageLength {
+		return validSend{}, apierror.InvalidRequest.With("message must be 1-%d characters (got %d)", brand.MaxMessageLength, n)
+	}
+	priority, err := parsePriority(req.Priority)
+	if err != nil {
+		return validSend{}, err
+	}
+	metadata, err := parseMetadata(req.Metadata)
+	if err != nil {
+		return validSend{}, err
+	}
+	sendAt, err := parseTimestamp("send_at", req.SendAt)
+	if err != nil {
+		return validSend{}, err
+	}
+	expiresAt, err := parseTimestamp("expires_at", req.ExpiresAt)
+	if err != nil {
+		return validSend{}, err
+	}
+	if sendAt != nil && sendAt.Sub(now) > MaxScheduleAhead {
+		return validSend{}, apierror.InvalidRequest.With("send_at must be at most 30 days ahead")
+	}
+	if expiresAt != nil {
+		switch {
+		case !expiresAt.After(now):
+			return validSend{}, apierror.InvalidRequest.With("expires_at must be in the future")
+		case sendAt != nil && !expiresAt.After(*sendAt):
+			return validSend{}, apierror.InvalidRequest.With("expires_at must be later than send_at")
+		case expiresAt.Sub(now) > MaxScheduleAhead:
+			return validSend{}, apierror.InvalidRequest.With("expires_at must be at most 30 days ahead")
+		}
+	}
+	body := brand.Render(label, *req.Message)
+	if !brand.Fits(body) {
+		return validSend{}, apierror.MessageTooLong.With("the branded message is %d characters; the messaging platform allows %d", brand.Length(body), brand.MaxLength)
+	}
+	return validSend{
+		item:    outbox.Item{UserID: userID, Priority: priority, Body: body, Metadata: metadata, SendAt: sendAt, ExpiresAt: expiresAt},
+		message: *req.Message,
+	}, nil
+}
+
 // send is POST /v1/send: validate and brand, then hand the notification to the outbox, which gates it on
-// a verified phone, stores it and publishes it, so that a 202 means the notification is both stored and
-// on Kafka.
+// a verified phone, stores it and publishes it (or keeps it scheduled), so that a 202 means the
+// notification is both stored and on Kafka, or stored and waiting for its send_at.
 func (a *API) send(w http.ResponseWriter, r *http.Request) error {
 	p := principalOf(r.Context())
 	var req sendRequest
 	if err := decodeObject(w, r, &req); err != nil {
 		return err
 	}
-	userID, err := userIDField(req.UserID)
+	v, err := validateSend(req, p.Label, time.Now())
 	if err != nil {
 		return err
 	}
-	if req.Message == nil {
-		return apierror.InvalidRequest.With("message is required")
-	}
-	if n := brand.Length(*req.Message); n < 1 || n > brand.MaxMessageLength {
-		return apierror.InvalidRequest.With("message must be 1-%d characters (got %d)", brand.MaxMessageLength, n)
-	}
-	priority, err := parsePriority(req.Priority)
+	idem, err := idempotency(r, v.meaning)
 	if err != nil {
 		return err
 	}
-	body := brand.Render(p.Label, *req.Message)
-	if !brand.Fits(body) {
-		return apierror.MessageTooLong.With("the branded message is %d characters; the messaging platform allows %d", brand.Length(body), brand.MaxLength)
-	}
-	var idem *outbox.Idempotency
-	if key := r.Header.Get("Idempotency-Key"); key != "" {
-		if !validIdempotencyKey(key) {
-			return apierror.InvalidRequest.With("Idempotency-Key must be 1-255 printable ASCII characters")
-		}
-		idem = &outbox.Idempotency{Key: key, RequestHash: requestHash(userID, *req.Message, priority)}
-	}
-	if err := a.takeSends(r.Context(), w, 1); err != nil {
+	if err := a.admitSends(w, r, 1); err != nil {
 		return err
 	}
-	results, _, err := a.outbox.Send(r.Context(), p.TenantID, []outbox.Item{{UserID: userID, Priority: priority, Body: body}}, idem)
+	results, _, err := a.outbox.Send(r.Context(), p.TenantID, []outbox.Item{v.item}, idem)
 	if err != nil {
 		return a.outboxError(err)
 	}
@@ -76,6 +144,116 @@ func (a *API) send(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusAccepted, sendResponse{TrackingID: res.TrackingID, Status: res.Status})
 	return nil
+}
+
+type batchRequest struct {
+	Notifications *[]json.RawMessage `json:"notifications"`
+}
+
+type batchResponse struct {
+	Results []outbox.Result `json:"results"`
+}
+
+// sendBatch is POST /v1/send/batch: each item is validated (by validateSend, as POST /v1/send does), gated
+// and queued on its own, and answered in its place; the accepted ones go through the outbox as one
+// request (one transaction, one produce) and an Idempotency-Key covers the whole batch. An invalid item
+// becomes a refused outbox item, so that it keeps its place and a replay answers it the same way. Only a
+// malformed envelope (not an object, no array, 0 or more than 100 items) fails the whole request.
+func (a *API) sendBatch(w http.ResponseWriter, r *http.Request) error {
+	select {
+	case a.batchSlots <- struct{}{}:
+		defer func() { <-a.batchSlots }()
+	default:
+		// A batch may be 100 times the body of a send: their number in flight bounds the memory they hold.
+		return apierror.Overloaded
+	}
+	p := principalOf(r.Context())
+	var req batchRequest
+	if err := decodeObjectMax(w, r, &req, MaxBatchBodyBytes); err != nil {
+		return err
+	}
+	if req.Notifications == nil {
+		return apierror.InvalidRequest.With("notifications must be an array of 1-%d send requests", MaxBatchItems)
+	}
+	raw := *req.Notifications
+	if len(raw) == 0 || len(raw) > MaxBatchItems {
+		return apierror.InvalidRequest.With("notifications must hold 1-%d items (got %d)", MaxBatchItems, len(raw))
+	}
+	now := time.Now()
+	items := make([]outbox.Item, len(raw))
+	valids := make([]*validSend, len(raw))
+	valid := 0
+	for i, b := range raw {
+		var sr sendRequest
+		err := decodeStrict(b, &sr, "each item")
+		var v validSend
+		if err == nil {
+			v, err = validateSend(sr, p.Label, now)
+		}
+		if err != nil {
+			e, _ := apierror.From(err)
+			items[i] = outbox.Item{Refused: &outbox.Result{Code: e.Code, Message: e.Message}}
+			continue
+		}
+		items[i], valids[i] = v.item, &v
+		valid++
+	}
+	idem, err := idempotency(r, func() []byte {
+		meanings := make([]json.RawMessage, len(raw))
+		for i, v := range valids {
+			if v == nil {
+				meanings[i] = compact(raw[i]) // an invalid item means what it says, byte for byte
+			} else {
+				meanings[i] = v.meaning()
+			}
+		}
+		m, _ := json.Marshal(meanings)
+		return m
+	})
+	if err != nil {
+		return err
+	}
+	if err := a.admitSends(w, r, valid); err != nil {
+		return err
+	}
+	results, _, err := a.outbox.Send(r.Context(), p.TenantID, items, idem)
+	if err != nil {
+		return a.outboxError(err)
+	}
+	failed := 0
+	for _, res := range results {
+		if res.Code == outbox.CodeQueueError {
+			failed++
+		}
+	}
+	if failed > 0 {
+		a.log.Warn("batch items not queued: the broker did not acknowledge", "tenant_id", p.TenantID, "items", failed)
+	}
+	writeJSON(w, http.StatusOK, batchResponse{Results: results})
+	return nil
+}
+
+// admitSends spends the tenant's send rate (v1 extensions §8) before anything is stored: a send counts 1, a
+// batch the number of its valid items, one by one. A batch with more valid items than the tenant's burst
+// could never pass; it is refused saying so rather than told to retry.
+func (a *API) admitSends(w http.ResponseWriter, r *http.Request, n int) error {
+	if lim, _ := a.limitsOf(principalOf(r.Context())); n > lim.Burst {
+		return apierror.RateLimited.With("the batch has %d valid items and the tenant's burst allows at most %d at once: send it in smaller batches", n, lim.Burst).After(time.Second)
+	}
+	return a.takeSends(r.Context(), w, n)
+}
+
+// idempotency reads the Idempotency-Key header, if any, for a request whose meaning is given (computed
+// only when there is a key).
+func idempotency(r *http.Request, meaning func() []byte) (*outbox.Idempotency, error) {
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" {
+		return nil, nil
+	}
+	if !validIdempotencyKey(key) {
+		return nil, apierror.InvalidRequest.With("Idempotency-Key must be 1-255 printable ASCII characters")
+	}
+	return &outbox.Idempotency{Key: key, RequestHash: sha256.Sum256(meaning())}, nil
 }
 
 // outboxError maps what the outbox reports about a whole request to the catalogue; anything else is the
@@ -93,7 +271,7 @@ func (a *API) outboxError(err error) error {
 // parsePriority accepts an absent or null priority (the default) or a JSON integer 0..9; 5.5, "5", true,
 // 5.0 and 5e0 are not integers.
 func parsePriority(raw json.RawMessage) (int, error) {
-	if len(raw) == 0 || string(raw) == "null" {
+	if absent(raw) {
 		return DefaultPriority, nil
 	}
 	if !integerLiteral.Match(raw) {
@@ -105,6 +283,57 @@ func parsePriority(raw json.RawMessage) (int, error) {
 	}
 	return v, nil
 }
+
+// parseMetadata accepts an absent or null metadata, or an object of at most 16 string values under keys
+// of 1-40 of A-Za-z0-9_.-, each value at most 500 code points. It returns nil for none.
+func parseMetadata(raw json.RawMessage) (map[string]string, error) {
+	if absent(raw) {
+		return nil, nil
+	}
+	var fields map[string]json.RawMessage
+	if raw[0] != '{' || json.Unmarshal(raw, &fields) != nil {
+		return nil, apierror.InvalidRequest.With("metadata must be an object of string values")
+	}
+	if len(fields) > MaxMetadataKeys {
+		return nil, apierror.InvalidRequest.With("metadata may hold at most %d keys (got %d)", MaxMetadataKeys, len(fields))
+	}
+	m := make(map[string]string, len(fields))
+	for k, v := range fields {
+		if !metadataKey.MatchString(k) {
+			return nil, apierror.InvalidRequest.With("metadata key %q must be 1-40 characters of A-Za-z0-9_.-", k)
+		}
+		var s string
+		if len(v) == 0 || v[0] != '"' || json.Unmarshal(v, &s) != nil {
+			return nil, apierror.InvalidRequest.With("metadata value of %q must be a string", k)
+		}
+		if n := brand.Length(s); n > MaxMetadataValueLength {
+			return nil, apierror.InvalidRequest.With("metadata value of %q is %d characters; at most %d", k, n, MaxMetadataValueLength)
+		}
+		m[k] = s
+	}
+	if len(m) == 0 {
+		return nil, nil
+	}
+	return m, nil
+}
+
+// parseTimestamp accepts an absent or null field, or an RFC 3339 timestamp string.
+func parseTimestamp(field string, raw json.RawMessage) (*time.Time, error) {
+	if absent(raw) {
+		return nil, nil
+	}
+	var s string
+	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+		return nil, apierror.InvalidRequest.With("%s must be an RFC 3339 timestamp string", field)
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return nil, apierror.InvalidRequest.With("%s must be an RFC 3339 timestamp, like 2026-01-02T15:04:05Z", field)
+	}
+	return &t, nil
+}
+
+func absent(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }
 
 func validIdempotencyKey(k string) bool {
 	if len(k) > 255 {
@@ -118,9 +347,29 @@ func validIdempotencyKey(k string) bool {
 	return true
 }
 
-// requestHash identifies a send by its meaning, not its bytes: the same fields in another order or spacing
-// are the same request.
-func requestHash(userID, message string, priority int) [32]byte {
-	b, _ := json.Marshal([]any{userID, message, priority})
-	return sha256.Sum256(b)
+// sendMeaning identifies a send by its meaning, not its bytes: the same fields in another order or spacing
+// are the same request. A send without the options means what it meant before they existed, so keys
+// recorded then still match.
+func sendMeaning(userID, message string, priority int, metadata map[string]string, sendAt, expiresAt *time.Time) []byte {
+	fields := []any{userID, message, priority}
+	if metadata != nil || sendAt != nil || expiresAt != nil {
+		ts := func(t *time.Time) any {
+			if t == nil {
+				return nil
+			}
+			return t.UTC().Format(time.RFC3339Nano)
+		}
+		fields = append(fields, metadata, ts(sendAt), ts(expiresAt)) // json sorts map keys
+	}
+	b, _ := json.Marshal(fields)
+	return b
+}
+
+// compact returns b without insignificant whitespace (b is valid JSON: the envelope decoded).
+func compact(b []byte) json.RawMessage {
+	var out bytes.Buffer
+	if err := json.Compact(&out, b); err != nil {
+		return b
+	}
+	return out.Bytes()
 }

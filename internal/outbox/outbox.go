@@ -11,10 +11,13 @@
 //     system messages are left to the relay (published_at cleared; the worker publishes them when the
 //     broker is back);
 //   - batching: concurrent tenant sends share one INSERT and one produce request (internal/batch);
-//   - the answer per item: queued, refused by the gate (phone unverified), or not queued (queue error).
+//   - scheduling: an item whose send_at is still ahead is stored as scheduled and not published; the
+//     scheduler (ReleaseScheduled, in the worker) publishes it when it is due;
+//   - the answer per item: queued or scheduled, refused by the gate (phone unverified), or not queued
+//     (queue error).
 //
-// Handlers call Send or, for system messages inserted in their own transaction, Publish; they never see
-// Kafka.
+// Handlers call Send or, for system messages inserted in their own transaction, Publish; the worker's loops
+// call ReleaseScheduled and Republisher. None of them sees Kafka.
 package outbox
 
 import (
@@ -93,6 +96,11 @@ type Item struct {
 	UserID   string
 	Priority int
 	Body     string // branded
+	// The send options (validated by the caller): Metadata is stored as given; an item whose SendAt is
+	// still ahead is scheduled, one whose SendAt has come is queued at once; ExpiresAt bounds delivery.
+	Metadata  map[string]string
+	SendAt    *time.Time
+	ExpiresAt *time.Time
 	// Refused, when set, is the item's answer already (the caller refused it, e.g. as invalid): it is not
 	// stored, and stands in the answer (and the idempotent replay) at its position.
 	Refused *Result
@@ -106,7 +114,7 @@ type Result struct {
 	Message    string `json:"message,omitempty"`
 }
 
-// Accepted reports whether the item was stored and published.
+// Accepted reports whether the item was stored (and published, or scheduled).
 func (r Result) Accepted() bool { return r.TrackingID != "" }
 
 // Idempotency identifies a request by its Idempotency-Key: RequestHash says what the request means (a
@@ -144,7 +152,10 @@ type answer struct {
 // answer again (replayed), once the first request's publish has ended.
 //
 // Errors: ErrIdempotencyConflict; ErrOverloaded, ErrClosed; a store error (PostgreSQL unavailable). A
-// failed publish is not an error but the answer CodeQueueError for every accepted item.
+// failed publish is not an error but the answer CodeQueueError for every accepted item of the request:
+// its scheduled items too, which are taken back with the others, so that a request is either stored
+// whole (as far as the gate let it) or not at all, and its retry — with the same Idempotency-Key too —
+// starts afresh.
 func (o *Outbox) Send(ctx context.Context, tenantID string, items []Item, idem *Idempotency) (results []Result, replayed bool, err error) {
 	for {
 		r := &request{tenantID: tenantID, items: items, idem: idem, headers: tracing.Headers(ctx)}
@@ -152,8 +163,13 @@ func (o *Outbox) Send(ctx context.Context, tenantID string, items []Item, idem *
 			if it.Refused != nil {
 				continue
 			}
+			status := store.StatusQueued
+			if it.SendAt != nil && it.SendAt.After(time.Now()) {
+				status = store.StatusScheduled
+			}
 			r.ns = append(r.ns, store.NewNotification{TrackingID: newTrackingID(), Kind: store.KindTenant, TenantID: tenantID,
-				UserID: it.UserID, Priority: it.Priority, Body: it.Body})
+				UserID: it.UserID, Priority: it.Priority, Body: it.Body, Status: status, Metadata: it.Metadata,
+				SendAt: it.SendAt, ExpiresAt: it.ExpiresAt})
 			r.pos = append(r.pos, i)
 		}
 		a, err := o.sends.Do(ctx, r)
@@ -250,30 +266,32 @@ func (o *Outbox) sendBatch(reqs []*request) []answer {
 		return out
 	}
 
-	// Publish what was stored, in one produce request per partition.
-	var stored []store.NewNotification
+	// Publish what was stored as queued, in one produce request per partition; scheduled notifications wait
+	// for the scheduler (ReleaseScheduled).
 	var envs []queue.Outgoing
+	var ids []string // a failed publish takes these back: every stored item of the requests that publish
 	for i, r := range reqs {
-		if out[i].replay {
+		if out[i].replay || !publishes(r, accepted) {
 			continue
 		}
 		for _, n := range r.ns {
-			if chat, ok := accepted[n.TrackingID]; ok {
+			chat, ok := accepted[n.TrackingID]
+			if !ok {
+				continue
+			}
+			ids = append(ids, n.TrackingID)
+			if n.Status != store.StatusScheduled {
 				n.ChatID = chat
-				stored = append(stored, n)
 				envs = append(envs, outgoing(n, r.headers))
 			}
 		}
 	}
 	// lost: the stored notifications whose publish failed and that were taken back (deleted): they are
-	// answered queue_error, and nothing of them remains.
+	// answered queue_error, and nothing of them remains. A request that publishes loses its scheduled items
+	// with the others, so that it is stored whole (as far as the gate let it) or not at all.
 	var lost map[string]bool
-	if len(stored) > 0 {
+	if len(envs) > 0 {
 		if err := o.publish(ctx, envs); err != nil {
-			ids := make([]string, len(stored))
-			for i, n := range stored {
-				ids[i] = n.TrackingID
-			}
 			taken, derr := o.st.DiscardNotifications(context.WithoutCancel(ctx), ids)
 			switch {
 			case derr != nil:
@@ -348,6 +366,16 @@ func (o *Outbox) settleKeys(ctx context.Context, reqs []*request, out []answer, 
 	}
 }
 
+// publishes reports whether the request stored a notification to publish now (queued, not scheduled).
+func publishes(r *request, accepted map[string]int64) bool {
+	for _, n := range r.ns {
+		if isAccepted(accepted, n.TrackingID) && n.Status != store.StatusScheduled {
+			return true
+		}
+	}
+	return false
+}
+
 func keyOf(r *request) store.IdempotencyKey {
 	return store.IdempotencyKey{TenantID: r.tenantID, Key: r.idem.Key}
 }
@@ -368,7 +396,7 @@ func results(r *request, accepted map[string]int64, lost map[string]bool) []Resu
 		case lost[n.TrackingID]:
 			res[i] = Result{Code: CodeQueueError, Message: "the notification could not be queued; nothing was stored, retry later"}
 		default:
-			res[i] = Result{TrackingID: n.TrackingID, Status: string(store.StatusQueued)}
+			res[i] = Result{TrackingID: n.TrackingID, Status: string(n.Status)}
 		}
 	}
 	return res

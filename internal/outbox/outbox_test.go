@@ -355,3 +355,99 @@ func TestAFailedPublishThatAWorkerClaimedAfterAllIsAnsweredAccepted(t *testing.T
 		t.Errorf("the repeat waited %v: the key was not marked answered", took)
 	}
 }
+
+// An item whose send_at is ahead is stored as scheduled, with its options, and not published; one whose
+// send_at has come is queued and published at once, like an item without it.
+func TestScheduledItemsWaitAndDueOnesGoAtOnce(t *testing.T) {
+	e := newEnv(t)
+	later, past, expires := time.Now().Add(time.Hour), time.Now().Add(-time.Minute), time.Now().Add(2*time.Hour)
+	scheduled := item("ok")
+	scheduled.SendAt, scheduled.ExpiresAt, scheduled.Metadata = &later, &expires, map[string]string{"order": "42"}
+	due := item("ok")
+	due.SendAt = &past
+	res, _, err := e.ob.Send(context.Background(), "acme", []outbox.Item{scheduled, due}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Status != "scheduled" || res[1].Status != "queued" {
+		t.Fatalf("answers %+v, want scheduled then queued", res)
+	}
+	got := e.envelopes()
+	if _, ok := got[res[0].TrackingID]; ok {
+		t.Error("the scheduled notification was published")
+	}
+	if _, ok := got[res[1].TrackingID]; !ok {
+		t.Error("the notification whose send_at had come was not published")
+	}
+	if n := e.count(`SELECT count(*) FROM notifications WHERE tracking_id = $1 AND status = 'scheduled' AND metadata->>'order' = '42'
+		AND send_at IS NOT NULL AND expires_at IS NOT NULL AND published_at IS NULL`, res[0].TrackingID); n != 1 {
+		t.Error("the scheduled notification is not stored with its options")
+	}
+}
+
+// A broker failure takes back every accepted item of a request that had something to publish, its
+// scheduled items included, so the request is stored whole or not at all and its key starts afresh; a
+// request with only scheduled items needs no broker and stands.
+func TestPublishFailureTakesTheWholeRequestBack(t *testing.T) {
+	e := newEnv(t)
+	later := time.Now().Add(time.Hour)
+	scheduled := item("ok")
+	scheduled.SendAt = &later
+	e.broker.Close()
+	onlyScheduled, _, err := e.ob.Send(context.Background(), "acme", []outbox.Item{scheduled}, nil)
+	if err != nil || onlyScheduled[0].Status != "scheduled" {
+		t.Fatalf("a scheduled-only request with the broker down: %+v, %v; want scheduled", onlyScheduled, err)
+	}
+	idem := &outbox.Idempotency{Key: "mixed", RequestHash: [32]byte{3}}
+	mixed, _, err := e.ob.Send(context.Background(), "acme", []outbox.Item{item("ok"), scheduled, item("no")}, idem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mixed[0].Code != outbox.CodeQueueError || mixed[1].Code != outbox.CodeQueueError || mixed[2].Code != outbox.CodeUnverified {
+		t.Fatalf("mixed request answered %+v, want queue_error, queue_error, phone_unverified", mixed)
+	}
+	if n := e.count(`SELECT count(*) FROM notifications`); n != 1 {
+		t.Errorf("%d rows, want only the scheduled-only request's", n)
+	}
+	if n := e.count(`SELECT count(*) FROM idempotency_keys`); n != 0 {
+		t.Error("the failed request's key stayed: its retry would replay the failure")
+	}
+}
+
+// The scheduler's step releases what is due, commits, and publishes it; a publish that fails leaves the
+// notification queued for the relay.
+func TestReleaseScheduledPublishesOrHandsToTheRelay(t *testing.T) {
+	e := newEnv(t)
+	soon := time.Now().Add(100 * time.Millisecond)
+	due := item("ok")
+	due.SendAt = &soon
+	res, _, err := e.ob.Send(context.Background(), "acme", []outbox.Item{due, due}, nil)
+	if err != nil || res[0].Status != "scheduled" {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	if n, _, err := e.ob.ReleaseScheduled(context.Background(), 1); err != nil || n != 0 {
+		t.Fatalf("released %d before send_at (%v)", n, err)
+	}
+	time.Sleep(150 * time.Millisecond)
+	n, locked, err := e.ob.ReleaseScheduled(context.Background(), 1)
+	if err != nil || !locked || n != 1 {
+		t.Fatalf("release: %d (locked %v), %v; want 1", n, locked, err)
+	}
+	got := e.envelopes()
+	published := 0
+	for _, r := range res {
+		if _, ok := got[r.TrackingID]; ok {
+			published++
+		}
+	}
+	if published != 1 {
+		t.Fatalf("%d published, want the one released", published)
+	}
+	e.broker.Close()
+	if n, _, err := e.ob.ReleaseScheduled(context.Background(), 10); err != nil || n != 1 {
+		t.Fatalf("release with the broker down: %d, %v; want 1 (queued, for the relay)", n, err)
+	}
+	if c := e.count(`SELECT count(*) FROM notifications WHERE status = 'queued' AND published_at IS NULL`); c != 1 {
+		t.Error("the notification whose publish failed is not waiting for the relay")
+	}
+}

@@ -63,28 +63,50 @@ func (o *Outbox) publish(ctx context.Context, out []queue.Outgoing) error {
 // left to the relay (the worker publishes them once it can): the change that produced them stands. It
 // reports whether everything was published now.
 func (o *Outbox) Publish(ctx context.Context, ns []store.NewNotification) bool {
-	if len(ns) == 0 {
-		return true
-	}
 	headers := tracing.Headers(ctx)
 	out := make([]queue.Outgoing, len(ns))
+	ids := make([]string, len(ns))
 	for i, n := range ns {
-		out[i] = outgoing(n, headers)
+		out[i], ids[i] = outgoing(n, headers), n.TrackingID
+	}
+	return o.publishOrRelay(ctx, out, ids, "messages")
+}
+
+// publishOrRelay publishes committed, queued notifications within the produce timeout; those the broker
+// does not take are handed to the relay (published_at cleared). It reports whether all were published.
+func (o *Outbox) publishOrRelay(ctx context.Context, out []queue.Outgoing, ids []string, what string) bool {
+	if len(out) == 0 {
+		return true
 	}
 	err := o.publish(ctx, out)
 	if err == nil {
 		return true
 	}
-	ids := make([]string, len(ns))
-	for i, n := range ns {
-		ids[i] = n.TrackingID
-	}
-	o.log.Warn("messages not published yet; the relay will publish them", "count", len(ns), "err", err)
+	o.log.Warn(what+" not published yet; the relay will publish them", "count", len(ids), "err", err)
 	if err := o.st.MarkUnpublished(context.WithoutCancel(ctx), ids); err != nil {
 		// They keep published_at set: the redrive publishes them after its threshold.
-		o.log.Error("could not hand unpublished messages to the relay; the redrive will publish them", "count", len(ids), "err", err)
+		o.log.Error("could not hand unpublished "+what+" to the relay; the redrive will publish them", "count", len(ids), "err", err)
 	}
 	return false
+}
+
+// ReleaseScheduled is the scheduler's step, run by the worker: it moves up to limit scheduled
+// notifications whose send_at has come to queued (committed first, like every publish here), then
+// publishes them; a publish that fails leaves them to the relay, which publishes them once the broker
+// takes them. One caller at a time releases (store.ReleaseScheduled): locked is false when another one
+// held the scheduler's lock, and then nothing was done.
+func (o *Outbox) ReleaseScheduled(ctx context.Context, limit int) (released int, locked bool, err error) {
+	due, locked, err := o.st.ReleaseScheduled(ctx, limit)
+	if err != nil || len(due) == 0 {
+		return 0, locked, err
+	}
+	out := make([]queue.Outgoing, len(due))
+	ids := make([]string, len(due))
+	for i, p := range due {
+		out[i], ids[i] = queue.NewOutgoing(p.TrackingID, p.TenantID, p.UserID, p.ChatID, p.Priority), p.TrackingID
+	}
+	o.publishOrRelay(ctx, out, ids, "scheduled notifications")
+	return len(due), true, nil
 }
 
 // Republisher is the store.RepublishFunc of the worker's loops (due retries, the relay, the redrive): it

@@ -50,13 +50,18 @@ type Delivery struct {
 	// Attempts counts this attempt too. It identifies the claim: a status write for an older attempt (a
 	// worker whose lease ran out and was redriven) matches nothing.
 	Attempts int
+	// ExpiresAt is the tenant's expires_at (nil: none). The claim happened before it; an attempt that
+	// fails transiently after it ends expired (internal/delivery.Decide).
+	ExpiresAt *time.Time
 }
 
 // ClaimDelivery moves a notification to delivering (attempts + 1, leased until now + lease) in one
-// statement, when it is queued, a due retry, or delivering under an expired lease. ErrNotFound when the
-// row does not exist: every producer commits the row before it publishes the envelope, so that is an
-// envelope whose publish was given up (see DiscardNotifications). A *NotClaimable when it exists but must not be
-// sent now (terminal, retry not due, leased by someone).
+// statement, when it is queued, a due retry, or delivering under an expired lease, and its expires_at (if
+// any) has not passed. ErrNotFound when the row does not exist: every producer commits the row before it
+// publishes the envelope, so that is an envelope whose publish was given up (see DiscardNotifications). A
+// *NotClaimable when it exists but must not be sent now (terminal — cancelled included —, scheduled, retry
+// not due, leased by someone). One whose expires_at has passed is moved to expired here (the expiry
+// transition, lifecycle.go), and refused as expired: no attempt starts after expires_at.
 func (s *Store) ClaimDelivery(ctx context.Context, trackingID string, lease time.Duration) (Delivery, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
@@ -71,17 +76,28 @@ func (s *Store) ClaimDelivery(ctx context.Context, trackingID string, lease time
 		// Nothing claimed: tell a missing row from one that must not be sent now. The UPDATE and this
 		// SELECT see different snapshots, so a row that changed between them reads as claimable; claim again.
 		nc := &NotClaimable{TrackingID: trackingID}
-		var claimable bool
+		var claimable, expirable bool
 		var age float64
 		err = s.pool.QueryRow(ctx, `
-			SELECT status, `+claimSQL+`,
+			SELECT status, `+claimSQL+`, COALESCE(`+expirableSQL+`, false),
 			       status = 'delivering' AND lease_expires_at >= now(),
 			       extract(epoch FROM now() - updated_at)
-			FROM notifications WHERE tracking_id = $1`, trackingID).Scan(&nc.Status, &claimable, &nc.Leased, &age)
+			FROM notifications WHERE tracking_id = $1`, trackingID).Scan(&nc.Status, &claimable, &expirable, &nc.Leased, &age)
 		if err != nil {
 			return d, translate(err, "claiming notification "+trackingID)
 		}
 		nc.Age = time.Duration(age * float64(time.Second))
+		if expirable {
+			expired, err := s.expireOne(ctx, trackingID)
+			if err != nil {
+				return d, translate(err, "expiring notification "+trackingID)
+			}
+			if expired {
+				nc.Status, nc.Age = StatusExpired, 0
+				return d, nc
+			}
+			claimable = true // it changed meanwhile: look again
+		}
 		if !claimable || try == 2 {
 			return d, nc
 		}
@@ -97,13 +113,13 @@ func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Dur
 			SET status = 'delivering', attempts = attempts + 1,
 			    lease_expires_at = now() + make_interval(secs => $2), updated_at = now()
 			WHERE tracking_id = $1 AND `+claimSQL+`
-			RETURNING tracking_id, kind, tenant_id, user_id, chat_id, priority, body, reply_markup, attempts)
+			RETURNING tracking_id, kind, tenant_id, user_id, chat_id, priority, body, reply_markup, attempts, expires_at)
 		SELECT c.tracking_id::text, c.kind, COALESCE(c.tenant_id, ''), COALESCE(c.user_id, ''),
 		       CASE WHEN c.kind = 'system' THEN c.chat_id ELSE COALESCE(l.chat_id, 0) END,
-		       c.priority, c.body, c.reply_markup::text, c.attempts
+		       c.priority, c.body, c.reply_markup::text, c.attempts, c.expires_at
 		FROM c LEFT JOIN links l ON c.kind = 'tenant' AND l.tenant_id = c.tenant_id AND l.user_id = c.user_id`,
 		trackingID, lease.Seconds()).
-		Scan(&d.TrackingID, &d.Kind, &d.TenantID, &d.UserID, &d.ChatID, &d.Priority, &d.Body, &markup, &d.Attempts)
+		Scan(&d.TrackingID, &d.Kind, &d.TenantID, &d.UserID, &d.ChatID, &d.Priority, &d.Body, &markup, &d.Attempts, &d.ExpiresAt)
 	if err == nil && markup != nil {
 		d.ReplyMarkup = json.RawMessage(*markup)
 	}
@@ -112,7 +128,7 @@ func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Dur
 
 // DeliveryResult is the status write that ends one attempt.
 type DeliveryResult struct {
-	Status             Status // delivered, retrying, blocked, unlinked or failed
+	Status             Status // delivered, retrying, blocked, unlinked, failed or expired
 	MessengerMessageID string // delivered only
 	ErrorCode          int    // 0 for delivered
 	ErrorMessage       string
@@ -146,6 +162,7 @@ func (s *Store) FinishDelivery(ctx context.Context, d Delivery, r DeliveryResult
 			    last_error_code = CASE WHEN $8 THEN last_error_code ELSE $5 END,
 			    last_error_message = CASE WHEN $8 THEN last_error_message ELSE $6 END,
 			    next_attempt_at = CASE WHEN $3 = 'retrying' THEN now() + make_interval(secs => $7) END,
+			    delivered_at = CASE WHEN $3 = 'delivered' THEN now() END,
 			    lease_expires_at = NULL, published_at = NULL, updated_at = now()
 			WHERE tracking_id = $1 AND status = 'delivering' AND attempts = $2`
 	args := []any{d.TrackingID, d.Attempts, r.Status, msgID, r.ErrorCode, errMsg, r.RetryIn.Seconds(), r.Release}
@@ -211,6 +228,12 @@ type Pending struct {
 	Status     Status
 }
 
+func scanPending(row pgx.CollectableRow) (Pending, error) {
+	var p Pending
+	err := row.Scan(&p.TrackingID, &p.Kind, &p.TenantID, &p.UserID, &p.ChatID, &p.Priority, &p.Status)
+	return p, err
+}
+
 // RepublishFunc produces the envelopes of batch and returns the tracking ids it produced.
 type RepublishFunc func(ctx context.Context, batch []Pending) []string
 
@@ -259,11 +282,7 @@ func (s *Store) republish(ctx context.Context, query string, publish RepublishFu
 		if err != nil {
 			return fmt.Errorf("selecting: %w", err)
 		}
-		batch, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Pending, error) {
-			var p Pending
-			err := row.Scan(&p.TrackingID, &p.Kind, &p.TenantID, &p.UserID, &p.ChatID, &p.Priority, &p.Status)
-			return p, err
-		})
+		batch, err := pgx.CollectRows(rows, scanPending)
 		if err != nil || len(batch) == 0 {
 			return err
 		}

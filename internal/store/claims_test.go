@@ -47,7 +47,7 @@ func TestClaimFromEachState(t *testing.T) {
 			if c.set != "" {
 				exec(t, s, `UPDATE notifications SET `+c.set+` WHERE tracking_id = $1`, id)
 			}
-			if got := c.status.Claimable(at(c.next), at(c.lease), time.Now()); got != c.claimable {
+			if got := c.status.Claimable(at(c.next), at(c.lease), nil, time.Now()); got != c.claimable {
 				t.Errorf("Status.Claimable = %v, want %v (Go and SQL must agree)", got, c.claimable)
 			}
 			d, err := s.ClaimDelivery(ctx, id, time.Minute)

@@ -1,5 +1,31 @@
 package store
 
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Internals the external tests check.
+
+// SchedulerLockForTest is the advisory lock of the one scheduler at a time.
+const SchedulerLockForTest = schedulerLock
+
+// ListSQLForTest, ReleaseSQLForTest and ExpireDueSQLForTest are the queries whose plans the tests check.
+var (
+	ListSQLForTest    = listSQL
+	ReleaseSQLForTest = releaseSQL
+)
+
+// ExpireDueSQLForTest is the expiry sweep's statement.
+func ExpireDueSQLForTest() string { return expireDueSQL }
+
+// LockUserGateForTest takes, in tx, the lock an erasure of the user takes first.
+func LockUserGateForTest(ctx context.Context, tx pgx.Tx, tenantID, userID string) error {
+	_, err := tx.Exec(ctx, eraseGateSQL, userGateBucket(tenantID, userID))
+	return err
+}
+
 // PurgeSQLForTest returns each kind's purge statement, for EXPLAIN in tests.
 func PurgeSQLForTest() map[PurgeKind]string {
 	out := map[PurgeKind]string{}

@@ -1,12 +1,21 @@
 package store
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -26,6 +35,13 @@ type NewNotification struct {
 	Priority    int
 	Body        string          // branded snapshot
 	ReplyMarkup json.RawMessage // system messages: keyboards
+
+	// Tenant notifications only (the options of a send). Status is StatusQueued (the default when empty:
+	// published at once) or StatusScheduled (it waits for SendAt in PostgreSQL and is not published now).
+	Status    Status
+	Metadata  map[string]string // nil or empty: none
+	SendAt    *time.Time        // as the tenant gave it, also when already due
+	ExpiresAt *time.Time
 }
 
 // Every row is committed before its envelope is published (internal/outbox), so a worker that receives an
@@ -35,21 +51,60 @@ type NewNotification struct {
 // (MarkUnpublished). A producer that dies between the commit and the publish leaves a row with
 // published_at set that nobody consumes: the redrive (RepublishStuck) finds it.
 
-// insertTenantSQL inserts tenant notifications in state queued, each only when its user has a link and a
-// verified phone (the send gate and the insert are one statement), and returns the ones it inserted with
-// the chat each goes to: the envelope's partition key (queue.NewOutgoing). The chat is recorded on the row
-// for the same reason (republishing keys it alike); delivery still reads the link at the claim, so a user
-// who relinks meanwhile gets the message in the new chat.
+// insertTenantSQL inserts tenant notifications, queued or scheduled, each only when its user has a link
+// and a verified phone (the send gate and the insert are one statement), and returns the ones it inserted
+// with the chat each goes to: the envelope's partition key (queue.NewOutgoing). The chat is recorded on the
+// row for the same reason (republishing keys it alike; the scheduler's release takes the current link's);
+// delivery still reads the link at the claim, so a user who relinks meanwhile gets the message in the new
+// chat. Queued rows are inserted with published_at set (their publish follows the commit); scheduled ones
+// are not published until the scheduler releases them (ReleaseScheduled).
 const insertTenantSQL = `
 	WITH r AS (
-		SELECT r.tracking_id, r.tenant_id, r.user_id, r.priority, r.body, l.chat_id
-		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::smallint[], $5::text[]) AS r(tracking_id, tenant_id, user_id, priority, body)
+		SELECT r.tracking_id, r.tenant_id, r.user_id, r.priority, r.body, r.status, r.metadata, r.send_at,
+		       r.expires_at, l.chat_id
+		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::smallint[], $5::text[], $6::text[], $7::text[],
+		            $8::timestamptz[], $9::timestamptz[])
+		     AS r(tracking_id, tenant_id, user_id, priority, body, status, metadata, send_at, expires_at)
 		JOIN links l ON l.tenant_id = r.tenant_id AND l.user_id = r.user_id
 		JOIN phone_verifications v ON v.tenant_id = r.tenant_id AND v.user_id = r.user_id
 		WHERE v.status = 'verified')
-	INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, chat_id, priority, body, status, published_at)
-	SELECT tracking_id, 'tenant', tenant_id, user_id, chat_id, priority, body, 'queued', now() FROM r
+	INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, chat_id, priority, body, status, published_at,
+	                           metadata, send_at, expires_at)
+	SELECT tracking_id, 'tenant', tenant_id, user_id, chat_id, priority, body, status,
+	       CASE WHEN status = 'queued' THEN now() END, metadata::jsonb, send_at, expires_at
+	FROM r
 	RETURNING tracking_id::text, chat_id`
+
+// The send gate and the erasure of a user (EraseUser) serialise on an advisory lock of the user's bucket:
+// a send holds its users' buckets shared from just before its insert until it commits; an erasure holds its
+// user's bucket exclusively for its whole transaction. So a send that got its lock first commits before
+// the erasure goes on (which then sees, and cancels, its notification), and a send that waits for an
+// erasure takes its gate's snapshot after the erasure committed, finds no verified phone and inserts
+// nothing. Without it, a send whose snapshot predates the erasure could commit a notification for an
+// erased user after it. Advisory locks live in memory: the gate writes nothing for them (a row lock, FOR
+// KEY SHARE on the verification row, does the same job but writes a WAL record per user and per send
+// statement: docs/benchmarks.md). Users share buckets (1024, by a hash of tenant and user) so that a batch
+// takes a bounded number of locks; an erasure delays the sends of the users of its bucket only, for as long
+// as it runs.
+const (
+	userGateClass   = 0x48524c44 // "HRLD": the first key of Herald's two-key advisory locks of the gate
+	userGateBuckets = 1024
+)
+
+// lockGateSQL takes the shared locks of a send statement, in ascending order.
+var lockGateSQL = `SELECT count(pg_advisory_xact_lock_shared(` + strconv.Itoa(userGateClass) + `, b)) FROM unnest($1::int[]) AS b`
+
+// eraseGateSQL takes the exclusive lock of a user's bucket.
+var eraseGateSQL = `SELECT pg_advisory_xact_lock(` + strconv.Itoa(userGateClass) + `, $1::int)`
+
+// userGateBucket is the bucket of a tenant's user.
+func userGateBucket(tenantID, userID string) int32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(tenantID))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(userID))
+	return int32(h.Sum32() % userGateBuckets)
+}
 
 // InsertTenantNotifications inserts tenant notifications in one statement of its own (committed when it
 // returns), each gated on its user's verified phone, and returns the tracking ids it inserted with their
@@ -71,17 +126,50 @@ func insertTenant(ctx context.Context, q querier, ns []NewNotification) (map[str
 	users := make([]string, len(ns))
 	prios := make([]int16, len(ns))
 	bodies := make([]string, len(ns))
+	statuses := make([]string, len(ns))
+	metadata := make([]*string, len(ns))
+	sendAt := make([]*time.Time, len(ns))
+	expiresAt := make([]*time.Time, len(ns))
 	for i, n := range ns {
 		ids[i], tenants[i], users[i], prios[i], bodies[i] = n.TrackingID, n.TenantID, n.UserID, int16(n.Priority), n.Body
+		statuses[i] = string(StatusQueued)
+		if n.Status != "" {
+			statuses[i] = string(n.Status)
+		}
+		if len(n.Metadata) > 0 {
+			b, _ := json.Marshal(n.Metadata) // strings only: cannot fail
+			m := string(b)
+			metadata[i] = &m
+		}
+		sendAt[i], expiresAt[i] = n.SendAt, n.ExpiresAt
 	}
-	rows, err := q.Query(ctx, insertTenantSQL, ids, tenants, users, prios, bodies)
-	if err != nil {
+	buckets := make([]int32, len(ns))
+	for i, n := range ns {
+		buckets[i] = userGateBucket(n.TenantID, n.UserID)
+	}
+	slices.Sort(buckets)
+	buckets = slices.Compact(buckets)
+	// Two statements in one round trip and one transaction (pgx runs a batch in an implicit transaction,
+	// or in the caller's): the locks, then the insert, whose snapshot is taken after them.
+	b := &pgx.Batch{}
+	b.Queue(lockGateSQL, buckets)
+	b.Queue(insertTenantSQL, ids, tenants, users, prios, bodies, statuses, metadata, sendAt, expiresAt)
+	br := q.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
 		return nil, translate(err, "inserting notifications")
 	}
+	rows, err := br.Query()
 	accepted := make(map[string]int64, len(ns))
-	var id string
-	var chat int64
-	if _, err := pgx.ForEachRow(rows, []any{&id, &chat}, func() error { accepted[id] = chat; return nil }); err != nil {
+	if err == nil {
+		var id string
+		var chat int64
+		_, err = pgx.ForEachRow(rows, []any{&id, &chat}, func() error { accepted[id] = chat; return nil })
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return nil, translate(err, "inserting notifications")
 	}
 	return accepted, nil
@@ -114,14 +202,15 @@ func (s *Store) InsertSystemMessage(ctx context.Context, n NewNotification) erro
 	return translate(insertSystem(ctx, s.pool, n), "inserting a system message")
 }
 
-// DiscardNotifications deletes the queued notifications whose publish failed, so that the 502 their
-// tenant receives is true, and returns the ones it deleted. One it did not delete was claimed by a worker
+// DiscardNotifications deletes the notifications whose publish failed (queued ones, and the scheduled
+// ones of the same requests), so that the 502 their tenant receives is true, and returns the ones it
+// deleted. One it did not delete was claimed by a worker
 // meanwhile — the publish that timed out reached the broker after all — and is being delivered: its
 // request must be answered as accepted (internal/outbox).
 func (s *Store) DiscardNotifications(ctx context.Context, trackingIDs []string) (map[string]bool, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	rows, err := s.pool.Query(ctx, `DELETE FROM notifications WHERE tracking_id = ANY($1::uuid[]) AND status = 'queued'
+	rows, err := s.pool.Query(ctx, `DELETE FROM notifications WHERE tracking_id = ANY($1::uuid[]) AND status IN ('queued', 'scheduled')
 		RETURNING tracking_id::text`, trackingIDs)
 	if err != nil {
 		return nil, translate(err, "discarding unpublished notifications")
@@ -152,14 +241,31 @@ type NotificationView struct {
 	MessengerMessageID *string
 	LastErrorCode      int
 	LastErrorMessage   *string
+	Metadata           map[string]string // never nil: empty when none
+	SendAt             *time.Time
+	ExpiresAt          *time.Time
+	DeliveredAt        *time.Time
+	NextAttemptAt      *time.Time // when a retry is due; set only while retrying
 }
 
 const viewColumns = `tracking_id::text, user_id, priority, status, attempts, created_at, updated_at,
-	messenger_message_id, last_error_code, last_error_message`
+	messenger_message_id, last_error_code, last_error_message, COALESCE(metadata, '{}'::jsonb), send_at, expires_at,
+	delivered_at, CASE WHEN status = 'retrying' THEN next_attempt_at END`
 
 func (v *NotificationView) scanArgs() []any {
 	return []any{&v.TrackingID, &v.UserID, &v.Priority, &v.Status, &v.Attempts, &v.CreatedAt, &v.UpdatedAt,
-		&v.MessengerMessageID, &v.LastErrorCode, &v.LastErrorMessage}
+		&v.MessengerMessageID, &v.LastErrorCode, &v.LastErrorMessage, &v.Metadata, &v.SendAt, &v.ExpiresAt,
+		&v.DeliveredAt, &v.NextAttemptAt}
+}
+
+// scanView reads one row of viewColumns.
+func scanView(row pgx.CollectableRow) (NotificationView, error) {
+	var v NotificationView
+	err := row.Scan(v.scanArgs()...)
+	if v.Metadata == nil {
+		v.Metadata = map[string]string{}
+	}
+	return v, err
 }
 
 // GetNotification reads a tenant notification of this tenant; ErrNotFound for another tenant's, a system
@@ -167,10 +273,13 @@ func (v *NotificationView) scanArgs() []any {
 func (s *Store) GetNotification(ctx context.Context, tenantID, trackingID string) (NotificationView, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	var v NotificationView
-	err := s.pool.QueryRow(ctx, `SELECT `+viewColumns+`
-		FROM notifications WHERE tracking_id = $1 AND tenant_id = $2 AND kind = 'tenant'`, trackingID, tenantID).
-		Scan(v.scanArgs()...)
+	return getView(ctx, s.pool, tenantID, trackingID)
+}
+
+func getView(ctx context.Context, q querier, tenantID, trackingID string) (NotificationView, error) {
+	rows, _ := q.Query(ctx, `SELECT `+viewColumns+`
+		FROM notifications WHERE tracking_id = $1 AND tenant_id = $2 AND kind = 'tenant'`, trackingID, tenantID)
+	v, err := pgx.CollectExactlyOneRow(rows, scanView)
 	return v, translate(err, "reading notification")
 }
 
@@ -185,11 +294,148 @@ type TenantNotification struct {
 func (s *Store) FindTenantNotification(ctx context.Context, tenantIDs []string, trackingID string) (TenantNotification, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	var v TenantNotification
-	err := s.pool.QueryRow(ctx, `SELECT tenant_id, `+viewColumns+`
-		FROM notifications WHERE tracking_id = $1 AND kind = 'tenant' AND tenant_id = ANY ($2)`, trackingID, tenantIDs).
-		Scan(append([]any{&v.TenantID}, v.scanArgs()...)...)
+	rows, _ := s.pool.Query(ctx, `SELECT tenant_id, `+viewColumns+`
+		FROM notifications WHERE tracking_id = $1 AND kind = 'tenant' AND tenant_id = ANY ($2)`, trackingID, tenantIDs)
+	v, err := pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (TenantNotification, error) {
+		var v TenantNotification
+		err := row.Scan(append([]any{&v.TenantID}, v.scanArgs()...)...)
+		if v.Metadata == nil {
+			v.Metadata = map[string]string{}
+		}
+		return v, err
+	})
 	return v, translate(err, "reading notification")
+}
+
+// Listing a tenant's notifications (GET /v1/notifications): newest first, by the keyset (created_at,
+// tracking_id), which never changes for a row, so walking the pages returns each notification once even
+// while new ones arrive (they sort before the pages already read). Every page is one range scan of
+// notifications_tenant_list_idx, which starts with the tenant: its cost does not grow with other tenants'
+// rows, nor with how deep the page is (no OFFSET). The status and user_id filters are applied to the
+// tenant's rows in that walk.
+
+// List page sizes.
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 200
+)
+
+// ListFilter selects a tenant's notifications; zero fields select everything.
+type ListFilter struct {
+	Statuses      []Status   // any of these states
+	UserID        string     // this user only
+	CreatedAfter  *time.Time // created strictly after
+	CreatedBefore *time.Time // created strictly before
+}
+
+// fingerprint identifies the filter, so that a cursor is not used with another one.
+func (f ListFilter) fingerprint() [8]byte {
+	statuses := make([]string, len(f.Statuses))
+	for i, st := range f.Statuses {
+		statuses[i] = string(st)
+	}
+	slices.Sort(statuses)
+	statuses = slices.Compact(statuses)
+	ts := func(t *time.Time) string {
+		if t == nil {
+			return ""
+		}
+		return t.UTC().Format(time.RFC3339Nano)
+	}
+	b, _ := json.Marshal([]any{statuses, f.UserID, ts(f.CreatedAfter), ts(f.CreatedBefore)})
+	sum := sha256.Sum256(b)
+	return [8]byte(sum[:8])
+}
+
+// ListCursor is the position after a page: the keyset of its last notification.
+type ListCursor struct {
+	CreatedAt  time.Time // to the microsecond, as PostgreSQL keeps it
+	TrackingID string
+}
+
+// ErrBadCursor: a cursor that this filter's listing did not hand out.
+var ErrBadCursor = errors.New("invalid cursor")
+
+const cursorVersion = 1
+
+// Encode renders the cursor as the opaque string clients pass back, bound to the filter of its listing.
+func (c ListCursor) Encode(f ListFilter) string {
+	id, _ := uuid.Parse(c.TrackingID) // a tracking id read from the table: always a UUID
+	b := make([]byte, 0, 33)
+	b = append(b, cursorVersion)
+	b = binary.BigEndian.AppendUint64(b, uint64(c.CreatedAt.UnixMicro()))
+	b = append(b, id[:]...)
+	fp := f.fingerprint()
+	b = append(b, fp[:]...)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// DecodeListCursor reads a cursor that Encode rendered for the same filter; ErrBadCursor otherwise.
+func DecodeListCursor(s string, f ListFilter) (ListCursor, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) != 33 || b[0] != cursorVersion {
+		return ListCursor{}, ErrBadCursor
+	}
+	if fp := f.fingerprint(); !bytes.Equal(b[25:], fp[:]) {
+		return ListCursor{}, fmt.Errorf("%w: it belongs to a listing with other filters", ErrBadCursor)
+	}
+	id, _ := uuid.FromBytes(b[9:25])
+	return ListCursor{CreatedAt: time.UnixMicro(int64(binary.BigEndian.Uint64(b[1:9]))).UTC(), TrackingID: id.String()}, nil
+}
+
+// ListNotifications returns up to limit of the tenant's notifications matching f, newest first, after the
+// cursor (nil: from the newest), and the cursor after the page (nil when it was the last).
+func (s *Store) ListNotifications(ctx context.Context, tenantID string, f ListFilter, limit int, after *ListCursor) ([]NotificationView, *ListCursor, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	limit = max(1, min(limit, MaxListLimit))
+	query, args := listSQL(tenantID, f, limit+1, after)
+	rows, _ := s.pool.Query(ctx, query, args...)
+	page, err := pgx.CollectRows(rows, scanView)
+	if err != nil {
+		return nil, nil, translate(err, "listing notifications")
+	}
+	if len(page) <= limit {
+		return page, nil, nil
+	}
+	page = page[:limit]
+	last := page[limit-1]
+	return page, &ListCursor{CreatedAt: last.CreatedAt, TrackingID: last.TrackingID}, nil
+}
+
+// listSQL is the query of a page of at most limit rows, with only the conditions the filter uses, so that
+// each shape gets a plan of its own.
+func listSQL(tenantID string, f ListFilter, limit int, after *ListCursor) (string, []any) {
+	args := []any{tenantID}
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	where := []string{"tenant_id = $1", "kind = 'tenant'"}
+	if len(f.Statuses) > 0 {
+		statuses := make([]string, len(f.Statuses))
+		for i, st := range f.Statuses {
+			statuses[i] = string(st)
+		}
+		where = append(where, "status = ANY("+arg(statuses)+"::text[])")
+	}
+	if f.UserID != "" {
+		where = append(where, "user_id = "+arg(f.UserID))
+	}
+	if f.CreatedAfter != nil {
+		where = append(where, "created_at > "+arg(*f.CreatedAfter))
+	}
+	if f.CreatedBefore != nil {
+		where = append(where, "created_at < "+arg(*f.CreatedBefore))
+	}
+	if after != nil {
+		// A row comparison: the index's range condition, so a deep page costs what the first one does.
+		where = append(where, "(created_at, tracking_id) < ("+arg(after.CreatedAt)+"::timestamptz, "+arg(after.TrackingID)+"::uuid)")
+	}
+	// The order names the table's columns (the select list's tracking_id is text, which the index does not
+	// hold); the limit is a literal: a generic plan must not have to guess it.
+	return `SELECT ` + viewColumns + ` FROM notifications WHERE ` + strings.Join(where, " AND ") + `
+		ORDER BY notifications.created_at DESC, notifications.tracking_id DESC LIMIT ` + strconv.Itoa(limit), args
 }
 
 // StatusCount is the number of a tenant's notifications in one status.

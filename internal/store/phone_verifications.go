@@ -43,6 +43,11 @@ func (s *Store) StartVerification(ctx context.Context, tenantID, userID, label s
 	return expires, n, translate(err, "starting verification")
 }
 
+// verificationStatusSQL is the verification status a tenant sees, from phone_verifications v (NULL when the
+// user has none): a pending session past its expiry, or no record, reads as unverified.
+const verificationStatusSQL = `CASE WHEN v.status = 'pending' AND v.session_expires_at <= now() THEN 'unverified'
+		            ELSE COALESCE(v.status, 'unverified') END`
+
 // Verification is the tenant-visible phone verification state.
 type Verification struct {
 	UserID     string
@@ -62,11 +67,6 @@ type PromptDelivery struct {
 	LastErrorMessage *string
 	UpdatedAt        time.Time
 }
-
-// verificationStatusSQL is a user's verification status from phone_verifications v (LEFT JOINed): none is
-// unverified, and so is a pending session past its expiry.
-const verificationStatusSQL = `CASE WHEN v.status = 'pending' AND v.session_expires_at <= now() THEN 'unverified'
-		            ELSE COALESCE(v.status, 'unverified') END`
 
 // GetVerification reads a user's verification; ErrNotFound when the user does not exist for the tenant.
 // A user without a verification record is unverified; a pending session past its expiry reads as

@@ -56,8 +56,8 @@ type RetentionPolicy struct {
 var DefaultRetention = RetentionPolicy{Bodies: 7 * 24 * time.Hour, Notifications: 90 * 24 * time.Hour, Expired: 24 * time.Hour}
 
 // inFlightSQL names the states that are not terminal, as the predicate of notifications_body_kept_idx
-// (migration 00004) does; a query must repeat it for PostgreSQL to use that index.
-const inFlightSQL = `status NOT IN ('queued', 'delivering', 'retrying')`
+// (migrations 00006 and 00008) does; a query must repeat it for PostgreSQL to use that index.
+const inFlightSQL = `status NOT IN ('scheduled', 'queued', 'delivering', 'retrying')`
 
 // purgeRule is one kind's statements: purge removes up to $2 rows due under the age $1; oldest reads the
 // time the oldest row still due became due (NULL when none is).

@@ -36,7 +36,7 @@ func TestStatusesMatchTheSchema(t *testing.T) {
 		t.Fatalf("schema allows %v, store.Statuses is %v (%s)", inSchema, inGo, def)
 	}
 	for _, st := range store.Statuses {
-		if st.Terminal() && st.Claimable(nil, nil, time.Time{}) {
+		if st.Terminal() && st.Claimable(nil, nil, nil, time.Time{}) {
 			t.Errorf("%s is both terminal and claimable", st)
 		}
 	}

@@ -2,6 +2,7 @@ package updates
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -146,7 +147,8 @@ func formatLimits(l store.TenantLimits) string {
 		v(l.SendsPerSecond, "/s"), v(l.Burst, ""), v(l.RequestsPerSecond, "/s"), v(l.DeliveryWeight, ""))
 }
 
-// devStatus shows the fields of GET /v1/status (and the tenant), never the body.
+// devStatus shows the fields of GET /v1/status (and the tenant), never the body. A long metadata makes the
+// answer long; dev truncates it to the platform's limit.
 func (rc *Receiver) devStatus(ctx context.Context, tenantIDs []string, args string) (string, error) {
 	fields := strings.Fields(args)
 	if len(fields) != 1 {
@@ -170,6 +172,13 @@ func (rc *Receiver) devStatus(ctx context.Context, tenantIDs []string, args stri
 		}
 		return *s
 	}
+	tsOrNull := func(t *time.Time) string {
+		if t == nil {
+			return "null"
+		}
+		return ts(*t)
+	}
+	metadata, _ := json.Marshal(v.Metadata) // {} when none; strings only: cannot fail
 	return strings.Join([]string{
 		"tracking_id: " + v.TrackingID,
 		"tenant: " + v.TenantID,
@@ -182,5 +191,10 @@ func (rc *Receiver) devStatus(ctx context.Context, tenantIDs []string, args stri
 		"messenger_message_id: " + orNull(v.MessengerMessageID),
 		"last_error_code: " + strconv.Itoa(v.LastErrorCode),
 		"last_error_message: " + orNull(v.LastErrorMessage),
+		"metadata: " + string(metadata),
+		"send_at: " + tsOrNull(v.SendAt),
+		"expires_at: " + tsOrNull(v.ExpiresAt),
+		"delivered_at: " + tsOrNull(v.DeliveredAt),
+		"next_attempt_at: " + tsOrNull(v.NextAttemptAt),
 	}, "\n"), nil
 }

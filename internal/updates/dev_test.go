@@ -45,6 +45,8 @@ func devEnv(t *testing.T) (e *env, acmeID, globexID, oldAcmeID string) {
 		return id
 	}
 	acmeID = insert("acme", "u1", "delivered", "1 minute")
+	e.exec(`UPDATE notifications SET metadata = '{"order":"42"}', send_at = '2099-01-01T00:00:00Z', expires_at = '2099-01-02T00:00:00Z',
+		delivered_at = '2026-01-01T00:00:00Z' WHERE tracking_id = $1`, acmeID)
 	insert("acme", "u1", "delivered", "2 hours")
 	insert("acme", "u1", "failed", "3 hours")
 	oldAcmeID = insert("acme", "u1", "failed", "25 hours") // outside /dev_stats' window
@@ -74,7 +76,9 @@ func TestDevCommandsOfADeveloper(t *testing.T) {
 
 	status := e.ask(devAcme, "/dev_status "+acmeID).Body
 	for _, field := range []string{"tracking_id: " + acmeID, "tenant: acme", "user_id: u1", "priority: 5", "status: delivered",
-		"attempts: 1", "created_at: ", "updated_at: ", "messenger_message_id: 77", "last_error_code: 0", "last_error_message: null"} {
+		"attempts: 1", "created_at: ", "updated_at: ", "messenger_message_id: 77", "last_error_code: 0", "last_error_message: null",
+		`metadata: {"order":"42"}`, "send_at: 2099-01-01T00:00:00Z", "expires_at: 2099-01-02T00:00:00Z", "delivered_at: 2026-",
+		"next_attempt_at: null"} {
 		if !strings.Contains(status, field) {
 			t.Errorf("/dev_status lacks %q:\n%s", field, status)
 		}

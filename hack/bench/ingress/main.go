@@ -15,6 +15,14 @@
 // the HTTP phases and the floor alike. With -profile FILE, a CPU profile of the ingress is taken during
 // phase 2. Run it with `make bench-ingress`; see ../shared/benchmarking.md for why the phases are what
 // they are.
+//
+// Added by the notification lifecycle (each off unless its flag is given; phases 1-5 are unchanged):
+//
+//  6. batches (-batch N): POST /v1/send/batch with N sends per request, closed loop at -batch-concurrency
+//     connections: notifications accepted per second, beside phase 2's single-send rate of the same run;
+//
+// and -scheduled-backlog N, which stores N scheduled notifications (due in 30 days) before phase 1, to
+// show what a backlog of them costs the sends.
 package main
 
 import (
@@ -55,6 +63,11 @@ type options struct {
 	overload    float64
 	profile     string
 	gomemlimit  string
+
+	batch            int
+	batchConcurrency int
+	batchProfile     string
+	scheduledBacklog int
 }
 
 func main() {
@@ -70,6 +83,10 @@ func main() {
 	flag.Float64Var(&o.overload, "overload", 2, "phase 5 offers this many times the measured capacity (0 skips it)")
 	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of the ingress during phase 2 to this file")
 	flag.StringVar(&o.gomemlimit, "gomemlimit", "64MiB", "GOMEMLIMIT of the ingress (the chart sets the container limit)")
+	flag.IntVar(&o.batch, "batch", 0, "phase 6: sends per POST /v1/send/batch (0 skips the phase; the contract allows 1-100)")
+	flag.IntVar(&o.batchConcurrency, "batch-concurrency", 16, "phase 6: closed-loop connections")
+	flag.StringVar(&o.batchProfile, "batch-profile", "", "write a CPU profile of the ingress during phase 6 to this file")
+	flag.IntVar(&o.scheduledBacklog, "scheduled-backlog", 0, "store this many scheduled notifications (due in 30 days) before phase 1")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-ingress:", err)
@@ -98,6 +115,11 @@ func run(o options) error {
 	key, err := seed(ctx, st, o.users)
 	if err != nil {
 		return err
+	}
+	if o.scheduledBacklog > 0 {
+		if err := seedScheduled(ctx, st, o.scheduledBacklog, o.users); err != nil {
+			return err
+		}
 	}
 
 	addr, err := freeAddr()
@@ -183,6 +205,23 @@ func run(o options) error {
 		over := benchutil.OpenLoop(addr, o.conns, o.maxConns, offered, o.duration, send)
 		report(fmt.Sprintf("5. overload: open loop offered %d/s (%.1f× capacity)", offered, o.overload), o.conns, over)
 		fmt.Printf("   p99 of every answer: %.2f ms\n", float64(over.LatencyAll.Percentile(99))/1e6)
+	}
+
+	// 6. Batches.
+	if o.batch > 0 {
+		var profileDone chan error
+		if o.batchProfile != "" {
+			profileDone = make(chan error, 1)
+			go func() { profileDone <- cpuProfile(pprofAddr, o.batchProfile, o.duration-time.Second) }()
+		}
+		batchPhase(ctx, st, addr, key, o, capacity.Rate())
+		if profileDone != nil {
+			if err := <-profileDone; err != nil {
+				fmt.Println("   profile:", err)
+			} else {
+				fmt.Println("   CPU profile of the ingress written to", o.batchProfile)
+			}
+		}
 	}
 
 	_, peak, err := benchutil.RSS(cmd.Process.Pid)
@@ -335,4 +374,64 @@ func waitReady(url string) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("ingress not ready at %s", url)
+}
+
+// batchPhase is phase 6: POST /v1/send/batch with o.batch sends each, closed loop. The rate counts the
+// notifications the batches stored during the phase (read back from PostgreSQL, so a batch answered 200
+// with items refused counts only what it accepted).
+func batchPhase(ctx context.Context, st *store.Store, addr, key string, o options, singleRate float64) {
+	var keySeq atomic.Int64
+	idemEvery := 0
+	if o.idempotent > 0 {
+		idemEvery = int(1 / o.idempotent)
+	}
+	req := func(i int) []byte {
+		var b bytes.Buffer
+		b.WriteString(`{"notifications":[`)
+		for j := range o.batch {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			n := i*o.batch + j
+			fmt.Fprintf(&b, `{"user_id":"user-%d","message":"Your order %d has shipped","priority":%d}`, n%o.users, n, n%10)
+		}
+		b.WriteString(`]}`)
+		headers := []string{"Authorization: Bearer " + key}
+		if idemEvery > 0 && i%idemEvery == 0 {
+			headers = append(headers, "Idempotency-Key: b-"+strconv.FormatInt(keySeq.Add(1), 10))
+		}
+		return benchutil.PostJSON(addr, "/v1/send/batch", b.Bytes(), headers...)
+	}
+	var before int64
+	_ = st.Pool().QueryRow(ctx, `SELECT count(*) FROM notifications`).Scan(&before)
+	res := benchutil.ClosedLoop(addr, o.batchConcurrency, o.duration, req)
+	var after int64
+	_ = st.Pool().QueryRow(ctx, `SELECT count(*) FROM notifications`).Scan(&after)
+	report(fmt.Sprintf("6. batches of %d (POST /v1/send/batch), closed loop", o.batch), o.batchConcurrency, res)
+	rate := float64(after-before) / o.duration.Seconds()
+	fmt.Printf("   %.0f notifications/s accepted through batches (%d stored); single sends in phase 2: %.0f/s; ratio %.2f\n",
+		rate, after-before, singleRate, rate/singleRate)
+}
+
+// seedScheduled stores n scheduled notifications of the bench tenant, due in 30 days (spread over a day),
+// in chunks, as a backlog that the sends must not feel.
+func seedScheduled(ctx context.Context, st *store.Store, n, users int) error {
+	start := time.Now()
+	const chunk = 100_000
+	for done := 0; done < n; done += chunk {
+		k := min(chunk, n-done)
+		_, err := st.Pool().Exec(ctx, `
+			INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status, send_at)
+			SELECT gen_random_uuid(), 'tenant', 'bench', 'user-' || (g % $2), 5, 'A message from Bench' || chr(10) || 'later ' || g,
+			       'scheduled', now() + interval '30 days' + make_interval(secs => g % 86400)
+			FROM generate_series($1::bigint, $1::bigint + $3 - 1) g`, done, users, k)
+		if err != nil {
+			return fmt.Errorf("seeding scheduled notifications: %w", err)
+		}
+	}
+	if _, err := st.Pool().Exec(ctx, `VACUUM ANALYZE notifications`); err != nil {
+		return err
+	}
+	fmt.Printf("scheduled backlog: %d notifications stored in %v\n", n, time.Since(start).Round(time.Second))
+	return nil
 }

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/heraldhq/herald/internal/pgtest"
+	"github.com/heraldhq/herald/internal/store"
+)
+
+// herald notifications list pages through a tenant's notifications as GET /v1/notifications does, and
+// herald notifications cancel cancels one as the API's cancel does.
+func TestNotificationsListAndCancel(t *testing.T) {
+	st, url := pgtest.NewStore(t)
+	t.Setenv("HERALD_DATABASE_URL", url)
+	ctx := context.Background()
+	for _, tenant := range []string{"acme", "globex"} {
+		if err := st.CreateTenant(ctx, tenant, tenant); err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []string{
+			`INSERT INTO users (tenant_id, user_id) VALUES ($1, 'u1')`,
+			`INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ($1, 'u1', 1, 1)`,
+			`INSERT INTO phone_verifications (tenant_id, user_id, status) VALUES ($1, 'u1', 'verified')`,
+		} {
+			if _, err := st.Pool().Exec(ctx, q, tenant); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var ns []store.NewNotification
+	for range 5 {
+		ns = append(ns, store.NewNotification{TrackingID: newUUID(), Kind: store.KindTenant, TenantID: "acme", UserID: "u1", Priority: 5, Body: "secret body"})
+	}
+	ns = append(ns, store.NewNotification{TrackingID: newUUID(), Kind: store.KindTenant, TenantID: "globex", UserID: "u1", Priority: 5, Body: "theirs"})
+	if _, err := st.InsertTenantNotifications(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+
+	code, stdout, stderr := herald(t, "notifications", "list", "--tenant", "acme", "--limit", "3")
+	if code != 0 || strings.Count(stdout, "\n") != 4 || strings.Contains(stdout, "secret") || strings.Contains(stdout, ns[5].TrackingID) {
+		t.Fatalf("list: %d\n%s%s", code, stdout, stderr)
+	}
+	m := regexp.MustCompile(`--cursor (\S+)`).FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no cursor for the next page on stderr: %q", stderr)
+	}
+	code, stdout, stderr = herald(t, "notifications", "list", "--tenant", "acme", "--limit", "3", "--cursor", m[1])
+	if code != 0 || strings.Count(stdout, "\n") != 3 || stderr != "" {
+		t.Fatalf("second page: %d\n%s%s", code, stdout, stderr)
+	}
+
+	if code, _, stderr := herald(t, "notifications", "cancel", "--tenant", "acme", "--id", ns[0].TrackingID); code != 0 || !strings.Contains(stderr, "cancelled") {
+		t.Fatalf("cancel: %d %s", code, stderr)
+	}
+	if code, _, stderr := herald(t, "notifications", "cancel", "--tenant", "acme", "--id", ns[0].TrackingID); code != 1 || !strings.Contains(stderr, "is cancelled") {
+		t.Errorf("a second cancel: %d %s, want refused naming the state", code, stderr)
+	}
+	if code, _, stderr := herald(t, "notifications", "cancel", "--tenant", "acme", "--id", ns[5].TrackingID); code != 1 || !strings.Contains(stderr, "no notification") {
+		t.Errorf("another tenant's notification: %d %s", code, stderr)
+	}
+	if code, stdout, _ := herald(t, "notifications", "list", "--tenant", "acme", "--status", "cancelled"); code != 0 || !strings.Contains(stdout, ns[0].TrackingID) || strings.Count(stdout, "\n") != 2 {
+		t.Errorf("--status cancelled: %d\n%s", code, stdout)
+	}
+
+	for _, args := range [][]string{
+		{"--tenant", "acme", "--status", "sent"},
+		{"--tenant", "acme", "--limit", "0"},
+		{"--tenant", "acme", "--created-after", "yesterday"},
+		{"--tenant", "acme", "--cursor", "garbage"},
+		{"--tenant", "acme", "--user-id", "u2", "--cursor", m[1]},
+	} {
+		if code, _, stderr := herald(t, append([]string{"notifications", "list"}, args...)...); code != 2 {
+			t.Errorf("list %v: %d %s, want a usage error", args, code, stderr)
+		}
+	}
+	if code, _, stderr := herald(t, "notifications", "list", "--tenant", "nobody"); code != 1 || !strings.Contains(stderr, "no tenant nobody") {
+		t.Errorf("an unknown tenant: %d %s", code, stderr)
+	}
+	if code, _, _ := herald(t, "notifications", "cancel", "--tenant", "acme", "--id", "nope"); code != 2 {
+		t.Errorf("a malformed id must be a usage error")
+	}
+}
+
+func newUUID() string { return uuid.Must(uuid.NewV7()).String() }

@@ -1,0 +1,194 @@
+package ingress
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/heraldhq/herald/internal/apierror"
+	"github.com/heraldhq/herald/internal/store"
+)
+
+// notificationResponse is the Notification resource: the spec's fields, then the v1 extensions' (§2).
+// Never the body.
+type notificationResponse struct {
+	TrackingID         string            `json:"tracking_id"`
+	UserID             string            `json:"user_id"`
+	Priority           int               `json:"priority"`
+	Status             string            `json:"status"`
+	Attempts           int               `json:"attempts"`
+	CreatedAt          string            `json:"created_at"`
+	UpdatedAt          string            `json:"updated_at"`
+	MessengerMessageID *string           `json:"messenger_message_id"`
+	LastErrorCode      int               `json:"last_error_code"`
+	LastErrorMessage   *string           `json:"last_error_message"`
+	Metadata           map[string]string `json:"metadata"`
+	SendAt             *string           `json:"send_at"`
+	ExpiresAt          *string           `json:"expires_at"`
+	DeliveredAt        *string           `json:"delivered_at"`
+	NextAttemptAt      *string           `json:"next_attempt_at"`
+}
+
+func notificationJSON(v store.NotificationView) notificationResponse {
+	metadata := v.Metadata
+	if metadata == nil {
+		metadata = map[string]string{} // {} when none, never null
+	}
+	return notificationResponse{
+		TrackingID: v.TrackingID, UserID: v.UserID, Priority: v.Priority, Status: string(v.Status), Attempts: v.Attempts,
+		CreatedAt: timestamp(v.CreatedAt), UpdatedAt: timestamp(v.UpdatedAt), MessengerMessageID: v.MessengerMessageID,
+		LastErrorCode: v.LastErrorCode, LastErrorMessage: v.LastErrorMessage, Metadata: metadata,
+		SendAt: optionalTimestamp(v.SendAt), ExpiresAt: optionalTimestamp(v.ExpiresAt),
+		DeliveredAt: optionalTimestamp(v.DeliveredAt), NextAttemptAt: optionalTimestamp(v.NextAttemptAt),
+	}
+}
+
+// cancelNotification is POST /v1/notifications/{tracking_id}/cancel: 200 with the notification, now
+// cancelled, or 409 not_cancellable naming the state it is in (delivering, or terminal).
+func (a *API) cancelNotification(w http.ResponseWriter, r *http.Request) error {
+	id, ok := trackingIDParam(chi.URLParam(r, "tracking_id"))
+	if !ok {
+		return apierror.NotFound.With("unknown tracking_id")
+	}
+	v, err := a.store.CancelNotification(r.Context(), principalOf(r.Context()).TenantID, id)
+	var nc *store.NotCancellable
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return apierror.NotFound.With("unknown tracking_id")
+	case errors.As(err, &nc):
+		return apierror.NotCancellable.With("%s", nc.Error())
+	case err != nil:
+		return err
+	}
+	writeJSON(w, http.StatusOK, notificationJSON(v))
+	return nil
+}
+
+type listResponse struct {
+	Data       []notificationResponse `json:"data"`
+	NextCursor *string                `json:"next_cursor"`
+}
+
+// listParams are the query parameters of GET /v1/notifications; any other is refused, as unknown body
+// fields are: a misspelt filter must not silently list everything.
+var listParams = []string{"status", "user_id", "created_after", "created_before", "limit", "cursor"}
+
+// listNotifications is GET /v1/notifications: the tenant's notifications, newest first, a page at a time
+// (store.ListNotifications: keyset pagination on an index that starts with the tenant).
+func (a *API) listNotifications(w http.ResponseWriter, r *http.Request) error {
+	f, limit, cursor, err := listQuery(r.URL.RawQuery)
+	if err != nil {
+		return err
+	}
+	page, next, err := a.store.ListNotifications(r.Context(), principalOf(r.Context()).TenantID, f, limit, cursor)
+	if err != nil {
+		return err
+	}
+	out := listResponse{Data: make([]notificationResponse, len(page))}
+	for i, v := range page {
+		out.Data[i] = notificationJSON(v)
+	}
+	if next != nil {
+		c := next.Encode(f)
+		out.NextCursor = &c
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// parseListQuery validates the filters, the page size and the cursor of a listing.
+// listQuery reads GET /v1/notifications' query string: only the known parameters, each at most once.
+// Every refusal is invalid_request (FuzzListQuery).
+func listQuery(raw string) (store.ListFilter, int, *store.ListCursor, error) {
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return store.ListFilter{}, 0, nil, apierror.InvalidRequest.With("malformed query string")
+	}
+	for name, values := range q {
+		if !slices.Contains(listParams, name) {
+			return store.ListFilter{}, 0, nil, apierror.InvalidRequest.With("unknown query parameter %q (known: %s)", truncate(name, 64), strings.Join(listParams, ", "))
+		}
+		if len(values) > 1 {
+			return store.ListFilter{}, 0, nil, apierror.InvalidRequest.With("query parameter %q given more than once", name)
+		}
+	}
+	return parseListQuery(q)
+}
+
+// truncate shortens what a message quotes of the caller's input.
+func truncate(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}
+
+func parseListQuery(q url.Values) (store.ListFilter, int, *store.ListCursor, error) {
+	var f store.ListFilter
+	if s := q.Get("status"); q.Has("status") {
+		for _, name := range strings.Split(s, ",") {
+			st, ok := store.ParseStatus(strings.TrimSpace(name))
+			if !ok {
+				return f, 0, nil, apierror.InvalidRequest.With("status %q is not a notification state (%s)", truncate(name, 64), statesList())
+			}
+			f.Statuses = append(f.Statuses, st)
+		}
+	}
+	if q.Has("user_id") {
+		f.UserID = q.Get("user_id")
+		if err := validUserID(f.UserID); err != nil {
+			return f, 0, nil, err
+		}
+	}
+	var err error
+	if f.CreatedAfter, err = queryTimestamp(q, "created_after"); err != nil {
+		return f, 0, nil, err
+	}
+	if f.CreatedBefore, err = queryTimestamp(q, "created_before"); err != nil {
+		return f, 0, nil, err
+	}
+	limit := store.DefaultListLimit
+	if q.Has("limit") {
+		n, err := strconv.Atoi(q.Get("limit"))
+		if err != nil || !integerLiteral.MatchString(q.Get("limit")) || n < 1 || n > store.MaxListLimit {
+			return f, 0, nil, apierror.InvalidRequest.With("limit must be an integer 1-%d", store.MaxListLimit)
+		}
+		limit = n
+	}
+	var cursor *store.ListCursor
+	if q.Has("cursor") {
+		c, err := store.DecodeListCursor(q.Get("cursor"), f)
+		if err != nil {
+			return f, 0, nil, apierror.InvalidRequest.With("cursor is not one this listing handed out (with the same filters): %v", err)
+		}
+		cursor = &c
+	}
+	return f, limit, cursor, nil
+}
+
+// queryTimestamp reads an optional RFC 3339 query parameter.
+func queryTimestamp(q url.Values, name string) (*time.Time, error) {
+	if !q.Has(name) {
+		return nil, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, q.Get(name))
+	if err != nil {
+		return nil, apierror.InvalidRequest.With("%s must be an RFC 3339 timestamp, like 2026-01-02T15:04:05Z", name)
+	}
+	return &t, nil
+}
+
+// statesList names every notification state, for messages.
+func statesList() string {
+	names := make([]string, len(store.Statuses))
+	for i, st := range store.Statuses {
+		names[i] = string(st)
+	}
+	return strings.Join(names, ", ")
+}
