@@ -7,41 +7,23 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
 	"github.com/heraldhq/herald/internal/apierror"
+	"github.com/heraldhq/herald/internal/resource"
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/store"
 )
 
 var writeJSON = server.WriteJSON
 
-// timestamp renders times as RFC 3339 in UTC with millisecond precision.
-func timestamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
-
-func optionalTimestamp(t *time.Time) *string {
-	if t == nil {
-		return nil
-	}
-	s := timestamp(*t)
-	return &s
-}
-
-type notificationResponse struct {
-	TrackingID         string  `json:"tracking_id"`
-	UserID             string  `json:"user_id"`
-	Priority           int     `json:"priority"`
-	Status             string  `json:"status"`
-	Attempts           int     `json:"attempts"`
-	CreatedAt          string  `json:"created_at"`
-	UpdatedAt          string  `json:"updated_at"`
-	MessengerMessageID *string `json:"messenger_message_id"`
-	LastErrorCode      int     `json:"last_error_code"`
-	LastErrorMessage   *string `json:"last_error_message"`
-}
+// timestamp and optionalTimestamp render times as every resource does.
+var (
+	timestamp         = resource.Timestamp
+	optionalTimestamp = resource.OptionalTimestamp
+)
 
 // status is GET /v1/status/{tracking_id}. A malformed id cannot name a notification, so it is not_found
 // like an unknown one or another tenant's.
@@ -57,11 +39,7 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, notificationResponse{
-		TrackingID: v.TrackingID, UserID: v.UserID, Priority: v.Priority, Status: string(v.Status), Attempts: v.Attempts,
-		CreatedAt: timestamp(v.CreatedAt), UpdatedAt: timestamp(v.UpdatedAt), MessengerMessageID: v.MessengerMessageID,
-		LastErrorCode: v.LastErrorCode, LastErrorMessage: v.LastErrorMessage,
-	})
+	writeJSON(w, http.StatusOK, resource.NewNotification(v))
 	return nil
 }
 
