@@ -20,6 +20,7 @@ func (c *devCmd) Run(e runEnv) error {
 		MessengerAPIURL: c.MessengerAPIURL, BotToken: c.MessengerBotToken, BotUsername: c.MessengerBotUsername, DeepLinkBase: c.DeepLinkBase,
 		WebhookSecret: c.WebhookSecret, PhoneHashKey: c.PhoneHashKey, RateLimit: c.MessengerRateLimit, DevAdmins: c.DevAdmins,
 		TenantSendsPerSecond: c.TenantSendsPerSecond, TenantRequestsPerSecond: c.TenantRequestsPerSecond,
+		CallbackSecretKey: c.CallbackSecretKey, CallbackPolicy: c.Policy(),
 		Logger: c.Logger(e.stderr), Stdout: e.stdout,
 	})
 }

@@ -29,7 +29,8 @@ func (c *ingressCmd) Run(e runEnv) error {
 	defer ob.Close() // after Serve returns: in-flight sends are answered first
 
 	api := ingress.New(st, ob, logger, ingress.Options{DeepLinkBase: c.DeepLinkBase, BotUsername: c.MessengerBotUsername,
-		SendsPerSecond: c.TenantSendsPerSecond, RequestsPerSecond: c.TenantRequestsPerSecond})
+		SendsPerSecond: c.TenantSendsPerSecond, RequestsPerSecond: c.TenantRequestsPerSecond,
+		CallbackKey: c.Key(), CallbackPolicy: c.Policy()})
 	r := server.NewRouter(logger, storeReady(st), kafkaReady(c.Brokers()))
 	api.Routes(r)
 	return server.Serve(e.ctx, c.HTTPAddr, r, logger, server.ServeOptions{ShutdownDelay: c.ShutdownDelay})

@@ -43,7 +43,7 @@ func (e *Error) With(format string, args ...any) *Error {
 	return &c
 }
 
-// The catalogue: the spec's codes and the ones the design brief adds.
+// The catalogue: the spec's codes (v1-extensions' included) and the ones the design brief adds.
 var (
 	Unauthorized        = &Error{Code: "unauthorized", Status: http.StatusUnauthorized, Message: "missing, invalid or inactive credentials"}
 	InvalidRequest      = &Error{Code: "invalid_request", Status: http.StatusBadRequest, Message: "the request is malformed"}
@@ -52,6 +52,7 @@ var (
 	QueueError          = &Error{Code: "queue_error", Status: http.StatusBadGateway, Message: "the notification could not be queued; nothing was stored, retry later"}
 	NotFound            = &Error{Code: "not_found", Status: http.StatusNotFound, Message: "not found"}
 	IdempotencyConflict = &Error{Code: "idempotency_conflict", Status: http.StatusConflict, Message: "this Idempotency-Key was used with a different request body"}
+	LimitReached        = &Error{Code: "limit_reached", Status: http.StatusConflict, Message: "a limit on the number of these resources is reached"}
 	RateLimited         = &Error{Code: "rate_limited", Status: http.StatusTooManyRequests, Message: "too many requests"}
 	MethodNotAllowed    = &Error{Code: "invalid_request", Status: http.StatusMethodNotAllowed, Message: "method not allowed"}
 	Internal            = &Error{Code: "internal_error", Status: http.StatusInternalServerError, Message: "internal error"}
@@ -66,7 +67,7 @@ var catalogue = map[string]*Error{}
 
 func init() {
 	for _, e := range []*Error{Unauthorized, InvalidRequest, MessageTooLong, PhoneUnverified, QueueError, NotFound,
-		IdempotencyConflict, RateLimited, Internal, Unavailable} {
+		IdempotencyConflict, LimitReached, RateLimited, Internal, Unavailable} {
 		catalogue[e.Code] = e
 	}
 }

@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/apierror"
+	"github.com/heraldhq/herald/internal/egress"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/ratelimit"
 	"github.com/heraldhq/herald/internal/server"
+	"github.com/heraldhq/herald/internal/signing"
 	"github.com/heraldhq/herald/internal/store"
 )
 
@@ -26,6 +28,11 @@ type Options struct {
 	// unless set.
 	SendsPerSecond    float64
 	RequestsPerSecond float64
+	// CallbackKey seals the secrets of status callback endpoints (HERALD_CALLBACK_SECRET_KEY); without it
+	// the routes that make a secret answer 503.
+	CallbackKey *signing.Key
+	// CallbackPolicy decides which endpoint URLs are accepted.
+	CallbackPolicy egress.Policy
 }
 
 // API serves /v1.

@@ -20,6 +20,11 @@ func (a *API) Routes(r chi.Router) {
 			r.Post("/link-token", a.handle(a.linkToken))
 			r.Post("/phone-verification/start", a.handle(a.startVerification))
 			r.Get("/phone-verification/status/{user_id}", a.handle(a.verificationStatus))
+			r.Post("/callbacks", a.handle(a.createCallback))
+			r.Get("/callbacks", a.handle(a.listCallbacks))
+			r.Delete("/callbacks/{id}", a.handle(a.deleteCallback))
+			r.Post("/callbacks/{id}/rotate-secret", a.handle(a.rotateCallbackSecret))
+			r.Post("/callbacks/{id}/test", a.handle(a.testCallback))
 		})
 	})
 }
