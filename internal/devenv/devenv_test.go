@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/devenv"
+	"github.com/heraldhq/herald/internal/egress"
 )
 
 // syncBuffer collects the walkthrough while Run writes it from another goroutine.
@@ -35,7 +36,7 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 // branded message; then a second run on the same data directory keeps the demo key and the link.
 func TestDevRunsTheWholeWalkthrough(t *testing.T) {
 	dir := t.TempDir()
-	key, base, stop := startDev(t, dir)
+	key, base, stop := startDev(t, dir, "")
 	do := func(method, path, body string, withKey bool) map[string]any {
 		t.Helper()
 		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
@@ -69,6 +70,9 @@ func TestDevRunsTheWholeWalkthrough(t *testing.T) {
 		}
 	}
 
+	// Step 6 of the walkthrough first, so every event of the tour reaches the simulator's receiver.
+	endpoint := do("POST", "/v1/callbacks", `{"url":"`+base+`/sim/callbacks"}`, true)["id"].(string)
+
 	link := do("POST", "/v1/link-token", `{"user_id":"alice"}`, true)["deep_link"].(string)
 	do("POST", "/sim/users/1001/open-link", `{"url":"`+link+`"}`, false)
 	// The start is handled when the simulator's webhook call returns; the verification needs the link.
@@ -94,10 +98,27 @@ func TestDevRunsTheWholeWalkthrough(t *testing.T) {
 	if last != "A message from Demo App\nYour order has shipped" {
 		t.Errorf("the chat's last message is %q", last)
 	}
+	// Every event of the tour arrived once, signed with the endpoint's secret.
+	callbacks := func() map[string]int {
+		verified := map[string]int{}
+		for _, c := range do("GET", "/sim/callbacks", "", false)["callbacks"].([]any) {
+			m := c.(map[string]any)
+			if m["verified"] != true {
+				t.Errorf("a callback did not verify: %v", m)
+			}
+			verified[m["type"].(string)]++
+		}
+		return verified
+	}
+	eventually("the callbacks", func() bool { return len(callbacks()) == 3 })
+	if got := callbacks(); got["user.linked"] != 1 || got["user.verified"] != 1 || got["notification.delivered"] != 1 {
+		t.Errorf("callbacks received: %v", got)
+	}
 	stop()
 
-	// Restart on the same data directory: same key, the user is still verified.
-	key2, base2, stop2 := startDev(t, dir)
+	// Restart on the same data directory (and address: the endpoint's URL names it): same key, the user is
+	// still verified.
+	key2, base2, stop2 := startDev(t, dir, strings.TrimPrefix(base, "http://"))
 	defer stop2()
 	if key2 != key {
 		t.Errorf("the demo key changed across restarts")
@@ -106,24 +127,35 @@ func TestDevRunsTheWholeWalkthrough(t *testing.T) {
 	if got := do("GET", "/v1/phone-verification/status/alice", "", true)["status"]; got != "verified" {
 		t.Errorf("after a restart alice reads %v", got)
 	}
+	// The callback key was kept: the endpoint's secret still opens, and a ping is signed with it.
+	req, _ := http.NewRequest("POST", base+"/v1/callbacks/"+endpoint+"/test", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != http.StatusAccepted {
+		t.Fatalf("test ping: %v %v", res, err)
+	}
+	eventually("the ping", func() bool { return callbacks()["ping"] == 1 })
 }
 
 var keyLine = regexp.MustCompile(`KEY=(hk_[A-Za-z0-9_-]+)`)
 
-func startDev(t *testing.T, dir string) (key, base string, stop func()) {
+// startDev runs herald dev on addr (a free port when empty) until stop is called.
+func startDev(t *testing.T, dir, addr string) (key, base string, stop func()) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	if addr == "" {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr = l.Addr().String()
+		l.Close()
 	}
-	addr := l.Addr().String()
-	l.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- devenv.Run(ctx, devenv.Options{HTTPAddr: addr, DataDir: dir, TopicPrefix: "herald", DeepLinkBase: "https://t.me",
-			RateLimit: 30, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Stdout: out})
+			RateLimit: 30, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Stdout: out,
+			CallbackPolicy: egress.Policy{AllowInsecure: true, AllowPrivate: true}})
 	}()
 	deadline := time.Now().Add(60 * time.Second)
 	for !keyLine.MatchString(out.String()) {
