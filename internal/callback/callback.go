@@ -254,7 +254,10 @@ func (s *Sender) attempt(ctx context.Context, ev store.CallbackEvent) {
 		return
 	}
 	msg := fmt.Sprintf("HTTP %d", status)
-	if err != nil {
+	switch {
+	case outcome == "timeout":
+		msg = fmt.Sprintf("timeout: no answer within %s", s.opts.Timeout)
+	case err != nil:
 		msg = truncate(err.Error(), 200)
 	}
 	log.Info("callback attempt failed", "outcome", outcome, "error", msg, "duration", elapsed)

@@ -9,3 +9,11 @@ func (s *Sender) Kill() {
 
 // WebhookID is the webhook-id of an event id.
 var WebhookID = webhookID
+
+// The metrics, for tests.
+var (
+	Attempts         = attempts
+	Dropped          = dropped
+	QueueDepth       = queueDepth
+	EndpointFailures = endpointFailures
+)
