@@ -16,6 +16,7 @@ import (
 	"github.com/heraldhq/herald/internal/ingress"
 	"github.com/heraldhq/herald/internal/kafkatest"
 	"github.com/heraldhq/herald/internal/messenger"
+	"github.com/heraldhq/herald/internal/openapitest"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
@@ -146,8 +147,9 @@ func (g *gateway) settle() {
 
 // Each event type arrives once per change, through the real components: the link and the verification
 // through the messenger webhook, the four terminal states of delivery through the worker, the ping through
-// the API. Every signature verifies; notification events carry exactly what GET /v1/status shows; another
-// tenant's endpoint receives none of it.
+// the API. Every signature verifies; every body matches the callback webhook of docs/openapi.yaml, and
+// notification events carry exactly what GET /v1/status shows; another tenant's endpoint receives none of
+// it.
 func TestEveryEventTypeArrivesOnceThroughTheRealComponents(t *testing.T) {
 	g := newGateway(t)
 	var created struct {
@@ -218,7 +220,11 @@ func TestEveryEventTypeArrivesOnceThroughTheRealComponents(t *testing.T) {
 	}
 	seen := map[string]int{}
 	ids := map[string]bool{}
+	doc := openapitest.Load(t)
 	for _, c := range got {
+		if err := doc.ValidateWebhook("callback", c.Payload); err != nil {
+			t.Error(err)
+		}
 		seen[c.Type]++
 		ids[c.WebhookID] = true
 		if c.Verified == nil || !*c.Verified {

@@ -18,6 +18,7 @@ import (
 	"github.com/heraldhq/herald/internal/pgtest"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
+	"github.com/heraldhq/herald/internal/signing"
 	"github.com/heraldhq/herald/internal/store"
 )
 
@@ -32,6 +33,7 @@ type env struct {
 	broker *kafkatest.Broker
 	srv    *httptest.Server
 	api    *ingress.API
+	key    *signing.Key // seals the callback secrets
 }
 
 func newEnv(t *testing.T) *env {
@@ -43,12 +45,17 @@ func newEnv(t *testing.T) *env {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ob := outbox.New(st, p, outbox.Options{Logger: logger})
 	t.Cleanup(ob.Close)
-	api := ingress.New(st, ob, logger, ingress.Options{DeepLinkBase: "https://t.me", BotUsername: "herald_test_bot", AuthCacheTTL: 500 * time.Millisecond})
+	key, err := signing.ParseKey(signing.GenerateKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := ingress.New(st, ob, logger, ingress.Options{DeepLinkBase: "https://t.me", BotUsername: "herald_test_bot", AuthCacheTTL: 500 * time.Millisecond,
+		CallbackKey: key})
 	r := server.NewRouter(logger)
 	api.Routes(r)
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
-	return &env{t: t, st: st, broker: b, srv: srv, api: api}
+	return &env{t: t, st: st, broker: b, srv: srv, api: api, key: key}
 }
 
 // tenant creates a tenant and returns a key for it (label nil: the developer name brands).
@@ -189,3 +196,10 @@ func (e *env) envelopes(topic string) []queue.Envelope {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func (e *env) exec(sql string, args ...any) {
+	e.t.Helper()
+	if _, err := e.st.Pool().Exec(context.Background(), sql, args...); err != nil {
+		e.t.Fatalf("%s: %v", sql, err)
+	}
+}
