@@ -84,6 +84,10 @@ bench-delivery: postgres ## One worker against the simulator: 1,000/s limit, 50 
 bench-ingress: build postgres ## Load POST /v1/send: accepted/s, p99, RSS, and the direct-insert floor
 	$(GO) run ./hack/bench/ingress -herald $(HERALD)
 
+.PHONY: bench-callbacks
+bench-callbacks: postgres ## Status callbacks: events/s signed and sent to a receiver answering in 20 ms; what recording them costs delivery
+	$(GO) run ./hack/bench/callbacks -runs 3
+
 ##@ Dependencies
 
 .PHONY: postgres

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/heraldhq/herald/internal/pgtest"
 	"github.com/heraldhq/herald/internal/store"
 )
 
@@ -393,5 +394,63 @@ func TestTenantPurgeDeletesItsCallbackEndpointsAndTheirEvents(t *testing.T) {
 		if n := count(t, s, `SELECT count(*) FROM `+table); n != 0 {
 			t.Errorf("%d rows left in %s", n, table)
 		}
+	}
+}
+
+// BenchmarkFinishDelivery measures the terminal status write, one statement per delivery: without the
+// callback events (the statement before callbacks), and with them for a tenant with no endpoint (the common
+// case: an index probe, no round trip), one endpoint and five.
+func BenchmarkFinishDelivery(b *testing.B) {
+	for _, c := range []struct {
+		name      string
+		endpoints int
+		bare      bool
+	}{{"without events (before callbacks)", 0, true}, {"no endpoint", 0, false}, {"1 endpoint", 1, false}, {"5 endpoints", 5, false}} {
+		b.Run(c.name, func(b *testing.B) {
+			s, _ := pgtest.NewStore(b)
+			ctx := context.Background()
+			if err := s.CreateTenant(ctx, "acme", "Acme"); err != nil {
+				b.Fatal(err)
+			}
+			for i := range c.endpoints {
+				if _, err := s.CreateCallbackEndpoint(ctx, store.CallbackEndpoint{ID: uuid.NewString(), TenantID: "acme",
+					URL: "https://example.com/" + string(rune('a'+i)), Events: store.EventTypes}, []byte("s")); err != nil {
+					b.Fatal(err)
+				}
+			}
+			// Another tenant's endpoints, so the join has rows to skip.
+			if err := s.CreateTenant(ctx, "other", "Other"); err != nil {
+				b.Fatal(err)
+			}
+			for range 5 {
+				if _, err := s.CreateCallbackEndpoint(ctx, store.CallbackEndpoint{ID: uuid.NewString(), TenantID: "other",
+					URL: "https://example.com/o", Events: store.EventTypes}, []byte("s")); err != nil {
+					b.Fatal(err)
+				}
+			}
+			ids := make([]string, b.N)
+			for i := range ids {
+				ids[i] = uuid.Must(uuid.NewV7()).String()
+			}
+			if _, err := s.Pool().Exec(ctx, `
+				INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status, attempts, lease_expires_at)
+				SELECT id, 'tenant', 'acme', 'u', 5, 'hello', 'delivering', 1, now() + interval '1 hour' FROM unnest($1::uuid[]) id`, ids); err != nil {
+				b.Fatal(err)
+			}
+			r := store.DeliveryResult{Status: store.StatusDelivered, MessengerMessageID: "1"}
+			b.ResetTimer()
+			for i := range b.N {
+				if c.bare {
+					msgID := "1"
+					if _, err := s.Pool().Exec(ctx, store.FinishUpdateSQL, ids[i], 1, r.Status, &msgID, 0, (*string)(nil), 0.0, false); err != nil {
+						b.Fatal(err)
+					}
+					continue
+				}
+				if ok, err := s.FinishDelivery(ctx, store.Delivery{TrackingID: ids[i], Kind: store.KindTenant, TenantID: "acme", UserID: "u", Attempts: 1}, r); !ok || err != nil {
+					b.Fatal(ok, err)
+				}
+			}
+		})
 	}
 }
