@@ -42,7 +42,8 @@ type Options struct {
 	Lease               time.Duration // how long a claimed event may stay in flight before it is due again; Timeout + 20 s
 	Backoff             Backoff       // DefaultBackoff
 	RetryFor            time.Duration // how long an event is retried before it is dropped; 24 h
-	PollInterval        time.Duration // how often an idle sender looks for due events; 500 ms
+	PollInterval        time.Duration // how often every endpoint is looked at for due events; 500 ms
+	ClaimInterval       time.Duration // the least time between two claims of the endpoints whose attempts ended; 10 ms
 	StatsInterval       time.Duration // how often the outbox gauges are refreshed; 15 s
 	GracePeriod         time.Duration // shutdown: how long attempts in flight may finish; 15 s
 	ResponseLimit       int64         // bytes of a response body read (then discarded); 1 KiB
@@ -84,6 +85,7 @@ func (o *Options) defaults() error {
 	}
 	def(&o.RetryFor, 24*time.Hour)
 	def(&o.PollInterval, 500*time.Millisecond)
+	def(&o.ClaimInterval, 10*time.Millisecond)
 	def(&o.StatsInterval, 15*time.Second)
 	def(&o.GracePeriod, 15*time.Second)
 	if o.ResponseLimit <= 0 {
@@ -100,6 +102,8 @@ type Sender struct {
 
 	inflight atomic.Int64
 	wake     chan struct{}
+	hotMu    sync.Mutex
+	hot      map[string]bool // endpoints whose attempts ended since the last claim
 
 	// killed and killCtx are the test hook for a crash (export_test.go): stop at once, write nothing more.
 	killed  atomic.Bool
@@ -112,7 +116,7 @@ func New(opts Options) (*Sender, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	s := &Sender{opts: opts, log: opts.Logger, wake: make(chan struct{}, 1)}
+	s := &Sender{opts: opts, log: opts.Logger, wake: make(chan struct{}, 1), hot: map[string]bool{}}
 	s.client = NewClient(&egress.Dialer{Policy: opts.Policy, LookupIP: opts.LookupIP}, opts.Timeout, opts.RootCAs, opts.EndpointConcurrency)
 	s.killCtx, s.kill = context.WithCancel(context.Background())
 	return s, nil
@@ -156,28 +160,45 @@ func (s *Sender) Run(ctx context.Context) error {
 	s.log.Info("callback sender started", "concurrency", s.opts.Concurrency, "endpoint_concurrency", s.opts.EndpointConcurrency,
 		"allow_insecure", s.opts.Policy.AllowInsecure, "allow_private", s.opts.Policy.AllowPrivate)
 
+	// Two kinds of claim. A full claim looks at every endpoint (the store scans them all, two index probes
+	// each); it runs at least every PollInterval. Between them, an attempt that ends makes its endpoint
+	// "hot": the next claim looks at the hot endpoints only (they are the ones likely to have more due),
+	// at most every ClaimInterval. So a busy sender costs PostgreSQL little however many endpoints there
+	// are, and a new event for an idle endpoint waits at most PollInterval.
 	var attemptsWG sync.WaitGroup
+	var lastClaim, lastFull time.Time
 	for ctx.Err() == nil {
 		free := s.opts.Concurrency - int(s.inflight.Load())
 		asked, got := 0, 0
 		if free > 0 {
-			asked = min(free, 500)
-			evs, err := s.claim(ctx, asked)
-			if err != nil && ctx.Err() == nil {
-				s.log.Warn("could not claim callback events", "err", err)
+			var only []string
+			full := time.Since(lastFull) >= s.opts.PollInterval
+			if full {
+				lastFull = time.Now()
+				s.takeHot()
+			} else {
+				only = s.takeHot()
 			}
-			got = len(evs)
-			for _, ev := range evs {
-				s.inflight.Add(1)
-				inFlight.Inc()
-				attemptsWG.Go(func() {
-					defer func() {
-						s.inflight.Add(-1)
-						inFlight.Dec()
-						s.signal()
-					}()
-					s.attempt(workCtx, ev)
-				})
+			if full || len(only) > 0 {
+				lastClaim = time.Now()
+				asked = min(free, 500)
+				evs, err := s.claim(ctx, asked, only)
+				if err != nil && ctx.Err() == nil {
+					s.log.Warn("could not claim callback events", "err", err)
+				}
+				got = len(evs)
+				for _, ev := range evs {
+					s.inflight.Add(1)
+					inFlight.Inc()
+					attemptsWG.Go(func() {
+						defer func() {
+							s.inflight.Add(-1)
+							inFlight.Dec()
+							s.markHot(ev.EndpointID)
+						}()
+						s.attempt(workCtx, ev)
+					})
+				}
 			}
 		}
 		if got > 0 && got == asked {
@@ -186,9 +207,12 @@ func (s *Sender) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 		case <-s.wake:
-			// An attempt ended: its endpoint may take another. Let a few more end before claiming again.
-			time.Sleep(2 * time.Millisecond)
-		case <-time.After(s.opts.PollInterval):
+			// Let a few more attempts end before claiming again.
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Until(lastClaim.Add(s.opts.ClaimInterval))):
+			}
+		case <-time.After(time.Until(lastFull.Add(s.opts.PollInterval))):
 		}
 	}
 
@@ -209,16 +233,33 @@ func (s *Sender) Run(ctx context.Context) error {
 	return nil
 }
 
-func (s *Sender) signal() {
+// markHot notes that an attempt at endpoint ended, and wakes the claim loop.
+func (s *Sender) markHot(endpoint string) {
+	s.hotMu.Lock()
+	s.hot[endpoint] = true
+	s.hotMu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
 	default:
 	}
 }
 
-// claim leases up to n due events and renders the payloads of first attempts.
-func (s *Sender) claim(ctx context.Context, n int) ([]store.CallbackEvent, error) {
-	evs, err := s.opts.Store.ClaimCallbackEvents(ctx, n, s.opts.EndpointConcurrency, s.opts.Lease)
+// takeHot returns the hot endpoints and forgets them.
+func (s *Sender) takeHot() []string {
+	s.hotMu.Lock()
+	defer s.hotMu.Unlock()
+	out := make([]string, 0, len(s.hot))
+	for id := range s.hot {
+		out = append(out, id)
+	}
+	clear(s.hot)
+	return out
+}
+
+// claim leases up to n due events (of the endpoints only, or of all when only is nil) and renders the
+// payloads of first attempts.
+func (s *Sender) claim(ctx context.Context, n int, only []string) ([]store.CallbackEvent, error) {
+	evs, err := s.opts.Store.ClaimCallbackEvents(ctx, n, s.opts.EndpointConcurrency, s.opts.Lease, only)
 	if err != nil || len(evs) == 0 {
 		return nil, err
 	}
@@ -351,7 +392,7 @@ func (s *Sender) record(log *slog.Logger, ev store.CallbackEvent, r store.Callba
 		}
 		switch {
 		case state == "":
-			log.Warn("callback result not recorded: the event's lease ran out and another attempt took it")
+			log.Warn("callback result not recorded: the endpoint was deleted, or the event's lease ran out and another attempt took it")
 		case state == store.CallbackDropped && !r.Drop:
 			dropped.WithLabelValues("expired").Inc()
 			log.Warn("callback event dropped: still failing after the retry window", "retry_for", s.opts.RetryFor, "outcome", outcome)

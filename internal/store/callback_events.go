@@ -98,7 +98,10 @@ type CallbackEvent struct {
 // several senders share the work without taking the same event; two claims racing on one endpoint can
 // briefly exceed perEndpoint. A claim counts the attempt and moves next_attempt_at to the end of the
 // lease: a sender that dies mid-send leaves the event due again then.
-func (s *Store) ClaimCallbackEvents(ctx context.Context, limit, perEndpoint int, lease time.Duration) ([]CallbackEvent, error) {
+//
+// only, when not nil, restricts the claim to those endpoints (the sender's quick claims, between the full
+// ones that look at every endpoint).
+func (s *Store) ClaimCallbackEvents(ctx context.Context, limit, perEndpoint int, lease time.Duration, only []string) ([]CallbackEvent, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	rows, err := s.pool.Query(ctx, `
@@ -114,6 +117,7 @@ func (s *Store) ClaimCallbackEvents(ctx context.Context, limit, perEndpoint int,
 				ORDER BY e.next_attempt_at
 				LIMIT greatest($2 - busy.n, 0)
 				FOR UPDATE SKIP LOCKED) ev
+			WHERE $4::uuid[] IS NULL OR ep.id = ANY ($4::uuid[])
 			ORDER BY ev.next_attempt_at
 			LIMIT $1
 			FOR NO KEY UPDATE OF ep SKIP LOCKED)
@@ -127,7 +131,7 @@ func (s *Store) ClaimCallbackEvents(ctx context.Context, limit, perEndpoint int,
 		          (SELECT COALESCE(array_agg(sc.sealed ORDER BY sc.expires_at DESC NULLS FIRST, sc.id DESC), '{}')
 		           FROM callback_secrets sc
 		           WHERE sc.endpoint_id = e.endpoint_id AND (sc.expires_at IS NULL OR sc.expires_at > now()))`,
-		limit, perEndpoint, lease.Seconds())
+		limit, perEndpoint, lease.Seconds(), only)
 	if err != nil {
 		return nil, translate(err, "claiming callback events")
 	}

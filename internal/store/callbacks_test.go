@@ -235,7 +235,7 @@ func TestAClaimTakesAtMostPerEndpointInFlightAtEachEndpoint(t *testing.T) {
 	addEvents(t, s, fast, 20)
 	claim := func(limit int) map[string]int {
 		t.Helper()
-		evs, err := s.ClaimCallbackEvents(ctx, limit, 3, time.Minute)
+		evs, err := s.ClaimCallbackEvents(ctx, limit, 3, time.Minute, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -267,6 +267,12 @@ func TestAClaimTakesAtMostPerEndpointInFlightAtEachEndpoint(t *testing.T) {
 	if got := claim(100); got[fast] != 1 || got[slow] != 0 {
 		t.Fatalf("claim after one end %v, want one at fast", got)
 	}
+	// A claim of some endpoints only takes theirs.
+	exec(t, s, `UPDATE callback_events SET leased_until = NULL, next_attempt_at = now() WHERE state = 'pending'`)
+	only, err := s.ClaimCallbackEvents(ctx, 100, 3, time.Minute, []string{slow})
+	if err != nil || len(only) != 3 || only[0].EndpointID != slow || only[2].EndpointID != slow {
+		t.Fatalf("a claim of the slow endpoint only: %d events, %v", len(only), err)
+	}
 	// The limit caps the whole claim.
 	exec(t, s, `UPDATE callback_events SET leased_until = NULL, next_attempt_at = now() WHERE state = 'pending'`)
 	if got := claim(4); got[fast]+got[slow] != 4 {
@@ -279,7 +285,7 @@ func TestAttemptResultsRetryDropAndRecover(t *testing.T) {
 	ctx := context.Background()
 	ep := endpoint(t, s, "acme")
 	addEvents(t, s, ep, 3)
-	evs, err := s.ClaimCallbackEvents(ctx, 10, 10, time.Minute)
+	evs, err := s.ClaimCallbackEvents(ctx, 10, 10, time.Minute, nil)
 	if err != nil || len(evs) != 3 {
 		t.Fatalf("claim: %v %v", evs, err)
 	}
@@ -305,7 +311,7 @@ func TestAttemptResultsRetryDropAndRecover(t *testing.T) {
 	if st, _ := s.FinishCallbackEvent(ctx, evs[2], store.CallbackResult{Delivered: true, Status: 200}); st != store.CallbackDelivered {
 		t.Errorf("success: %q", st)
 	}
-	again, _ := s.ClaimCallbackEvents(ctx, 10, 10, time.Minute)
+	again, _ := s.ClaimCallbackEvents(ctx, 10, 10, time.Minute, nil)
 	if len(again) != 1 || again[0].ID != evs[0].ID || string(again[0].Payload) != `{"a":1}` || again[0].Attempts != 2 {
 		t.Fatalf("after the recovery: %+v, want the failed event due again with its payload", again)
 	}
@@ -318,7 +324,7 @@ func TestAttemptResultsRetryDropAndRecover(t *testing.T) {
 	if st, _ := s.FinishCallbackEvent(ctx, again[0], store.CallbackResult{Release: true}); st != store.CallbackPending {
 		t.Errorf("release: %q", st)
 	}
-	if back, _ := s.ClaimCallbackEvents(ctx, 10, 10, time.Minute); len(back) != 1 || back[0].Attempts != 2 {
+	if back, _ := s.ClaimCallbackEvents(ctx, 10, 10, time.Minute, nil); len(back) != 1 || back[0].Attempts != 2 {
 		t.Errorf("after a release: %+v, want the event due with its attempt not counted", back)
 	}
 }
@@ -329,7 +335,7 @@ func TestRotationKeepsRecentPreviousSecretsSigningUntilTheyExpire(t *testing.T) 
 	ep := endpoint(t, s, "acme")
 	secretsOf := func() []string {
 		addEvents(t, s, ep, 1)
-		evs, err := s.ClaimCallbackEvents(ctx, 1, 1, time.Minute)
+		evs, err := s.ClaimCallbackEvents(ctx, 1, 1, time.Minute, nil)
 		if err != nil || len(evs) != 1 {
 			t.Fatalf("claim: %v %v", evs, err)
 		}
