@@ -1,8 +1,9 @@
 // Package callback is the sender of status callbacks behind `herald callbacks` (docs/callbacks.md): it
-// claims due events from the outbox in PostgreSQL (internal/store, callback_events), signs them the
-// Standard Webhooks way (internal/signing), POSTs them to the tenants' endpoints through a guard against
-// requests to internal addresses (internal/egress), and records each result: delivered, retried with backoff
-// (backoff.go), or dropped after 24 hours. Several senders share the outbox; a sender that dies mid-send
+// fans the events recorded with each change out to the endpoints, claims due events from the outbox in
+// PostgreSQL (internal/store: callback_inbox, callback_events), signs them the Standard Webhooks way
+// (internal/signing), POSTs them to the tenants' endpoints through a guard against requests to internal
+// addresses (internal/egress), and records each result: delivered, retried with backoff (backoff.go), or
+// dropped after 24 hours. Several senders share the outbox; a sender that dies mid-send
 // loses nothing (its leases run out and the events are due again).
 package callback
 
@@ -160,17 +161,19 @@ func (s *Sender) Run(ctx context.Context) error {
 	s.log.Info("callback sender started", "concurrency", s.opts.Concurrency, "endpoint_concurrency", s.opts.EndpointConcurrency,
 		"allow_insecure", s.opts.Policy.AllowInsecure, "allow_private", s.opts.Policy.AllowPrivate)
 
-	// Two kinds of claim. A full claim looks at every endpoint (the store scans them all, two index probes
-	// each); it runs at least every PollInterval. Between them, an attempt that ends makes its endpoint
-	// "hot": the next claim looks at the hot endpoints only (they are the ones likely to have more due),
-	// at most every ClaimInterval. So a busy sender costs PostgreSQL little however many endpoints there
-	// are, and a new event for an idle endpoint waits at most PollInterval.
+	// Each round first fans the inbox out to the endpoints (DispatchCallbackEvents), then claims. Two kinds
+	// of claim: a full claim looks at every endpoint (the store scans them all, two index probes each); it
+	// runs at least every PollInterval. Between them, an attempt that ends makes its endpoint "hot", and so
+	// does a dispatch that gave it events: the next claim looks at the hot endpoints only, at most every
+	// ClaimInterval. So a busy sender costs PostgreSQL little however many endpoints there are, and a new
+	// event waits at most PollInterval.
 	var attemptsWG sync.WaitGroup
 	var lastClaim, lastFull time.Time
 	for ctx.Err() == nil {
 		free := s.opts.Concurrency - int(s.inflight.Load())
 		asked, got := 0, 0
 		if free > 0 {
+			s.dispatch(ctx)
 			var only []string
 			full := time.Since(lastFull) >= s.opts.PollInterval
 			if full {
@@ -232,6 +235,31 @@ func (s *Sender) Run(ctx context.Context) error {
 	s.log.Info("callback sender stopped")
 	return nil
 }
+
+// dispatch fans the inbox out to the endpoints, a batch at a time while batches come full, and marks the
+// endpoints that received events hot.
+func (s *Sender) dispatch(ctx context.Context) {
+	for range 10 {
+		n, endpoints, err := s.opts.Store.DispatchCallbackEvents(ctx, dispatchBatch)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("could not dispatch callback events", "err", err)
+			}
+			return
+		}
+		s.hotMu.Lock()
+		for _, id := range endpoints {
+			s.hot[id] = true
+		}
+		s.hotMu.Unlock()
+		if n < dispatchBatch {
+			return
+		}
+	}
+}
+
+// dispatchBatch is how many inbox events one statement fans out.
+const dispatchBatch = 1000
 
 // markHot notes that an attempt at endpoint ended, and wakes the claim loop.
 func (s *Sender) markHot(endpoint string) {

@@ -1,10 +1,11 @@
 package store
 
-// The outbox of status callbacks (table callback_events). An event is recorded in the statement — and so
-// the transaction — of the change it reports, through one helper, emitEvents, and its two uses:
-// notificationEvents for every change of a notification's state (FinishDelivery; the lifecycle's cancel and
-// expiry join it the same way) and userEvents for links and verifications. The sender (internal/callback)
-// claims due rows with SKIP LOCKED, sends them, and writes the result.
+// The outbox of status callbacks. An event is recorded in the statement — and so the transaction — of the
+// change it reports, through one helper, emitEvents, and its two uses: notificationEvents for every change
+// of a notification's state (FinishDelivery; the lifecycle's cancel and expiry join it the same way) and
+// userEvents for links and verifications. It lands in callback_inbox, one row per event; the sender
+// (internal/callback) fans it out to callback_events, one row per endpoint (DispatchCallbackEvents),
+// claims due rows with SKIP LOCKED, sends them, and writes each result.
 
 import (
 	"context"
@@ -32,18 +33,41 @@ var EventTypes = []string{
 }
 
 // emitEvents is the one way an event enters the outbox. src names a CTE (or table expression) of events
-// with the columns (tenant_id, type, tracking_id, user_id, at); emitEvents returns two CTEs, name_ids and
-// name, to put after it in the same WITH: they record each event once for every endpoint of its tenant that
-// subscribed to its type, all copies under one event_id (the webhook-id). The endpoints are joined in the
-// statement that makes the change, so a tenant without endpoints costs an index probe — no round trip, no
-// row. (name_ids is MATERIALIZED so that gen_random_uuid() runs once per event, not once per endpoint.)
+// with the columns (tenant_id, type, tracking_id, user_id, at); emitEvents returns a CTE, name, to put after
+// it in the same WITH, that records each event once in callback_inbox when its tenant has an endpoint
+// subscribed to its type. It runs in the statement that makes the change: a tenant without such an
+// endpoint costs an index probe — no round trip, no row — and one with five costs one narrow row. The
+// sender fans the inbox out to the endpoints (DispatchCallbackEvents).
 func emitEvents(name, src string) string {
-	return name + `_ids AS MATERIALIZED (
-		SELECT s.tenant_id, s.type, s.tracking_id, s.user_id, s.at, gen_random_uuid() AS event_id FROM ` + src + ` s),
-	` + name + ` AS (
-		INSERT INTO callback_events (event_id, endpoint_id, type, tracking_id, user_id, created_at)
-		SELECT e.event_id, ep.id, e.type, e.tracking_id, e.user_id, e.at
-		FROM ` + name + `_ids e JOIN callback_endpoints ep ON ep.tenant_id = e.tenant_id AND e.type = ANY (ep.events))`
+	return name + ` AS (
+		INSERT INTO callback_inbox (tenant_id, type, tracking_id, user_id, created_at)
+		SELECT s.tenant_id, s.type, s.tracking_id, s.user_id, s.at FROM ` + src + ` s
+		WHERE EXISTS (SELECT 1 FROM callback_endpoints ep WHERE ep.tenant_id = s.tenant_id AND s.type = ANY (ep.events)))`
+}
+
+// DispatchCallbackEvents moves up to limit events from the inbox into callback_events, one row per
+// endpoint of the event's tenant subscribed to its type (all under the event's id), in one statement, and
+// returns how many events it moved and the endpoints that received some. Several senders share the inbox
+// with SKIP LOCKED.
+func (s *Store) DispatchCallbackEvents(ctx context.Context, limit int) (int, []string, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	var n int
+	var endpoints []string
+	err := s.pool.QueryRow(ctx, `
+		WITH batch AS (
+			DELETE FROM callback_inbox
+			WHERE id IN (SELECT id FROM callback_inbox ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
+			RETURNING id, event_id, tenant_id, type, tracking_id, user_id, created_at),
+		fanned AS (
+			INSERT INTO callback_events (event_id, endpoint_id, type, tracking_id, user_id, created_at)
+			SELECT b.event_id, ep.id, b.type, b.tracking_id, b.user_id, b.created_at
+			FROM batch b JOIN callback_endpoints ep ON ep.tenant_id = b.tenant_id AND b.type = ANY (ep.events)
+			ORDER BY b.id, ep.id
+			RETURNING endpoint_id)
+		SELECT (SELECT count(*) FROM batch), COALESCE((SELECT array_agg(DISTINCT endpoint_id::text) FROM fanned), '{}')`,
+		limit).Scan(&n, &endpoints)
+	return n, endpoints, translate(err, "dispatching callback events")
 }
 
 // notificationEventColumns is what a statement that changes notifications returns (RETURNING …) for
@@ -237,8 +261,8 @@ func (s *Store) FinishCallbackEvent(ctx context.Context, ev CallbackEvent, r Cal
 
 // CallbackStats describe the outbox of callbacks, for the sender's gauges.
 type CallbackStats struct {
-	Pending   int64         // events not yet delivered or dropped
-	Due       int64         // of which due now and not in flight: the sender's backlog
+	Pending   int64         // events not yet delivered or dropped (per endpoint; an event in the inbox counts once)
+	Due       int64         // of which due now and not in flight: the sender's backlog, the inbox included
 	InFlight  int64         // under a live lease
 	OldestDue time.Duration // how long the oldest due event has been due (0 when none)
 	// Failing maps each endpoint whose last attempts failed to its consecutive failures.
@@ -251,11 +275,17 @@ func (s *Store) CallbackStats(ctx context.Context) (CallbackStats, error) {
 	defer cancel()
 	var st CallbackStats
 	var oldest float64
+	// Events still in the inbox are due: the next sender to come by dispatches and sends them.
 	err := s.pool.QueryRow(ctx, `
-		SELECT count(*), count(*) FILTER (WHERE next_attempt_at <= now()),
-		       COALESCE(extract(epoch FROM now() - min(next_attempt_at) FILTER (WHERE next_attempt_at <= now())), 0),
+		WITH inbox AS (SELECT count(*) AS n, min(created_at) AS oldest FROM callback_inbox),
+		     outbox AS (
+				SELECT count(*) AS pending, count(*) FILTER (WHERE next_attempt_at <= now()) AS due,
+				       min(next_attempt_at) FILTER (WHERE next_attempt_at <= now()) AS oldest
+				FROM callback_events WHERE state = 'pending')
+		SELECT outbox.pending + inbox.n, outbox.due + inbox.n,
+		       COALESCE(extract(epoch FROM now() - least(outbox.oldest, inbox.oldest)), 0),
 		       (SELECT count(*) FROM callback_events WHERE leased_until > now())
-		FROM callback_events WHERE state = 'pending'`).Scan(&st.Pending, &st.Due, &oldest, &st.InFlight)
+		FROM inbox, outbox`).Scan(&st.Pending, &st.Due, &oldest, &st.InFlight)
 	if err != nil {
 		return st, translate(err, "reading the callback outbox")
 	}

@@ -33,9 +33,12 @@ type eventRow struct {
 	EventID, EndpointID, Type, TrackingID, UserID string
 }
 
-// events lists the outbox, oldest first.
+// events dispatches the inbox and lists the outbox, oldest first.
 func events(t *testing.T, s *store.Store) []eventRow {
 	t.Helper()
+	if _, _, err := s.DispatchCallbackEvents(context.Background(), 1000); err != nil {
+		t.Fatal(err)
+	}
 	rows, err := s.Pool().Query(context.Background(), `
 		SELECT event_id::text, endpoint_id::text, type, COALESCE(tracking_id::text, ''), COALESCE(user_id, '')
 		FROM callback_events ORDER BY id`)
@@ -89,6 +92,10 @@ func TestTerminalStatusWriteRecordsItsEventForTheSubscribedEndpointsOnly(t *test
 
 	delivered := queued(t, s)
 	finish(t, s, delivered, store.DeliveryResult{Status: store.StatusDelivered, MessengerMessageID: "7"})
+	// The status write records one narrow row in the inbox, whatever the number of endpoints.
+	if n := count(t, s, `SELECT count(*) FROM callback_inbox WHERE tenant_id = 'acme' AND type = 'notification.delivered' AND tracking_id = $1`, delivered); n != 1 {
+		t.Fatalf("%d inbox rows for one event", n)
+	}
 	got := events(t, s)
 	if len(got) != 1 || got[0] != (eventRow{got[0].EventID, all, "notification.delivered", delivered, ""}) {
 		t.Fatalf("after delivered: %+v, want one notification.delivered for the endpoint of every event", got)
@@ -101,6 +108,9 @@ func TestTerminalStatusWriteRecordsItsEventForTheSubscribedEndpointsOnly(t *test
 	}
 	time.Sleep(5 * time.Millisecond)
 	finish(t, s, retried, store.DeliveryResult{Status: store.StatusFailed, ErrorCode: 400, ErrorMessage: "Bad Request"})
+	if n := count(t, s, `SELECT count(*) FROM callback_inbox`); n != 1 {
+		t.Fatalf("%d inbox rows for one event to two endpoints", n)
+	}
 	got = events(t, s)[1:]
 	if len(got) != 2 || got[0].EventID != got[1].EventID || got[0].Type != "notification.failed" ||
 		!slices.Contains([]string{got[0].EndpointID, got[1].EndpointID}, failedOnly) {
@@ -118,6 +128,15 @@ func TestTerminalStatusWriteRecordsItsEventForTheSubscribedEndpointsOnly(t *test
 			t.Errorf("after %s: last event %+v", st, e)
 		}
 	}
+
+	// A tenant whose endpoints want none of it records nothing, not even in the inbox.
+	exec(t, s, `UPDATE callback_endpoints SET events = '{ping}' WHERE tenant_id = 'acme'`)
+	ignored := queued(t, s)
+	finish(t, s, ignored, store.DeliveryResult{Status: store.StatusDelivered})
+	if n := count(t, s, `SELECT count(*) FROM callback_inbox`); n != 0 {
+		t.Errorf("%d inbox rows for a tenant subscribed to none of it", n)
+	}
+	exec(t, s, `UPDATE callback_endpoints SET events = $1 WHERE id = $2`, store.EventTypes, all)
 
 	sys := store.NewNotification{TrackingID: newID(), Kind: store.KindSystem, TenantID: "acme", ChatID: 1, Body: "x", Priority: 9}
 	if err := s.InsertSystemMessage(ctx, sys); err != nil {
@@ -392,11 +411,12 @@ func TestTenantPurgeDeletesItsCallbackEndpointsAndTheirEvents(t *testing.T) {
 	s := fixture(t)
 	ep := endpoint(t, s, "acme")
 	addEvents(t, s, ep, 3)
+	exec(t, s, `INSERT INTO callback_inbox (tenant_id, type, user_id, created_at) VALUES ('acme', 'user.linked', 'u', now())`)
 	p, err := s.PurgeTenantUsers(context.Background(), "acme")
 	if err != nil || p.CallbackEndpoints != 1 {
 		t.Fatalf("purge: %+v %v", p, err)
 	}
-	for _, table := range []string{"callback_endpoints", "callback_secrets", "callback_events"} {
+	for _, table := range []string{"callback_endpoints", "callback_secrets", "callback_events", "callback_inbox"} {
 		if n := count(t, s, `SELECT count(*) FROM `+table); n != 0 {
 			t.Errorf("%d rows left in %s", n, table)
 		}

@@ -205,6 +205,9 @@ func (s *Store) PurgeTenantUsers(ctx context.Context, tenantID string) (TenantPu
 	dctx, cancel := withTimeout(ctx)
 	defer cancel()
 	tag, err := s.pool.Exec(dctx, `DELETE FROM callback_endpoints WHERE tenant_id = $1`, tenantID)
+	if err == nil {
+		_, err = s.pool.Exec(dctx, `DELETE FROM callback_inbox WHERE tenant_id = $1`, tenantID)
+	}
 	if err != nil {
 		return out, translate(err, "purging the callback endpoints of tenant "+tenantID)
 	}

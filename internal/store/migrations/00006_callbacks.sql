@@ -29,9 +29,24 @@ CREATE TABLE callback_secrets (
 CREATE UNIQUE INDEX callback_secrets_current_idx ON callback_secrets (endpoint_id) WHERE expires_at IS NULL;
 CREATE INDEX callback_secrets_endpoint_idx ON callback_secrets (endpoint_id);
 
--- The outbox of callbacks: one row per event and endpoint, inserted in the transaction of the change the
--- event reports (store.emitEvents) and sent by the sender, which claims due rows with SKIP LOCKED.
--- event_id is the webhook-id: one per event, the same for every endpoint and every retry. created_at is the
+-- The inbox of callback events: the statement of a change records its events here (store.emitEvents), in
+-- the change's transaction — one narrow row per event however many endpoints will receive it, and no
+-- foreign key, so the delivery path pays little. Only tenants with a subscribed endpoint get rows. The
+-- sender moves rows from here into callback_events, one per subscribed endpoint, in one statement
+-- (DispatchCallbackEvents). event_id is the webhook-id: one per event, the same for every endpoint and
+-- every retry.
+CREATE TABLE callback_inbox (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    event_id    uuid NOT NULL DEFAULT gen_random_uuid(),
+    tenant_id   text NOT NULL,
+    type        text NOT NULL,
+    tracking_id uuid,
+    user_id     text,
+    created_at  timestamptz NOT NULL
+);
+
+-- The outbox of callbacks proper: one row per event and endpoint, sent by the sender, which claims due
+-- rows with SKIP LOCKED. created_at is the
 -- event's timestamp. A claim sets leased_until (and moves next_attempt_at past it, so a sender that dies
 -- mid-send leaves the row due again when the lease ends) and counts the attempt; the result write is
 -- guarded by that count. payload keeps the body rendered at the first attempt while the event is retried,
@@ -63,5 +78,6 @@ CREATE INDEX callback_events_finished_idx ON callback_events (finished_at) WHERE
 
 -- +goose Down
 DROP TABLE callback_events;
+DROP TABLE callback_inbox;
 DROP TABLE callback_secrets;
 DROP TABLE callback_endpoints;
