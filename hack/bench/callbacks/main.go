@@ -8,9 +8,11 @@
 //     notifications, each to its own chat, is delivered by one worker with the bot's limit out of the way
 //     (-limit) and the simulator answering at once, so the worker and PostgreSQL are the bottleneck; once for
 //     a tenant without endpoints (off) and once for a tenant with -on-endpoints endpoints (5, the most a
-//     tenant may have) subscribed to every event (on: each terminal status write records 5 events). The two
-//     alternate in order from run to run. A third backlog is delivered while a sender sends the events it
-//     records to the receiver, on the same machine (on + sender); every one of them must arrive, signed.
+//     tenant may have) subscribed to every event (on: each terminal status write records its event for 5
+//     endpoints). After a warm-up backlog, -pairs pairs of phases, alternating which goes first, so that
+//     both kinds see the same machine; each kind's rate is its deliveries over its phases' total time. A
+//     last backlog is delivered while a sender sends the events it records to the receiver, on the same
+//     machine (on + sender); every one of them must arrive, signed.
 //
 // Each run uses fresh state; the figures of -runs runs are printed with their medians.
 package main
@@ -58,7 +60,8 @@ var (
 	events    = flag.Int("events", 20000, "events in the sender phase")
 	endpoints = flag.Int("endpoints", 20, "endpoints in the sender phase (5 per tenant)")
 	latency   = flag.Duration("latency", 20*time.Millisecond, "the receiver's answer time")
-	backlog   = flag.Int("backlog", 10000, "notifications per delivery phase")
+	backlog   = flag.Int("backlog", 5000, "notifications per delivery phase")
+	pairs     = flag.Int("pairs", 3, "off and on delivery phases per run, alternating, so that both see the same machine")
 	onEPs     = flag.Int("on-endpoints", 5, "endpoints (1..5) of each tenant whose notifications record events")
 	limit     = flag.Float64("limit", 100000, "the bot's global limit in the delivery phases (out of the way)")
 	verbose   = flag.Bool("v", false, "log the components' warnings to stderr")
@@ -69,7 +72,6 @@ type result struct {
 	off, on, onSender          float64 // deliveries per second
 	duplicates, badSignatures  int64
 	eventsRecorded, eventsWant int
-	offFirst                   bool
 }
 
 func main() { os.Exit(benchmark()) }
@@ -93,8 +95,8 @@ func benchmark() int {
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Printf("machine: %s, %s/%s, %d CPUs, %s, load average at start %s\n", host, runtime.GOOS, runtime.GOARCH,
 		runtime.NumCPU(), runtime.Version(), strings.Join(strings.Fields(string(load))[:3], " "))
-	fmt.Printf("sender: %d events, %d endpoints, receiver answers in %v; delivery: backlog %d per phase, limit %.0f/s, simulator answers at once\n",
-		*events, *endpoints, *latency, *backlog, *limit)
+	fmt.Printf("sender: %d events, %d endpoints, receiver answers in %v; delivery: %d pairs of phases of %d notifications, %d endpoints per tenant when on, limit %.0f/s, simulator answers at once\n",
+		*events, *endpoints, *latency, *pairs, *backlog, *onEPs, *limit)
 	var results []result
 	for i := range *runs {
 		r, err := run(ctx, pg, i)
@@ -102,12 +104,8 @@ func benchmark() int {
 			log.Printf("run %d: %v", i+1, err)
 			return 1
 		}
-		order := "on, then off"
-		if r.offFirst {
-			order = "off, then on"
-		}
-		fmt.Printf("run %d: sender %.0f events/s (duplicates %d, bad signatures %d); delivery (%s) off %.0f/s, on %.0f/s (%+.1f %%), on + sender %.0f/s (%+.1f %%); events recorded %d of %d\n",
-			i+1, r.eventsPerSec, r.duplicates, r.badSignatures, order, r.off, r.on, pct(r.on, r.off), r.onSender, pct(r.onSender, r.off),
+		fmt.Printf("run %d: sender %.0f events/s (duplicates %d, bad signatures %d); delivery off %.0f/s, on %.0f/s (%+.1f %%), on + sender %.0f/s (%+.1f %%); events recorded %d of %d\n",
+			i+1, r.eventsPerSec, r.duplicates, r.badSignatures, r.off, r.on, pct(r.on, r.off), r.onSender, pct(r.onSender, r.off),
 			r.eventsRecorded, r.eventsWant)
 		results = append(results, r)
 	}
@@ -178,7 +176,7 @@ func (rc *receiver) count() int {
 }
 
 func run(ctx context.Context, pg *pglocal.Cluster, i int) (result, error) {
-	res := result{offFirst: i%2 == 0}
+	var res result
 	db := "bench_" + strconv.Itoa(i)
 	if err := pg.CreateDatabase(ctx, db, ""); err != nil {
 		return res, err
@@ -301,7 +299,8 @@ func run(ctx context.Context, pg *pglocal.Cluster, i int) (result, error) {
 
 	// Delivery phases.
 	users := 0
-	deliver := func(tenant, apiKey string, withSender bool) (float64, error) {
+	delivered := map[string]int{}
+	deliver := func(tenant, apiKey string, withSender bool) (time.Duration, error) {
 		first := users + 1
 		users += *backlog
 		for _, q := range []string{
@@ -346,10 +345,11 @@ func run(ctx context.Context, pg *pglocal.Cluster, i int) (result, error) {
 		wdone := make(chan error, 1)
 		go func() { wdone <- w.Run(wctx) }()
 		defer func() { stopWorker(); <-wdone }()
+		delivered[tenant] += *backlog
 		err = waitFor(5*time.Minute, func() bool {
 			var n int
 			_ = st.Pool().QueryRow(ctx, `SELECT count(*) FROM notifications WHERE tenant_id = $1 AND status = 'delivered'`, tenant).Scan(&n)
-			return n >= *backlog
+			return n >= delivered[tenant]
 		})
 		if err != nil {
 			return 0, fmt.Errorf("delivery for %s: %w", tenant, err)
@@ -365,7 +365,7 @@ func run(ctx context.Context, pg *pglocal.Cluster, i int) (result, error) {
 				}
 			}
 		}
-		rate := float64(*backlog-1) / t1.Sub(t0).Seconds()
+		took := t1.Sub(t0)
 		if withSender {
 			// Every event the phase recorded reaches the receiver, signed, before the sender stops.
 			want := *events + *backlog**onEPs
@@ -373,8 +373,9 @@ func run(ctx context.Context, pg *pglocal.Cluster, i int) (result, error) {
 				return 0, fmt.Errorf("the last phase's events: %d of %d: %w", rc.count()-*events, *backlog**onEPs, err)
 			}
 		}
-		return rate, nil
+		return took, nil
 	}
+	rate := func(phases int, took time.Duration) float64 { return float64(phases*(*backlog-1)) / took.Seconds() }
 	offKey, err := newTenant("off")
 	if err != nil {
 		return res, err
@@ -395,31 +396,51 @@ func run(ctx context.Context, pg *pglocal.Cluster, i int) (result, error) {
 			return res, err
 		}
 	}
-	if res.offFirst {
-		if res.off, err = deliver("off", offKey, false); err == nil {
-			res.on, err = deliver("on", onKey, false)
-		}
-	} else {
-		if res.on, err = deliver("on", onKey, false); err == nil {
-			res.off, err = deliver("off", offKey, false)
-		}
-	}
+	// A warm-up backlog first, so that neither measured phase pays for a cold start (the consumer group's
+	// first join, PostgreSQL's caches).
+	warmKey, err := newTenant("warm")
 	if err != nil {
 		return res, err
 	}
-	// The on phase's events, recorded and not sent, are counted and set aside: the sender of the last phase
-	// sends only what that phase records, as it is recorded.
+	if _, err := deliver("warm", warmKey, false); err != nil {
+		return res, err
+	}
+	// Pairs of phases, alternating which goes first, so that both kinds see the same machine.
+	var offTook, onTook time.Duration
+	for p := range *pairs {
+		for k, tenant := range []string{"off", "on"} {
+			if (k+p+i)%2 == 1 {
+				tenant = map[string]string{"off": "on", "on": "off"}[tenant]
+			}
+			key := map[string]string{"off": offKey, "on": onKey}[tenant]
+			took, err := deliver(tenant, key, false)
+			if err != nil {
+				return res, err
+			}
+			if tenant == "off" {
+				offTook += took
+			} else {
+				onTook += took
+			}
+		}
+	}
+	res.off, res.on = rate(*pairs, offTook), rate(*pairs, onTook)
+	// The on phase's events, recorded in the inbox (one row per event) and not sent, are counted and set
+	// aside: the sender of the last phase sends only what that phase records, as it is recorded.
 	var recorded int
 	if err := st.Pool().QueryRow(ctx, `
-		WITH gone AS (DELETE FROM callback_events e USING callback_endpoints ep WHERE ep.id = e.endpoint_id AND ep.tenant_id = 'on' RETURNING 1)
+		WITH gone AS (DELETE FROM callback_inbox WHERE tenant_id = 'on' RETURNING 1)
 		SELECT count(*) FROM gone`).Scan(&recorded); err != nil {
 		return res, err
 	}
-	if res.onSender, err = deliver("both", bothKey, true); err != nil {
+	recorded *= *onEPs // each goes to every endpoint of the tenant
+	took, err := deliver("both", bothKey, true)
+	if err != nil {
 		return res, err
 	}
+	res.onSender = rate(1, took)
 	res.eventsRecorded = recorded + rc.count() - *events
-	res.eventsWant = 2 * *backlog * *onEPs
+	res.eventsWant = (*pairs + 1) * *backlog * *onEPs
 	res.duplicates, res.badSignatures = rc.dups.Load(), rc.bad.Load()
 	return res, nil
 }
