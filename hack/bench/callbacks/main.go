@@ -408,10 +408,11 @@ func run(ctx context.Context, pg *pglocal.Cluster, i int) (result, error) {
 	// Pairs of phases, alternating which goes first, so that both kinds see the same machine.
 	var offTook, onTook time.Duration
 	for p := range *pairs {
-		for k, tenant := range []string{"off", "on"} {
-			if (k+p+i)%2 == 1 {
-				tenant = map[string]string{"off": "on", "on": "off"}[tenant]
-			}
+		order := []string{"off", "on"}
+		if (p+i)%2 == 1 {
+			order = []string{"on", "off"}
+		}
+		for _, tenant := range order {
 			key := map[string]string{"off": offKey, "on": onKey}[tenant]
 			took, err := deliver(tenant, key, false)
 			if err != nil {
