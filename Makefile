@@ -126,6 +126,10 @@ bench-insert: postgres ## The send's insert alone, before and after the v1 exten
 bench-list: postgres ## GET /v1/notifications: a page's latency for 100,000 notifications, alone and among 1,000,000 of others
 	$(GO) run ./hack/bench/list -runs 3
 
+.PHONY: bench-callbacks
+bench-callbacks: postgres ## Status callbacks: events/s signed and sent to a receiver answering in 20 ms; what recording them costs delivery
+	$(GO) run ./hack/bench/callbacks -runs 3
+
 ##@ Dependencies
 
 .PHONY: postgres

@@ -78,7 +78,7 @@ func (r *TenantReconciler) sync(ctx context.Context, tenant *notifyv1alpha1.Tena
 	}
 	if w.Reincarnated {
 		logger.Info("the key store held an earlier Tenant of this name: purged it", "revokedKeys", w.Purge.RevokedKeys,
-			"users", w.Purge.Users, "idempotencyKeys", w.Purge.IdempotencyKeys)
+			"users", w.Purge.Users, "idempotencyKeys", w.Purge.IdempotencyKeys, "callbackEndpoints", w.Purge.CallbackEndpoints)
 		if w.Purge != (store.TenantPurge{}) {
 			// The finalizer purges on deletion; finding something here means the earlier Tenant went
 			// without it (finalizer removed by hand) or something was written after its purge.
@@ -113,7 +113,8 @@ func (r *TenantReconciler) purge(ctx context.Context, tenant *notifyv1alpha1.Ten
 	if err != nil {
 		return fmt.Errorf("while purging the users of deleted tenant %s: %w", tenant.Name, err)
 	}
-	log.FromContext(ctx).Info("tenant deleted: keys revoked, users purged", "revoked", n, "users", p.Users, "idempotencyKeys", p.IdempotencyKeys)
+	log.FromContext(ctx).Info("tenant deleted: keys revoked, users purged", "revoked", n, "users", p.Users, "idempotencyKeys", p.IdempotencyKeys,
+		"callbackEndpoints", p.CallbackEndpoints)
 	r.Recorder.Eventf(tenant, nil, corev1.EventTypeNormal, "KeysRevoked", "Delete",
 		"tenant deleted: revoked %d key(s) in the key store and removed %d user(s) with their links, link tokens and phone verifications",
 		n, p.Users)

@@ -28,7 +28,8 @@ func (c *devCmd) Run(e runEnv) error {
 		MessengerAPIURL: c.MessengerAPIURL, BotToken: c.MessengerBotToken, BotUsername: c.MessengerBotUsername, DeepLinkBase: c.DeepLinkBase,
 		WebhookSecret: c.WebhookSecret, PhoneHashKey: c.PhoneHashKey, RateLimit: c.MessengerRateLimit, DevAdmins: c.DevAdmins,
 		TenantSendsPerSecond: c.TenantSendsPerSecond, TenantRequestsPerSecond: c.TenantRequestsPerSecond,
-		Retention: retentionPolicy(&c.Retention),
-		Logger:    logger, Stdout: e.stdout,
+		Retention:         retentionPolicy(&c.Retention),
+		CallbackSecretKey: c.CallbackSecretKey, CallbackPolicy: c.Policy(),
+		Logger: logger, Stdout: e.stdout,
 	})
 }

@@ -37,7 +37,7 @@ func (c *ingressCmd) Run(e runEnv) error {
 	}
 	api := ingress.New(st, ob, logger, ingress.Options{DeepLinkBase: c.DeepLinkBase, BotUsername: c.MessengerBotUsername,
 		SendsPerSecond: c.TenantSendsPerSecond, RequestsPerSecond: c.TenantRequestsPerSecond,
-		TrustedProxies: proxies})
+		TrustedProxies: proxies, CallbackKey: c.Key(), CallbackPolicy: c.Policy()})
 	checks := []server.ReadyCheck{storeReady(st), kafkaReady(c.Brokers())}
 	r := server.NewRouter(logger, checks...)
 	api.Routes(r)

@@ -30,15 +30,16 @@ type cli struct {
 	config.Process
 	Version kong.VersionFlag `help:"print the version and exit"`
 
-	Ingress  ingressCmd  `cmd:"" help:"serve the tenant API (/v1)"`
-	Webhook  webhookCmd  `cmd:"" help:"serve the messenger webhook (or long-poll updates); set-url registers it"`
-	Worker   workerCmd   `cmd:"" help:"deliver notifications from Kafka to the messenger"`
-	Operator operatorCmd `cmd:"" help:"reconcile Tenant and ApiKey resources into the key store"`
-	Migrate  migrateCmd  `cmd:"" help:"apply the embedded SQL migrations"`
-	Dev      devCmd      `cmd:"" help:"everything in one process on embedded defaults (make run)"`
-	Sim      simCmd      `cmd:"" help:"the messenger simulator on its own (Bot API + control API to act as users)"`
-	Tenant   tenantCmd   `cmd:"" help:"admin: create, suspend, resume, list tenants; add developers"`
-	APIKey   apikeyCmd   `cmd:"" name:"apikey" help:"admin: create, revoke, list API keys"`
+	Ingress   ingressCmd   `cmd:"" help:"serve the tenant API (/v1)"`
+	Webhook   webhookCmd   `cmd:"" help:"serve the messenger webhook (or long-poll updates); set-url registers it"`
+	Worker    workerCmd    `cmd:"" help:"deliver notifications from Kafka to the messenger"`
+	Callbacks callbacksCmd `cmd:"" help:"send status callbacks (signed events) to the tenants' endpoints"`
+	Operator  operatorCmd  `cmd:"" help:"reconcile Tenant and ApiKey resources into the key store"`
+	Migrate   migrateCmd   `cmd:"" help:"apply the embedded SQL migrations"`
+	Dev       devCmd       `cmd:"" help:"everything in one process on embedded defaults (make run)"`
+	Sim       simCmd       `cmd:"" help:"the messenger simulator on its own (Bot API + control API to act as users)"`
+	Tenant    tenantCmd    `cmd:"" help:"admin: create, suspend, resume, list tenants; add developers"`
+	APIKey    apikeyCmd    `cmd:"" name:"apikey" help:"admin: create, revoke, list API keys"`
 
 	Notifications notificationsCmd `cmd:"" help:"admin: list and cancel a tenant's notifications"`
 

@@ -43,7 +43,8 @@ func (e *Error) With(format string, args ...any) *Error {
 	return &c
 }
 
-// The catalogue: the spec's codes, the ones the design brief adds, and the v1 extensions' (not_cancellable).
+// The catalogue: the spec's codes (v1-extensions' included: not_cancellable, limit_reached) and the ones
+// the design brief adds.
 var (
 	Unauthorized        = &Error{Code: "unauthorized", Status: http.StatusUnauthorized, Message: "missing, invalid or inactive credentials"}
 	InvalidRequest      = &Error{Code: "invalid_request", Status: http.StatusBadRequest, Message: "the request is malformed"}
@@ -53,6 +54,7 @@ var (
 	NotFound            = &Error{Code: "not_found", Status: http.StatusNotFound, Message: "not found"}
 	IdempotencyConflict = &Error{Code: "idempotency_conflict", Status: http.StatusConflict, Message: "this Idempotency-Key was used with a different request body"}
 	NotCancellable      = &Error{Code: "not_cancellable", Status: http.StatusConflict, Message: "only scheduled, queued or retrying notifications can be cancelled"}
+	LimitReached        = &Error{Code: "limit_reached", Status: http.StatusConflict, Message: "a limit on the number of these resources is reached"}
 	RateLimited         = &Error{Code: "rate_limited", Status: http.StatusTooManyRequests, Message: "too many requests"}
 	MethodNotAllowed    = &Error{Code: "invalid_request", Status: http.StatusMethodNotAllowed, Message: "method not allowed"}
 	// PayloadTooLarge is a body over a route's limit: the request is malformed (invalid_request), and its
@@ -70,7 +72,7 @@ var catalogue = map[string]*Error{}
 
 func init() {
 	for _, e := range []*Error{Unauthorized, InvalidRequest, MessageTooLong, PhoneUnverified, QueueError, NotFound,
-		IdempotencyConflict, NotCancellable, RateLimited, Internal, Unavailable} {
+		IdempotencyConflict, NotCancellable, LimitReached, RateLimited, Internal, Unavailable} {
 		catalogue[e.Code] = e
 	}
 }

@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -14,6 +15,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/heraldhq/herald/internal/signing"
 )
 
 func TestWorkersScaleWithKEDAOnLagOfBothTopicsOrWithAnHPANeverBoth(t *testing.T) {
@@ -162,7 +165,8 @@ func TestEveryPodIsHardenedProbedAndBounded(t *testing.T) {
 
 func TestSecretsComeFromExistingSecretsOrTheChartMadeOne(t *testing.T) {
 	secretVars := map[string]bool{"HERALD_DATABASE_URL": true, "HERALD_KAFKA_BROKERS": true,
-		"HERALD_MESSENGER_BOT_TOKEN": true, "HERALD_WEBHOOK_SECRET": true, "HERALD_PHONE_HASH_KEY": true}
+		"HERALD_MESSENGER_BOT_TOKEN": true, "HERALD_WEBHOOK_SECRET": true, "HERALD_PHONE_HASH_KEY": true,
+		"HERALD_CALLBACK_SECRET_KEY": true}
 	for _, vs := range valueSets {
 		t.Run(vs.name, func(t *testing.T) {
 			objs := objects(t, render(t, vs))
@@ -377,4 +381,33 @@ func TestSyncScriptFindsNoDrift(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("hack/sync-chart-crds.sh check: %v\n%s", err, out)
 	}
+}
+
+// The callback senders reach the tenants' endpoints (callbacks.egress) when egress is restricted, and
+// nothing else gets those rules; the chart-made callback secret key is one herald accepts.
+func TestCallbackSendersHaveTheirEgressAndAValidKey(t *testing.T) {
+	objs := objects(t, render(t, valueSet{"full", "ci/full-values.yaml"}))
+	for _, np := range ofKind(objs, "NetworkPolicy") {
+		egress, _, _ := unstructured.NestedSlice(np.Object, "spec", "egress")
+		has8443 := strings.Contains(fmt.Sprint(egress), "8443")
+		if callbacks := strings.HasSuffix(np.GetName(), "-callbacks"); callbacks != has8443 {
+			t.Errorf("NetworkPolicy %s: callbacks.egress present %v, want %v", np.GetName(), has8443, callbacks)
+		}
+	}
+	for _, s := range ofKind(objects(t, render(t, valueSet{"defaults", ""})), "Secret") {
+		data, _, _ := unstructured.NestedStringMap(s.Object, "data")
+		v, ok := data["callback-secret-key"]
+		if !ok {
+			continue
+		}
+		raw, err := base64.StdEncoding.DecodeString(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := signing.ParseKey(string(raw)); err != nil {
+			t.Errorf("the generated callback-secret-key %v", err)
+		}
+		return
+	}
+	t.Error("the defaults make no callback-secret-key")
 }

@@ -138,7 +138,7 @@ func TestChartPassesOnlyFlagsAndVariablesTheBinaryAccepts(t *testing.T) {
 			}
 		})
 	}
-	for _, sub := range []string{"operator", "ingress", "webhook", "worker", "migrate"} {
+	for _, sub := range []string{"operator", "ingress", "webhook", "worker", "callbacks", "migrate"} {
 		if !seen[sub] {
 			t.Errorf("no value set renders a container running herald %s", sub)
 		}
@@ -164,7 +164,7 @@ func TestChartPassesEverySettingASubcommandReads(t *testing.T) {
 			chartVars[v] = true
 		}
 	}
-	for _, sub := range []string{"operator", "ingress", "webhook", "worker", "migrate"} {
+	for _, sub := range []string{"operator", "ingress", "webhook", "worker", "callbacks", "migrate"} {
 		h, err := helpOf(bin, sub)
 		if err != nil {
 			t.Error(err)

@@ -22,6 +22,9 @@ import (
 	"time"
 
 	"github.com/alecthomas/kong"
+
+	"github.com/heraldhq/herald/internal/egress"
+	"github.com/heraldhq/herald/internal/signing"
 )
 
 // A tag `dev:"…"` says what an empty value means under `herald dev`; docs/configuration.md shows it.
@@ -289,6 +292,55 @@ func (c *Retention) check(p *problems) {
 	}
 }
 
+// CallbackKey seals the secrets of status callback endpoints in PostgreSQL (internal/signing): the
+// ingress seals them, the callback sender opens them.
+type CallbackKey struct {
+	CallbackSecretKey string `name:"callback-secret-key" env:"HERALD_CALLBACK_SECRET_KEY" placeholder:"KEY" dev:"generated, kept in --data-dir" help:"key that seals the signing secrets of callback endpoints in PostgreSQL: the standard base64 of 32 random bytes (openssl rand -base64 32)"`
+}
+
+func (c *CallbackKey) check(p *problems) {
+	// Never quote the value: it is a secret.
+	if _, err := signing.ParseKey(c.CallbackSecretKey); err != nil {
+		p.add(&c.CallbackSecretKey, "%v", err)
+	}
+}
+
+// Key is the parsed key; call it after the check passed.
+func (c *CallbackKey) Key() *signing.Key {
+	k, err := signing.ParseKey(c.CallbackSecretKey)
+	if err != nil {
+		panic("config: CallbackKey used unchecked")
+	}
+	return k
+}
+
+// CallbackPolicy says where status callbacks may go (internal/egress): the ingress checks URLs with it,
+// the sender every connection. herald dev turns both on (its receiver is the simulator on 127.0.0.1).
+type CallbackPolicy struct {
+	CallbackAllowInsecure bool `name:"callback-allow-insecure" env:"HERALD_CALLBACK_ALLOW_INSECURE" default:"${callback_allow=false}" help:"accept and call http:// callback URLs, not only https://"`
+	CallbackAllowPrivate  bool `name:"callback-allow-private" env:"HERALD_CALLBACK_ALLOW_PRIVATE" default:"${callback_allow=false}" help:"let callbacks reach loopback, private, link-local and unspecified addresses (cloud metadata addresses stay refused)"`
+}
+
+// Policy is the settings as internal/egress takes them.
+func (c *CallbackPolicy) Policy() egress.Policy {
+	return egress.Policy{AllowInsecure: c.CallbackAllowInsecure, AllowPrivate: c.CallbackAllowPrivate}
+}
+
+// CallbackSending tunes the callback sender.
+type CallbackSending struct {
+	CallbackConcurrency         int `name:"callback-concurrency" env:"HERALD_CALLBACK_CONCURRENCY" default:"256" help:"callback attempts in flight per sender"`
+	CallbackEndpointConcurrency int `name:"callback-endpoint-concurrency" env:"HERALD_CALLBACK_ENDPOINT_CONCURRENCY" default:"8" help:"callback attempts in flight per endpoint, across senders: a slow endpoint holds at most this many"`
+}
+
+func (c *CallbackSending) check(p *problems) {
+	if c.CallbackConcurrency < 1 || c.CallbackConcurrency > 10000 {
+		p.add(&c.CallbackConcurrency, "must be 1..10000")
+	}
+	if c.CallbackEndpointConcurrency < 1 || c.CallbackEndpointConcurrency > c.CallbackConcurrency {
+		p.add(&c.CallbackEndpointConcurrency, "must be at least 1 and at most %s", "HERALD_CALLBACK_CONCURRENCY")
+	}
+}
+
 // Log is how every component logs.
 type Log struct {
 	LogLevel string `name:"log-level" env:"HERALD_LOG_LEVEL" default:"info" help:"log level: debug, info, warn, error"`
@@ -340,6 +392,8 @@ type Ingress struct {
 	Proxies
 	DeepLinks
 	TenantDefaults
+	CallbackKey
+	CallbackPolicy
 	Log
 }
 
@@ -352,6 +406,7 @@ func (c *Ingress) check(p *problems) {
 	c.Proxies.check(p)
 	c.DeepLinks.check(p)
 	c.TenantDefaults.check(p)
+	c.CallbackKey.check(p)
 	c.Log.check(p)
 }
 
@@ -429,6 +484,26 @@ func (c *Worker) check(p *problems) {
 	c.Log.check(p)
 }
 
+// Callbacks is `herald callbacks`, the sender of status callbacks.
+type Callbacks struct {
+	Database
+	HTTP
+	Metrics
+	CallbackKey
+	CallbackPolicy
+	CallbackSending
+	Log
+}
+
+func (c *Callbacks) check(p *problems) {
+	c.Database.check(p)
+	c.HTTP.check(p)
+	c.Metrics.check(p, &c.HTTP)
+	c.CallbackKey.check(p)
+	c.CallbackSending.check(p)
+	c.Log.check(p)
+}
+
 // Operator is `herald operator`. Its own settings are the fields below; a new one is a field with its
 // tags here, a rule in check when a value can be wrong, and a line where cmd/herald/operator.go fills
 // operator.Options.
@@ -475,8 +550,10 @@ type Dev struct {
 	RateLimit
 	TenantDefaults
 	Retention
-	DataDir string `name:"data-dir" env:"HERALD_DEV_DATA_DIR" default:".dev" help:"where the private PostgreSQL and the generated secrets are kept between runs"`
-	Log     `set:"log_format=text"`
+	CallbackKey
+	CallbackPolicy `set:"callback_allow=true"`
+	DataDir        string `name:"data-dir" env:"HERALD_DEV_DATA_DIR" default:".dev" help:"where the private PostgreSQL and the generated secrets are kept between runs"`
+	Log            `set:"log_format=text"`
 }
 
 func (c *Dev) check(p *problems) {
@@ -498,6 +575,9 @@ func (c *Dev) check(p *problems) {
 	}
 	if c.PhoneHashKey != "" {
 		c.UpdateHandling.checkPhoneHashKey(p)
+	}
+	if c.CallbackSecretKey != "" {
+		c.CallbackKey.check(p)
 	}
 	// A real platform needs a real bot; the simulator brings its own.
 	if c.MessengerAPIURL != "" {

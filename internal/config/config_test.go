@@ -19,6 +19,7 @@ type grammar struct {
 	Webhook  struct{ Webhook }       `cmd:""`
 	SetURL   struct{ WebhookSetURL } `cmd:"" name:"set-url"`
 	Worker   struct{ Worker }        `cmd:""`
+	Callback struct{ Callbacks }     `cmd:"" name:"callbacks"`
 	Operator struct{ Operator }      `cmd:""`
 	Migrate  struct{ Migrate }       `cmd:""`
 	Dev      struct{ Dev }           `cmd:""`
@@ -68,6 +69,8 @@ func TestVariableNamesAreTheContract(t *testing.T) {
 	})
 	slices.Sort(got)
 	want := []string{
+		"HERALD_CALLBACK_ALLOW_INSECURE", "HERALD_CALLBACK_ALLOW_PRIVATE", "HERALD_CALLBACK_CONCURRENCY",
+		"HERALD_CALLBACK_ENDPOINT_CONCURRENCY", "HERALD_CALLBACK_SECRET_KEY",
 		"HERALD_DATABASE_URL", "HERALD_DEEP_LINK_BASE", "HERALD_DEV_ADMINS", "HERALD_DEV_DATA_DIR", "HERALD_HTTP_ADDR",
 		"HERALD_KAFKA_BROKERS", "HERALD_KAFKA_TOPIC_PREFIX", "HERALD_LEADER_ELECT", "HERALD_LEADER_ELECTION_NAMESPACE",
 		"HERALD_LOG_FORMAT", "HERALD_LOG_LEVEL", "HERALD_MESSENGER_API_URL", "HERALD_MESSENGER_BOT_TOKEN",
@@ -238,6 +241,64 @@ func TestDevChecksOnlyWhatIsGivenAndHasItsOwnDefaults(t *testing.T) {
 		if !strings.Contains(msg, want) {
 			t.Errorf("a real platform needs a real bot, and a given key is checked: %s missing from\n%s", want, msg)
 		}
+	}
+}
+
+// The callback key seals every endpoint's secret: the components that seal or open secrets refuse to start
+// without a well-formed one, and never quote it. herald dev generates one and allows http:// and private
+// addresses (its receiver is the simulator on 127.0.0.1); nothing else does unless told.
+func TestCallbackSettings(t *testing.T) {
+	unsetenv(t, "HERALD_CALLBACK_SECRET_KEY")
+	key := "0DWOf8Sl5yhEBDaqE1T0mhK7G8EH5lbSQ2f06vZAUVs="
+	for _, command := range []string{"ingress", "callbacks"} {
+		args := []string{command, "--database-url", "postgres://u@h/db", "--kafka-brokers", "k:9092", "--messenger-bot-username", "bot"}
+		if command == "callbacks" {
+			args = args[:3]
+		}
+		_, err := parse(t, args...)
+		if msg := problemsOf(t, err); !strings.Contains(msg, "HERALD_CALLBACK_SECRET_KEY (--callback-secret-key): must be the standard base64 of 32 random bytes") {
+			t.Errorf("%s without a key:\n%s", command, msg)
+		}
+		_, err = parse(t, append(args, "--callback-secret-key", "not-a-key-but-a-secret-all-the-same")...)
+		if msg := problemsOf(t, err); strings.Contains(msg, "not-a-key") {
+			t.Errorf("%s quotes the key:\n%s", command, msg)
+		}
+		g, err := parse(t, append(args, "--callback-secret-key", key)...)
+		if err != nil {
+			t.Fatalf("%s with a key: %v", command, err)
+		}
+		p := g.Ingress.Policy()
+		if command == "callbacks" {
+			p = g.Callback.Policy()
+			if g.Callback.CallbackConcurrency != 256 || g.Callback.CallbackEndpointConcurrency != 8 {
+				t.Errorf("callbacks defaults: %+v", g.Callback.CallbackSending)
+			}
+		}
+		if p.AllowInsecure || p.AllowPrivate {
+			t.Errorf("%s allows http or private addresses by default: %+v", command, p)
+		}
+	}
+	_, err := parse(t, "callbacks", "--database-url", "postgres://u@h/db", "--callback-secret-key", key,
+		"--callback-concurrency", "4", "--callback-endpoint-concurrency", "5")
+	if msg := problemsOf(t, err); !strings.Contains(msg, "HERALD_CALLBACK_ENDPOINT_CONCURRENCY") {
+		t.Errorf("an endpoint may not take more than the sender: %s", msg)
+	}
+	for _, env := range []string{"HERALD_DATABASE_URL", "HERALD_KAFKA_BROKERS", "HERALD_WEBHOOK_SECRET", "HERALD_PHONE_HASH_KEY",
+		"HERALD_MESSENGER_API_URL", "HERALD_MESSENGER_BOT_TOKEN", "HERALD_MESSENGER_BOT_USERNAME", "HERALD_CALLBACK_ALLOW_PRIVATE"} {
+		unsetenv(t, env)
+	}
+	g, err := parse(t, "dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := g.Dev.Policy(); !p.AllowInsecure || !p.AllowPrivate {
+		t.Errorf("dev policy %+v, want both allowed", p)
+	}
+	if g, err := parse(t, "dev", "--callback-allow-private=false"); err != nil || g.Dev.Policy().AllowPrivate {
+		t.Errorf("dev --callback-allow-private=false: %+v %v", g.Dev.Policy(), err)
+	}
+	if _, err := parse(t, "dev", "--callback-secret-key", "short"); !strings.Contains(problemsOf(t, err), "HERALD_CALLBACK_SECRET_KEY") {
+		t.Error("dev does not check a key it is given")
 	}
 }
 

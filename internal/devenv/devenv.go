@@ -1,7 +1,7 @@
 // Package devenv is `herald dev`: the whole gateway in one process for a laptop. The tenant API, the
-// webhook and the messenger simulator share one listen address; a delivery worker runs beside them; a
-// private PostgreSQL (kept in the data directory between runs) and an embedded Kafka broker stand in for
-// the real ones unless their URLs are given.
+// webhook and the messenger simulator (with its callback receiver) share one listen address; a delivery
+// worker and the callback sender run beside them; a private PostgreSQL (kept in the data directory between
+// runs) and an embedded Kafka broker stand in for the real ones unless their URLs are given.
 package devenv
 
 import (
@@ -19,12 +19,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/heraldhq/herald/internal/apikey"
+	"github.com/heraldhq/herald/internal/callback"
 	"github.com/heraldhq/herald/internal/console"
 	"github.com/heraldhq/herald/internal/delivery"
+	"github.com/heraldhq/herald/internal/egress"
 	"github.com/heraldhq/herald/internal/ingress"
 	"github.com/heraldhq/herald/internal/kafkatest"
 	"github.com/heraldhq/herald/internal/messenger"
@@ -33,6 +36,7 @@ import (
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/retention"
 	"github.com/heraldhq/herald/internal/server"
+	"github.com/heraldhq/herald/internal/signing"
 	"github.com/heraldhq/herald/internal/sim"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/updates"
@@ -51,7 +55,12 @@ type Options struct {
 	DeepLinkBase    string
 	WebhookSecret   string // empty: generated and kept in secrets.json
 	PhoneHashKey    string // empty: generated and kept in secrets.json
-	RateLimit       float64
+	// CallbackSecretKey seals the callback endpoints' secrets; empty: generated and kept in secrets.json.
+	CallbackSecretKey string
+	// CallbackPolicy: herald dev allows http:// and private addresses, so that callbacks can reach the
+	// simulator's receiver on 127.0.0.1.
+	CallbackPolicy egress.Policy
+	RateLimit      float64
 	// TenantSendsPerSecond and TenantRequestsPerSecond are the default tenant limits.
 	TenantSendsPerSecond    float64
 	TenantRequestsPerSecond float64
@@ -65,7 +74,9 @@ type Options struct {
 type secrets struct {
 	WebhookSecret string `json:"webhook_secret"`
 	PhoneHashKey  string `json:"phone_hash_key"`
-	DemoKey       string `json:"demo_key,omitempty"`
+	// CallbackSecretKey was added later: a secrets.json without it gets one, the rest unchanged.
+	CallbackSecretKey string `json:"callback_secret_key"`
+	DemoKey           string `json:"demo_key,omitempty"`
 }
 
 // Run starts everything and blocks until ctx is done, then stops it all cleanly.
@@ -91,6 +102,13 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if o.PhoneHashKey == "" {
 		o.PhoneHashKey = sec.PhoneHashKey
+	}
+	if o.CallbackSecretKey == "" {
+		o.CallbackSecretKey = sec.CallbackSecretKey
+	}
+	callbackKey, err := signing.ParseKey(o.CallbackSecretKey)
+	if err != nil {
+		return fmt.Errorf("HERALD_CALLBACK_SECRET_KEY %w", err)
 	}
 
 	// PostgreSQL.
@@ -152,7 +170,8 @@ func Run(ctx context.Context, o Options) error {
 	var simulator *sim.Server
 	polling := o.MessengerAPIURL != ""
 	if !polling {
-		simulator = sim.New(sim.Options{Token: o.BotToken, BotUsername: o.BotUsername, GlobalRate: o.RateLimit, Logger: log.With("component", "sim")})
+		simulator = sim.New(sim.Options{Token: o.BotToken, BotUsername: o.BotUsername, GlobalRate: o.RateLimit, Logger: log.With("component", "sim"),
+			CallbackSecrets: receiverSecrets(st, callbackKey)})
 		defer simulator.Close()
 		o.BotToken, o.BotUsername, o.MessengerAPIURL = simulator.Token(), simulator.BotUsername(), base
 		router.Handle("/bot*", simulator)
@@ -164,7 +183,8 @@ func Run(ctx context.Context, o Options) error {
 	ob := outbox.New(st, producer, outbox.Options{Logger: log})
 	defer ob.Close()
 	api := ingress.New(st, ob, log.With("component", "ingress"), ingress.Options{DeepLinkBase: o.DeepLinkBase, BotUsername: o.BotUsername,
-		SendsPerSecond: o.TenantSendsPerSecond, RequestsPerSecond: o.TenantRequestsPerSecond})
+		SendsPerSecond: o.TenantSendsPerSecond, RequestsPerSecond: o.TenantRequestsPerSecond,
+		CallbackKey: callbackKey, CallbackPolicy: o.CallbackPolicy})
 	api.Routes(router)
 	receiver := updates.New(st, ob, updates.Options{
 		Secret: o.WebhookSecret, PhoneHashKey: []byte(o.PhoneHashKey), DevAdmins: o.DevAdmins, Logger: log.With("component", "webhook")})
@@ -173,6 +193,12 @@ func Run(ctx context.Context, o Options) error {
 
 	worker, err := delivery.New(delivery.Options{Store: st, Sender: client, Brokers: o.KafkaBrokers, TopicPrefix: o.TopicPrefix,
 		Outbox: ob, Logger: log.With("component", "worker"), RateLimit: o.RateLimit})
+	if err != nil {
+		return err
+	}
+
+	callbacks, err := callback.New(callback.Options{Store: st, Key: callbackKey, Policy: o.CallbackPolicy,
+		Logger: log.With("component", "callbacks"), PollInterval: 200 * time.Millisecond, GracePeriod: 5 * time.Second})
 	if err != nil {
 		return err
 	}
@@ -198,6 +224,7 @@ func Run(ctx context.Context, o Options) error {
 		return nil
 	})
 	g.Go(func() error { return worker.Run(gctx) })
+	g.Go(func() error { return callbacks.Run(gctx) })
 	g.Go(func() error {
 		if polling {
 			// A real bot without a public URL: long-poll its updates.
@@ -263,11 +290,40 @@ func loadSecrets(path string) (secrets, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return s, err
 	}
-	if s.WebhookSecret == "" || s.PhoneHashKey == "" {
-		s.WebhookSecret, s.PhoneHashKey = randomString(32), randomString(32)
+	changed := false
+	for _, v := range []*string{&s.WebhookSecret, &s.PhoneHashKey} {
+		if *v == "" {
+			*v, changed = randomString(32), true
+		}
+	}
+	if s.CallbackSecretKey == "" {
+		s.CallbackSecretKey, changed = signing.GenerateKey(), true
+	}
+	if changed {
 		return s, saveSecrets(path, s)
 	}
 	return s, nil
+}
+
+// receiverPath is where the simulator takes callbacks.
+const receiverPath = "/sim/callbacks"
+
+// receiverSecrets gives the simulator's callback receiver the secrets of every endpoint that points at it,
+// so that GET /sim/callbacks shows whether each signature verifies.
+func receiverSecrets(st *store.Store, key *signing.Key) func(ctx context.Context) ([]signing.Secret, error) {
+	return func(ctx context.Context) ([]signing.Secret, error) {
+		sealed, err := st.CallbackSecretsByURL(ctx, "%"+receiverPath)
+		if err != nil {
+			return nil, err
+		}
+		var out []signing.Secret
+		for _, s := range sealed {
+			if sec, err := key.Open(s.Sealed, s.EndpointID); err == nil {
+				out = append(out, sec)
+			}
+		}
+		return out, nil
+	}
 }
 
 func saveSecrets(path string, s secrets) error {

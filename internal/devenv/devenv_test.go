@@ -2,6 +2,7 @@ package devenv_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/devenv"
+	"github.com/heraldhq/herald/internal/egress"
 	"github.com/heraldhq/herald/internal/pglocal"
 	"github.com/heraldhq/herald/internal/pgtest"
 	"github.com/heraldhq/herald/internal/store"
@@ -63,6 +65,7 @@ func TestDevRunsThePrintedWalkthrough(t *testing.T) {
 		regexp.MustCompile(`"user_id":\s*"alice",\s*"status":\s*"verified"`),                                // read right after the share
 		regexp.MustCompile(`"status":\s*"delivered"`),                                                       // the loop waited for the end
 		regexp.MustCompile(`(?m)^A message from Demo App\nYour order has shipped$`),
+		regexp.MustCompile(`\{"type":"ping","verified":true,"webhook_id":"msg_`), // step 6: a signed ping arrived
 	} {
 		if !want.Match(out) {
 			t.Errorf("the walkthrough's output has no %s:\n%s", want, out)
@@ -241,8 +244,10 @@ func startDev(t *testing.T, dir string) *dev {
 // startDevWith starts herald dev with o on a free loopback port, the embedded broker and the simulator.
 func startDevWith(t *testing.T, o devenv.Options) *dev {
 	t.Helper()
-	// Port 0: the walkthrough says which port it got.
-	addr := "127.0.0.1:0"
+	// Port 0 unless the caller names one: the walkthrough says which port it got.
+	addr := cmp.Or(o.HTTPAddr, "127.0.0.1:0")
+	// As herald dev's configuration does: its callbacks go to the simulator's receiver on 127.0.0.1.
+	o.CallbackPolicy = egress.Policy{AllowInsecure: true, AllowPrivate: true}
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
 	done := make(chan error, 1)
@@ -280,4 +285,73 @@ func startDevWith(t *testing.T, o devenv.Options) *dev {
 			t.Error("herald dev did not stop within 40 s")
 		}
 	}}
+}
+
+// Callbacks in herald dev: with the simulator's receiver registered first, every event of the tour arrives
+// once, signed with the endpoint's secret; after a restart on the same data directory (and address: the
+// endpoint's URL names it) the callback key was kept, so the endpoint's secret still opens and signs a ping.
+func TestDevCallbacksArriveSignedAndSurviveARestart(t *testing.T) {
+	dir := t.TempDir()
+	d := startDev(t, dir)
+	eventually := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	sim := func(base, path, body string) map[string]any {
+		t.Helper()
+		var res *http.Response
+		var err error
+		if body == "" {
+			res, err = http.Get(base + path)
+		} else {
+			res, err = http.Post(base+path, "application/json", strings.NewReader(body))
+		}
+		if err != nil || res.StatusCode != 200 {
+			t.Fatalf("%s: %v %v", path, res, err)
+		}
+		defer res.Body.Close()
+		var m map[string]any
+		if err := json.NewDecoder(res.Body).Decode(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	endpoint := d.do(t, "POST", "/v1/callbacks", `{"url":"`+d.base+`/sim/callbacks"}`)["id"].(string)
+	link := d.do(t, "POST", "/v1/link-token", `{"user_id":"alice"}`)["deep_link"].(string)
+	sim(d.base, "/sim/users/1001/open-link", `{"url":"`+link+`"}`)
+	d.do(t, "POST", "/v1/phone-verification/start", `{"user_id":"alice"}`)
+	sim(d.base, "/sim/users/1001/share-contact", `{"phone_number":"15551234567"}`)
+	id := d.do(t, "POST", "/v1/send", `{"user_id":"alice","message":"Your order has shipped"}`)["tracking_id"].(string)
+	eventually("delivery", func() bool { return d.do(t, "GET", "/v1/status/"+id, "")["status"] == "delivered" })
+	callbacks := func(base string) map[string]int {
+		verified := map[string]int{}
+		for _, c := range sim(base, "/sim/callbacks", "")["callbacks"].([]any) {
+			m := c.(map[string]any)
+			if m["verified"] != true {
+				t.Errorf("a callback did not verify: %v", m)
+			}
+			verified[m["type"].(string)]++
+		}
+		return verified
+	}
+	eventually("the callbacks", func() bool { return len(callbacks(d.base)) == 3 })
+	if got := callbacks(d.base); got["user.linked"] != 1 || got["user.verified"] != 1 || got["notification.delivered"] != 1 {
+		t.Errorf("callbacks received: %v", got)
+	}
+	d.stop()
+
+	d2 := startDevWith(t, devenv.Options{DataDir: dir, HTTPAddr: strings.TrimPrefix(d.base, "http://")})
+	defer d2.stop()
+	req, _ := http.NewRequest("POST", d2.base+"/v1/callbacks/"+endpoint+"/test", nil)
+	req.Header.Set("Authorization", "Bearer "+d2.key)
+	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != http.StatusAccepted {
+		t.Fatalf("test ping: %v %v", res, err)
+	}
+	eventually("the ping", func() bool { return callbacks(d2.base)["ping"] == 1 })
 }

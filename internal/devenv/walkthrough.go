@@ -64,6 +64,13 @@ func printWalkthrough(w io.Writer, t walkthrough) {
 		p("")
 		p("  # 5. What the user's chat received:")
 		p("  curl -s $HERALD/sim/chats/1001/messages | jq -r '.messages[].text'")
+		p("")
+		p("  # 6. Status callbacks: the simulator plays your receiver. Register it, ping it, send again, and watch")
+		p("  #    the signed events arrive (verified: the signature checks out with the endpoint's secret):")
+		p("  CB=$(curl -s \"${auth[@]}\" -d \"{\\\"url\\\":\\\"$HERALD/sim/callbacks\\\"}\" $HERALD/v1/callbacks | jq -r .id)")
+		p("  curl -s \"${auth[@]}\" -X POST $HERALD/v1/callbacks/$CB/test")
+		p("  curl -s \"${auth[@]}\" -d '{\"user_id\":\"alice\",\"message\":\"And another\"}' $HERALD/v1/send")
+		p("  sleep 2; curl -s $HERALD/sim/callbacks | jq -c '.callbacks[] | {type, verified, webhook_id}'")
 	}
 	p("")
 	_, _ = io.WriteString(w, b.String())

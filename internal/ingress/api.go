@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/apierror"
+	"github.com/heraldhq/herald/internal/egress"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/ratelimit"
 	"github.com/heraldhq/herald/internal/server"
+	"github.com/heraldhq/herald/internal/signing"
 	"github.com/heraldhq/herald/internal/store"
 )
 
@@ -38,6 +40,11 @@ type Options struct {
 	// may be 100 times a send's (MaxBatchBodyBytes); DefaultMaxInFlightBatches when zero. Past it: 503 with
 	// Retry-After, as past MaxInFlight.
 	MaxInFlightBatches int
+	// CallbackKey seals the secrets of status callback endpoints (HERALD_CALLBACK_SECRET_KEY); without it
+	// the routes that make a secret answer 503.
+	CallbackKey *signing.Key
+	// CallbackPolicy decides which endpoint URLs are accepted.
+	CallbackPolicy egress.Policy
 }
 
 // DefaultMaxInFlightBatches bounds what batch bodies in flight may hold to about 400 MiB at worst (64 ×

@@ -19,6 +19,7 @@ import (
 	"github.com/heraldhq/herald/internal/pgtest"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
+	"github.com/heraldhq/herald/internal/signing"
 	"github.com/heraldhq/herald/internal/store"
 )
 
@@ -33,7 +34,8 @@ type env struct {
 	broker *kafkatest.Broker
 	srv    *httptest.Server
 	api    *ingress.API
-	logs   *logBuffer // what the API logged
+	logs   *logBuffer   // what the API logged
+	key    *signing.Key // seals the callback secrets
 }
 
 // logBuffer collects log output for assertions.
@@ -70,7 +72,11 @@ func newEnvWith(t *testing.T, opts func(*ingress.Options)) *env {
 	logger := slog.New(slog.NewTextHandler(logs, nil))
 	ob := outbox.New(st, p, outbox.Options{Logger: logger})
 	t.Cleanup(ob.Close)
-	o := ingress.Options{DeepLinkBase: "https://t.me", BotUsername: "herald_test_bot", AuthCacheTTL: 500 * time.Millisecond}
+	key, err := signing.ParseKey(signing.GenerateKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := ingress.Options{DeepLinkBase: "https://t.me", BotUsername: "herald_test_bot", AuthCacheTTL: 500 * time.Millisecond, CallbackKey: key}
 	if opts != nil {
 		opts(&o)
 	}
@@ -79,7 +85,7 @@ func newEnvWith(t *testing.T, opts func(*ingress.Options)) *env {
 	api.Routes(r)
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
-	return &env{t: t, st: st, broker: b, srv: srv, api: api, logs: logs}
+	return &env{t: t, st: st, broker: b, srv: srv, api: api, logs: logs, key: key}
 }
 
 // tenant creates a tenant and returns a key for it (label nil: the developer name brands).
@@ -223,3 +229,10 @@ func (e *env) envelopes(topic string) []queue.Envelope {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func (e *env) exec(sql string, args ...any) {
+	e.t.Helper()
+	if _, err := e.st.Pool().Exec(context.Background(), sql, args...); err != nil {
+		e.t.Fatalf("%s: %v", sql, err)
+	}
+}

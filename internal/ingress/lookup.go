@@ -6,29 +6,25 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/heraldhq/herald/internal/apierror"
+	"github.com/heraldhq/herald/internal/resource"
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/store"
 )
 
 var writeJSON = server.WriteJSON
 
-// timestamp renders times as RFC 3339 in UTC with millisecond precision.
-func timestamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+// timestamp and optionalTimestamp render times as every resource does.
+var (
+	timestamp         = resource.Timestamp
+	optionalTimestamp = resource.OptionalTimestamp
+)
 
-func optionalTimestamp(t *time.Time) *string {
-	if t == nil {
-		return nil
-	}
-	s := timestamp(*t)
-	return &s
-}
-
-// status is GET /v1/status/{tracking_id}: the Notification resource.
+// status is GET /v1/status/{tracking_id}. A malformed id cannot name a notification, so it is not_found
+// like an unknown one or another tenant's.
 func (a *API) status(w http.ResponseWriter, r *http.Request) error {
 	id, ok := trackingIDParam(chi.URLParam(r, "tracking_id"))
 	if !ok {
@@ -41,7 +37,7 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, notificationJSON(v))
+	writeJSON(w, http.StatusOK, resource.NewNotification(v))
 	return nil
 }
 

@@ -12,42 +12,9 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/heraldhq/herald/internal/apierror"
+	"github.com/heraldhq/herald/internal/resource"
 	"github.com/heraldhq/herald/internal/store"
 )
-
-// notificationResponse is the Notification resource: the spec's fields, then the v1 extensions' (§2).
-// Never the body.
-type notificationResponse struct {
-	TrackingID         string            `json:"tracking_id"`
-	UserID             string            `json:"user_id"`
-	Priority           int               `json:"priority"`
-	Status             string            `json:"status"`
-	Attempts           int               `json:"attempts"`
-	CreatedAt          string            `json:"created_at"`
-	UpdatedAt          string            `json:"updated_at"`
-	MessengerMessageID *string           `json:"messenger_message_id"`
-	LastErrorCode      int               `json:"last_error_code"`
-	LastErrorMessage   *string           `json:"last_error_message"`
-	Metadata           map[string]string `json:"metadata"`
-	SendAt             *string           `json:"send_at"`
-	ExpiresAt          *string           `json:"expires_at"`
-	DeliveredAt        *string           `json:"delivered_at"`
-	NextAttemptAt      *string           `json:"next_attempt_at"`
-}
-
-func notificationJSON(v store.NotificationView) notificationResponse {
-	metadata := v.Metadata
-	if metadata == nil {
-		metadata = map[string]string{} // {} when none, never null
-	}
-	return notificationResponse{
-		TrackingID: v.TrackingID, UserID: v.UserID, Priority: v.Priority, Status: string(v.Status), Attempts: v.Attempts,
-		CreatedAt: timestamp(v.CreatedAt), UpdatedAt: timestamp(v.UpdatedAt), MessengerMessageID: v.MessengerMessageID,
-		LastErrorCode: v.LastErrorCode, LastErrorMessage: v.LastErrorMessage, Metadata: metadata,
-		SendAt: optionalTimestamp(v.SendAt), ExpiresAt: optionalTimestamp(v.ExpiresAt),
-		DeliveredAt: optionalTimestamp(v.DeliveredAt), NextAttemptAt: optionalTimestamp(v.NextAttemptAt),
-	}
-}
 
 // cancelNotification is POST /v1/notifications/{tracking_id}/cancel: 200 with the notification, now
 // cancelled, or 409 not_cancellable naming the state it is in (delivering, or terminal).
@@ -66,13 +33,13 @@ func (a *API) cancelNotification(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
-	writeJSON(w, http.StatusOK, notificationJSON(v))
+	writeJSON(w, http.StatusOK, resource.NewNotification(v))
 	return nil
 }
 
 type listResponse struct {
-	Data       []notificationResponse `json:"data"`
-	NextCursor *string                `json:"next_cursor"`
+	Data       []resource.Notification `json:"data"`
+	NextCursor *string                 `json:"next_cursor"`
 }
 
 // listParams are the query parameters of GET /v1/notifications; any other is refused, as unknown body
@@ -90,9 +57,9 @@ func (a *API) listNotifications(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := listResponse{Data: make([]notificationResponse, len(page))}
+	out := listResponse{Data: make([]resource.Notification, len(page))}
 	for i, v := range page {
-		out.Data[i] = notificationJSON(v)
+		out.Data[i] = resource.NewNotification(v)
 	}
 	if next != nil {
 		c := next.Encode(f)

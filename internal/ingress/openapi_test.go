@@ -11,6 +11,8 @@ import (
 	"github.com/heraldhq/herald/internal/store"
 )
 
+const uuidLike = "00000000-0000-0000-0000-000000000000"
+
 // TestResponsesMatchTheOpenAPIDocument drives every /v1 operation through each documented outcome and
 // validates the real responses against docs/openapi.yaml.
 func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
@@ -106,6 +108,28 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 	check("DELETE", "/v1/users/{user_id}", e.do("DELETE", "/v1/users/u3", key, nil), 404)
 	check("DELETE", "/v1/users/{user_id}", e.do("DELETE", "/v1/users/u3", "", nil), 401)
 
+	cb := e.do("POST", "/v1/callbacks", key, map[string]any{"url": "https://hooks.example.com/herald", "events": []string{"notification.delivered", "ping"}})
+	check("POST", "/v1/callbacks", cb, 201)
+	cbID := cb.json(t)["id"].(string)
+	check("POST", "/v1/callbacks", e.do("POST", "/v1/callbacks", key, map[string]any{"url": "http://hooks.example.com/"}), 400)
+	check("POST", "/v1/callbacks", e.do("POST", "/v1/callbacks", "", nil), 401)
+	for i := 0; i < 4; i++ {
+		e.do("POST", "/v1/callbacks", key, map[string]any{"url": "https://hooks.example.com/" + strings.Repeat("x", i+1)})
+	}
+	check("POST", "/v1/callbacks", e.do("POST", "/v1/callbacks", key, map[string]any{"url": "https://hooks.example.com/six"}), 409)
+	e.exec(`UPDATE callback_endpoints SET last_success_at = now(), last_failure_at = now() WHERE id = $1`, cbID)
+	check("GET", "/v1/callbacks", e.do("GET", "/v1/callbacks", key, nil), 200)
+	check("GET", "/v1/callbacks", e.do("GET", "/v1/callbacks", "", nil), 401)
+	check("POST", "/v1/callbacks/{id}/rotate-secret", e.do("POST", "/v1/callbacks/"+cbID+"/rotate-secret", key, nil), 200)
+	check("POST", "/v1/callbacks/{id}/rotate-secret", e.do("POST", "/v1/callbacks/"+cbID+"/rotate-secret", "", nil), 401)
+	check("POST", "/v1/callbacks/{id}/rotate-secret", e.do("POST", "/v1/callbacks/nope/rotate-secret", key, nil), 404)
+	check("POST", "/v1/callbacks/{id}/test", e.do("POST", "/v1/callbacks/"+cbID+"/test", key, nil), 202)
+	check("POST", "/v1/callbacks/{id}/test", e.do("POST", "/v1/callbacks/"+cbID+"/test", "", nil), 401)
+	check("POST", "/v1/callbacks/{id}/test", e.do("POST", "/v1/callbacks/"+uuidLike+"/test", key, nil), 404)
+	check("DELETE", "/v1/callbacks/{id}", e.do("DELETE", "/v1/callbacks/"+cbID, key, nil), 204)
+	check("DELETE", "/v1/callbacks/{id}", e.do("DELETE", "/v1/callbacks/"+cbID, "", nil), 401)
+	check("DELETE", "/v1/callbacks/{id}", e.do("DELETE", "/v1/callbacks/"+cbID, key, nil), 404)
+
 	// Over the tenant's limits: sends, then every other route.
 	e.limit("acme", store.TenantLimits{SendsPerSecond: int32p(1), Burst: int32p(1), RequestsPerSecond: int32p(1)})
 	waitForLimits := func(method, path string, body any) response {
@@ -123,6 +147,7 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 	check("POST", "/v1/send/batch", waitForLimits("POST", "/v1/send/batch", map[string]any{"notifications": []any{map[string]any{"user_id": "u1", "message": "x"}}}), 429)
 	check("GET", "/v1/notifications", waitForLimits("GET", "/v1/notifications", nil), 429)
 	check("GET", "/v1/status/{tracking_id}", waitForLimits("GET", "/v1/status/"+id, nil), 429)
+	check("GET", "/v1/callbacks", waitForLimits("GET", "/v1/callbacks", nil), 429)
 	e.limit("acme", store.TenantLimits{})
 	time.Sleep(time.Second) // the cache's TTL: the default limits are back
 

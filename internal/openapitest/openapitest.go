@@ -122,6 +122,26 @@ func (d *Doc) ValidateResponse(method, path string, status int, contentType stri
 	return nil
 }
 
+// ValidateWebhook checks the body of a request Herald sends (a status callback) against the request body
+// schema of the document's webhook name.
+func (d *Doc) ValidateWebhook(name string, body []byte) error {
+	if _, ok := lookup(d.raw, "webhooks", name, "post", "requestBody", "content", "application/json", "schema"); !ok {
+		return fmt.Errorf("webhook %s is not in the OpenAPI document", name)
+	}
+	schema, err := d.schema("#/webhooks/" + escape(name) + "/post/requestBody/content/application~1json/schema")
+	if err != nil {
+		return err
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("webhook %s: body is not JSON: %v", name, err)
+	}
+	if err := schema.Validate(inst); err != nil {
+		return fmt.Errorf("webhook %s: body %s does not match the document: %v", name, body, err)
+	}
+	return nil
+}
+
 func (d *Doc) schema(pointer string) (*jsonschema.Schema, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -48,6 +48,7 @@ func (s *Server) routes() http.Handler {
 		s.Reset()
 		writeJSON(w, 200, map[string]bool{"ok": true})
 	})
+	s.callbackRoutes(mux)
 	mux.HandleFunc("/sim/", func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such simulator route; GET /sim lists them")
 	})
@@ -73,6 +74,8 @@ var help = map[string]any{
 		`GET  /sim/webhook, GET /sim/stats, POST /sim/reset`,
 		`GET|POST|DELETE /sim/faults {"latency_ms":50,"error_rate_5xx":0.1,"timeout_rate":0,"rate_429":0,"retry_after":1,"next_429":{"count":3,"retry_after":2},"next_5xx":1,"next_timeout":1}`,
 		`GET|POST /sim/limits {"global_rate":30,"global_burst":3,"per_chat_rate":1,"per_chat_burst":3,"tolerance":0.05}`,
+		`POST /sim/callbacks (a callback endpoint: register it with POST /v1/callbacks), GET|DELETE /sim/callbacks (what arrived, signatures verified)`,
+		`POST /sim/callbacks/secrets {"secret":"whsec_..."} (verify with it too), POST /sim/callbacks/fail {"count":3,"status":503}`,
 	},
 }
 

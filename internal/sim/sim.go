@@ -1,6 +1,7 @@
 // Package sim is the messenger simulator behind `herald sim` and `herald dev`: an HTTP server that speaks the
 // Bot API methods Herald uses, plays the platform's users through a control API under /sim/, enforces the
 // platform's rate limits and counts every violation, and injects faults (latency, 429s, 5xx, timeouts).
+// It also plays a tenant's endpoint for status callbacks (callbacks.go), verifying their signatures.
 //
 // Bot API:   POST {base}/bot{token}/{getMe|sendMessage|setWebhook|deleteWebhook|getWebhookInfo|getUpdates}
 // Control:   see routes() in control.go; every action is also a method of *Server for in-process tests.
@@ -24,6 +25,7 @@ import (
 
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/server"
+	"github.com/heraldhq/herald/internal/signing"
 )
 
 // Defaults of Options.
@@ -65,6 +67,11 @@ type Options struct {
 	// ActionWait bounds how long a control call that makes a user act (open-link, start, message,
 	// share-contact, an injected update) waits for the webhook's answer to the update; default 10 s.
 	ActionWait time.Duration
+
+	// CallbackSecrets gives the callback receiver (POST /sim/callbacks) the secrets it verifies signatures
+	// with, besides those registered through POST /sim/callbacks/secrets; herald dev reads the endpoints
+	// that point at the receiver.
+	CallbackSecrets func(ctx context.Context) ([]signing.Secret, error)
 
 	Logger *slog.Logger // default slog.Default()
 }
@@ -155,6 +162,8 @@ type Server struct {
 	webhook      webhookConfig
 	outcomes     outcomes // what became of the updates delivered to the webhook, the latest ones
 	pollSeq      int64    // identifies the newest getUpdates call; older ones end with 409
+
+	callbacks callbackState
 }
 
 type user struct {
@@ -299,9 +308,9 @@ func (s *Server) broadcastLocked() {
 	s.changed = make(chan struct{})
 }
 
-// Reset forgets users, chats, messages, pending updates, faults and statistics, and restores the limits of
-// the Options. The webhook stays set (it is the bot's configuration, not the world's), and update ids keep
-// increasing.
+// Reset forgets users, chats, messages, pending updates, faults, statistics and the callbacks received, and
+// restores the limits of the Options. The webhook and the callback secrets stay set (they are configuration,
+// not the world's state), and update ids keep increasing.
 func (s *Server) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -313,6 +322,7 @@ func (s *Server) Reset() {
 	s.stats = Stats{}
 	s.second, s.inSec = 0, 0
 	s.pending = nil
+	s.callbacks.received, s.callbacks.fail = nil, 0
 	s.broadcastLocked()
 	s.log.Info("simulator reset")
 }

@@ -141,9 +141,30 @@ type DeliveryResult struct {
 	Release bool
 }
 
+// finishUpdateSQL ends an attempt: the status write, guarded by the attempt number.
+const finishUpdateSQL = `
+	UPDATE notifications
+	SET status = $3,
+	    attempts = attempts - CASE WHEN $8 THEN 1 ELSE 0 END,
+	    messenger_message_id = COALESCE($4, messenger_message_id),
+	    last_error_code = CASE WHEN $8 THEN last_error_code ELSE $5 END,
+	    last_error_message = CASE WHEN $8 THEN last_error_message ELSE $6 END,
+	    next_attempt_at = CASE WHEN $3 = 'retrying' THEN now() + make_interval(secs => $7) END,
+	    delivered_at = CASE WHEN $3 = 'delivered' THEN now() END,
+	    lease_expires_at = NULL, published_at = NULL, updated_at = now()
+	WHERE tracking_id = $1 AND status = 'delivering' AND attempts = $2
+	RETURNING ` + notificationEventColumns
+
+// finishSQL is the status write with the callback events of a terminal state, in one statement; it returns
+// the number of notifications written (0 or 1).
+var finishSQL = `WITH changed AS (` + finishUpdateSQL + `),
+	` + notificationEvents("changed") + `
+	SELECT count(*) FROM changed`
+
 // FinishDelivery writes the result of the attempt d.Attempts. It reports false when the notification is
 // no longer delivering under that attempt (its lease ran out and another worker claimed it): the write is
-// then dropped, and the newer attempt's result will stand.
+// then dropped, and the newer attempt's result will stand. A terminal state records its callback events
+// (notification.<status>) for the tenant's subscribed endpoints in the same statement.
 func (s *Store) FinishDelivery(ctx context.Context, d Delivery, r DeliveryResult) (bool, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
@@ -154,37 +175,27 @@ func (s *Store) FinishDelivery(ctx context.Context, d Delivery, r DeliveryResult
 	if r.ErrorMessage != "" {
 		errMsg = &r.ErrorMessage
 	}
-	const update = `
-			UPDATE notifications
-			SET status = $3,
-			    attempts = attempts - CASE WHEN $8 THEN 1 ELSE 0 END,
-			    messenger_message_id = COALESCE($4, messenger_message_id),
-			    last_error_code = CASE WHEN $8 THEN last_error_code ELSE $5 END,
-			    last_error_message = CASE WHEN $8 THEN last_error_message ELSE $6 END,
-			    next_attempt_at = CASE WHEN $3 = 'retrying' THEN now() + make_interval(secs => $7) END,
-			    delivered_at = CASE WHEN $3 = 'delivered' THEN now() END,
-			    lease_expires_at = NULL, published_at = NULL, updated_at = now()
-			WHERE tracking_id = $1 AND status = 'delivering' AND attempts = $2`
 	args := []any{d.TrackingID, d.Attempts, r.Status, msgID, r.ErrorCode, errMsg, r.RetryIn.Seconds(), r.Release}
 	removeLink := r.RemoveLink && d.TenantID != "" && d.ChatID != 0
 	if !removeLink {
-		// The common case is one statement: no transaction, one round trip.
-		tag, err := s.pool.Exec(ctx, update, args...)
-		return err == nil && tag.RowsAffected() == 1, translate(err, "recording the delivery of "+d.TrackingID)
+		// The common case is one statement: no transaction, one round trip, the callback events included.
+		var n int
+		err := s.pool.QueryRow(ctx, finishSQL, args...).Scan(&n)
+		return err == nil && n == 1, translate(err, "recording the delivery of "+d.TrackingID)
 	}
 	updated := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, update, args...)
-		if err != nil {
+		var n int
+		if err := tx.QueryRow(ctx, finishSQL, args...).Scan(&n); err != nil {
 			return fmt.Errorf("updating status: %w", err)
 		}
-		updated = tag.RowsAffected() == 1
+		updated = n == 1
 		if !updated {
 			return nil
 		}
 		// Only the link the attempt used: if the user linked another account meanwhile, that link stands.
 		// A system message names no user, so every link of its tenant to the dead chat goes.
-		_, err = tx.Exec(ctx, `
+		_, err := tx.Exec(ctx, `
 			WITH gone AS (
 				DELETE FROM links WHERE tenant_id = $1 AND chat_id = $3 AND ($2 = '' OR user_id = $2)
 				RETURNING tenant_id, user_id)

@@ -59,10 +59,10 @@ type LinkResult struct {
 	Replaced bool
 }
 
-// RedeemLinkToken is the effect of a /start <token>: it consumes a valid, unexpired, unused token and
-// links its user to the sender, and inserts the reply built from the result (filled into *LinkResult when
-// ApplyUpdates returns). Of two concurrent redemptions of one token exactly one links: the second waits on
-// the token's row lock, then finds it used.
+// RedeemLinkToken is the effect of a /start <token>: it consumes a valid, unexpired, unused token, links
+// its user to the sender (recording the user.linked callback event), and inserts the reply built from the
+// result (filled into *LinkResult when ApplyUpdates returns). Of two concurrent redemptions of one token
+// exactly one links: the second waits on the token's row lock, then finds it used.
 func RedeemLinkToken(updateID int64, r Redemption, reply func(LinkResult) NewNotification) (*Effect, *LinkResult) {
 	var (
 		res      LinkResult
@@ -112,10 +112,15 @@ func RedeemLinkToken(updateID int64, r Redemption, reply func(LinkResult) NewNot
 			if res.Outcome != LinkLinked {
 				return []NewNotification{reply(res)}, nil
 			}
+			// The link and its user.linked callback event, in one statement.
 			b.Queue(`
-				INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ($1, $2, $3, $4)
-				ON CONFLICT (tenant_id, user_id) DO UPDATE
-				  SET messenger_user_id = EXCLUDED.messenger_user_id, chat_id = EXCLUDED.chat_id, linked_at = now()`,
+				WITH linked AS (
+					INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ($1, $2, $3, $4)
+					ON CONFLICT (tenant_id, user_id) DO UPDATE
+					  SET messenger_user_id = EXCLUDED.messenger_user_id, chat_id = EXCLUDED.chat_id, linked_at = now()
+					RETURNING tenant_id, user_id, linked_at AS at),
+				`+userEvents("linked", EventUserLinked)+`
+				SELECT count(*) FROM linked`,
 				res.TenantID, res.UserID, r.MessengerUserID, r.ChatID)
 			// A verification proves the phone of one messenger account; it does not carry over to another.
 			// (Two concurrent relinks of one user serialise on the link's row lock; each resets when the

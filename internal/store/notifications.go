@@ -483,3 +483,22 @@ func (s *Store) NotificationCreatedAt(ctx context.Context, trackingID string) (s
 // Producers use shorter timeouts (2 s); the window is what a concurrent duplicate of an idempotent send
 // waits for before it trusts the first request's outcome.
 const PublishWindow = 5 * time.Second
+
+// TenantNotifications reads the metadata of tenant notifications by tracking id, each with its tenant (the
+// payloads of callbacks); ids that name nothing (any more) are absent from the result.
+func (s *Store) TenantNotifications(ctx context.Context, trackingIDs []string) (map[string]TenantNotification, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `SELECT tenant_id, `+viewColumns+`
+		FROM notifications WHERE tracking_id = ANY ($1::uuid[]) AND kind = 'tenant'`, trackingIDs)
+	if err != nil {
+		return nil, translate(err, "reading notifications")
+	}
+	out := map[string]TenantNotification{}
+	var v TenantNotification
+	_, err = pgx.ForEachRow(rows, append([]any{&v.TenantID}, v.scanArgs()...), func() error {
+		out[v.TrackingID] = v
+		return nil
+	})
+	return out, translate(err, "reading notifications")
+}

@@ -59,6 +59,9 @@ type TenantPurge struct {
 	RevokedKeys     int64
 	Users           int64 // with their links, link tokens and phone verifications
 	IdempotencyKeys int64
+	// CallbackEndpoints were deleted with their secrets and their events: a Tenant re-created under the
+	// same name must not push its users' events to the URLs of the earlier one.
+	CallbackEndpoints int64
 }
 
 // PurgeBatchSize is how many users (or idempotency keys) one transaction of a purge deletes: locks are
@@ -173,9 +176,9 @@ func (s *Store) revokeTenantKeys(ctx context.Context, tenantID string, suspend b
 }
 
 // PurgeTenantUsers deletes the tenant's end users with their links, link tokens and phone verifications,
-// and its idempotency keys, PurgeBatchSize users (or keys) per transaction. The tenant row, its keys and
-// its notifications stay: a notification still queued finds no link when a worker claims it and ends
-// unlinked. It is safe to run again after an interruption.
+// and its idempotency keys, PurgeBatchSize users (or keys) per transaction, then its callback endpoints.
+// The tenant row, its keys and its notifications stay: a notification still queued finds no link when a
+// worker claims it and ends unlinked. It is safe to run again after an interruption.
 func (s *Store) PurgeTenantUsers(ctx context.Context, tenantID string) (TenantPurge, error) {
 	var out TenantPurge
 	for {
@@ -195,9 +198,21 @@ func (s *Store) PurgeTenantUsers(ctx context.Context, tenantID string) (TenantPu
 		}
 		out.IdempotencyKeys += n
 		if n < PurgeBatchSize {
-			return out, nil
+			break
 		}
 	}
+	// At most MaxCallbackEndpoints rows; their secrets and events go with them (ON DELETE CASCADE).
+	dctx, cancel := withTimeout(ctx)
+	defer cancel()
+	tag, err := s.pool.Exec(dctx, `DELETE FROM callback_endpoints WHERE tenant_id = $1`, tenantID)
+	if err == nil {
+		_, err = s.pool.Exec(dctx, `DELETE FROM callback_inbox WHERE tenant_id = $1`, tenantID)
+	}
+	if err != nil {
+		return out, translate(err, "purging the callback endpoints of tenant "+tenantID)
+	}
+	out.CallbackEndpoints = tag.RowsAffected()
+	return out, nil
 }
 
 // purgeUserBatch deletes up to PurgeBatchSize users of the tenant, and what refers to them, in one

@@ -124,21 +124,26 @@ type VerificationResult struct {
 }
 
 // CompleteVerifications is the effect of the sender's own contact: it verifies every pending, unexpired
-// session of the tenant users linked to the sender's messenger account, across tenants, and inserts the
-// replies built from the result (filled into *VerificationResult when ApplyUpdates returns).
+// session of the tenant users linked to the sender's messenger account, across tenants (recording a
+// user.verified callback event for each), and inserts the replies built from the result (filled into
+// *VerificationResult when ApplyUpdates returns).
 func CompleteVerifications(updateID int64, c ContactShare, replies func(VerificationResult) []NewNotification) (*Effect, *VerificationResult) {
 	var res VerificationResult
 	return &Effect{
 		UpdateID: updateID,
 		first: func(b *pgx.Batch) {
 			res = VerificationResult{}
+			// The verifications and their user.verified callback events, in one statement.
 			b.Queue(`
-				UPDATE phone_verifications v
-				SET status = 'verified', phone_last4 = $2, phone_hash = $3, verified_at = now(), updated_at = now()
-				FROM links l, tenants t
-				WHERE l.messenger_user_id = $1 AND v.tenant_id = l.tenant_id AND v.user_id = l.user_id
-				  AND t.id = v.tenant_id AND v.status = 'pending' AND v.session_expires_at > now()
-				RETURNING v.tenant_id, v.user_id, COALESCE(v.label, t.developer_name)`,
+				WITH verified AS (
+					UPDATE phone_verifications v
+					SET status = 'verified', phone_last4 = $2, phone_hash = $3, verified_at = now(), updated_at = now()
+					FROM links l, tenants t
+					WHERE l.messenger_user_id = $1 AND v.tenant_id = l.tenant_id AND v.user_id = l.user_id
+					  AND t.id = v.tenant_id AND v.status = 'pending' AND v.session_expires_at > now()
+					RETURNING v.tenant_id, v.user_id, COALESCE(v.label, t.developer_name) AS label, v.verified_at AS at),
+				`+userEvents("verified", EventUserVerified)+`
+				SELECT tenant_id, user_id, label FROM verified`,
 				c.MessengerUserID, c.PhoneLast4, c.PhoneHash[:]).Query(func(rows pgx.Rows) error {
 				var err error
 				res.Verified, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Session, error) {

@@ -62,9 +62,10 @@ checks every variable against `herald <subcommand> -h`.
 */}}
 {{- define "herald.settings" -}}
 operator: [database-url, metrics-addr, log-level, log-format]
-ingress: [database-url, kafka-brokers, kafka-topic-prefix, http-addr, metrics-addr, shutdown-delay, trusted-proxies, messenger-bot-username, deep-link-base, log-level, log-format]
+ingress: [database-url, kafka-brokers, kafka-topic-prefix, http-addr, metrics-addr, shutdown-delay, trusted-proxies, messenger-bot-username, deep-link-base, callback-secret-key, callback-allow-insecure, callback-allow-private, log-level, log-format]
 webhook: [database-url, kafka-brokers, kafka-topic-prefix, http-addr, metrics-addr, shutdown-delay, webhook-secret, phone-hash-key, dev-admins, messenger-api-url, messenger-bot-token, log-level, log-format]
 worker: [database-url, kafka-brokers, kafka-topic-prefix, http-addr, metrics-addr, messenger-api-url, messenger-bot-token, messenger-rate-limit, messenger-per-chat-interval, worker-group-id, worker-max-attempts, worker-concurrency, worker-lease, retention-body-days, retention-notification-days, retention-expired, log-level, log-format]
+callbacks: [database-url, http-addr, metrics-addr, callback-secret-key, callback-allow-insecure, callback-allow-private, callback-concurrency, callback-endpoint-concurrency, log-level, log-format]
 migrate: [database-url, log-level, log-format]
 {{- end }}
 
@@ -85,10 +86,10 @@ key: {{ include "herald.secretKey" .item }}
 
 {{/* The key of a sensitive setting in the chart-made Secret. */}}
 {{- define "herald.secretKey" -}}
-{{- get (dict "databaseURL" "database-url" "kafkaBrokers" "kafka-brokers" "botToken" "messenger-bot-token" "webhookSecret" "webhook-secret" "phoneHashKey" "phone-hash-key") . }}
+{{- get (dict "databaseURL" "database-url" "kafkaBrokers" "kafka-brokers" "botToken" "messenger-bot-token" "webhookSecret" "webhook-secret" "phoneHashKey" "phone-hash-key" "callbackSecretKey" "callback-secret-key") . }}
 {{- end }}
 
-{{/* The HTTP port of ingress, webhook and worker: HERALD_HTTP_ADDR. */}}
+{{/* The HTTP port of ingress, webhook, worker and callbacks: HERALD_HTTP_ADDR. */}}
 {{- define "herald.httpPort" -}}8080{{- end }}
 
 {{/* The metrics port of a component: (dict "root" $ "component" "worker"); the operator's is its own value. */}}
@@ -103,7 +104,7 @@ Secrets, the rest are plain values; a value left empty is not passed, so the bin
 {{- define "herald.env" -}}
 {{- $root := .root }}
 {{- $v := $root.Values }}
-{{- $secretItems := dict "database-url" "databaseURL" "kafka-brokers" "kafkaBrokers" "messenger-bot-token" "botToken" "webhook-secret" "webhookSecret" "phone-hash-key" "phoneHashKey" }}
+{{- $secretItems := dict "database-url" "databaseURL" "kafka-brokers" "kafkaBrokers" "messenger-bot-token" "botToken" "webhook-secret" "webhookSecret" "phone-hash-key" "phoneHashKey" "callback-secret-key" "callbackSecretKey" }}
 {{- /* Integers go through int64: YAML numbers reach templates as float64, which print 7123456789 as 7.123456789e+09. */}}
 {{- $admins := list }}
 {{- range $v.messenger.devAdmins }}
@@ -130,6 +131,10 @@ Secrets, the rest are plain values; a value left empty is not passed, so the bin
   "retention-body-days" (int64 $v.retention.bodyDays | toString)
   "retention-notification-days" (int64 $v.retention.notificationDays | toString)
   "retention-expired" $v.retention.expired
+  "callback-allow-insecure" (toString $v.callbacks.allowInsecure)
+  "callback-allow-private" (toString $v.callbacks.allowPrivate)
+  "callback-concurrency" (int64 $v.callbacks.concurrency | toString)
+  "callback-endpoint-concurrency" (int64 $v.callbacks.endpointConcurrency | toString)
 }}
 {{- $envNames := dict
   "messenger-bot-token" "HERALD_MESSENGER_BOT_TOKEN"
@@ -158,7 +163,7 @@ Secrets, the rest are plain values; a value left empty is not passed, so the bin
 The sensitive settings the chart-made Secret holds (those without an existing Secret), one per line.
 */}}
 {{- define "herald.chartSecretItems" -}}
-{{- range $item := list "databaseURL" "kafkaBrokers" "botToken" "webhookSecret" "phoneHashKey" }}
+{{- range $item := list "databaseURL" "kafkaBrokers" "botToken" "webhookSecret" "phoneHashKey" "callbackSecretKey" }}
 {{- if not (index $.Values.secrets $item).existingSecret.name }}
 {{ $item }}
 {{- end }}

@@ -1,0 +1,235 @@
+package callback_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/heraldhq/herald/internal/callback"
+	"github.com/heraldhq/herald/internal/egress"
+	"github.com/heraldhq/herald/internal/pgtest"
+	"github.com/heraldhq/herald/internal/signing"
+	"github.com/heraldhq/herald/internal/store"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func testLogger() *slog.Logger {
+	if os.Getenv("HERALD_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// env is a database with tenants acme and other, and the callback key.
+type env struct {
+	t   *testing.T
+	st  *store.Store
+	key *signing.Key
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	st, _ := pgtest.NewStore(t)
+	for _, id := range []string{"acme", "other"} {
+		if err := st.CreateTenant(context.Background(), id, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key, err := signing.ParseKey(signing.GenerateKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, st: st, key: key}
+}
+
+// endpoint creates an endpoint of tenant for url (every event unless events are given) and returns its id
+// and secret.
+func (e *env) endpoint(tenant, url string, events ...string) (string, signing.Secret) {
+	e.t.Helper()
+	if len(events) == 0 {
+		events = store.EventTypes
+	}
+	id, secret := uuid.NewString(), signing.NewSecret()
+	if _, err := e.st.CreateCallbackEndpoint(context.Background(),
+		store.CallbackEndpoint{ID: id, TenantID: tenant, URL: url, Events: events}, e.key.Seal(secret, id)); err != nil {
+		e.t.Fatal(err)
+	}
+	return id, secret
+}
+
+// pings queues n ping events for the endpoint.
+func (e *env) pings(tenant, endpoint string, n int) {
+	e.t.Helper()
+	for range n {
+		if err := e.st.EnqueuePing(context.Background(), tenant, endpoint); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+func (e *env) exec(sql string, args ...any) {
+	e.t.Helper()
+	if _, err := e.st.Pool().Exec(context.Background(), sql, args...); err != nil {
+		e.t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func (e *env) count(sql string, args ...any) int {
+	e.t.Helper()
+	var n int
+	if err := e.st.Pool().QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		e.t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+// options are sender options with every timing knob shortened, allowing http:// and 127.0.0.1 (the test
+// receivers).
+func (e *env) options() callback.Options {
+	return callback.Options{
+		Store:               e.st,
+		Key:                 e.key,
+		Policy:              egress.Policy{AllowInsecure: true, AllowPrivate: true},
+		Logger:              testLogger(),
+		Concurrency:         32,
+		EndpointConcurrency: 4,
+		Timeout:             2 * time.Second,
+		Lease:               3 * time.Second,
+		Backoff:             callback.Backoff{Base: 50 * time.Millisecond, Max: 200 * time.Millisecond, Jitter: 0.2},
+		PollInterval:        20 * time.Millisecond,
+		StatsInterval:       100 * time.Millisecond,
+		GracePeriod:         2 * time.Second,
+	}
+}
+
+// running is a sender started by a test.
+type running struct {
+	s      *callback.Sender
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// start runs a sender until the test ends (or stop/kill).
+func (e *env) start(opts callback.Options) *running {
+	e.t.Helper()
+	s, err := callback.New(opts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{s: s, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- s.Run(ctx) }()
+	e.t.Cleanup(func() { r.stop(e.t) })
+	return r
+}
+
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	r.cancel()
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Errorf("sender Run returned %v", err)
+		}
+		r.done <- nil
+	case <-time.After(30 * time.Second):
+		t.Fatal("the sender did not stop within 30 s")
+	}
+}
+
+// received is one request that reached a receiver.
+type received struct {
+	Header http.Header
+	Body   []byte
+	At     time.Time
+	Status int // what the receiver answered
+}
+
+func (r received) id() string { return r.Header.Get(signing.HeaderID) }
+
+// receiver is a real HTTP server playing a tenant's endpoint. answer decides each request's status (the
+// n-th request, from 1); nil answers 204.
+type receiver struct {
+	srv    *httptest.Server
+	answer func(n int, r *http.Request) int
+
+	mu          sync.Mutex
+	got         []received
+	n           int
+	inFlight    atomic.Int32
+	maxInFlight atomic.Int32
+}
+
+func newReceiver(t *testing.T, answer func(n int, r *http.Request) int) *receiver {
+	t.Helper()
+	rc := &receiver{answer: answer}
+	rc.srv = httptest.NewServer(http.HandlerFunc(rc.serve))
+	t.Cleanup(rc.srv.Close)
+	return rc
+}
+
+func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
+	now := rc.inFlight.Add(1)
+	defer rc.inFlight.Add(-1)
+	for {
+		top := rc.maxInFlight.Load()
+		if now <= top || rc.maxInFlight.CompareAndSwap(top, now) {
+			break
+		}
+	}
+	body, _ := io.ReadAll(r.Body)
+	rc.mu.Lock()
+	rc.n++
+	n := rc.n
+	rc.mu.Unlock()
+	status := http.StatusNoContent
+	if rc.answer != nil {
+		status = rc.answer(n, r)
+	}
+	rc.mu.Lock()
+	rc.got = append(rc.got, received{Header: r.Header.Clone(), Body: body, At: time.Now(), Status: status})
+	rc.mu.Unlock()
+	if status > 0 {
+		w.WriteHeader(status)
+	}
+}
+
+// requests returns every request so far.
+func (rc *receiver) requests() []received {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]received{}, rc.got...)
+}
+
+// acknowledged returns the requests the receiver answered 2xx, by webhook-id.
+func (rc *receiver) acknowledged() map[string][]received {
+	out := map[string][]received{}
+	for _, r := range rc.requests() {
+		if r.Status >= 200 && r.Status < 300 {
+			out[r.id()] = append(out[r.id()], r)
+		}
+	}
+	return out
+}
+
+// eventually waits for cond, failing the test after timeout.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

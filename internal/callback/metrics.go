@@ -1,0 +1,49 @@
+package callback
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/heraldhq/herald/internal/labels"
+)
+
+// MaxEndpointLabels caps the endpoint label: 100 tenants of 5 endpoints each. Past it, endpoints are
+// reported together as "other" (the highest count among them).
+const MaxEndpointLabels = 500
+
+// endpointLabels names endpoints in metrics: the first MaxEndpointLabels seen keep their id.
+var endpointLabels = &labels.Set{Max: MaxEndpointLabels}
+
+// Callback metrics. The outbox gauges are read from PostgreSQL (every replica reports the same
+// installation-wide figures: aggregate with max, not sum).
+var (
+	attempts = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_callback_attempts_total",
+		Help: "Callback attempts by outcome: delivered (2xx within the timeout), rejected (any other answer, redirects included), timeout, network, blocked (an address the guard refuses), canceled (shutdown; not counted as an attempt).",
+	}, []string{"outcome"})
+	attemptDuration = promauto.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "herald_callback_attempt_duration_seconds",
+		Help:    "Duration of callback attempts, by outcome.",
+		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+	}, []string{"outcome"})
+	dropped = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_callback_dropped_total",
+		Help: "Callback events given up, by reason: expired (still failing after the retry window, 24 h), gone (the notification no longer exists).",
+	}, []string{"reason"})
+	queueDepth = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "herald_callback_queue_depth",
+		Help: "Callback events not yet delivered or dropped, installation-wide, by state: due (waiting for a sender), in_flight (under a lease), retrying (waiting for their next attempt).",
+	}, []string{"state"})
+	oldestDue = promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "herald_callback_oldest_due_seconds",
+		Help: "How long the oldest due callback event has been waiting for a sender (0 when none is due): the senders' lag.",
+	})
+	endpointFailures = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "herald_callback_endpoint_consecutive_failures",
+		Help: "Consecutive failed attempts of each failing callback endpoint (endpoint label capped at 500 ids, then \"other\"); endpoints whose last attempt succeeded are absent.",
+	}, []string{"endpoint"})
+	inFlight = promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "herald_callback_in_flight",
+		Help: "Callback attempts this sender has in flight.",
+	})
+)

@@ -1,0 +1,69 @@
+package callback
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+
+	"github.com/heraldhq/herald/internal/resource"
+	"github.com/heraldhq/herald/internal/store"
+)
+
+// payload is the body of every callback: {"type", "timestamp", "data"} (spec v1-extensions §7), in this
+// order.
+type payload struct {
+	Type      string `json:"type"`
+	Timestamp string `json:"timestamp"`
+	Data      any    `json:"data"`
+}
+
+type userData struct {
+	UserID string `json:"user_id"`
+}
+
+// webhookID is the webhook-id of an event: one per event, the same at every endpoint and on every retry.
+func webhookID(eventID string) string { return "evt_" + strings.ReplaceAll(eventID, "-", "") }
+
+// render fills in the payload of each event claimed without one (its first attempt): data is the
+// Notification resource as GET /v1/status shows it (read in one query for the batch) for notification.*,
+// {"user_id"} for user.*, {} for ping. A notification that no longer exists (purged) leaves its event
+// without a payload: there is nothing to send.
+func (s *Sender) render(ctx context.Context, evs []store.CallbackEvent) error {
+	var ids []string
+	for _, ev := range evs {
+		if ev.Payload == nil && ev.TrackingID != "" {
+			ids = append(ids, ev.TrackingID)
+		}
+	}
+	var views map[string]store.TenantNotification
+	if len(ids) > 0 {
+		var err error
+		if views, err = s.opts.Store.TenantNotifications(ctx, ids); err != nil {
+			return err
+		}
+	}
+	for i, ev := range evs {
+		if ev.Payload != nil {
+			continue
+		}
+		p := payload{Type: ev.Type, Timestamp: resource.Timestamp(ev.CreatedAt)}
+		switch {
+		case ev.TrackingID != "":
+			v, ok := views[ev.TrackingID]
+			if !ok || v.TenantID != ev.TenantID {
+				continue // gone; never another tenant's
+			}
+			p.Data = resource.NewNotification(v.NotificationView)
+		case ev.UserID != "":
+			p.Data = userData{UserID: ev.UserID}
+		default:
+			p.Data = struct{}{}
+		}
+		b, err := json.Marshal(p)
+		if err != nil {
+			return err
+		}
+		evs[i].Payload = b
+	}
+	return nil
+}

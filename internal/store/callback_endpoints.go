@@ -1,0 +1,167 @@
+package store
+
+// Callback endpoints and their secrets (tables callback_endpoints, callback_secrets). Secrets arrive
+// sealed (internal/signing): this package never sees one in clear.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// MaxCallbackEndpoints is how many endpoints a tenant may have (spec v1-extensions §7).
+const MaxCallbackEndpoints = 5
+
+// SecretOverlap is how long a rotated-out secret keeps signing beside the new one.
+const SecretOverlap = 24 * time.Hour
+
+// MaxPreviousSecrets bounds the rotated-out secrets that sign beside the current one: rotating more often
+// than that within SecretOverlap ends the oldest overlap early (each signature is about 50 bytes of a
+// header).
+const MaxPreviousSecrets = 4
+
+// ErrLimitReached: the tenant has MaxCallbackEndpoints endpoints already.
+var ErrLimitReached = errors.New("limit reached")
+
+// CallbackEndpoint is an endpoint as the tenant sees it (never its secrets).
+type CallbackEndpoint struct {
+	ID            string
+	TenantID      string
+	URL           string
+	Events        []string
+	CreatedAt     time.Time
+	LastSuccessAt *time.Time
+	LastFailureAt *time.Time
+}
+
+// CreateCallbackEndpoint stores an endpoint (ID, TenantID, URL, Events) with its first secret, sealed for
+// e.ID, and returns it with its creation time. ErrLimitReached when the tenant has MaxCallbackEndpoints
+// already. Concurrent creations of one tenant are serialised on the tenant's row (FOR NO KEY UPDATE: sends,
+// which only reference the row, are not held up), so the limit holds.
+func (s *Store) CreateCallbackEndpoint(ctx context.Context, e CallbackEndpoint, sealed []byte) (CallbackEndpoint, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM tenants WHERE id = $1 FOR NO KEY UPDATE`, e.TenantID); err != nil {
+			return err
+		}
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM callback_endpoints WHERE tenant_id = $1`, e.TenantID).Scan(&n); err != nil {
+			return err
+		}
+		if n >= MaxCallbackEndpoints {
+			return ErrLimitReached
+		}
+		if err := tx.QueryRow(ctx, `
+			INSERT INTO callback_endpoints (id, tenant_id, url, events) VALUES ($1, $2, $3, $4) RETURNING created_at`,
+			e.ID, e.TenantID, e.URL, e.Events).Scan(&e.CreatedAt); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO callback_secrets (endpoint_id, sealed) VALUES ($1, $2)`, e.ID, sealed)
+		return err
+	})
+	if errors.Is(err, ErrLimitReached) {
+		return e, fmt.Errorf("while creating a callback endpoint: %w", ErrLimitReached)
+	}
+	return e, translate(err, "creating a callback endpoint")
+}
+
+// ListCallbackEndpoints returns the tenant's endpoints, oldest first.
+func (s *Store) ListCallbackEndpoints(ctx context.Context, tenantID string) ([]CallbackEndpoint, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `
+		SELECT id::text, tenant_id, url, events, created_at, last_success_at, last_failure_at
+		FROM callback_endpoints WHERE tenant_id = $1 ORDER BY created_at, id`, tenantID)
+	if err != nil {
+		return nil, translate(err, "listing callback endpoints")
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (CallbackEndpoint, error) {
+		var e CallbackEndpoint
+		err := r.Scan(&e.ID, &e.TenantID, &e.URL, &e.Events, &e.CreatedAt, &e.LastSuccessAt, &e.LastFailureAt)
+		return e, err
+	})
+	return out, translate(err, "listing callback endpoints")
+}
+
+// DeleteCallbackEndpoint deletes the tenant's endpoint id with its secrets and its events, sent or not.
+// ErrNotFound when the tenant has no such endpoint (another tenant's included).
+func (s *Store) DeleteCallbackEndpoint(ctx context.Context, tenantID, id string) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	tag, err := s.pool.Exec(ctx, `DELETE FROM callback_endpoints WHERE id = $1 AND tenant_id = $2`, id, tenantID)
+	if err == nil && tag.RowsAffected() == 0 {
+		err = pgx.ErrNoRows
+	}
+	return translate(err, "deleting a callback endpoint")
+}
+
+// RotateCallbackSecret makes sealed (sealed for id) the endpoint's current secret; the one it replaces
+// keeps signing beside it for overlap (SecretOverlap), within MaxPreviousSecrets. ErrNotFound when the
+// tenant has no such endpoint. Rotations of one endpoint are serialised on its row.
+func (s *Store) RotateCallbackSecret(ctx context.Context, tenantID, id string, sealed []byte, overlap time.Duration) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var found bool
+		if err := tx.QueryRow(ctx, `SELECT true FROM callback_endpoints WHERE id = $1 AND tenant_id = $2 FOR NO KEY UPDATE`,
+			id, tenantID).Scan(&found); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE callback_secrets SET expires_at = now() + make_interval(secs => $2)
+			WHERE endpoint_id = $1 AND expires_at IS NULL`, id, overlap.Seconds()); err != nil {
+			return err
+		}
+		// Expired secrets go, and the previous ones beyond the bound, oldest first.
+		if _, err := tx.Exec(ctx, `DELETE FROM callback_secrets WHERE endpoint_id = $1 AND (expires_at <= now() OR id IN (
+				SELECT id FROM callback_secrets WHERE endpoint_id = $1 AND expires_at IS NOT NULL
+				ORDER BY expires_at DESC, id DESC OFFSET $2))`, id, MaxPreviousSecrets); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO callback_secrets (endpoint_id, sealed) VALUES ($1, $2)`, id, sealed)
+		return err
+	})
+	return translate(err, "rotating a callback secret")
+}
+
+// EnqueuePing records a ping event for the tenant's endpoint id (POST /v1/callbacks/{id}/test); the
+// endpoint receives it whatever events it subscribed to. ErrNotFound when the tenant has no such endpoint.
+func (s *Store) EnqueuePing(ctx context.Context, tenantID, id string) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	tag, err := s.pool.Exec(ctx, `
+		INSERT INTO callback_events (event_id, endpoint_id, type)
+		SELECT gen_random_uuid(), id, '`+EventPing+`' FROM callback_endpoints WHERE id = $1 AND tenant_id = $2`, id, tenantID)
+	if err == nil && tag.RowsAffected() == 0 {
+		err = pgx.ErrNoRows
+	}
+	return translate(err, "queuing a ping")
+}
+
+// SealedSecret is an endpoint's valid secret, sealed for it.
+type SealedSecret struct {
+	EndpointID string
+	Sealed     []byte
+}
+
+// CallbackSecretsByURL returns the valid secrets of every endpoint whose URL matches the SQL LIKE pattern
+// (herald dev: the simulator's receiver verifies the signatures of what reaches it).
+func (s *Store) CallbackSecretsByURL(ctx context.Context, like string) ([]SealedSecret, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `
+		SELECT ep.id::text, sc.sealed FROM callback_endpoints ep JOIN callback_secrets sc ON sc.endpoint_id = ep.id
+		WHERE ep.url LIKE $1 AND (sc.expires_at IS NULL OR sc.expires_at > now())`, like)
+	if err != nil {
+		return nil, translate(err, "reading callback secrets")
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (SealedSecret, error) {
+		var s SealedSecret
+		err := r.Scan(&s.EndpointID, &s.Sealed)
+		return s, err
+	})
+	return out, translate(err, "reading callback secrets")
+}

@@ -1,0 +1,482 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/heraldhq/herald/internal/pgtest"
+	"github.com/heraldhq/herald/internal/store"
+)
+
+// endpoint creates a callback endpoint of tenant subscribed to events, with a (fake) sealed secret, and
+// returns its id.
+func endpoint(t *testing.T, s *store.Store, tenant string, events ...string) string {
+	t.Helper()
+	if len(events) == 0 {
+		events = store.EventTypes
+	}
+	e, err := s.CreateCallbackEndpoint(context.Background(), store.CallbackEndpoint{
+		ID: uuid.NewString(), TenantID: tenant, URL: "https://example.com/" + tenant, Events: events}, []byte("sealed-0"))
+	if err != nil {
+		t.Fatalf("creating an endpoint: %v", err)
+	}
+	return e.ID
+}
+
+type eventRow struct {
+	EventID, EndpointID, Type, TrackingID, UserID string
+}
+
+// events dispatches the inbox and lists the outbox, oldest first.
+func events(t *testing.T, s *store.Store) []eventRow {
+	t.Helper()
+	if _, _, err := s.DispatchCallbackEvents(context.Background(), 1000); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.Pool().Query(context.Background(), `
+		SELECT event_id::text, endpoint_id::text, type, COALESCE(tracking_id::text, ''), COALESCE(user_id, '')
+		FROM callback_events ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []eventRow
+	for rows.Next() {
+		var r eventRow
+		if err := rows.Scan(&r.EventID, &r.EndpointID, &r.Type, &r.TrackingID, &r.UserID); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// finish claims the notification and records result r.
+func finish(t *testing.T, s *store.Store, id string, r store.DeliveryResult) {
+	t.Helper()
+	d, err := s.ClaimDelivery(context.Background(), id, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.FinishDelivery(context.Background(), d, r); !ok || err != nil {
+		t.Fatalf("FinishDelivery = %v, %v", ok, err)
+	}
+}
+
+func TestEveryTerminalStateHasItsEventType(t *testing.T) {
+	for _, st := range store.Statuses {
+		if st.Terminal() && !slices.Contains(store.EventTypes, store.NotificationEvent(st)) {
+			t.Errorf("terminal state %s has no event type %s in store.EventTypes", st, store.NotificationEvent(st))
+		}
+	}
+}
+
+// A terminal state records one event (one event_id) for every endpoint of the notification's tenant that
+// subscribed to it, in the status write itself; other states, system messages and other tenants' endpoints
+// get nothing.
+func TestTerminalStatusWriteRecordsItsEventForTheSubscribedEndpointsOnly(t *testing.T) {
+	s := fixture(t)
+	ctx := context.Background()
+	if err := s.CreateTenant(ctx, "other", "Other"); err != nil {
+		t.Fatal(err)
+	}
+	all := endpoint(t, s, "acme")
+	failedOnly := endpoint(t, s, "acme", "notification.failed")
+	endpoint(t, s, "other")
+
+	delivered := queued(t, s)
+	finish(t, s, delivered, store.DeliveryResult{Status: store.StatusDelivered, MessengerMessageID: "7"})
+	// The status write records one narrow row in the inbox, whatever the number of endpoints.
+	if n := count(t, s, `SELECT count(*) FROM callback_inbox WHERE tenant_id = 'acme' AND type = 'notification.delivered' AND tracking_id = $1`, delivered); n != 1 {
+		t.Fatalf("%d inbox rows for one event", n)
+	}
+	got := events(t, s)
+	if len(got) != 1 || got[0] != (eventRow{got[0].EventID, all, "notification.delivered", delivered, ""}) {
+		t.Fatalf("after delivered: %+v, want one notification.delivered for the endpoint of every event", got)
+	}
+
+	retried := queued(t, s)
+	finish(t, s, retried, store.DeliveryResult{Status: store.StatusRetrying, ErrorCode: 502, RetryIn: time.Millisecond})
+	if n := len(events(t, s)); n != 1 {
+		t.Fatalf("a retry recorded events: %d rows", n)
+	}
+	time.Sleep(5 * time.Millisecond)
+	finish(t, s, retried, store.DeliveryResult{Status: store.StatusFailed, ErrorCode: 400, ErrorMessage: "Bad Request"})
+	if n := count(t, s, `SELECT count(*) FROM callback_inbox`); n != 1 {
+		t.Fatalf("%d inbox rows for one event to two endpoints", n)
+	}
+	got = events(t, s)[1:]
+	if len(got) != 2 || got[0].EventID != got[1].EventID || got[0].Type != "notification.failed" ||
+		!slices.Contains([]string{got[0].EndpointID, got[1].EndpointID}, failedOnly) {
+		t.Fatalf("after failed: %+v, want notification.failed once per subscribed endpoint, under one event id", got)
+	}
+	if got[0].EventID == events(t, s)[0].EventID {
+		t.Error("two events share an event id")
+	}
+
+	for _, st := range []store.Status{store.StatusBlocked, store.StatusUnlinked} {
+		id := queued(t, s)
+		finish(t, s, id, store.DeliveryResult{Status: st, ErrorCode: 403})
+		last := events(t, s)
+		if e := last[len(last)-1]; e.Type != store.NotificationEvent(st) || e.TrackingID != id || e.EndpointID != all {
+			t.Errorf("after %s: last event %+v", st, e)
+		}
+	}
+
+	// A tenant whose endpoints want none of it records nothing, not even in the inbox.
+	exec(t, s, `UPDATE callback_endpoints SET events = '{ping}' WHERE tenant_id = 'acme'`)
+	ignored := queued(t, s)
+	finish(t, s, ignored, store.DeliveryResult{Status: store.StatusDelivered})
+	if n := count(t, s, `SELECT count(*) FROM callback_inbox`); n != 0 {
+		t.Errorf("%d inbox rows for a tenant subscribed to none of it", n)
+	}
+	exec(t, s, `UPDATE callback_endpoints SET events = $1 WHERE id = $2`, store.EventTypes, all)
+
+	sys := store.NewNotification{TrackingID: newID(), Kind: store.KindSystem, TenantID: "acme", ChatID: 1, Body: "x", Priority: 9}
+	if err := s.InsertSystemMessage(ctx, sys); err != nil {
+		t.Fatal(err)
+	}
+	before := len(events(t, s))
+	finish(t, s, sys.TrackingID, store.DeliveryResult{Status: store.StatusDelivered})
+	if after := len(events(t, s)); after != before {
+		t.Errorf("a system message recorded %d events", after-before)
+	}
+}
+
+// The link and the verification record their user.* events in their own transaction.
+func TestLinkAndVerificationRecordUserEvents(t *testing.T) {
+	s := fixture(t)
+	ctx := context.Background()
+	ep := endpoint(t, s, "acme", store.EventUserLinked, store.EventUserVerified)
+	digest := [32]byte{1}
+	if _, err := s.CreateLinkToken(ctx, "acme", "carol", digest, "Acme"); err != nil {
+		t.Fatal(err)
+	}
+	eff, res := store.RedeemLinkToken(1, store.Redemption{Digest: digest, MessengerUserID: 30, ChatID: 30},
+		func(store.LinkResult) store.NewNotification {
+			return store.NewNotification{TrackingID: newID(), Kind: store.KindSystem, ChatID: 30, Body: "linked", Priority: 9}
+		})
+	if err := s.ApplyUpdates(ctx, []*store.Effect{eff}); err != nil || res.Outcome != store.LinkLinked {
+		t.Fatalf("redeem: %v %+v", err, res)
+	}
+	if _, _, err := s.StartVerification(ctx, "acme", "carol", "Acme", func(chat int64) store.NewNotification {
+		return store.NewNotification{TrackingID: newID(), Kind: store.KindSystem, ChatID: chat, Body: "share", Priority: 9}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	eff, vres := store.CompleteVerifications(2, store.ContactShare{MessengerUserID: 30, PhoneLast4: "1234"},
+		func(store.VerificationResult) []store.NewNotification { return nil })
+	if err := s.ApplyUpdates(ctx, []*store.Effect{eff}); err != nil || len(vres.Verified) != 1 {
+		t.Fatalf("verify: %v %+v", err, vres)
+	}
+	got := events(t, s)
+	want := []eventRow{{got[0].EventID, ep, "user.linked", "", "carol"}, {got[len(got)-1].EventID, ep, "user.verified", "", "carol"}}
+	if !slices.Equal(got, want) {
+		t.Errorf("events %+v, want %+v", got, want)
+	}
+	// A repeated update id takes no effect, so it records nothing.
+	eff, _ = store.CompleteVerifications(2, store.ContactShare{MessengerUserID: 30, PhoneLast4: "1234"},
+		func(store.VerificationResult) []store.NewNotification { return nil })
+	_ = s.ApplyUpdates(ctx, []*store.Effect{eff})
+	if n := len(events(t, s)); n != 2 {
+		t.Errorf("%d events after a repeated update, want 2", n)
+	}
+}
+
+func TestATenantHasAtMostFiveEndpointsEvenUnderConcurrentCreates(t *testing.T) {
+	s := fixture(t)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	created, refused := 0, 0
+	for range 12 {
+		wg.Go(func() {
+			_, err := s.CreateCallbackEndpoint(context.Background(), store.CallbackEndpoint{
+				ID: uuid.NewString(), TenantID: "acme", URL: "https://example.com", Events: []string{"ping"}}, []byte("s"))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				created++
+			case errors.Is(err, store.ErrLimitReached):
+				refused++
+			default:
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if created != store.MaxCallbackEndpoints || refused != 12-store.MaxCallbackEndpoints {
+		t.Errorf("%d created, %d refused; want %d and %d", created, refused, store.MaxCallbackEndpoints, 12-store.MaxCallbackEndpoints)
+	}
+}
+
+func TestAnotherTenantsEndpointIsNotFound(t *testing.T) {
+	s := fixture(t)
+	ctx := context.Background()
+	if err := s.CreateTenant(ctx, "other", "Other"); err != nil {
+		t.Fatal(err)
+	}
+	id := endpoint(t, s, "acme")
+	for name, err := range map[string]error{
+		"delete": s.DeleteCallbackEndpoint(ctx, "other", id),
+		"rotate": s.RotateCallbackSecret(ctx, "other", id, []byte("x"), time.Hour),
+		"ping":   s.EnqueuePing(ctx, "other", id),
+	} {
+		if !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("%s by another tenant: %v, want ErrNotFound", name, err)
+		}
+	}
+	if l, _ := s.ListCallbackEndpoints(ctx, "other"); len(l) != 0 {
+		t.Errorf("another tenant lists %+v", l)
+	}
+	if n := len(events(t, s)); n != 0 {
+		t.Errorf("%d events recorded", n)
+	}
+}
+
+// addEvents queues n pings for endpoint ep.
+func addEvents(t *testing.T, s *store.Store, ep string, n int) {
+	t.Helper()
+	exec(t, s, `INSERT INTO callback_events (event_id, endpoint_id, type) SELECT gen_random_uuid(), $1, 'ping' FROM generate_series(1, $2)`, ep, n)
+}
+
+func TestAClaimTakesAtMostPerEndpointInFlightAtEachEndpoint(t *testing.T) {
+	s := fixture(t)
+	ctx := context.Background()
+	slow, fast := endpoint(t, s, "acme"), endpoint(t, s, "acme")
+	addEvents(t, s, slow, 20)
+	addEvents(t, s, fast, 20)
+	claim := func(limit int) map[string]int {
+		t.Helper()
+		evs, err := s.ClaimCallbackEvents(ctx, limit, 3, time.Minute, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		per := map[string]int{}
+		for _, e := range evs {
+			per[e.EndpointID]++
+			if e.Attempts != 1 || e.Type != "ping" || e.TenantID != "acme" || len(e.Secrets) != 1 {
+				t.Errorf("claimed %+v", e)
+			}
+		}
+		return per
+	}
+	if got := claim(100); got[slow] != 3 || got[fast] != 3 {
+		t.Fatalf("first claim %v, want 3 per endpoint", got)
+	}
+	if got := claim(100); len(got) != 0 {
+		t.Fatalf("second claim %v, want nothing: both endpoints have 3 in flight", got)
+	}
+	// One of fast's attempts ends: fast gets one more, slow none.
+	var id, attempts int64
+	if err := s.Pool().QueryRow(ctx, `SELECT id, attempts FROM callback_events WHERE endpoint_id = $1 AND leased_until IS NOT NULL LIMIT 1`, fast).
+		Scan(&id, &attempts); err != nil {
+		t.Fatal(err)
+	}
+	state, err := s.FinishCallbackEvent(ctx, store.CallbackEvent{ID: id, Attempts: int(attempts)}, store.CallbackResult{Delivered: true, Status: 204})
+	if err != nil || state != store.CallbackDelivered {
+		t.Fatalf("finish: %q %v", state, err)
+	}
+	if got := claim(100); got[fast] != 1 || got[slow] != 0 {
+		t.Fatalf("claim after one end %v, want one at fast", got)
+	}
+	// A claim of some endpoints only takes theirs.
+	exec(t, s, `UPDATE callback_events SET leased_until = NULL, next_attempt_at = now() WHERE state = 'pending'`)
+	only, err := s.ClaimCallbackEvents(ctx, 100, 3, time.Minute, []string{slow})
+	if err != nil || len(only) != 3 || only[0].EndpointID != slow || only[2].EndpointID != slow {
+		t.Fatalf("a claim of the slow endpoint only: %d events, %v", len(only), err)
+	}
+	// The limit caps the whole claim.
+	exec(t, s, `UPDATE callback_events SET leased_until = NULL, next_attempt_at = now() WHERE state = 'pending'`)
+	if got := claim(4); got[fast]+got[slow] != 4 {
+		t.Fatalf("claim of 4: %v", got)
+	}
+}
+
+func TestAttemptResultsRetryDropAndRecover(t *testing.T) {
+	s := fixture(t)
+	ctx := context.Background()
+	ep := endpoint(t, s, "acme")
+	addEvents(t, s, ep, 3)
+	evs, err := s.ClaimCallbackEvents(ctx, 10, 10, time.Minute, nil)
+	if err != nil || len(evs) != 3 {
+		t.Fatalf("claim: %v %v", evs, err)
+	}
+	fail := store.CallbackResult{Status: 503, Error: "HTTP 503", Payload: []byte(`{"a":1}`), RetryIn: time.Hour, RetryFor: 24 * time.Hour}
+	if st, err := s.FinishCallbackEvent(ctx, evs[0], fail); st != store.CallbackPending || err != nil {
+		t.Fatalf("a failure: %q %v, want pending", st, err)
+	}
+	if st, _ := s.FinishCallbackEvent(ctx, evs[0], fail); st != "" {
+		t.Errorf("a second result for one attempt: %q, want \"\" (stale)", st)
+	}
+	var failures int
+	var lastFailure *time.Time
+	_ = s.Pool().QueryRow(ctx, `SELECT consecutive_failures, last_failure_at FROM callback_endpoints WHERE id = $1`, ep).Scan(&failures, &lastFailure)
+	if failures != 1 || lastFailure == nil {
+		t.Errorf("endpoint after a failure: %d failures, last %v", failures, lastFailure)
+	}
+	// An event older than the retry window is dropped at its next failure.
+	exec(t, s, `UPDATE callback_events SET created_at = now() - interval '25 hours' WHERE id = $1`, evs[1].ID)
+	if st, _ := s.FinishCallbackEvent(ctx, evs[1], fail); st != store.CallbackDropped {
+		t.Errorf("a failure 25 h after the event: %q, want dropped", st)
+	}
+	// The first success after failures makes the waiting event due at once.
+	if st, _ := s.FinishCallbackEvent(ctx, evs[2], store.CallbackResult{Delivered: true, Status: 200}); st != store.CallbackDelivered {
+		t.Errorf("success: %q", st)
+	}
+	again, _ := s.ClaimCallbackEvents(ctx, 10, 10, time.Minute, nil)
+	if len(again) != 1 || again[0].ID != evs[0].ID || string(again[0].Payload) != `{"a":1}` || again[0].Attempts != 2 {
+		t.Fatalf("after the recovery: %+v, want the failed event due again with its payload", again)
+	}
+	var lastSuccess *time.Time
+	_ = s.Pool().QueryRow(ctx, `SELECT consecutive_failures, last_success_at FROM callback_endpoints WHERE id = $1`, ep).Scan(&failures, &lastSuccess)
+	if failures != 0 || lastSuccess == nil {
+		t.Errorf("endpoint after a success: %d failures, last success %v", failures, lastSuccess)
+	}
+	// Released: not counted, due at once.
+	if st, _ := s.FinishCallbackEvent(ctx, again[0], store.CallbackResult{Release: true}); st != store.CallbackPending {
+		t.Errorf("release: %q", st)
+	}
+	if back, _ := s.ClaimCallbackEvents(ctx, 10, 10, time.Minute, nil); len(back) != 1 || back[0].Attempts != 2 {
+		t.Errorf("after a release: %+v, want the event due with its attempt not counted", back)
+	}
+}
+
+func TestRotationKeepsRecentPreviousSecretsSigningUntilTheyExpire(t *testing.T) {
+	s := fixture(t)
+	ctx := context.Background()
+	ep := endpoint(t, s, "acme")
+	secretsOf := func() []string {
+		addEvents(t, s, ep, 1)
+		evs, err := s.ClaimCallbackEvents(ctx, 1, 1, time.Minute, nil)
+		if err != nil || len(evs) != 1 {
+			t.Fatalf("claim: %v %v", evs, err)
+		}
+		exec(t, s, `DELETE FROM callback_events`)
+		var out []string
+		for _, b := range evs[0].Secrets {
+			out = append(out, string(b))
+		}
+		return out
+	}
+	if err := s.RotateCallbackSecret(ctx, "acme", ep, []byte("sealed-1"), store.SecretOverlap); err != nil {
+		t.Fatal(err)
+	}
+	if got := secretsOf(); !slices.Equal(got, []string{"sealed-1", "sealed-0"}) {
+		t.Fatalf("after one rotation: %q, want the new one first, then the old", got)
+	}
+	// The overlap ends: the old secret no longer signs.
+	exec(t, s, `UPDATE callback_secrets SET expires_at = now() - interval '1 second' WHERE sealed = 'sealed-0'`)
+	if got := secretsOf(); !slices.Equal(got, []string{"sealed-1"}) {
+		t.Fatalf("after the overlap: %q", got)
+	}
+	for _, n := range []string{"2", "3", "4", "5", "6", "7"} {
+		if err := s.RotateCallbackSecret(ctx, "acme", ep, []byte("sealed-"+n), store.SecretOverlap); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := secretsOf(); !slices.Equal(got, []string{"sealed-7", "sealed-6", "sealed-5", "sealed-4", "sealed-3"}) {
+		t.Fatalf("after six quick rotations: %q, want the current and the %d latest", got, store.MaxPreviousSecrets)
+	}
+	if n := count(t, s, `SELECT count(*) FROM callback_secrets`); n != 1+store.MaxPreviousSecrets {
+		t.Errorf("%d secrets kept", n)
+	}
+}
+
+func TestPurgeRemovesOnlyFinishedEventsPastTheRetention(t *testing.T) {
+	s := fixture(t)
+	ctx := context.Background()
+	ep := endpoint(t, s, "acme")
+	addEvents(t, s, ep, 4)
+	exec(t, s, `UPDATE callback_events SET state = 'delivered', finished_at = now() - interval '8 days' WHERE id IN (SELECT id FROM callback_events ORDER BY id LIMIT 1)`)
+	exec(t, s, `UPDATE callback_events SET state = 'dropped', finished_at = now() - interval '8 days' WHERE id IN (SELECT id FROM callback_events ORDER BY id OFFSET 1 LIMIT 1)`)
+	exec(t, s, `UPDATE callback_events SET state = 'delivered', finished_at = now() - interval '1 day' WHERE id IN (SELECT id FROM callback_events ORDER BY id OFFSET 2 LIMIT 1)`)
+	exec(t, s, `UPDATE callback_events SET created_at = now() - interval '30 days'`) // pending stays, however old
+	n, err := s.PurgeCallbackEvents(ctx, 7*24*time.Hour)
+	if err != nil || n != 2 {
+		t.Fatalf("purged %d, %v; want 2", n, err)
+	}
+	if left := count(t, s, `SELECT count(*) FROM callback_events`); left != 2 {
+		t.Errorf("%d events left, want 2", left)
+	}
+}
+
+func TestTenantPurgeDeletesItsCallbackEndpointsAndTheirEvents(t *testing.T) {
+	s := fixture(t)
+	ep := endpoint(t, s, "acme")
+	addEvents(t, s, ep, 3)
+	exec(t, s, `INSERT INTO callback_inbox (tenant_id, type, user_id, created_at) VALUES ('acme', 'user.linked', 'u', now())`)
+	p, err := s.PurgeTenantUsers(context.Background(), "acme")
+	if err != nil || p.CallbackEndpoints != 1 {
+		t.Fatalf("purge: %+v %v", p, err)
+	}
+	for _, table := range []string{"callback_endpoints", "callback_secrets", "callback_events", "callback_inbox"} {
+		if n := count(t, s, `SELECT count(*) FROM `+table); n != 0 {
+			t.Errorf("%d rows left in %s", n, table)
+		}
+	}
+}
+
+// BenchmarkFinishDelivery measures the terminal status write, one statement per delivery: without the
+// callback events (the statement before callbacks), and with them for a tenant with no endpoint (the common
+// case: an index probe, no round trip), one endpoint and five (one inbox row either way).
+func BenchmarkFinishDelivery(b *testing.B) {
+	for _, c := range []struct {
+		name      string
+		endpoints int
+		bare      bool
+	}{{"without events (before callbacks)", 0, true}, {"no endpoint", 0, false}, {"1 endpoint", 1, false}, {"5 endpoints", 5, false}} {
+		b.Run(c.name, func(b *testing.B) {
+			s, _ := pgtest.NewStore(b)
+			ctx := context.Background()
+			if err := s.CreateTenant(ctx, "acme", "Acme"); err != nil {
+				b.Fatal(err)
+			}
+			for i := range c.endpoints {
+				if _, err := s.CreateCallbackEndpoint(ctx, store.CallbackEndpoint{ID: uuid.NewString(), TenantID: "acme",
+					URL: "https://example.com/" + string(rune('a'+i)), Events: store.EventTypes}, []byte("s")); err != nil {
+					b.Fatal(err)
+				}
+			}
+			// Another tenant's endpoints, so the join has rows to skip.
+			if err := s.CreateTenant(ctx, "other", "Other"); err != nil {
+				b.Fatal(err)
+			}
+			for range 5 {
+				if _, err := s.CreateCallbackEndpoint(ctx, store.CallbackEndpoint{ID: uuid.NewString(), TenantID: "other",
+					URL: "https://example.com/o", Events: store.EventTypes}, []byte("s")); err != nil {
+					b.Fatal(err)
+				}
+			}
+			ids := make([]string, b.N)
+			for i := range ids {
+				ids[i] = uuid.Must(uuid.NewV7()).String()
+			}
+			if _, err := s.Pool().Exec(ctx, `
+				INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status, attempts, lease_expires_at)
+				SELECT id, 'tenant', 'acme', 'u', 5, 'hello', 'delivering', 1, now() + interval '1 hour' FROM unnest($1::uuid[]) id`, ids); err != nil {
+				b.Fatal(err)
+			}
+			r := store.DeliveryResult{Status: store.StatusDelivered, MessengerMessageID: "1"}
+			b.ResetTimer()
+			for i := range b.N {
+				if c.bare {
+					msgID := "1"
+					if _, err := s.Pool().Exec(ctx, store.FinishUpdateSQL, ids[i], 1, r.Status, &msgID, 0, (*string)(nil), 0.0, false); err != nil {
+						b.Fatal(err)
+					}
+					continue
+				}
+				if ok, err := s.FinishDelivery(ctx, store.Delivery{TrackingID: ids[i], Kind: store.KindTenant, TenantID: "acme", UserID: "u", Attempts: 1}, r); !ok || err != nil {
+					b.Fatal(ok, err)
+				}
+			}
+		})
+	}
+}
