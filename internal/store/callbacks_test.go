@@ -480,3 +480,61 @@ func BenchmarkFinishDelivery(b *testing.B) {
 		})
 	}
 }
+
+// The lifecycle's transitions report like delivery's, in their own statements: a cancel, the expiry sweep,
+// a claim that finds the notification expired, and the erasure of a user (for each notification it
+// cancels) each record one notification.<state> event.
+func TestLifecycleTransitionsRecordTheirEvents(t *testing.T) {
+	s := fixture(t)
+	ctx := context.Background()
+	ep := endpoint(t, s, "acme")
+	last := func() eventRow {
+		t.Helper()
+		got := events(t, s)
+		if len(got) == 0 {
+			t.Fatal("no event")
+		}
+		return got[len(got)-1]
+	}
+	want := func(what string, st store.Status, id string) {
+		t.Helper()
+		if e := last(); e.Type != store.NotificationEvent(st) || e.TrackingID != id || e.EndpointID != ep {
+			t.Errorf("after %s: last event %+v, want %s of %s", what, e, store.NotificationEvent(st), id)
+		}
+	}
+
+	cancelled := queued(t, s)
+	if _, err := s.CancelNotification(ctx, "acme", cancelled); err != nil {
+		t.Fatal(err)
+	}
+	want("a cancel", store.StatusCancelled, cancelled)
+
+	expiring := func() string {
+		n := tenantNotification("ok")
+		soon := time.Now().Add(50 * time.Millisecond)
+		n.ExpiresAt = &soon
+		if got, err := s.InsertTenantNotifications(ctx, []store.NewNotification{n}); err != nil || len(got) != 1 {
+			t.Fatalf("insert: %v %v", got, err)
+		}
+		return n.TrackingID
+	}
+	swept, claimed := expiring(), expiring()
+	time.Sleep(100 * time.Millisecond)
+	if _, err := s.ClaimDelivery(ctx, claimed, time.Minute); err == nil {
+		t.Fatal("an expired notification was claimed")
+	}
+	want("a claim after expires_at", store.StatusExpired, claimed)
+	if ids, err := s.ExpireDue(ctx, 10); err != nil || len(ids) != 1 || ids[0] != swept {
+		t.Fatalf("the sweep expired %v, %v; want %s", ids, err, swept)
+	}
+	want("the expiry sweep", store.StatusExpired, swept)
+
+	erased := queued(t, s)
+	if _, err := s.EraseUser(ctx, "acme", "ok"); err != nil {
+		t.Fatal(err)
+	}
+	want("an erasure", store.StatusCancelled, erased)
+	if n := len(events(t, s)); n != 4 {
+		t.Errorf("%d events for four transitions", n)
+	}
+}

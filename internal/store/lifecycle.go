@@ -28,6 +28,18 @@ func expireUpdate(cond string) string {
 		WHERE ` + cond + ` AND ` + expirableSQL
 }
 
+// cancelOneSQL cancels one tenant notification ($1, of tenant $2) with its notification.cancelled event, and
+// returns it as its view.
+var cancelOneSQL = `WITH c AS (` + cancelUpdate(`tracking_id = $1 AND tenant_id = $2 AND kind = 'tenant'`) + ` RETURNING *),
+	` + notificationEvents("c") + `
+	SELECT ` + viewColumns + ` FROM c`
+
+// expireOneSQL expires notification $1 if it must, with its notification.expired event; it returns the
+// number of notifications it moved.
+var expireOneSQL = `WITH changed AS (` + expireUpdate(`tracking_id = $1`) + ` RETURNING ` + notificationEventColumns + `),
+	` + notificationEvents("changed") + `
+	SELECT count(*) FROM changed`
+
 // NotCancellable describes a notification a cancel refused: it is delivering or already terminal.
 type NotCancellable struct {
 	Status Status
@@ -46,8 +58,7 @@ func (s *Store) CancelNotification(ctx context.Context, tenantID, trackingID str
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	for try := 0; ; try++ {
-		rows, _ := s.pool.Query(ctx, `WITH c AS (`+cancelUpdate(`tracking_id = $1 AND tenant_id = $2 AND kind = 'tenant'`)+
-			` RETURNING *) SELECT `+viewColumns+` FROM c`, trackingID, tenantID)
+		rows, _ := s.pool.Query(ctx, cancelOneSQL, trackingID, tenantID)
 		v, err := pgx.CollectExactlyOneRow(rows, scanView)
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return v, translate(err, "cancelling notification")
@@ -113,8 +124,10 @@ func (s *Store) ReleaseScheduled(ctx context.Context, limit int) (released []Pen
 // SKIP LOCKED subquery that the plan rescans may return more rows than the limit.
 var expireDueSQL = `WITH due AS MATERIALIZED (
 	SELECT tracking_id FROM notifications WHERE ` + expirableSQL + `
-	ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
-	` + expireUpdate(`tracking_id IN (SELECT tracking_id FROM due)`) + ` RETURNING tracking_id::text`
+	ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED),
+	changed AS (` + expireUpdate(`tracking_id IN (SELECT tracking_id FROM due)`) + ` RETURNING ` + notificationEventColumns + `),
+	` + notificationEvents("changed") + `
+	SELECT tracking_id::text FROM changed`
 
 // ExpireDue is the expiry sweep: it moves up to limit notifications whose expires_at has passed and on
 // which no attempt is running to expired, and returns their tracking ids. Workers run it concurrently:
@@ -130,6 +143,7 @@ func (s *Store) ExpireDue(ctx context.Context, limit int) ([]string, error) {
 // expireOne expires one notification if it must (the claim's refusal after expires_at), and reports
 // whether it did.
 func (s *Store) expireOne(ctx context.Context, trackingID string) (bool, error) {
-	tag, err := s.pool.Exec(ctx, expireUpdate(`tracking_id = $1`), trackingID)
-	return err == nil && tag.RowsAffected() == 1, err
+	var n int
+	err := s.pool.QueryRow(ctx, expireOneSQL, trackingID).Scan(&n)
+	return err == nil && n == 1, err
 }

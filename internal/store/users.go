@@ -77,10 +77,12 @@ func (s *Store) EraseUser(ctx context.Context, tenantID, userID string) (Erasure
 		}
 		existed := tag.RowsAffected() == 1
 		const theirs = `tenant_id = $1 AND user_id = $2 AND kind = 'tenant'`
-		if tag, err = tx.Exec(ctx, cancelUpdate(theirs), tenantID, userID); err != nil {
+		// Each notification cancelled reports notification.cancelled, in this transaction.
+		if err := tx.QueryRow(ctx, `WITH changed AS (`+cancelUpdate(theirs)+` RETURNING `+notificationEventColumns+`),
+			`+notificationEvents("changed")+`
+			SELECT count(*) FROM changed`, tenantID, userID).Scan(&e.Cancelled); err != nil {
 			return err
 		}
-		e.Cancelled = int(tag.RowsAffected())
 		if tag, err = tx.Exec(ctx, `UPDATE notifications SET body = '' WHERE `+theirs+` AND body <> ''`, tenantID, userID); err != nil {
 			return err
 		}
