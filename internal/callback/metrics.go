@@ -47,3 +47,14 @@ var (
 		Help: "Callback attempts this sender has in flight.",
 	})
 )
+
+// Every outcome and reason starts at 0, so that increase() and rate() see a process's first event and the
+// dashboard and alerts find the series before anything happened.
+func init() {
+	for _, o := range []string{"delivered", "rejected", "timeout", "network", "blocked", "canceled"} {
+		attempts.WithLabelValues(o)
+	}
+	for _, r := range []string{"expired", "gone"} {
+		dropped.WithLabelValues(r)
+	}
+}

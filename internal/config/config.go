@@ -305,8 +305,12 @@ func (c *CallbackKey) check(p *problems) {
 	}
 }
 
-// Key is the parsed key; call it after the check passed.
+// Key is the parsed key, nil when none is set (the ingress then answers the callback routes that make a
+// secret 503); call it after the check passed.
 func (c *CallbackKey) Key() *signing.Key {
+	if c.CallbackSecretKey == "" {
+		return nil
+	}
 	k, err := signing.ParseKey(c.CallbackSecretKey)
 	if err != nil {
 		panic("config: CallbackKey used unchecked")
@@ -406,7 +410,11 @@ func (c *Ingress) check(p *problems) {
 	c.Proxies.check(p)
 	c.DeepLinks.check(p)
 	c.TenantDefaults.check(p)
-	c.CallbackKey.check(p)
+	// Optional here: an installation without callbacks keeps its ingress (the routes that make a secret answer
+	// 503); herald callbacks requires it.
+	if c.CallbackSecretKey != "" {
+		c.CallbackKey.check(p)
+	}
 	c.Log.check(p)
 }
 

@@ -65,7 +65,7 @@ func TestDevRunsThePrintedWalkthrough(t *testing.T) {
 		regexp.MustCompile(`"user_id":\s*"alice",\s*"status":\s*"verified"`),                                // read right after the share
 		regexp.MustCompile(`"status":\s*"delivered"`),                                                       // the loop waited for the end
 		regexp.MustCompile(`(?m)^A message from Demo App\nYour order has shipped$`),
-		regexp.MustCompile(`\{"type":"ping","verified":true,"webhook_id":"msg_`), // step 6: a signed ping arrived
+		regexp.MustCompile(`\{"type":"ping","verified":true,"webhook_id":"evt_`), // step 6: a signed ping arrived
 	} {
 		if !want.Match(out) {
 			t.Errorf("the walkthrough's output has no %s:\n%s", want, out)

@@ -24,6 +24,7 @@ import (
 
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
 	"github.com/heraldhq/herald/internal/devenv"
+	"github.com/heraldhq/herald/internal/egress"
 	"github.com/heraldhq/herald/internal/kafkatest"
 	"github.com/heraldhq/herald/internal/operator"
 	"github.com/heraldhq/herald/internal/pgtest"
@@ -99,10 +100,16 @@ func TestEveryMetricTheDashboardAndAlertsReadIsExported(t *testing.T) {
 	base, key := startDev(t, devenv.Options{DataDir: t.TempDir(), DatabaseURL: dbURL, KafkaBrokers: broker.Addrs(),
 		TopicPrefix: "herald", DeepLinkBase: "https://t.me", RateLimit: 30,
 		// A burst of 2, so that a few sends in a row go over the limit.
-		TenantSendsPerSecond: 1})
+		TenantSendsPerSecond: 1,
+		// Callbacks to the simulator's receiver, as herald dev's configuration allows.
+		CallbackPolicy: egress.Policy{AllowInsecure: true, AllowPrivate: true}})
 	operatorMetrics := startOperator(t)
 
 	c := &devClient{t: t, base: base, key: key}
+	// A callback endpoint (the simulator's receiver) that fails throughout (each event's attempts back off
+	// from 5 s): the callback metrics, the endpoint's consecutive failures included.
+	c.do("POST", "/v1/callbacks", `{"url":"`+base+`/sim/callbacks"}`, true, 201)
+	c.do("POST", "/sim/callbacks/fail", `{"count":1000,"status":503}`, false, 200)
 	// Link, verify, send: the webhook's updates, the tenant API, a delivery.
 	link := c.do("POST", "/v1/link-token", `{"user_id":"alice"}`, true, 200)["deep_link"].(string)
 	c.do("POST", "/sim/users/1001/open-link", `{"url":"`+link+`"}`, false, 200)
@@ -148,10 +155,15 @@ func TestEveryMetricTheDashboardAndAlertsReadIsExported(t *testing.T) {
 
 	// Every name on one of the two /metrics. Some series appear only once their event has happened (the
 	// retry of the 429, the redrive's first pass), so scrape until all are there or time is up.
+	// A name seen once was exported: some series exist only while their condition lasts (an endpoint's
+	// consecutive failures, until it answers again).
 	var missing []string
+	exported := map[string]bool{}
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		exported := scrape(t, base+"/metrics")
+		for n := range scrape(t, base+"/metrics") {
+			exported[n] = true
+		}
 		for n := range scrape(t, operatorMetrics) {
 			exported[n] = true
 		}

@@ -252,6 +252,8 @@ func TestAClaimTakesAtMostPerEndpointInFlightAtEachEndpoint(t *testing.T) {
 	slow, fast := endpoint(t, s, "acme"), endpoint(t, s, "acme")
 	addEvents(t, s, slow, 20)
 	addEvents(t, s, fast, 20)
+	// Until the reclaims at the end, every event claimed is claimed for its first attempt.
+	firstAttempts := true
 	claim := func(limit int) map[string]int {
 		t.Helper()
 		evs, err := s.ClaimCallbackEvents(ctx, limit, 3, time.Minute, nil)
@@ -261,7 +263,7 @@ func TestAClaimTakesAtMostPerEndpointInFlightAtEachEndpoint(t *testing.T) {
 		per := map[string]int{}
 		for _, e := range evs {
 			per[e.EndpointID]++
-			if e.Attempts != 1 || e.Type != "ping" || e.TenantID != "acme" || len(e.Secrets) != 1 {
+			if (firstAttempts && e.Attempts != 1) || e.Attempts < 1 || e.Type != "ping" || e.TenantID != "acme" || len(e.Secrets) != 1 {
 				t.Errorf("claimed %+v", e)
 			}
 		}
@@ -287,6 +289,7 @@ func TestAClaimTakesAtMostPerEndpointInFlightAtEachEndpoint(t *testing.T) {
 		t.Fatalf("claim after one end %v, want one at fast", got)
 	}
 	// A claim of some endpoints only takes theirs.
+	firstAttempts = false
 	exec(t, s, `UPDATE callback_events SET leased_until = NULL, next_attempt_at = now() WHERE state = 'pending'`)
 	only, err := s.ClaimCallbackEvents(ctx, 100, 3, time.Minute, []string{slow})
 	if err != nil || len(only) != 3 || only[0].EndpointID != slow || only[2].EndpointID != slow {
