@@ -118,6 +118,10 @@ bench-ingress: build postgres ## Load POST /v1/send: accepted/s, p99, RSS, and t
 bench-batch: build postgres ## bench-ingress plus POST /v1/send/batch of 100: notifications/s beside the same run's single sends
 	$(GO) run ./hack/bench/ingress -herald $(HERALD) -batch 100
 
+.PHONY: bench-fairness
+bench-fairness: postgres ## Fairness and limits: a quiet tenant behind a noisy backlog at 30/s, one busy chat among fifty, three replicas holding one limit
+	$(GO) run ./hack/bench/fairness
+
 .PHONY: bench-insert
 bench-insert: postgres ## The send's insert alone, before and after the v1 extensions, and with 1,000,000 scheduled notifications stored
 	$(GO) run ./hack/bench/insert

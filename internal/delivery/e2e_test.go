@@ -361,7 +361,14 @@ func TestGracefulShutdownLosesNothing(t *testing.T) {
 	first := e.start(opts)
 	ids := make([]string, n)
 	parallel(n, 8, func(i int) { ids[i], _ = e.send("g"+strconv.Itoa(i), "g"+strconv.Itoa(i), 5) })
-	time.Sleep(1500 * time.Millisecond)
+	// Stop once deliveries are under way (joining the group takes a while on a busy machine): 120 messages
+	// to 30 chats at one per second per chat take at least 4 s, so the stop comes mid-stream.
+	for deadline := time.Now().Add(30 * time.Second); e.countStatus(ids, "delivered") == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("nothing delivered within 30 s")
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
 	first.stop(t)
 	delivered := e.countStatus(ids, "delivered")
 	if delivered == 0 || delivered == n {
