@@ -26,6 +26,7 @@ import (
 
 	"github.com/heraldhq/herald/internal/egress"
 	"github.com/heraldhq/herald/internal/labels"
+	"github.com/heraldhq/herald/internal/loop"
 	"github.com/heraldhq/herald/internal/signing"
 	"github.com/heraldhq/herald/internal/store"
 )
@@ -459,19 +460,8 @@ func (s *Sender) refreshStats(ctx context.Context) {
 	}
 }
 
-// every runs f at once and then every interval until ctx ends.
-func every(ctx context.Context, interval time.Duration, f func(ctx context.Context)) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		f(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
+// every is loop.Every, the one helper of Herald's periodic loops.
+var every = loop.Every
 
 // truncate keeps at most n bytes of s, on a rune boundary.
 func truncate(s string, n int) string {

@@ -2,8 +2,8 @@ package console
 
 import (
 	"context"
-	"time"
 
+	"github.com/heraldhq/herald/internal/resource"
 	"github.com/heraldhq/herald/internal/sim"
 )
 
@@ -115,12 +115,8 @@ func (c *Console) state(ctx context.Context) (state, error) {
 	return st, nil
 }
 
-func timestamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
-
-func optionalTimestamp(t *time.Time) *string {
-	if t == nil {
-		return nil
-	}
-	s := timestamp(*t)
-	return &s
-}
+// timestamp and optionalTimestamp render times as every resource does.
+var (
+	timestamp         = resource.Timestamp
+	optionalTimestamp = resource.OptionalTimestamp
+)

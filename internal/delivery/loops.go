@@ -1,26 +1,16 @@
 package delivery
 
-// The worker's periodic loops share one helper: every.
+// The worker's periodic loops share one helper: every (internal/loop).
 
 import (
 	"context"
 	"time"
+
+	"github.com/heraldhq/herald/internal/loop"
 )
 
-// every runs f at once and then every interval until ctx ends: the retry scheduler and relay, the redrive,
-// the lag gauge, the offset commits and the pruning of the per-chat limiter all run on it.
-func every(ctx context.Context, interval time.Duration, f func(ctx context.Context)) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		f(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
+// every is loop.Every, the one helper of the worker's periodic loops.
+var every = loop.Every
 
 // pruneChats forgets chats whose per-chat slot is long past.
 func (w *Worker) pruneChats(ctx context.Context) {
