@@ -235,9 +235,9 @@ func TestPostgresRestart(t *testing.T) {
 // Ordering), so order is not required here.
 //
 // The workers run with HERALD_WORKER_BACKOFF_BASE=200ms and HERALD_WORKER_BACKOFF_MAX=2s (see
-// chaostest.workerDefaults); until the product reads them, the production schedule (15 s, 30 s, …)
-// applies and recovery takes longer than the bound. HERALD_WORKER_MAX_ATTEMPTS is raised so that the
-// compressed schedule still outlasts the outage, as the production one (32 minutes) does.
+// chaostest.workerDefaults) instead of the production schedule (15 s, 30 s, …), so that recovery is a
+// matter of seconds. HERALD_WORKER_MAX_ATTEMPTS is raised so that the compressed schedule still outlasts
+// the outage, as the production one (32 minutes) does.
 func TestPlatform5xx(t *testing.T) {
 	mode := chaostest.CurrentMode()
 	cfg := mode.Config()

@@ -82,7 +82,7 @@ func main() {
 	flag.Float64Var(&o.idempotent, "idempotent", 0.1, "fraction of sends carrying an Idempotency-Key")
 	flag.Float64Var(&o.overload, "overload", 2, "phase 5 offers this many times the measured capacity (0 skips it)")
 	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of the ingress during phase 2 to this file")
-	flag.StringVar(&o.gomemlimit, "gomemlimit", "64MiB", "GOMEMLIMIT of the ingress (the chart sets the container limit)")
+	flag.StringVar(&o.gomemlimit, "gomemlimit", "64MiB", "GOMEMLIMIT of the ingress (the chart sets the container limit, 256Mi by default: 64MiB is a stricter budget)")
 	flag.IntVar(&o.batch, "batch", 0, "phase 6: sends per POST /v1/send/batch (0 skips the phase; the contract allows 1-100)")
 	flag.IntVar(&o.batchConcurrency, "batch-concurrency", 16, "phase 6: closed-loop connections")
 	flag.StringVar(&o.batchProfile, "batch-profile", "", "write a CPU profile of the ingress during phase 6 to this file")
