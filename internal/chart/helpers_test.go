@@ -10,9 +10,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/heraldhq/herald/internal/reporoot"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -56,39 +56,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-var (
-	rootOnce sync.Once
-	rootDir  string
-	rootErr  error
-)
-
 // repoRoot is the directory of go.mod.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	rootOnce.Do(func() {
-		dir, err := os.Getwd()
-		if err != nil {
-			rootErr = err
-			return
-		}
-		for {
-			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-				rootDir = dir
-				return
-			}
-			parent := filepath.Dir(dir)
-			if parent == dir {
-				rootErr = errors.New("go.mod not found above the working directory")
-				return
-			}
-			dir = parent
-		}
-	})
-	if rootErr != nil {
-		t.Fatal(rootErr)
-	}
-	return rootDir
-}
+var repoRoot = reporoot.Dir
 
 func chartDir(t testing.TB) string { return filepath.Join(repoRoot(t), "charts", "herald") }
 

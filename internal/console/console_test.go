@@ -2,21 +2,18 @@ package console_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/heraldhq/herald/internal/devenv"
+	"github.com/heraldhq/herald/internal/devenv/devtest"
 	"github.com/heraldhq/herald/internal/pgtest"
 )
 
@@ -28,60 +25,13 @@ type dev struct {
 	stop      func() // stops it (at the latest when the test ends), failing the test if that takes over 10 s
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
-var keyLine = regexp.MustCompile(`export HERALD=(http://\S+) KEY=(hk_[A-Za-z0-9_-]+)`)
-
+// startDev starts herald dev for the test; it must stop within 10 s (an open console stream must not hold
+// the shutdown).
 func startDev(t *testing.T) dev {
 	t.Helper()
-	// Port 0: the walkthrough says which port it got.
-	addr := "127.0.0.1:0"
-	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
-	done := make(chan error, 1)
-	go func() {
-		done <- devenv.Run(ctx, devenv.Options{HTTPAddr: addr, DataDir: t.TempDir(), DatabaseURL: pgtest.NewDatabase(t),
-			TopicPrefix: "herald", DeepLinkBase: "https://t.me", RateLimit: 30,
-			Logger: slog.New(slog.DiscardHandler), Stdout: out})
-	}()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("herald dev did not stop cleanly: %v", err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Error("herald dev did not stop within 10 s (an open console stream holding the shutdown?)")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	for deadline := time.Now().Add(60 * time.Second); !keyLine.MatchString(out.String()); time.Sleep(20 * time.Millisecond) {
-		select {
-		case err := <-done:
-			t.Fatalf("herald dev stopped: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("herald dev did not start within 60 s")
-		}
-	}
-	m := keyLine.FindStringSubmatch(out.String())
-	return dev{base: m[1], key: m[2], stop: stop}
+	d := devtest.Start(t, devenv.Options{DataDir: t.TempDir(), DatabaseURL: pgtest.NewDatabase(t),
+		TopicPrefix: "herald", DeepLinkBase: "https://t.me", RateLimit: 30}, 10*time.Second)
+	return dev{base: d.Base, key: d.Key, stop: d.Stop}
 }
 
 func get(t *testing.T, url string, header ...string) *http.Response {

@@ -2,7 +2,6 @@ package devenv_test
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,29 +13,16 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/heraldhq/herald/internal/devenv"
+	"github.com/heraldhq/herald/internal/devenv/devtest"
 	"github.com/heraldhq/herald/internal/egress"
 	"github.com/heraldhq/herald/internal/pglocal"
 	"github.com/heraldhq/herald/internal/pgtest"
 	"github.com/heraldhq/herald/internal/store"
 )
-
-// syncBuffer collects the walkthrough while Run writes it from another goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestDevRunsThePrintedWalkthrough starts `herald dev` on embedded defaults (a private PostgreSQL from the
 // local binaries, the embedded broker, the simulator) and runs the walkthrough it prints, as printed, in
@@ -208,12 +194,10 @@ func TestVerificationStatusShowsAPromptTheUserNeverGot(t *testing.T) {
 	}
 }
 
-var keyLine = regexp.MustCompile(`export HERALD=(http://\S+) KEY=(hk_[A-Za-z0-9_-]+)`)
-
 // dev is a running herald dev.
 type dev struct {
 	key, base string
-	out       *syncBuffer
+	out       *devtest.Buffer
 	stop      func()
 }
 
@@ -241,50 +225,15 @@ func startDev(t *testing.T, dir string) *dev {
 	return startDevWith(t, devenv.Options{DataDir: dir})
 }
 
-// startDevWith starts herald dev with o on a free loopback port, the embedded broker and the simulator.
+// startDevWith starts herald dev with o on a free loopback port (unless o names one), the embedded broker
+// and the simulator.
 func startDevWith(t *testing.T, o devenv.Options) *dev {
 	t.Helper()
-	// Port 0 unless the caller names one: the walkthrough says which port it got.
-	addr := cmp.Or(o.HTTPAddr, "127.0.0.1:0")
+	o.TopicPrefix, o.DeepLinkBase, o.RateLimit, o.Logger = "herald", "https://t.me", 30, discard
 	// As herald dev's configuration does: its callbacks go to the simulator's receiver on 127.0.0.1.
 	o.CallbackPolicy = egress.Policy{AllowInsecure: true, AllowPrivate: true}
-	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
-	done := make(chan error, 1)
-	go func() {
-		o.HTTPAddr, o.TopicPrefix, o.DeepLinkBase, o.RateLimit, o.Logger, o.Stdout = addr, "herald", "https://t.me", 30, discard, out
-		done <- devenv.Run(ctx, o)
-	}()
-	deadline := time.Now().Add(60 * time.Second)
-	for !keyLine.MatchString(out.String()) {
-		select {
-		case err := <-done:
-			t.Fatalf("herald dev stopped: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatal("herald dev printed no walkthrough within 60 s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	stopped := false
-	m := keyLine.FindStringSubmatch(out.String())
-	return &dev{key: m[2], base: m[1], out: out, stop: func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("herald dev did not stop cleanly: %v", err)
-			}
-		case <-time.After(40 * time.Second):
-			t.Error("herald dev did not stop within 40 s")
-		}
-	}}
+	d := devtest.Start(t, o, 40*time.Second)
+	return &dev{key: d.Key, base: d.Base, out: d.Out, stop: d.Stop}
 }
 
 // Callbacks in herald dev: with the simulator's receiver registered first, every event of the tour arrives

@@ -2,7 +2,6 @@ package monitoring
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -12,7 +11,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +22,7 @@ import (
 
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
 	"github.com/heraldhq/herald/internal/devenv"
+	"github.com/heraldhq/herald/internal/devenv/devtest"
 	"github.com/heraldhq/herald/internal/egress"
 	"github.com/heraldhq/herald/internal/kafkatest"
 	"github.com/heraldhq/herald/internal/operator"
@@ -215,21 +214,6 @@ func scrape(t *testing.T, url string) map[string]bool {
 	return names
 }
 
-// syncBuffer collects herald dev's walkthrough while it writes it from another goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
-var keyLine = regexp.MustCompile(`KEY=(hk_[A-Za-z0-9_-]+)`)
-
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -240,42 +224,11 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
 // startDev runs herald dev until the end of the test and returns its base URL and the demo tenant's key.
 func startDev(t *testing.T, o devenv.Options) (base, key string) {
 	t.Helper()
-	addr := freeAddr(t)
-	o.HTTPAddr, o.Logger = addr, discardLogger()
-	out := &syncBuffer{}
-	o.Stdout = out
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- devenv.Run(ctx, o) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("herald dev did not stop cleanly: %v", err)
-			}
-		case <-time.After(40 * time.Second):
-			t.Error("herald dev did not stop within 40 s")
-		}
-	})
-	deadline := time.Now().Add(60 * time.Second)
-	for !keyLine.MatchString(out.String()) {
-		select {
-		case err := <-done:
-			t.Fatalf("herald dev stopped: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("herald dev printed no walkthrough within 60 s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return "http://" + addr, keyLine.FindStringSubmatch(out.String())[1]
+	d := devtest.Start(t, o, 40*time.Second)
+	return d.Base, d.Key
 }
 
 // startOperator runs the operator against envtest with plain-HTTP metrics, makes it reconcile a Tenant, and

@@ -2,7 +2,6 @@ package monitoring
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,7 +9,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/prometheus/prometheus/promql/parser"
@@ -19,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/heraldhq/herald/internal/pgtest"
+	"github.com/heraldhq/herald/internal/reporoot"
 )
 
 // restConfig reaches the envtest API server the operator runs against.
@@ -43,39 +42,8 @@ func run(m *testing.M) int {
 	return pgtest.Run(m)
 }
 
-var (
-	rootOnce sync.Once
-	rootDir  string
-	rootErr  error
-)
-
 // repoRoot is the directory of go.mod.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	rootOnce.Do(func() {
-		dir, err := os.Getwd()
-		if err != nil {
-			rootErr = err
-			return
-		}
-		for {
-			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-				rootDir = dir
-				return
-			}
-			parent := filepath.Dir(dir)
-			if parent == dir {
-				rootErr = errors.New("go.mod not found above the working directory")
-				return
-			}
-			dir = parent
-		}
-	})
-	if rootErr != nil {
-		t.Fatal(rootErr)
-	}
-	return rootDir
-}
+var repoRoot = reporoot.Dir
 
 // The files under test: what the chart ships.
 func dashboardPath(t testing.TB) string {

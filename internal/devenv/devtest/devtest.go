@@ -1,0 +1,92 @@
+// Package devtest runs `herald dev` inside a test: the tests of herald dev itself, of its dev console and of
+// the metrics a running Herald exports all start it the same way.
+package devtest
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald/internal/devenv"
+)
+
+// Dev is a running herald dev.
+type Dev struct {
+	Base string  // its URL, http://host:port
+	Key  string  // the demo tenant's API key
+	Out  *Buffer // what it printed: the walkthrough
+	stop func()
+}
+
+// Stop stops it (once; the test's cleanup does it too) and fails the test if it does not stop cleanly within
+// the time Start was given.
+func (d *Dev) Stop() { d.stop() }
+
+// keyLine is the walkthrough's line that names the address and the key.
+var keyLine = regexp.MustCompile(`export HERALD=(http://\S+) KEY=(hk_[A-Za-z0-9_-]+)`)
+
+// Start runs herald dev with o until the test ends or Stop is called: on 127.0.0.1 with a free port unless
+// o.HTTPAddr names one, logging nowhere unless o.Logger is set. It returns once the walkthrough is printed;
+// stopWithin bounds the stop (what a test asserts about shutdown).
+func Start(t testing.TB, o devenv.Options, stopWithin time.Duration) *Dev {
+	t.Helper()
+	o.HTTPAddr = cmp.Or(o.HTTPAddr, "127.0.0.1:0")
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	out := &Buffer{}
+	o.Stdout = out
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- devenv.Run(ctx, o) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("herald dev did not stop cleanly: %v", err)
+				}
+			case <-time.After(stopWithin):
+				t.Errorf("herald dev did not stop within %v", stopWithin)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	for deadline := time.Now().Add(60 * time.Second); !keyLine.MatchString(out.String()); time.Sleep(20 * time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("herald dev stopped: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("herald dev printed no walkthrough within 60 s")
+		}
+	}
+	m := keyLine.FindStringSubmatch(out.String())
+	return &Dev{Base: m[1], Key: m[2], Out: out, stop: stop}
+}
+
+// Buffer collects what herald dev prints while it writes from another goroutine.
+type Buffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
