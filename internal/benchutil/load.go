@@ -89,11 +89,10 @@ type shot struct {
 }
 
 type recorder struct {
-	mu     sync.Mutex
-	codes  map[int]int64
-	ok     Latencies
-	all    Latencies
-	errors atomic.Int64
+	mu    sync.Mutex
+	codes map[int]int64
+	ok    Latencies
+	all   Latencies
 }
 
 func (r *recorder) add(code int, lat time.Duration) {

@@ -108,10 +108,6 @@ func (rc *Receiver) Routes(r chi.Router) {
 	r.Post(Path, rc.serveWebhook)
 }
 
-type okResponse struct {
-	OK bool `json:"ok"`
-}
-
 // serveWebhook authenticates before anything is read, bounds and parses the body, handles the update and
 // answers {"ok": true}. A failure to store or queue answers 5xx, so that the platform retries the update.
 func (rc *Receiver) serveWebhook(w http.ResponseWriter, r *http.Request) {
