@@ -3,12 +3,14 @@ package ingress_test
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/internal/ingress"
 	"github.com/heraldhq/herald/internal/signing"
 	"github.com/heraldhq/herald/internal/store"
 )
@@ -209,4 +211,24 @@ func TestCallbackRoutesCountAgainstTheTenantsRequests(t *testing.T) {
 		}
 	}
 	t.Fatal("GET /v1/callbacks never answered 429 under a limit of 1 request per second")
+}
+
+// An ingress started without HERALD_CALLBACK_SECRET_KEY serves the API as before; the callback routes that
+// make a secret answer 503 unavailable (nothing stored), and listing still works.
+func TestWithoutACallbackKeyTheRoutesThatMakeASecretAreUnavailable(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, func(o *ingress.Options) { o.CallbackKey = nil })
+	key := e.tenant("acme", "Acme", nil)
+	expectError(t, e.do("POST", "/v1/callbacks", key, map[string]any{"url": "https://hooks.example.com/herald"}),
+		http.StatusServiceUnavailable, "unavailable")
+	if n := e.countRows(`SELECT count(*) FROM callback_endpoints`); n != 0 {
+		t.Errorf("%d endpoints stored", n)
+	}
+	if r := e.do("GET", "/v1/callbacks", key, nil); r.status != http.StatusOK {
+		t.Errorf("listing without a key: %d %s", r.status, r.body)
+	}
+	e.link("acme", "u1", 1001, "verified")
+	if r := e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "hi"}); r.status != http.StatusAccepted {
+		t.Errorf("a send without a callback key: %d %s", r.status, r.body)
+	}
 }

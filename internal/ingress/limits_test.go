@@ -70,6 +70,36 @@ func TestSendsOverTheTenantsLimitAreRefused(t *testing.T) {
 	}
 }
 
+// A batch spends one send per valid item, all at once: within the burst it is accepted whole (and
+// refused whole once the bucket is short), and one with more valid items than the burst could never pass,
+// so it is refused saying to split it, storing nothing.
+func TestABatchCountsItsItemsAgainstTheSendRate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	key := e.tenant("acme", "Acme", nil)
+	e.link("acme", "u1", 1001, "verified")
+	e.limit("acme", store.TenantLimits{SendsPerSecond: int32p(1), Burst: int32p(5)})
+	batch := func(n int) map[string]any {
+		items := make([]any, n)
+		for i := range items {
+			items[i] = map[string]any{"user_id": "u1", "message": "hi"}
+		}
+		return map[string]any{"notifications": items}
+	}
+	tooBig := e.do("POST", "/v1/send/batch", key, batch(6))
+	expectError(t, tooBig, http.StatusTooManyRequests, "rate_limited")
+	if !strings.Contains(string(tooBig.body), "smaller batches") {
+		t.Errorf("a batch over the burst: %s, want the advice to split it", tooBig.body)
+	}
+	if r := e.do("POST", "/v1/send/batch", key, batch(4)); r.status != http.StatusOK {
+		t.Fatalf("a batch of 4 within a burst of 5: %d %s", r.status, r.body)
+	}
+	expectError(t, e.do("POST", "/v1/send/batch", key, batch(4)), http.StatusTooManyRequests, "rate_limited")
+	if n := e.countRows(`SELECT count(*) FROM notifications`); n != 4 {
+		t.Errorf("%d rows, want the first batch's 4 only", n)
+	}
+}
+
 // Every other /v1 route counts against the tenant's requests per second; sends do not.
 func TestOtherRoutesCountAgainstRequestsPerSecond(t *testing.T) {
 	t.Parallel()
