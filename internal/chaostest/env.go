@@ -320,10 +320,11 @@ func (e *Env) LiveWorkers() []*Proc {
 }
 
 // WaitShares waits until the live workers' rate shares (herald_worker_rate_limit) add up to the global
-// limit and each holds some: the group has settled after a start or a rebalance.
+// limit, each holds some, and the partitions they hold (herald_worker_partitions) are every partition of
+// both topics: the group has settled after a start or a rebalance.
 func (e *Env) WaitShares(ctx context.Context) error {
 	return Eventually(ctx, 90*time.Second, 200*time.Millisecond, "worker group settled", func(ctx context.Context) error {
-		sum := 0.0
+		sum, held := 0.0, 0.0
 		var shares []string
 		for _, w := range e.LiveWorkers() {
 			m, err := scrape(ctx, w.Addr)
@@ -334,11 +335,20 @@ func (e *Env) WaitShares(ctx context.Context) error {
 			if v <= 0 {
 				return fmt.Errorf("%s has no share yet", w.Name)
 			}
+			p := m.sum("herald_worker_partitions")
+			if p <= 0 {
+				return fmt.Errorf("%s holds no partition yet", w.Name)
+			}
+			held += p
 			sum += v
 			shares = append(shares, fmt.Sprintf("%s=%.1f", w.Name, v))
 		}
 		if math.Abs(sum-e.Cfg.RateLimit) > 0.01*e.Cfg.RateLimit {
 			return fmt.Errorf("shares %v add up to %.1f, want %v", shares, sum, e.Cfg.RateLimit)
+		}
+		// Every partition of both topics has exactly one live holder: the group has rebalanced.
+		if want := float64(2 * e.Cfg.Partitions); held != want {
+			return fmt.Errorf("the live workers hold %v partitions, want %v", held, want)
 		}
 		return nil
 	})

@@ -11,8 +11,7 @@ package delivery
 // to it: the moment it ends, every one of them that has not started is dropped (uncommitted; whoever holds
 // its partition next reads it again, this worker included), waits for a chat or a turn give up, and no
 // fetch happens until the next generation has begun. kafka-go reports neither moment through its API, but
-// it logs both, through the Logger (generationLogger); share.go's polling of Stats().Rebalances remains
-// the fallback that holds the rate.
+// it logs both, through the Logger (generationLogger).
 
 import (
 	"context"
@@ -64,8 +63,8 @@ func (w *Worker) newConsumer(p Priority) *consumer {
 		Brokers: w.opts.Brokers,
 		GroupID: w.opts.GroupID,
 		Topic:   topic,
-		// The client id names this worker's members in the group, which is how it finds its share of the
-		// partitions (share.go).
+		// The client id names this worker's members in the group, which is how it finds its partitions
+		// (group.go).
 		Dialer:            &kafka.Dialer{ClientID: w.clientID, Timeout: 10 * time.Second, DualStack: true},
 		MinBytes:          1,
 		MaxBytes:          10 << 20,
@@ -114,8 +113,8 @@ func (g generationLogger) Printf(format string, args ...any) {
 }
 
 // endGeneration drops every fetched message that has not started, stops fetching until the next
-// generation, forgets the offsets not yet committed (they would be another worker's to commit; the next
-// generation reads them again), and holds the rate until the new share is known.
+// generation, and forgets the offsets not yet committed (they would be another worker's to commit; the
+// next generation reads them again).
 func (c *consumer) endGeneration() {
 	c.mu.Lock()
 	if c.endGen != nil {
@@ -124,9 +123,6 @@ func (c *consumer) endGeneration() {
 	c.gen, c.endGen = nil, nil
 	c.mu.Unlock()
 	c.tracker.reset()
-	if c.w.share != nil {
-		c.w.share.hold()
-	}
 	generations.WithLabelValues("ended").Inc()
 }
 
@@ -145,8 +141,8 @@ func (c *consumer) beginGeneration() {
 	close(c.genChange)
 	c.genChange = make(chan struct{})
 	c.mu.Unlock()
-	if c.w.share != nil {
-		c.w.share.poke()
+	if c.w.group != nil {
+		c.w.group.poke()
 	}
 	generations.WithLabelValues("began").Inc()
 }
@@ -209,7 +205,7 @@ func (c *consumer) fetchLoop(fetchCtx, workCtx context.Context) {
 			_ = sleepUntil(fetchCtx, time.Now().Add(time.Second))
 			continue
 		}
-		c.w.share.sawPartition(c.topic, m.Partition)
+		c.w.group.sawPartition(c.topic, m.Partition)
 		c.keepPreviousHoldersPace(m)
 		f := c.tracker.add(m)
 		f.tenant = tenantLabel(m.Value)
@@ -236,6 +232,13 @@ func (c *consumer) keepPreviousHoldersPace(m kafka.Message) {
 	if chat := chatOfKey(strconv.Itoa(m.Partition) + "/" + string(m.Key)); chat != 0 {
 		c.w.chats.NotBefore(chat, until)
 	}
+}
+
+// activeLanes is how many keys have messages fetched and not finished: chats with work (ratelease.go).
+func (c *consumer) activeLanes() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.queues)
 }
 
 // dispatch queues f behind earlier messages of its key, starting a lane when the key has none.

@@ -7,8 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/outbox"
+	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/sim"
 )
 
@@ -450,4 +453,69 @@ func (e *env) duplicates(first int64, n int) int {
 		}
 	}
 	return dups
+}
+
+// The global rate follows the work, not the partitions: when every chat with a backlog is on one worker's
+// partitions, that worker gets nearly all of the bot's rate while the other keeps a floor, and the split
+// evens out again once the backlog is gone.
+func TestTheGlobalRateFollowsTheBacklogAcrossWorkers(t *testing.T) {
+	// Not parallel: the rate limits are asserted at millisecond scale.
+	const rate, chats, each = 30, 60, 3
+	e := newEnv(t, sim.Options{GlobalRate: rate})
+	opts := e.fastOptions()
+	opts.RateLimit = rate
+	w1 := e.start(opts)
+	w2 := e.start(opts)
+	normal := queue.TopicsFor(prefix).Normal
+	eventually(t, 30*time.Second, "both workers hold partitions and the rate is shared out", func() bool {
+		return len(w1.w.Partitions(normal)) > 0 && len(w2.w.Partitions(normal)) > 0 && w1.w.Rate()+w2.w.Rate() == rate
+	})
+	// Chats whose key the producer puts on w1's partitions.
+	mine := w1.w.Partitions(normal)
+	parts := make([]int, len(mine)+len(w2.w.Partitions(normal)))
+	for i := range parts {
+		parts[i] = i
+	}
+	var users []string
+	for chat := int64(30000); len(users) < chats; chat++ {
+		p := (&kafka.Murmur2Balancer{}).Balance(kafka.Message{Key: []byte("chat/" + strconv.FormatInt(chat, 10))}, parts...)
+		if mine[p] {
+			u := "f" + strconv.FormatInt(chat, 10)
+			e.user(u, chat, true)
+			users = append(users, u)
+		}
+	}
+	var ids []string
+	for i := range each {
+		for _, u := range users {
+			id, _ := e.send(u, "m"+strconv.Itoa(i), 5)
+			ids = append(ids, id)
+		}
+	}
+	// 60 chats with work at one message a second each want 60/s: w1 asks for the whole 30/s and gets all
+	// but the other's floor.
+	eventually(t, 10*time.Second, "the worker with the backlog gets nearly the whole rate", func() bool {
+		return w1.w.Rate() >= rate-1 && w2.w.Rate() <= 1
+	})
+	statuses := e.waitAllTerminal(ids, 60*time.Second)
+	for id, s := range statuses {
+		if s != "delivered" {
+			t.Errorf("%s ended %s, want delivered", id, s)
+		}
+	}
+	e.assertNoViolations()
+	eventually(t, 10*time.Second, "the split evens out once the backlog is gone", func() bool {
+		return w1.w.Rate() == rate/2 && w2.w.Rate() == rate/2
+	})
+}
+
+func eventually(t *testing.T, within time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

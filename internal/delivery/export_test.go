@@ -40,5 +40,19 @@ func counter(c interface{ Write(*dto.Metric) error }) float64 {
 
 // CaughtUpTo reports whether the group has consumed every message produced before t.
 func (w *Worker) CaughtUpTo(ctx context.Context, t time.Time) (bool, error) {
-	return w.share.caughtUpTo(ctx, t)
+	return w.group.caughtUpTo(ctx, t)
+}
+
+// Allocate is allocate: the split of the global rate by demand.
+var Allocate = allocate
+
+// Partitions are the partitions of topic this worker held at the last reading of the group.
+func (w *Worker) Partitions(topic string) map[int]bool {
+	w.group.mu.Lock()
+	defer w.group.mu.Unlock()
+	out := map[int]bool{}
+	for p := range w.group.known[topic] {
+		out[p] = true
+	}
+	return out
 }

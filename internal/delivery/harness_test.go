@@ -109,7 +109,6 @@ func (e *env) fastOptions() delivery.Options {
 		CommitInterval:     100 * time.Millisecond,
 		LagInterval:        200 * time.Millisecond,
 		AssignmentInterval: time.Second,
-		ShareSettle:        100 * time.Millisecond,
 		SessionTimeout:     6 * time.Second,
 	}
 }

@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -41,7 +42,8 @@ type Limiter struct {
 	weight int
 
 	mu          sync.Mutex
-	rate        float64 // grants per second; 0 pauses
+	rate        float64   // grants per second; 0 pauses
+	until       time.Time // the rate holds until then (zero: for good); past it, nothing is granted or admitted
 	burst       int
 	next        time.Time // GCRA theoretical arrival time of grants
 	sent        time.Time // GCRA theoretical arrival time of admissions
@@ -50,6 +52,7 @@ type Limiter struct {
 	weights     map[string]int // per tenant grants per turn; 1 when absent
 	highRun     int            // grants to high in a row while normal waited
 	wake        chan struct{}
+	admitted    atomic.Int64 // requests admitted, ever: the rate this worker uses (ratelease.go)
 }
 
 type waiter struct {
@@ -128,13 +131,31 @@ func NewLimiter(rate float64, highWeight int) *Limiter {
 // once instead of losing throughput, and the platform absorbs far more than 10 ms of arrival jitter.
 func burstFor(rate float64) int { return max(1, int(rate/100)) }
 
-// SetRate changes the rate, effective at the next grant.
+// SetRate changes the rate, effective at the next grant; it holds as long as the one it replaces.
 func (l *Limiter) SetRate(rate float64) {
 	l.mu.Lock()
 	l.rate = max(0, rate)
 	l.burst = burstFor(l.rate)
 	l.mu.Unlock()
 	l.poke()
+}
+
+// SetLease sets the rate until a moment (a lease of the global rate, ratelease.go): past it the limiter
+// grants and admits nothing until the next SetLease. The limiter checks it itself, at each grant and each
+// admission, so a process that was frozen past its lease cannot send on it when it wakes, whatever its
+// other goroutines have not noticed yet.
+func (l *Limiter) SetLease(rate float64, until time.Time) {
+	l.mu.Lock()
+	l.rate = max(0, rate)
+	l.burst = burstFor(l.rate)
+	l.until = until
+	l.mu.Unlock()
+	l.poke()
+}
+
+// lapsed reports whether the lease ran out at now. l.mu is held.
+func (l *Limiter) lapsed(now time.Time) bool {
+	return !l.until.IsZero() && !now.Before(l.until)
 }
 
 // SetWeights sets the tenants' grants per turn (a tenant not named gets 1).
@@ -151,10 +172,13 @@ func (l *Limiter) weightOf(tenant string) int {
 	return 1
 }
 
-// Rate is the current rate.
+// Rate is the current rate (0 once a lease ran out).
 func (l *Limiter) Rate() float64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.lapsed(time.Now()) {
+		return 0
+	}
 	return l.rate
 }
 
@@ -218,8 +242,8 @@ func (l *Limiter) Admit(ctx context.Context) error {
 		now := time.Now()
 		var wait time.Duration
 		switch {
-		case l.rate <= 0:
-			wait = 100 * time.Millisecond
+		case l.rate <= 0 || l.lapsed(now):
+			wait = 20 * time.Millisecond
 		case now.Before(l.pausedUntil):
 			wait = l.pausedUntil.Sub(now)
 		default:
@@ -232,6 +256,7 @@ func (l *Limiter) Admit(ctx context.Context) error {
 		}
 		l.mu.Unlock()
 		if wait == 0 {
+			l.admitted.Add(1)
 			return nil
 		}
 		if err := sleepUntil(ctx, now.Add(wait)); err != nil {
@@ -282,7 +307,7 @@ func (l *Limiter) grantOne(now time.Time) time.Duration {
 	if !hasHigh && !hasNormal {
 		return -1
 	}
-	if l.rate <= 0 {
+	if l.rate <= 0 || l.lapsed(now) {
 		return 100 * time.Millisecond
 	}
 	if now.Before(l.pausedUntil) {

@@ -32,7 +32,15 @@ var (
 	}, []string{"limiter", "priority"})
 	rateShare = promauto.NewGauge(prometheus.GaugeOpts{
 		Name: "herald_worker_rate_limit",
-		Help: "Messages per second this worker may send: the global limit times its share of the partitions.",
+		Help: "Messages per second this worker may send: its lease on part of the bot's global limit, which the workers share by demand.",
+	})
+	rateDemand = promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "herald_worker_rate_demand",
+		Help: "Messages per second this worker could send now (its chats with work at one per chat interval, or what it sent lately), as it last told the other workers when renewing its rate lease.",
+	})
+	assignedPartitions = promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "herald_worker_partitions",
+		Help: "Partitions of the two priority topics this worker holds in the consumer group.",
 	})
 	tenantBacklog = promauto.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "herald_worker_tenant_backlog",

@@ -73,10 +73,13 @@ type Options struct {
 	HandoverWait time.Duration
 
 	LagInterval        time.Duration // how often the consumer lag gauge is refreshed; 15 s
-	AssignmentInterval time.Duration // how often the partition share is re-read besides rebalances; 5 s
-	// ShareSettle delays an increase of this worker's rate share, so that the workers losing those
-	// partitions have lowered theirs first (decreases apply at once). 1 s.
-	ShareSettle       time.Duration
+	AssignmentInterval time.Duration // how often the partitions held are re-read besides rebalances; 5 s
+	// RateLeaseInterval is how often the worker renews its lease on part of the global rate, saying what
+	// it could use (ratelease.go); 250 ms. RateLeaseTTL is how long a lease holds: a worker that stops
+	// renewing stops sending after three quarters of it, and the others may take its part after all of
+	// it; 3 s.
+	RateLeaseInterval time.Duration
+	RateLeaseTTL      time.Duration
 	SessionTimeout    time.Duration // Kafka group session; 10 s (brokers refuse less than 6 s by default)
 	HeartbeatInterval time.Duration // 1 s: a rebalance waits for every member's next heartbeat
 }
@@ -136,7 +139,8 @@ func (o *Options) defaults() error {
 	def(&o.HandoverWait, o.SendTimeout+5*time.Second)
 	def(&o.LagInterval, 15*time.Second)
 	def(&o.AssignmentInterval, 5*time.Second)
-	def(&o.ShareSettle, time.Second)
+	def(&o.RateLeaseInterval, 250*time.Millisecond)
+	def(&o.RateLeaseTTL, 3*time.Second)
 	def(&o.SessionTimeout, 10*time.Second)
 	def(&o.HeartbeatInterval, time.Second)
 	return nil
@@ -153,7 +157,8 @@ type Worker struct {
 
 	limiter *Limiter
 	chats   *chatLimiter
-	share   *shareKeeper
+	rates   *rateKeeper
+	group   *groupView
 
 	// buffered bounds the messages fetched and not finished, inflight the deliveries between their grant
 	// and their status write (slots.go).
@@ -192,7 +197,8 @@ func New(opts Options) (*Worker, error) {
 		w.owned = func() { w.outbox.Close(); p.Close() }
 	}
 	w.killCtx, w.kill = context.WithCancel(context.Background())
-	w.share = newShareKeeper(w)
+	w.rates = newRateKeeper(w)
+	w.group = newGroupView(w)
 	return w, nil
 }
 
@@ -218,7 +224,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	workCtx, abort := context.WithCancel(context.WithoutCancel(ctx))
 	defer abort()
 	defer context.AfterFunc(w.killCtx, func() { stopFetching(); abort() })()
-	// Background loops (limiter, commits, share) run until the very end; the republishing loops stop with
+	// Background loops (limiter, commits, the rate lease, the group view) run until the very end; the republishing loops stop with
 	// ctx, since a worker on its way out has no business producing.
 	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
@@ -228,7 +234,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	for _, p := range []Priority{High, Normal} {
 		w.consumers = append(w.consumers, w.newConsumer(p))
 	}
-	bg.Go(func() { w.share.run(bgCtx) })
+	bg.Go(func() { w.rates.run(bgCtx) })
+	bg.Go(func() { w.group.run(bgCtx) })
 	bg.Go(func() { every(bgCtx, time.Minute, w.pruneChats) })
 	var loops sync.WaitGroup
 	loops.Go(func() { every(fetchCtx, w.opts.SchedulerInterval, w.republishDue) })

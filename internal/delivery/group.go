@@ -10,34 +10,27 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// shareKeeper sets this worker's rate to the global limit times its share of the partitions of both
-// topics, so the replicas together stay within the bot's limit without talking to each other: the
-// partition assignment is the coordination. It reads the share from the group description (members are
-// recognised by the worker's client id) after every rebalance its readers report, when a message arrives
-// from a partition it did not know it had, and every AssignmentInterval.
-//
-// A share that shrinks applies at once; one that grows applies only after ShareSettle, by which time the
-// replicas that gave up those partitions have lowered their own rates. A replica that is shutting down
-// keeps its partitions (and so its share) until it has drained, so its successor never overlaps it.
-type shareKeeper struct {
+// groupView reads the consumer group's state from the broker: the partitions this worker holds (the
+// herald_worker_partitions gauge), the group's lag, and whether it has caught up to a moment (the fast
+// redrive, republish.go). It reads this worker's partitions after every rebalance its readers report, when
+// a message arrives from a partition it did not know it had, and every AssignmentInterval. Members are
+// recognised by the worker's client id.
+type groupView struct {
 	w      *Worker
 	client *kafka.Client
 	// transport is the client's own: after a broker outage its pooled connections are dead, and kafka-go
-	// keeps handing them out until they idle out (30 s by default) — so long the rate stayed held after a
-	// rebalance the outage caused. Every failed call closes them (resetAfter).
+	// keeps handing them out until they idle out (30 s by default). Every failed call closes them
+	// (resetAfter).
 	transport *kafka.Transport
 
 	mu      sync.Mutex
 	known   map[string]map[int]bool // partitions seen in the last description
-	current float64                 // share in force
-	held    bool                    // sends stopped until the next apply (a rebalance)
-	pending *time.Timer             // a delayed increase
 	refresh chan struct{}
 }
 
-func newShareKeeper(w *Worker) *shareKeeper {
+func newGroupView(w *Worker) *groupView {
 	t := &kafka.Transport{DialTimeout: 5 * time.Second, IdleTimeout: 10 * time.Second, ClientID: w.clientID}
-	return &shareKeeper{
+	return &groupView{
 		w:         w,
 		transport: t,
 		client:    &kafka.Client{Addr: kafka.TCP(w.opts.Brokers...), Timeout: 10 * time.Second, Transport: t},
@@ -47,7 +40,7 @@ func newShareKeeper(w *Worker) *shareKeeper {
 }
 
 // resetAfter closes the client's connections when err is not nil, so the next call dials afresh.
-func (s *shareKeeper) resetAfter(err error) error {
+func (s *groupView) resetAfter(err error) error {
 	if err != nil && !errors.Is(err, errUnstable) {
 		s.transport.CloseIdleConnections()
 	}
@@ -56,7 +49,7 @@ func (s *shareKeeper) resetAfter(err error) error {
 
 // sawPartition asks for a refresh when a message comes from a partition the last description did not
 // give this worker (it got new partitions in a rebalance).
-func (s *shareKeeper) sawPartition(topic string, partition int) {
+func (s *groupView) sawPartition(topic string, partition int) {
 	s.mu.Lock()
 	ok := s.known[topic][partition]
 	s.mu.Unlock()
@@ -65,27 +58,20 @@ func (s *shareKeeper) sawPartition(topic string, partition int) {
 	}
 }
 
-func (s *shareKeeper) poke() {
+func (s *groupView) poke() {
 	select {
 	case s.refresh <- struct{}{}:
 	default:
 	}
 }
 
-func (s *shareKeeper) run(ctx context.Context) {
+func (s *groupView) run(ctx context.Context) {
 	// Readers report rebalances through their stats; polling them is how a rebalance is noticed quickly.
 	watch := time.NewTicker(100 * time.Millisecond)
 	defer watch.Stop()
 	periodic := time.NewTicker(s.w.opts.AssignmentInterval)
 	defer periodic.Stop()
 	defer s.transport.CloseIdleConnections()
-	defer func() {
-		s.mu.Lock()
-		if s.pending != nil {
-			s.pending.Stop()
-		}
-		s.mu.Unlock()
-	}()
 	retry := time.Duration(0)
 	for {
 		var after <-chan time.Time
@@ -105,16 +91,13 @@ func (s *shareKeeper) run(ctx context.Context) {
 			if !rebalanced {
 				continue
 			}
-			// The assignment changed: partitions this worker held may be another's already, and that
-			// worker may count on them for its share. Hold until the new share is known.
-			s.hold()
 		case <-periodic.C:
 		case <-s.refresh:
 		case <-after:
 		}
 		if err := s.update(ctx); err != nil {
 			// Unstable while a rebalance is in progress: look again soon.
-			s.w.log.Debug("partition share not updated", "err", err)
+			s.w.log.Debug("partition assignment not read", "err", err)
 			retry = 200 * time.Millisecond
 			continue
 		}
@@ -124,23 +107,14 @@ func (s *shareKeeper) run(ctx context.Context) {
 
 var errUnstable = errors.New("consumer group is rebalancing")
 
-// update reads the group description and applies the share it implies.
-func (s *shareKeeper) update(ctx context.Context) error {
+// update reads the group description and records this worker's partitions.
+func (s *groupView) update(ctx context.Context) error {
 	return s.resetAfter(s.updateOnce(ctx))
 }
 
-func (s *shareKeeper) updateOnce(ctx context.Context) error {
+func (s *groupView) updateOnce(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	topics := []string{s.w.topics.High, s.w.topics.Normal}
-	meta, err := s.client.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
-	if err != nil {
-		return fmt.Errorf("while reading topic metadata: %w", err)
-	}
-	total := 0
-	for _, t := range meta.Topics {
-		total += len(t.Partitions)
-	}
 	resp, err := s.client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{s.w.opts.GroupID}})
 	if err != nil {
 		return fmt.Errorf("while describing the consumer group: %w", err)
@@ -149,7 +123,7 @@ func (s *shareKeeper) updateOnce(ctx context.Context) error {
 		return fmt.Errorf("while describing the consumer group: %v", resp.Groups)
 	}
 	g := resp.Groups[0]
-	if g.GroupState != "Stable" || total == 0 {
+	if g.GroupState != "Stable" {
 		return errUnstable
 	}
 	known := map[string]map[int]bool{}
@@ -171,61 +145,8 @@ func (s *shareKeeper) updateOnce(ctx context.Context) error {
 	s.mu.Lock()
 	s.known = known
 	s.mu.Unlock()
-	s.apply(float64(mine) / float64(total))
+	assignedPartitions.Set(float64(mine))
 	return nil
-}
-
-// hold stops this worker's sends (rate 0) until the next apply: from the moment its readers report a
-// rebalance until it knows its new share, it cannot tell which of its partitions another worker now
-// counts on. A rebalance takes a moment; a brief pause is cheaper than a burst over the bot's limit.
-func (s *shareKeeper) hold() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.held {
-		return
-	}
-	s.held = true
-	if s.pending != nil {
-		s.pending.Stop()
-		s.pending = nil
-	}
-	s.w.limiter.SetRate(0)
-	rateShare.Set(0)
-	s.w.log.Debug("rate held while the consumer group rebalances")
-}
-
-// apply lowers the rate at once, or raises it after ShareSettle; after a hold it resumes at once at the
-// lower of the old and the new share.
-func (s *shareKeeper) apply(share float64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.pending != nil {
-		s.pending.Stop()
-		s.pending = nil
-	}
-	set := func(share float64) {
-		rate := s.w.opts.RateLimit * share
-		s.w.limiter.SetRate(rate)
-		rateShare.Set(rate)
-	}
-	if s.held || share < s.current {
-		lowered := share < s.current
-		s.current = min(s.current, share)
-		s.held = false
-		set(s.current)
-		if lowered {
-			s.w.log.Info("rate share lowered", "share", share, "rate", s.w.opts.RateLimit*share)
-		}
-	}
-	if share > s.current {
-		s.pending = time.AfterFunc(s.w.opts.ShareSettle, func() {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			s.current = share
-			set(share)
-			s.w.log.Info("rate share raised", "share", share, "rate", s.w.opts.RateLimit*share)
-		})
-	}
 }
 
 // updateLag sets herald_worker_consumer_lag from the group's committed offsets and the topics' end offsets.
@@ -233,7 +154,7 @@ func (s *shareKeeper) apply(share float64) {
 func (w *Worker) updateLag(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	lags, err := w.share.lag(ctx)
+	lags, err := w.group.lag(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			w.log.Warn("could not compute the consumer lag", "err", err)
@@ -247,12 +168,12 @@ func (w *Worker) updateLag(ctx context.Context) {
 
 // lag is, per topic, the sum over partitions of the end offset minus the group's committed offset (the
 // start offset where the group has committed nothing).
-func (s *shareKeeper) lag(ctx context.Context) (map[string]int64, error) {
+func (s *groupView) lag(ctx context.Context) (map[string]int64, error) {
 	lags, err := s.lagOnce(ctx)
 	return lags, s.resetAfter(err)
 }
 
-func (s *shareKeeper) lagOnce(ctx context.Context) (map[string]int64, error) {
+func (s *groupView) lagOnce(ctx context.Context) (map[string]int64, error) {
 	topics := []string{s.w.topics.High, s.w.topics.Normal}
 	meta, err := s.client.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
 	if err != nil {
@@ -305,12 +226,12 @@ func (s *shareKeeper) lagOnce(ctx context.Context) (map[string]int64, error) {
 // caughtUpTo reports whether the group has committed, on every partition of both topics, past every
 // message produced before t (by the messages' timestamps): then no envelope published before t is still
 // waiting in Kafka.
-func (s *shareKeeper) caughtUpTo(ctx context.Context, t time.Time) (bool, error) {
+func (s *groupView) caughtUpTo(ctx context.Context, t time.Time) (bool, error) {
 	ok, err := s.caughtUpOnce(ctx, t)
 	return ok, s.resetAfter(err)
 }
 
-func (s *shareKeeper) caughtUpOnce(ctx context.Context, t time.Time) (bool, error) {
+func (s *groupView) caughtUpOnce(ctx context.Context, t time.Time) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	topics := []string{s.w.topics.High, s.w.topics.Normal}

@@ -1,0 +1,235 @@
+package delivery
+
+// The bot's global rate, shared between the workers by demand. Every worker holds a lease on part of it in
+// PostgreSQL (store.ShareRate, table rate_leases) and renews it every RateLeaseInterval, saying what it
+// could use now. The parts follow the demands, max-min fair (allocate), so a worker whose partitions carry
+// most of the traffic gets most of the rate — the consumer group's murmur2 partitioner spreads chats
+// unevenly, and a split by partitions left one worker's backlog draining at a fraction of the bot's rate
+// while the other's rate went unused.
+//
+// The guarantee that the workers together never exceed the limit rests on three rules:
+//   - under the pool's lock, the committed rates of live leases never add up to more than the limit: a
+//     worker raises its own only from what the others leave free;
+//   - a worker lowers its limiter before the commit that frees the difference, and raises it only after
+//     the commit that gave it more;
+//   - a lease is good locally until the renewal's start + RateLeaseTTL·3/4, by this process's clock, while
+//     the others may take its part only after the database's now() at the renewal + RateLeaseTTL: a worker
+//     that stops renewing (frozen, cut off from PostgreSQL, killed) stops sending well before anyone
+//     counts on its part. The limiter checks the lease at every grant and admission (Limiter.SetLease).
+
+import (
+	"context"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/heraldhq/herald/internal/store"
+)
+
+// rateKeeper renews this worker's lease and keeps the limiter to it.
+type rateKeeper struct {
+	w       *Worker
+	refresh chan struct{}
+
+	mu      sync.Mutex
+	current float64   // the rate in force in the limiter
+	failing bool      // the last renewal failed (logged once per spell)
+	sampled time.Time // when admissions were last counted
+	counted int64     // Limiter.admitted then
+	lanes   []float64 // recent samples of lanes with work, newest last
+	used    []float64 // recent samples of the admission rate, newest last
+}
+
+// demandWindow is how many recent samples a demand looks back on: about a second at the default interval,
+// so a demand does not drop between two messages of a steady stream.
+const demandWindow = 4
+
+func newRateKeeper(w *Worker) *rateKeeper {
+	return &rateKeeper{w: w, refresh: make(chan struct{}, 1)}
+}
+
+// pool names the rate the workers of one consumer group share: one group, one bot.
+func (k *rateKeeper) pool() string { return "bot:" + k.w.opts.GroupID }
+
+func (k *rateKeeper) poke() {
+	select {
+	case k.refresh <- struct{}{}:
+	default:
+	}
+}
+
+// run renews the lease every RateLeaseInterval (and when poked) until ctx ends, then releases it unless
+// the worker was killed: a worker that stops sends nothing more, and the others may take its part at once.
+func (k *rateKeeper) run(ctx context.Context) {
+	tick := time.NewTicker(k.w.opts.RateLeaseInterval)
+	defer tick.Stop()
+	for {
+		k.renew(ctx)
+		select {
+		case <-ctx.Done():
+			k.w.limiter.SetLease(0, time.Now())
+			rateShare.Set(0)
+			if !k.w.killed.Load() {
+				rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				if err := k.w.opts.Store.ReleaseRate(rctx, k.pool(), k.w.clientID); err != nil {
+					k.w.log.Warn("could not release the rate lease; it lapses by itself", "err", err)
+				}
+				cancel()
+			}
+			return
+		case <-tick.C:
+		case <-k.refresh:
+		}
+	}
+}
+
+// renew takes this worker's part of the rate for the next RateLeaseTTL.
+func (k *rateKeeper) renew(ctx context.Context) {
+	start := time.Now()
+	demand := k.demand(start)
+	limit := math.Floor(k.w.opts.RateLimit)
+	rate, err := k.w.opts.Store.ShareRate(ctx, k.pool(), k.w.clientID, demand, k.w.opts.RateLeaseTTL,
+		func(mine store.RateLease, others []store.RateLease) float64 {
+			demands := map[string]float64{mine.Holder: demand}
+			taken := 0.0
+			for _, o := range others {
+				demands[o.Holder] = o.Demand
+				taken += o.Rate
+			}
+			next := min(allocate(limit, demands)[mine.Holder], max(0, limit-taken))
+			k.mu.Lock()
+			defer k.mu.Unlock()
+			if next < k.current {
+				// Before the commit: the others may count on the difference as soon as it is committed.
+				k.w.limiter.SetRate(next)
+				k.current = next
+			}
+			return next
+		})
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if err != nil {
+		if ctx.Err() == nil && !k.failing {
+			k.w.log.Warn("could not renew the rate lease; sends stop when it lapses", "err", err,
+				"lapses_in", k.w.opts.RateLeaseTTL*3/4)
+		}
+		k.failing = true
+		return
+	}
+	if k.failing {
+		k.w.log.Info("rate lease renewed again", "rate", rate)
+		k.failing = false
+	}
+	if rate != k.current {
+		k.w.log.Debug("rate lease changed", "from", k.current, "to", rate, "demand", demand)
+	}
+	k.current = rate
+	k.w.limiter.SetLease(rate, start.Add(k.w.opts.RateLeaseTTL*3/4))
+	rateShare.Set(rate)
+	rateDemand.Set(demand)
+}
+
+// demand is what this worker could send per second now, at most the bot's limit: the larger of
+//   - the chats it has work for, at one message per chat interval each (what it could send were the
+//     global rate no object: with a backlog, that is what it needs), and
+//   - the rate it admitted lately, with a quarter's headroom (a steady stream whose lanes come and go),
+//
+// each the peak of the last demandWindow samples; at least one message per second, so that a worker
+// that falls idle still sends its next message without waiting for a renewal.
+func (k *rateKeeper) demand(now time.Time) float64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	admitted := k.w.limiter.admitted.Load()
+	used := 0.0
+	if !k.sampled.IsZero() {
+		if d := now.Sub(k.sampled).Seconds(); d > 0 {
+			used = float64(admitted-k.counted) / d
+		}
+	}
+	k.sampled, k.counted = now, admitted
+	lanes := 0
+	for _, c := range k.w.consumers {
+		lanes += c.activeLanes()
+	}
+	push := func(s []float64, v float64) []float64 {
+		s = append(s, v)
+		if len(s) > demandWindow {
+			s = s[len(s)-demandWindow:]
+		}
+		return s
+	}
+	k.lanes = push(k.lanes, float64(lanes))
+	k.used = push(k.used, used)
+	limit := k.w.opts.RateLimit
+	byLanes := 0.0
+	if peak := slices.Max(k.lanes); peak > 0 {
+		if iv := k.w.opts.PerChatInterval; iv > 0 {
+			byLanes = peak / iv.Seconds()
+		} else {
+			byLanes = limit
+		}
+	}
+	return min(limit, max(1, byLanes, slices.Max(k.used)*1.25))
+}
+
+// allocate divides limit between the holders by their demands, in whole messages per second, the same way
+// in every worker (it depends only on its arguments):
+//   - max-min fair: a holder that needs less than an even split of what is left gets what it needs, and
+//     the others split the rest evenly;
+//   - what nobody needs is split evenly too, so every holder can take a burst before its next renewal;
+//   - whole numbers, because a sender spaced at r per second puts ceil(r) sends in some one-second
+//     windows: 16.7 + 16.7 + 16.6 could show the platform 51 sends in a second where 17 + 17 + 16 show 50.
+//     The units left by rounding down go to the largest remainders (ties: the holder's name).
+func allocate(limit float64, demands map[string]float64) map[string]float64 {
+	holders := make([]string, 0, len(demands))
+	for h := range demands {
+		holders = append(holders, h)
+	}
+	slices.SortFunc(holders, func(a, b string) int {
+		if da, db := demands[a], demands[b]; da != db {
+			if da < db {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	share := make(map[string]float64, len(holders))
+	left := limit
+	for i, h := range holders {
+		give := min(max(0, demands[h]), left/float64(len(holders)-i))
+		share[h] = give
+		left -= give
+	}
+	for _, h := range holders {
+		share[h] += left / float64(len(holders))
+	}
+	// Whole numbers adding up to floor(limit).
+	units := int(math.Floor(limit))
+	out := make(map[string]float64, len(holders))
+	for _, h := range holders {
+		out[h] = math.Floor(share[h] + 1e-9)
+		units -= int(out[h])
+	}
+	byRemainder := slices.Clone(holders)
+	slices.SortStableFunc(byRemainder, func(a, b string) int {
+		ra, rb := share[a]-out[a], share[b]-out[b]
+		switch {
+		case ra > rb+1e-9:
+			return -1
+		case rb > ra+1e-9:
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	for _, h := range byRemainder {
+		if units <= 0 {
+			break
+		}
+		out[h]++
+		units--
+	}
+	return out
+}
