@@ -2,10 +2,11 @@ package delivery
 
 // The bot's global rate, shared between the workers by demand. Every worker holds a lease on part of it in
 // PostgreSQL (store.ShareRate, table rate_leases) and renews it every RateLeaseInterval, saying what it
-// could use now. The parts follow the demands, max-min fair (allocate), so a worker whose partitions carry
-// most of the traffic gets most of the rate — the consumer group's murmur2 partitioner spreads chats
-// unevenly, and a split by partitions left one worker's backlog draining at a fraction of the bot's rate
-// while the other's rate went unused.
+// could use now. The parts follow the demands (allocate): with a backlog everywhere, in proportion to the
+// chats each worker has work for, so every chat gets the same rate whichever worker holds it. A worker
+// whose partitions carry most of the traffic gets most of the rate — the consumer group's murmur2
+// partitioner spreads chats unevenly, and a split by partitions left one worker's backlog draining at a
+// fraction of the bot's rate while the other's rate went unused.
 //
 // The guarantee that the workers together never exceed the limit rests on three rules:
 //   - under the pool's lock, the committed rates of live leases never add up to more than the limit: a
@@ -34,12 +35,16 @@ type rateKeeper struct {
 	refresh chan struct{}
 
 	mu      sync.Mutex
-	current float64   // the rate in force in the limiter
-	failing bool      // the last renewal failed (logged once per spell)
-	sampled time.Time // when admissions were last counted
-	counted int64     // Limiter.admitted then
-	lanes   []float64 // recent samples of lanes with work, newest last
-	used    []float64 // recent samples of the admission rate, newest last
+	current float64        // the rate in force in the limiter
+	failing bool           // the last renewal failed (logged once per spell)
+	samples []demandSample // the last demandWindow+1 renewals' samples, newest last
+}
+
+// demandSample is what a renewal saw: the limiter's admissions so far, and the lanes with work.
+type demandSample struct {
+	at       time.Time
+	admitted int64
+	lanes    int
 }
 
 // demandWindow is how many recent samples a demand looks back on: about a second at the default interval,
@@ -131,80 +136,102 @@ func (k *rateKeeper) renew(ctx context.Context) {
 	rateDemand.Set(demand)
 }
 
-// demand is what this worker could send per second now, at most the bot's limit: the larger of
-//   - the chats it has work for, at one message per chat interval each (what it could send were the
-//     global rate no object: with a backlog, that is what it needs), and
-//   - the rate it admitted lately, with a quarter's headroom (a steady stream whose lanes come and go),
+// demand is what this worker could send per second now: the larger of
+//   - its chats with work, at one message per chat interval each (the peak of the last demandWindow
+//     samples): what it could send were the global rate no object, and with a backlog its weight against
+//     the other workers' chats (allocate);
+//   - what it admitted over the same window: a steady stream whose lanes come and go between samples;
 //
-// each the peak of the last demandWindow samples; at least one message per second, so that a worker
-// that falls idle still sends its next message without waiting for a renewal.
+// and at least one message per second, so that a worker that falls idle still sends its next message
+// without waiting for a renewal. It is not capped at the limit, so that with a backlog everywhere it weighs
+// this worker's chats against the others'.
 func (k *rateKeeper) demand(now time.Time) float64 {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	admitted := k.w.limiter.admitted.Load()
-	used := 0.0
-	if !k.sampled.IsZero() {
-		if d := now.Sub(k.sampled).Seconds(); d > 0 {
-			used = float64(admitted-k.counted) / d
-		}
-	}
-	k.sampled, k.counted = now, admitted
 	lanes := 0
 	for _, c := range k.w.consumers {
 		lanes += c.activeLanes()
 	}
-	push := func(s []float64, v float64) []float64 {
-		s = append(s, v)
-		if len(s) > demandWindow {
-			s = s[len(s)-demandWindow:]
-		}
-		return s
+	k.samples = append(k.samples, demandSample{at: now, admitted: k.w.limiter.admitted.Load(), lanes: lanes})
+	if len(k.samples) > demandWindow+1 {
+		k.samples = k.samples[len(k.samples)-demandWindow-1:]
 	}
-	k.lanes = push(k.lanes, float64(lanes))
-	k.used = push(k.used, used)
-	limit := k.w.opts.RateLimit
+	oldest := k.samples[0]
+	used := 0.0
+	if d := now.Sub(oldest.at).Seconds(); d > 0 {
+		used = float64(k.samples[len(k.samples)-1].admitted-oldest.admitted) / d
+	}
+	peak := 0
+	for _, s := range k.samples[max(0, len(k.samples)-demandWindow):] {
+		peak = max(peak, s.lanes)
+	}
 	byLanes := 0.0
-	if peak := slices.Max(k.lanes); peak > 0 {
+	if peak > 0 {
 		if iv := k.w.opts.PerChatInterval; iv > 0 {
-			byLanes = peak / iv.Seconds()
+			byLanes = float64(peak) / iv.Seconds()
 		} else {
-			byLanes = limit
+			byLanes = k.w.opts.RateLimit // no per-chat bound: any work could use the whole rate
 		}
 	}
-	return min(limit, max(1, byLanes, slices.Max(k.used)*1.25))
+	return max(1, byLanes, used)
 }
 
 // allocate divides limit between the holders by their demands, in whole messages per second, the same way
 // in every worker (it depends only on its arguments):
-//   - max-min fair: a holder that needs less than an even split of what is left gets what it needs, and
-//     the others split the rest evenly;
-//   - what nobody needs is split evenly too, so every holder can take a burst before its next renewal;
+//   - when the demands add up to more than the limit, in proportion to them. A demand with a backlog is
+//     the holder's chats with work (one message per chat interval each), so every chat with a backlog gets
+//     the same rate whichever worker holds it — as if one worker served them all — and the backlog of the
+//     worst-served chat, which is what holds a user's later messages up, drains as fast as the limit
+//     allows. (Max-min fairness would give a worker with few chats all they can take and starve the
+//     chats of the busy one.)
+//   - otherwise each holder gets its demand, and what nobody needs is split evenly, so every holder can
+//     take a burst before its next renewal;
+//   - every holder gets at least one message per second (while the limit has that many), so that a
+//     worker that falls idle sends its next message without waiting for the others to make room;
 //   - whole numbers, because a sender spaced at r per second puts ceil(r) sends in some one-second
 //     windows: 16.7 + 16.7 + 16.6 could show the platform 51 sends in a second where 17 + 17 + 16 show 50.
 //     The units left by rounding down go to the largest remainders (ties: the holder's name).
 func allocate(limit float64, demands map[string]float64) map[string]float64 {
 	holders := make([]string, 0, len(demands))
-	for h := range demands {
+	total := 0.0
+	for h, d := range demands {
 		holders = append(holders, h)
+		total += max(1, d) // a demand is at least 1 (demand)
 	}
-	slices.SortFunc(holders, func(a, b string) int {
-		if da, db := demands[a], demands[b]; da != db {
-			if da < db {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a, b)
-	})
+	slices.Sort(holders)
+	// In proportion when oversubscribed; a holder whose proportion comes below one message per second gets
+	// one (while the limit has one for each), and the others share the rest in proportion again.
+	floor := float64(len(holders)) <= math.Floor(limit)
+	lifted := map[string]bool{}
 	share := make(map[string]float64, len(holders))
-	left := limit
-	for i, h := range holders {
-		give := min(max(0, demands[h]), left/float64(len(holders)-i))
-		share[h] = give
-		left -= give
-	}
-	for _, h := range holders {
-		share[h] += left / float64(len(holders))
+	for {
+		rest, need, free := limit, 0.0, 0
+		for _, h := range holders {
+			if lifted[h] {
+				rest--
+			} else {
+				need += max(1, demands[h])
+				free++
+			}
+		}
+		again := false
+		for _, h := range holders {
+			d := max(1, demands[h])
+			switch {
+			case lifted[h]:
+				share[h] = 1
+			case total > limit:
+				share[h] = rest * d / need
+				if floor && share[h] < 1 {
+					lifted[h], again = true, true
+				}
+			default:
+				share[h] = d + (limit-total)/float64(len(holders))
+			}
+		}
+		if !again {
+			break
+		}
 	}
 	// Whole numbers adding up to floor(limit).
 	units := int(math.Floor(limit))

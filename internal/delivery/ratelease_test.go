@@ -1,6 +1,7 @@
 package delivery_test
 
 import (
+	"fmt"
 	"maps"
 	"testing"
 
@@ -16,9 +17,12 @@ func TestAllocateSharesTheRateByDemand(t *testing.T) {
 	}{
 		{"alone: everything", 50, map[string]float64{"a": 3}, map[string]float64{"a": 50}},
 		{"both want more than half: even", 50, map[string]float64{"a": 50, "b": 50}, map[string]float64{"a": 25, "b": 25}},
-		// The chaos suite's skew: 39 chats with a backlog on one worker, 21 on the other, 1 s per chat.
-		{"the lighter gets what it needs, the heavier the rest", 50, map[string]float64{"a": 39, "b": 21}, map[string]float64{"a": 29, "b": 21}},
+		// The chaos suite's skew: 39 chats with a backlog on one worker, 21 on the other, 1 s per chat. Every
+		// chat gets 50/60 a second, as if one worker served them all (the tie for the last unit goes by name).
+		{"oversubscribed: in proportion to the chats with work", 50, map[string]float64{"a": 39, "b": 21}, map[string]float64{"a": 33, "b": 17}},
+		{"a demand past the limit still weighs", 50, map[string]float64{"a": 150, "b": 50}, map[string]float64{"a": 38, "b": 12}},
 		{"an idle worker keeps its floor", 30, map[string]float64{"a": 30, "b": 1}, map[string]float64{"a": 29, "b": 1}},
+		{"idle workers keep one a second each", 30, map[string]float64{"a": 200, "b": 1, "c": 0}, map[string]float64{"a": 28, "b": 1, "c": 1}},
 		{"what nobody needs is split evenly", 50, map[string]float64{"a": 20, "b": 10}, map[string]float64{"a": 30, "b": 20}},
 		{"whole numbers adding up to the limit", 50, map[string]float64{"a": 50, "b": 50, "c": 50}, map[string]float64{"a": 17, "b": 17, "c": 16}},
 		{"a fractional limit rounds down", 30.9, map[string]float64{"a": 40, "b": 40}, map[string]float64{"a": 15, "b": 15}},
@@ -33,18 +37,19 @@ func TestAllocateSharesTheRateByDemand(t *testing.T) {
 	}
 }
 
-// Whatever the demands, the parts are whole, never negative, and add up to the limit rounded down.
+// Whatever the demands, the parts are whole, at least 1 while the limit has one for each holder, and add
+// up to the limit rounded down.
 func TestAllocateAddsUpToTheLimit(t *testing.T) {
-	for n := 1; n <= 7; n++ {
+	for _, n := range []int{1, 2, 3, 5, 7, 47, 60} {
 		for seed := range 50 {
 			demands := map[string]float64{}
 			for i := range n {
-				demands[string(rune('a'+i))] = float64((seed*7+i*13)%60) + float64(i)/3
+				demands[fmt.Sprintf("w%02d", i)] = float64((seed*7+i*13)%60) + float64(i)/3
 			}
 			got := delivery.Allocate(47.5, demands)
 			sum := 0.0
 			for h, r := range got {
-				if r < 0 || r != float64(int(r)) {
+				if r < 0 || r != float64(int(r)) || (n <= 47 && r < 1) {
 					t.Fatalf("%v: %s got %v", demands, h, r)
 				}
 				sum += r
