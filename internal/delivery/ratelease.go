@@ -22,7 +22,6 @@ import (
 	"context"
 	"math"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -190,7 +189,7 @@ func (k *rateKeeper) demand(now time.Time) float64 {
 //     worker that falls idle sends its next message without waiting for the others to make room;
 //   - whole numbers, because a sender spaced at r per second puts ceil(r) sends in some one-second
 //     windows: 16.7 + 16.7 + 16.6 could show the platform 51 sends in a second where 17 + 17 + 16 show 50.
-//     The units left by rounding down go to the largest remainders (ties: the holder's name).
+//     The units left by rounding down go to the holders served worst for their demands.
 func allocate(limit float64, demands map[string]float64) map[string]float64 {
 	holders := make([]string, 0, len(demands))
 	total := 0.0
@@ -240,23 +239,22 @@ func allocate(limit float64, demands map[string]float64) map[string]float64 {
 		out[h] = math.Floor(share[h] + 1e-9)
 		units -= int(out[h])
 	}
-	byRemainder := slices.Clone(holders)
-	slices.SortStableFunc(byRemainder, func(a, b string) int {
-		ra, rb := share[a]-out[a], share[b]-out[b]
-		switch {
-		case ra > rb+1e-9:
-			return -1
-		case rb > ra+1e-9:
-			return 1
+	// Each unit left goes to the holder served worst for its demand — with a backlog, the one whose chats
+	// get the least each — so that no worker's chats fall behind the others' by rounding.
+	for ; units > 0; units-- {
+		worst := ""
+		for _, h := range holders {
+			if out[h] >= math.Ceil(share[h]-1e-9) {
+				continue // already at its share rounded up
+			}
+			if worst == "" || out[h]/max(1, demands[h]) < out[worst]/max(1, demands[worst]) {
+				worst = h
+			}
 		}
-		return strings.Compare(a, b)
-	})
-	for _, h := range byRemainder {
-		if units <= 0 {
-			break
+		if worst == "" {
+			break // no holders
 		}
-		out[h]++
-		units--
+		out[worst]++
 	}
 	return out
 }

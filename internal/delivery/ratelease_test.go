@@ -18,9 +18,11 @@ func TestAllocateSharesTheRateByDemand(t *testing.T) {
 		{"alone: everything", 50, map[string]float64{"a": 3}, map[string]float64{"a": 50}},
 		{"both want more than half: even", 50, map[string]float64{"a": 50, "b": 50}, map[string]float64{"a": 25, "b": 25}},
 		// The chaos suite's skew: 39 chats with a backlog on one worker, 21 on the other, 1 s per chat. Every
-		// chat gets 50/60 a second, as if one worker served them all (the tie for the last unit goes by name).
-		{"oversubscribed: in proportion to the chats with work", 50, map[string]float64{"a": 39, "b": 21}, map[string]float64{"a": 33, "b": 17}},
-		{"a demand past the limit still weighs", 50, map[string]float64{"a": 150, "b": 50}, map[string]float64{"a": 38, "b": 12}},
+		// chat should get 50/60 a second, as if one worker served them all: 32.5 and 17.5. The unit left by
+		// rounding goes to the worker whose chats get less each (17/21 < 32/39), so no chat falls below
+		// 32/39.
+		{"oversubscribed: in proportion to the chats with work", 50, map[string]float64{"a": 39, "b": 21}, map[string]float64{"a": 32, "b": 18}},
+		{"a demand past the limit still weighs", 50, map[string]float64{"a": 150, "b": 50}, map[string]float64{"a": 37, "b": 13}},
 		{"an idle worker keeps its floor", 30, map[string]float64{"a": 30, "b": 1}, map[string]float64{"a": 29, "b": 1}},
 		{"idle workers keep one a second each", 30, map[string]float64{"a": 200, "b": 1, "c": 0}, map[string]float64{"a": 28, "b": 1, "c": 1}},
 		{"what nobody needs is split evenly", 50, map[string]float64{"a": 20, "b": 10}, map[string]float64{"a": 30, "b": 20}},
