@@ -9,6 +9,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
@@ -470,6 +471,7 @@ func TestTheGlobalRateFollowsTheBacklogAcrossWorkers(t *testing.T) {
 	eventually(t, 30*time.Second, "both workers hold partitions and the rate is shared out", func() bool {
 		return len(w1.w.Partitions(normal)) > 0 && len(w2.w.Partitions(normal)) > 0 && w1.w.Rate()+w2.w.Rate() == rate
 	})
+	watch := watchRates(t, rate, w1.w, w2.w)
 	// Chats whose key the producer puts on w1's partitions.
 	mine := w1.w.Partitions(normal)
 	parts := make([]int, len(mine)+len(w2.w.Partitions(normal)))
@@ -507,6 +509,66 @@ func TestTheGlobalRateFollowsTheBacklogAcrossWorkers(t *testing.T) {
 	eventually(t, 10*time.Second, "the split evens out once the backlog is gone", func() bool {
 		return w1.w.Rate() == rate/2 && w2.w.Rate() == rate/2
 	})
+	watch()
+}
+
+// watchRates samples the workers' rates every few milliseconds until the returned function is called,
+// which checks that at no moment did a worker's rate plus the highest rate another had over the second
+// before add up to more than limit: capacity one worker gave up reached another only once the first
+// one's sends at the old rate had left the platform's one-second window.
+func watchRates(t *testing.T, limit float64, ws ...*delivery.Worker) func() {
+	t.Helper()
+	type sample struct {
+		at    time.Time
+		rates []float64
+	}
+	var samples []sample
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			s := sample{at: time.Now()}
+			for _, w := range ws {
+				s.rates = append(s.rates, w.Rate())
+			}
+			samples = append(samples, s)
+			select {
+			case <-done:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	return func() {
+		t.Helper()
+		close(done)
+		<-stopped
+		// A sample may straddle a change by a few milliseconds: look back a little less than a second.
+		const window = time.Second - 50*time.Millisecond
+		bad := 0
+		for i, s := range samples {
+			for a := range ws {
+				for b := range ws {
+					if a == b {
+						continue
+					}
+					before := 0.0
+					for j := i; j >= 0 && s.at.Sub(samples[j].at) <= window; j-- {
+						before = max(before, samples[j].rates[b])
+					}
+					if s.rates[a]+before > limit {
+						if bad++; bad <= 5 {
+							t.Errorf("at %s worker %d had %v while worker %d had %v within the second before: over %v",
+								s.at.Format("15:04:05.000"), a, s.rates[a], b, before, limit)
+						}
+					}
+				}
+			}
+		}
+		if len(samples) < 100 {
+			t.Errorf("only %d samples of the rates", len(samples))
+		}
+	}
 }
 
 func eventually(t *testing.T, within time.Duration, what string, ok func() bool) {

@@ -12,11 +12,14 @@ package delivery
 //   - under the pool's lock, the committed rates of live leases never add up to more than the limit: a
 //     worker raises its own only from what the others leave free;
 //   - a worker lowers its limiter before the commit that frees the difference, and raises it only after
-//     the commit that gave it more;
-//   - a lease is good locally until the renewal's start + RateLeaseTTL·3/4, by this process's clock, while
-//     the others may take its part only after the database's now() at the renewal + RateLeaseTTL: a worker
-//     that stops renewing (frozen, cut off from PostgreSQL, killed) stops sending well before anyone
-//     counts on its part. The limiter checks the lease at every grant and admission (Limiter.SetLease).
+//     the commit that gave it more; what it records is the highest rate it had over the last second (the
+//     platform's window), so what it gives up reaches the others once its last sends at the old rate have
+//     left the platform's window;
+//   - a lease is good locally until the renewal's start + RateLeaseTTL - 1 s - RateLeaseTTL/12, by this
+//     process's clock, while the others may take its part only after the database's now() at the renewal
+//     + RateLeaseTTL: a worker that stops renewing (frozen, cut off from PostgreSQL, killed) has stopped
+//     sending for more than a window before anyone counts on its part. The limiter checks the lease at
+//     every grant and admission (Limiter.SetLease).
 
 import (
 	"context"
@@ -37,6 +40,12 @@ type rateKeeper struct {
 	current float64        // the rate in force in the limiter
 	failing bool           // the last renewal failed (logged once per spell)
 	samples []demandSample // the last demandWindow+1 renewals' samples, newest last
+	history []rateAt       // the rates put in force over the last platform window, oldest first
+}
+
+type rateAt struct {
+	at   time.Time
+	rate float64
 }
 
 // demandSample is what a renewal saw: the limiter's admissions so far, and the lanes with work.
@@ -73,15 +82,7 @@ func (k *rateKeeper) run(ctx context.Context) {
 		k.renew(ctx)
 		select {
 		case <-ctx.Done():
-			k.w.limiter.SetLease(0, time.Now())
-			rateShare.Set(0)
-			if !k.w.killed.Load() {
-				rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				if err := k.w.opts.Store.ReleaseRate(rctx, k.pool(), k.w.clientID); err != nil {
-					k.w.log.Warn("could not release the rate lease; it lapses by itself", "err", err)
-				}
-				cancel()
-			}
+			k.release()
 			return
 		case <-tick.C:
 		case <-k.refresh:
@@ -89,12 +90,78 @@ func (k *rateKeeper) run(ctx context.Context) {
 	}
 }
 
+// release stops this worker's sends and shortens its lease to one platform window, unless the worker was
+// killed (a dead worker writes nothing; its lease lapses).
+func (k *rateKeeper) release() {
+	k.mu.Lock()
+	k.setLocked(0, time.Now(), true)
+	recorded := k.recentMax(time.Now())
+	k.mu.Unlock()
+	rateShare.Set(0)
+	if k.w.killed.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := k.w.opts.Store.ReleaseRate(ctx, k.pool(), k.w.clientID, recorded, platformWindow); err != nil {
+		k.w.log.Warn("could not release the rate lease; it lapses by itself", "err", err)
+	}
+}
+
+// platformWindow is the window over which the platform counts a bot's messages (the global limit is per
+// second, sliding). A rate given up stays recorded for one window, so that no other worker fills it while
+// this worker's last sends at the old rate are still inside the platform's window.
+const platformWindow = time.Second
+
+// good is how long after a renewal's start its lease may be used here: a window and a margin short of its
+// TTL, so that a worker that stops renewing has stopped sending, and its last sends have left the
+// platform's window, before the lease lapses in the database and another worker may take its part.
+func (k *rateKeeper) good() time.Duration {
+	return k.w.opts.RateLeaseTTL - platformWindow - k.w.opts.RateLeaseTTL/12
+}
+
+// setLocked puts rate in force in the limiter (with lease, good until start + good()) and remembers it
+// for recentMax. k.mu is held.
+func (k *rateKeeper) setLocked(rate float64, start time.Time, lease bool) {
+	if lease {
+		k.w.limiter.SetLease(rate, start.Add(k.good()))
+	} else {
+		k.w.limiter.SetRate(rate)
+	}
+	k.current = rate
+	k.history = append(k.history, rateAt{at: time.Now(), rate: rate})
+}
+
+// recentMax is the highest rate in force here at any moment of the last platform window. k.mu is held.
+func (k *rateKeeper) recentMax(now time.Time) float64 {
+	from := now.Add(-platformWindow)
+	// Keep the last change before the window (in force at its start) and those inside it.
+	first := 0
+	for i, h := range k.history {
+		if !h.at.After(from) {
+			first = i
+		}
+	}
+	k.history = k.history[first:]
+	m := 0.0
+	for _, h := range k.history {
+		m = max(m, h.rate)
+	}
+	return m
+}
+
 // renew takes this worker's part of the rate for the next RateLeaseTTL.
+//
+// What it records is not only the rate it will send at but the highest it sent at over the last platform
+// window: a worker that lowers its rate may have sent at the old one less than a second ago, and another
+// worker that took the difference at once could put more than the limit into one of the platform's
+// sliding windows. So capacity given up reaches the others one window later.
 func (k *rateKeeper) renew(ctx context.Context) {
 	start := time.Now()
 	demand := k.demand(start)
 	limit := math.Floor(k.w.opts.RateLimit)
-	rate, err := k.w.opts.Store.ShareRate(ctx, k.pool(), k.w.clientID, demand, k.w.opts.RateLeaseTTL,
+	var next float64
+	_, err := k.w.opts.Store.ShareRate(ctx, k.pool(), k.w.clientID, demand, k.w.opts.RateLeaseTTL,
 		func(mine store.RateLease, others []store.RateLease) float64 {
 			demands := map[string]float64{mine.Holder: demand}
 			taken := 0.0
@@ -102,36 +169,33 @@ func (k *rateKeeper) renew(ctx context.Context) {
 				demands[o.Holder] = o.Demand
 				taken += o.Rate
 			}
-			next := min(allocate(limit, demands)[mine.Holder], max(0, limit-taken))
+			next = min(allocate(limit, demands)[mine.Holder], max(0, limit-taken))
 			k.mu.Lock()
 			defer k.mu.Unlock()
 			if next < k.current {
-				// Before the commit: the others may count on the difference as soon as it is committed.
-				k.w.limiter.SetRate(next)
-				k.current = next
+				// Before the commit: the others may count on what is given up once it leaves the record.
+				k.setLocked(next, start, false)
 			}
-			return next
+			return max(next, k.recentMax(time.Now()))
 		})
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if err != nil {
 		if ctx.Err() == nil && !k.failing {
-			k.w.log.Warn("could not renew the rate lease; sends stop when it lapses", "err", err,
-				"lapses_in", k.w.opts.RateLeaseTTL*3/4)
+			k.w.log.Warn("could not renew the rate lease; sends stop when it lapses", "err", err, "lapses_in", k.good())
 		}
 		k.failing = true
 		return
 	}
 	if k.failing {
-		k.w.log.Info("rate lease renewed again", "rate", rate)
+		k.w.log.Info("rate lease renewed again", "rate", next)
 		k.failing = false
 	}
-	if rate != k.current {
-		k.w.log.Debug("rate lease changed", "from", k.current, "to", rate, "demand", demand)
+	if next != k.current {
+		k.w.log.Debug("rate lease changed", "from", k.current, "to", next, "demand", demand)
 	}
-	k.current = rate
-	k.w.limiter.SetLease(rate, start.Add(k.w.opts.RateLeaseTTL*3/4))
-	rateShare.Set(rate)
+	k.setLocked(next, start, true)
+	rateShare.Set(next)
 	rateDemand.Set(demand)
 }
 

@@ -76,8 +76,8 @@ type Options struct {
 	AssignmentInterval time.Duration // how often the partitions held are re-read besides rebalances; 5 s
 	// RateLeaseInterval is how often the worker renews its lease on part of the global rate, saying what
 	// it could use (ratelease.go); 250 ms. RateLeaseTTL is how long a lease holds: a worker that stops
-	// renewing stops sending after three quarters of it, and the others may take its part after all of
-	// it; 3 s.
+	// renewing stops sending a second and a twelfth of it earlier, and the others may take its part after
+	// all of it; 3 s, at least 2 s.
 	RateLeaseInterval time.Duration
 	RateLeaseTTL      time.Duration
 	SessionTimeout    time.Duration // Kafka group session; 10 s (brokers refuse less than 6 s by default)
@@ -141,6 +141,7 @@ func (o *Options) defaults() error {
 	def(&o.AssignmentInterval, 5*time.Second)
 	def(&o.RateLeaseInterval, 250*time.Millisecond)
 	def(&o.RateLeaseTTL, 3*time.Second)
+	o.RateLeaseTTL = max(o.RateLeaseTTL, 2*time.Second)
 	def(&o.SessionTimeout, 10*time.Second)
 	def(&o.HeartbeatInterval, time.Second)
 	return nil

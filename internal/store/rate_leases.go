@@ -71,10 +71,14 @@ func (s *Store) ShareRate(ctx context.Context, pool, holder string, demand float
 	return rate, nil
 }
 
-// ReleaseRate deletes holder's lease: it sends no more, and the others may take its part at once.
-func (s *Store) ReleaseRate(ctx context.Context, pool, holder string) error {
+// ReleaseRate ends holder's lease after hold: it sends no more, and its demand is 0 from now; rate is what
+// it sent at lately, which stays counted until then (a worker's last sends are still in the platform's
+// window for a moment).
+func (s *Store) ReleaseRate(ctx context.Context, pool, holder string, rate float64, hold time.Duration) error {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	_, err := s.pool.Exec(ctx, `DELETE FROM rate_leases WHERE pool = $1 AND holder = $2`, pool, holder)
+	_, err := s.pool.Exec(ctx, `
+		UPDATE rate_leases SET demand = 0, rate = $3, expires_at = LEAST(expires_at, now() + make_interval(secs => $4))
+		WHERE pool = $1 AND holder = $2`, pool, holder, rate, hold.Seconds())
 	return translate(err, "releasing a rate lease")
 }

@@ -31,7 +31,8 @@ func leases(t *testing.T, s *store.Store, pool string) map[string]float64 {
 }
 
 // A renewal sees its own lease apart from the others, with their demands and rates; what decide returns is
-// written; a lease whose time ran out is gone before decide runs; a released lease is gone.
+// written; a lease whose time ran out is gone before decide runs; a released lease counts until its hold
+// ends.
 func TestShareRateShowsTheOthersAndDropsExpiredLeases(t *testing.T) {
 	s, _ := pgtest.NewStore(t)
 	ctx := context.Background()
@@ -80,11 +81,22 @@ func TestShareRateShowsTheOthersAndDropsExpiredLeases(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ReleaseRate(ctx, pool, "a"); err != nil {
+	// A released lease keeps counting what its holder sent lately, with no demand, for the hold it asks.
+	if err := s.ReleaseRate(ctx, pool, "c", 8, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if got := leases(t, s, pool); len(got) != 1 || got["c"] != 10 {
-		t.Errorf("after release: leases = %v, want only c=10", got)
+	// One released with a hold already over is gone at the next renewal.
+	if err := s.ReleaseRate(ctx, pool, "a", 5, -time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ShareRate(ctx, pool, "d", 1, time.Minute, func(_ store.RateLease, others []store.RateLease) float64 {
+		seenOthers = others
+		return 0
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(seenOthers) != 1 || seenOthers[0] != (store.RateLease{Holder: "c", Demand: 0, Rate: 8}) {
+		t.Errorf("after the releases: others = %+v, want only c with demand 0 and rate 8", seenOthers)
 	}
 }
 
