@@ -54,13 +54,19 @@ const (
 const slack = 8 * time.Second
 
 // drain is how long a backlog of n messages per user takes to go out while the load keeps adding PerUser
-// per second: at one message per chat interval (1 s), or at the global limit when that binds first.
+// per second: at one message per chat interval (1 s), or at the global limit when that binds first. The
+// workers share the limit in whole messages per second each (docs/delivery.md, Rate limits), so the chats
+// of one worker may get up to one message per second less between them than an even split would give:
+// the limit a backlog drains at is the global one less one per worker.
 func drain(mode chaostest.Mode, n float64) time.Duration {
 	perChat := n / (1 - mode.PerUser)
 	users := float64(mode.Users)
-	global := n * users / (mode.Limit - users*mode.PerUser)
+	global := n * users / (mode.Limit - workers - users*mode.PerUser)
 	return time.Duration(max(perChat, global) * float64(time.Second))
 }
+
+// workers is how many workers the scenarios run at once (chaostest.Config's default).
+const workers = 2
 
 // perUser is how many messages each user sends in d.
 func perUser(mode chaostest.Mode, d time.Duration) float64 { return mode.PerUser * d.Seconds() }
