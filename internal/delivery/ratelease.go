@@ -33,8 +33,7 @@ import (
 
 // rateKeeper renews this worker's lease and keeps the limiter to it.
 type rateKeeper struct {
-	w       *Worker
-	refresh chan struct{}
+	w *Worker
 
 	mu      sync.Mutex
 	current float64        // the rate in force in the limiter
@@ -60,21 +59,14 @@ type demandSample struct {
 const demandWindow = 4
 
 func newRateKeeper(w *Worker) *rateKeeper {
-	return &rateKeeper{w: w, refresh: make(chan struct{}, 1)}
+	return &rateKeeper{w: w}
 }
 
 // pool names the rate the workers of one consumer group share: one group, one bot.
 func (k *rateKeeper) pool() string { return "bot:" + k.w.opts.GroupID }
 
-func (k *rateKeeper) poke() {
-	select {
-	case k.refresh <- struct{}{}:
-	default:
-	}
-}
-
-// run renews the lease every RateLeaseInterval (and when poked) until ctx ends, then releases it unless
-// the worker was killed: a worker that stops sends nothing more, and the others may take its part at once.
+// run renews the lease every RateLeaseInterval until ctx ends (after the worker drained), then releases
+// it: the others may take its part one platform window later.
 func (k *rateKeeper) run(ctx context.Context) {
 	tick := time.NewTicker(k.w.opts.RateLeaseInterval)
 	defer tick.Stop()
@@ -85,7 +77,6 @@ func (k *rateKeeper) run(ctx context.Context) {
 			k.release()
 			return
 		case <-tick.C:
-		case <-k.refresh:
 		}
 	}
 }
