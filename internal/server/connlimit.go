@@ -19,7 +19,7 @@ import (
 
 var connectionsShed = promauto.NewCounter(prometheus.CounterOpts{
 	Name: "herald_http_connections_shed_total",
-	Help: "Connections answered 503 unavailable at once because the listener held HERALD_MAX_CONNECTIONS.",
+	Help: "Connections answered 503 unavailable at once because the listener held HERALD_MAX_CONNECTIONS (their requests are also in herald_http_requests_total, route connection_limit).",
 })
 
 // connLimiter bounds the connections the HTTP server holds. net/http costs a goroutine and 8 KiB of
@@ -142,6 +142,9 @@ func (l *connLimiter) shed(c net.Conn) {
 		}
 	}
 	connectionsShed.Inc()
+	// Counted with the requests too, so that the error-rate alerts and dashboards see these 503s.
+	method, _, _ := bytes.Cut(buf[:n], []byte(" "))
+	httpRequests.WithLabelValues("connection_limit", MethodLabel(string(method)), "503").Inc()
 	_, _ = c.Write(overloadedResponse())
 	// Half-close and read what the client still sends until it closes its side, so that closing does
 	// not reset the connection (which may discard the answer before the client has read it).
