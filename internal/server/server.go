@@ -194,8 +194,7 @@ type ServeOptions struct {
 	MetricsAddr string
 	// MaxConnections (HERALD_MAX_CONNECTIONS), when above 0, bounds the connections the server holds, and
 	// so the memory they hold: past it a new connection is answered 503 unavailable with Retry-After at
-	// once, without reaching the server (the probes excepted), and while the server holds the bound every
-	// answer closes its connection, so that idle keep-alive connections give their places up (connlimit.go).
+	// once, without reaching the server (the probes excepted; connlimit.go).
 	MaxConnections int
 }
 
@@ -240,9 +239,6 @@ func ServeListener(ctx context.Context, ln net.Listener, h http.Handler, logger 
 		if metrics != nil && r.URL.Path == "/metrics" {
 			apierror.Write(w, apierror.NotFound.With("no such route"))
 			return
-		}
-		if limiter != nil && limiter.full() {
-			w.Header().Set("Connection", "close")
 		}
 		if draining.Load() {
 			w.Header().Set("Connection", "close")
