@@ -37,6 +37,7 @@ func (c *ingressCmd) Run(e runEnv) error {
 	}
 	api := ingress.New(st, ob, logger, ingress.Options{DeepLinkBase: c.DeepLinkBase, BotUsername: c.MessengerBotUsername,
 		SendsPerSecond: c.TenantSendsPerSecond, RequestsPerSecond: c.TenantRequestsPerSecond,
+		MaxInFlight: c.MaxInFlight, MaxInFlightBytes: c.MaxInFlightBytes,
 		TrustedProxies: proxies, CallbackKey: c.Key(), CallbackPolicy: c.Policy()})
 	checks := []server.ReadyCheck{storeReady(st), kafkaReady(c.Brokers())}
 	r := server.NewRouter(logger, checks...)
@@ -47,7 +48,8 @@ func (c *ingressCmd) Run(e runEnv) error {
 		return nil
 	})
 	g.Go(func() error {
-		return server.Serve(gctx, c.HTTPAddr, r, logger, server.ServeOptions{ShutdownDelay: c.ShutdownDelay, MetricsAddr: c.MetricsAddr})
+		return server.Serve(gctx, c.HTTPAddr, r, logger, server.ServeOptions{ShutdownDelay: c.ShutdownDelay, MetricsAddr: c.MetricsAddr,
+			MaxConnections: c.MaxConnections})
 	})
 	return g.Wait()
 }

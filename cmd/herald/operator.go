@@ -1,3 +1,5 @@
+//go:build !nooperator
+
 package main
 
 import (

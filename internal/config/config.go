@@ -386,6 +386,29 @@ func (c *TenantDefaults) check(p *problems) {
 	}
 }
 
+// Admission bounds what one ingress replica takes on at once, and so its memory: past these bounds it
+// sheds load (503 with Retry-After) or closes connections instead of queuing.
+type Admission struct {
+	MaxConnections   int   `name:"max-connections" env:"HERALD_MAX_CONNECTIONS" default:"1024" help:"connections the ingress holds: past it a new connection is answered 503 unavailable with Retry-After and closed at once (GET /healthz, /readyz and /metrics pass),; 0: no bound"`
+	MaxInFlight      int   `name:"max-in-flight" env:"HERALD_MAX_IN_FLIGHT" default:"512" help:"concurrent /v1 requests; past it a request is answered 503 unavailable with Retry-After at once"`
+	MaxInFlightBytes int64 `name:"max-in-flight-bytes" env:"HERALD_MAX_IN_FLIGHT_BYTES" default:"8388608" placeholder:"BYTES" help:"request bodies of /v1 held at once, counted by Content-Length (at least 6553600, a full batch's); past it a request is answered 503 unavailable with Retry-After before its body is read"`
+}
+
+// minInFlightBytes is ingress.MaxBatchBodyBytes: a full batch must fit.
+const minInFlightBytes = 100 * 64 << 10
+
+func (c *Admission) check(p *problems) {
+	if c.MaxConnections < 0 || c.MaxConnections > 1_000_000 {
+		p.add(&c.MaxConnections, "must be between 0 and 1000000")
+	}
+	if c.MaxInFlight < 1 || c.MaxInFlight > 1_000_000 {
+		p.add(&c.MaxInFlight, "must be between 1 and 1000000")
+	}
+	if c.MaxInFlightBytes < minInFlightBytes || c.MaxInFlightBytes > 1<<40 {
+		p.add(&c.MaxInFlightBytes, "must be at least %d (a full batch's body)", minInFlightBytes)
+	}
+}
+
 // Ingress is `herald ingress`.
 type Ingress struct {
 	Database
@@ -393,6 +416,7 @@ type Ingress struct {
 	HTTP
 	Metrics
 	Drain
+	Admission
 	Proxies
 	DeepLinks
 	TenantDefaults
@@ -407,6 +431,7 @@ func (c *Ingress) check(p *problems) {
 	c.HTTP.check(p)
 	c.Metrics.check(p, &c.HTTP)
 	c.Drain.check(p)
+	c.Admission.check(p)
 	c.Proxies.check(p)
 	c.DeepLinks.check(p)
 	c.TenantDefaults.check(p)

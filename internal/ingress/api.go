@@ -25,6 +25,9 @@ type Options struct {
 	AuthCacheTTL time.Duration
 	// MaxInFlight caps concurrent /v1 requests; DefaultMaxInFlight when zero.
 	MaxInFlight int
+	// MaxInFlightBytes caps the request bodies /v1 holds at once (see reserveBody); DefaultMaxInFlightBytes
+	// when zero, and never less than MaxBatchBodyBytes, so that a full batch can pass.
+	MaxInFlightBytes int64
 	// SendsPerSecond and RequestsPerSecond are the limits of a tenant that sets none of its own
 	// (DefaultSendsPerSecond and DefaultRequestsPerSecond when zero); a tenant's burst is twice its rate
 	// unless set.
@@ -65,7 +68,9 @@ type API struct {
 	failures    *failureLimiter
 	authQueries atomic.Int64 // key lookups in PostgreSQL, for tests
 
+	inFlight   chan struct{} // a slot per /v1 request in flight
 	batchSlots chan struct{}
+	bodies     *byteBudget
 }
 
 // New builds the tenant API. Notifications go through ob (close it after the HTTP server has stopped, so
@@ -74,6 +79,10 @@ func New(st *store.Store, ob *outbox.Outbox, logger *slog.Logger, opts Options) 
 	if opts.MaxInFlight == 0 {
 		opts.MaxInFlight = DefaultMaxInFlight
 	}
+	if opts.MaxInFlightBytes == 0 {
+		opts.MaxInFlightBytes = DefaultMaxInFlightBytes
+	}
+	opts.MaxInFlightBytes = max(opts.MaxInFlightBytes, MaxBatchBodyBytes)
 	if opts.MaxInFlightBatches == 0 {
 		opts.MaxInFlightBatches = DefaultMaxInFlightBatches
 	}
@@ -88,7 +97,7 @@ func New(st *store.Store, ob *outbox.Outbox, logger *slog.Logger, opts Options) 
 	}
 	return &API{store: st, outbox: ob, log: logger, opts: opts, keys: newKeyCache(opts.AuthCacheTTL), limiter: ratelimit.New(st),
 		unknownKeys: newNegativeCache(NegativeCacheTTL), failures: newFailureLimiter(cmp.Or(opts.MaxAuthFailures, MaxAuthFailures), AuthFailureWindow),
-		batchSlots: make(chan struct{}, opts.MaxInFlightBatches)}
+		inFlight: make(chan struct{}, opts.MaxInFlight), batchSlots: make(chan struct{}, opts.MaxInFlightBatches), bodies: &byteBudget{max: opts.MaxInFlightBytes}}
 }
 
 // handle adapts a handler that returns an error.

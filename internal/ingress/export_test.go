@@ -5,3 +5,9 @@ var LimitInFlightForTest = limitInFlight
 
 // AuthQueries is how many key lookups a has made in PostgreSQL.
 func AuthQueries(a *API) int64 { return a.authQueries.Load() }
+
+// BodyBytesInFlight is what the requests in flight hold of a's in-flight bytes.
+func BodyBytesInFlight(a *API) (used, max int64) { return a.bodies.used.Load(), a.bodies.max }
+
+// RequestsInFlight is how many /v1 requests of a hold a place among those in flight.
+func RequestsInFlight(a *API) int { return len(a.inFlight) }

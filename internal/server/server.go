@@ -192,6 +192,10 @@ type ServeOptions struct {
 	// listener answers 404 for it: an Ingress that publishes the API port never publishes the metrics.
 	// Empty: /metrics is on the main listener.
 	MetricsAddr string
+	// MaxConnections (HERALD_MAX_CONNECTIONS), when above 0, bounds the connections the server holds, and
+	// so the memory they hold: past it a new connection is answered 503 unavailable with Retry-After at
+	// once, without reaching the server (the probes excepted; connlimit.go).
+	MaxConnections int
 }
 
 // Serve listens on addr and serves h until ctx is done, then stops: see ServeListener.
@@ -211,6 +215,11 @@ func ServeListener(ctx context.Context, ln net.Listener, h http.Handler, logger 
 		o = opts[0]
 	}
 	var draining atomic.Bool
+	var limiter *connLimiter
+	if o.MaxConnections > 0 {
+		limiter = newConnLimiter(ln, o.MaxConnections)
+		ln = limiter
+	}
 	inner := h
 	var metrics *http.Server
 	if o.MetricsAddr != "" {
@@ -243,6 +252,9 @@ func ServeListener(ctx context.Context, ln net.Listener, h http.Handler, logger 
 		inner.ServeHTTP(w, r)
 	})
 	srv := NewHTTPServer(h, logger, DefaultLimits)
+	if limiter != nil {
+		srv.ConnState = limiter.trackConns
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	logger.Info("listening", "addr", ln.Addr().String())

@@ -1,7 +1,9 @@
 package server_test
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -9,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -169,5 +172,125 @@ func TestShutdownDelayKeepsServingWhileNotReady(t *testing.T) {
 	}
 	if err := <-served; err != nil {
 		t.Errorf("shutdown: %v", err)
+	}
+}
+
+// With MaxConnections, a connection past the bound is answered 503 unavailable with Retry-After at once
+// and closed, without reaching the handler; the probes pass; connections within the bound keep alive; once
+// places come free, new connections are served again.
+func TestMaxConnectionsShedsConnectionsPastTheBound(t *testing.T) {
+	r := server.NewRouter(discard())
+	var served atomic.Int64
+	r.Get("/work", func(w http.ResponseWriter, _ *http.Request) { served.Add(1); _, _ = w.Write([]byte("ok")) })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- server.ServeListener(ctx, ln, r, discard(), server.ServeOptions{MaxConnections: 2}) }()
+	defer func() {
+		cancel()
+		if err := <-stopped; err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	}()
+
+	type conn struct {
+		c net.Conn
+		r *bufio.Reader
+	}
+	dial := func() *conn {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		return &conn{c, bufio.NewReader(c)}
+	}
+	send := func(c *conn, s string) {
+		if _, err := c.c.Write([]byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(c *conn) (*http.Response, string) {
+		t.Helper()
+		res, err := http.ReadResponse(c.r, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		return res, string(b)
+	}
+	closed := func(c *conn) bool {
+		_, err := c.r.ReadByte()
+		return errors.Is(err, io.EOF)
+	}
+	const get = "GET /work HTTP/1.1\r\nHost: x\r\n\r\n"
+
+	a := dial()
+	send(a, get)
+	if res, _ := read(a); res.StatusCode != http.StatusOK || res.Close {
+		t.Fatalf("within the bound: %d, closing %v; want 200 on a kept connection", res.StatusCode, res.Close)
+	}
+	// b takes the second place: its request is not finished.
+	b := dial()
+	send(b, "GET /work HTTP/1.1\r\nHost: x\r\n")
+	// c comes past the bound (the listener accepts in order: b's place is taken first).
+	c := dial()
+	send(c, get)
+	res, body := read(c)
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != "1" || !res.Close {
+		t.Fatalf("past the bound: %d, Retry-After %q, closing %v; want 503, 1, close", res.StatusCode, res.Header.Get("Retry-After"), res.Close)
+	}
+	var e struct {
+		Error     string `json:"error"`
+		Message   string `json:"message"`
+		RequestID string `json:"request_id"`
+	}
+	if err := json.Unmarshal([]byte(body), &e); err != nil || res.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("past the bound: body %q (%v), Content-Type %q", body, err, res.Header.Get("Content-Type"))
+	}
+	if e.Error != "unavailable" || e.Message == "" || e.RequestID == "" || e.RequestID != res.Header.Get("X-Request-Id") {
+		t.Errorf("past the bound: body %s, X-Request-Id %q; want the unavailable error with the request id", body, res.Header.Get("X-Request-Id"))
+	}
+	if !closed(c) {
+		t.Error("past the bound: the connection stays open")
+	}
+	if served.Load() != 1 {
+		t.Errorf("the handler served %d requests, want 1: a connection past the bound must not reach it", served.Load())
+	}
+	// The probes pass past the bound.
+	p := dial()
+	send(p, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	if res, _ := read(p); res.StatusCode != http.StatusOK {
+		t.Errorf("GET /healthz past the bound: %d, want 200", res.StatusCode)
+	}
+	// At the bound, connections within it keep alive.
+	send(a, get)
+	if res, _ := read(a); res.StatusCode != http.StatusOK || res.Close {
+		t.Fatalf("at the bound: %d, closing %v; want 200 on a kept connection", res.StatusCode, res.Close)
+	}
+	send(b, "\r\n")
+	if res, _ := read(b); res.StatusCode != http.StatusOK {
+		t.Fatalf("the unfinished request: %d, want 200", res.StatusCode)
+	}
+	_ = a.c.Close() // places come free
+	_ = p.c.Close()
+	// Places are free again: a new connection is served.
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		d := dial()
+		send(d, get)
+		res, _ := read(d)
+		if res.StatusCode == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after places came free: %d, want 200", res.StatusCode)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -62,6 +62,7 @@ type options struct {
 	idempotent  float64
 	overload    float64
 	profile     string
+	heapProfile string
 	gomemlimit  string
 
 	batch            int
@@ -82,6 +83,7 @@ func main() {
 	flag.Float64Var(&o.idempotent, "idempotent", 0.1, "fraction of sends carrying an Idempotency-Key")
 	flag.Float64Var(&o.overload, "overload", 2, "phase 5 offers this many times the measured capacity (0 skips it)")
 	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of the ingress during phase 2 to this file")
+	flag.StringVar(&o.heapProfile, "heap-profile", "", "write heap profiles of the ingress at the end of phases 2 and 5 to FILE.2 and FILE.5")
 	flag.StringVar(&o.gomemlimit, "gomemlimit", "64MiB", "GOMEMLIMIT of the ingress (the chart sets the container limit, 256Mi by default: 64MiB is a stricter budget)")
 	flag.IntVar(&o.batch, "batch", 0, "phase 6: sends per POST /v1/send/batch (0 skips the phase; the contract allows 1-100)")
 	flag.IntVar(&o.batchConcurrency, "batch-concurrency", 16, "phase 6: closed-loop connections")
@@ -130,11 +132,15 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
+	metricsAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
 	cmd := exec.Command(o.herald, "ingress")
 	cmd.Env = append(os.Environ(),
 		"HERALD_DATABASE_URL="+dbURL, "HERALD_KAFKA_BROKERS="+broker.Addrs()[0], "HERALD_KAFKA_TOPIC_PREFIX=bench",
 		"HERALD_HTTP_ADDR="+addr, "HERALD_MESSENGER_BOT_USERNAME=bench_bot", "HERALD_LOG_LEVEL=warn",
-		"GOMEMLIMIT="+o.gomemlimit, "HERALD_PPROF_ADDR="+pprofAddr)
+		"GOMEMLIMIT="+o.gomemlimit, "HERALD_PPROF_ADDR="+pprofAddr, "HERALD_METRICS_ADDR="+metricsAddr)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		return err
@@ -143,6 +149,8 @@ func run(o options) error {
 	if err := waitReady("http://" + addr + "/readyz"); err != nil {
 		return err
 	}
+	mem := startSampler(metricsAddr, cmd.Process.Pid)
+	defer mem.stop()
 	fmt.Printf("ingress: GOMEMLIMIT=%s, %d verified users, %.0f%% of sends with an Idempotency-Key\n", o.gomemlimit, o.users, o.idempotent*100)
 
 	var keySeq atomic.Int64
@@ -182,6 +190,7 @@ func run(o options) error {
 	}
 	capacity := benchutil.ClosedLoop(addr, o.concurrency, o.duration, send)
 	report("2. Herald ingress, closed loop", o.concurrency, capacity)
+	heapProfile(pprofAddr, o.heapProfile, "2")
 	if profileDone != nil {
 		if err := <-profileDone; err != nil {
 			fmt.Println("   profile:", err)
@@ -202,6 +211,7 @@ func run(o options) error {
 	// 5. Overload.
 	if o.overload > 0 {
 		offered := int(capacity.Rate() * o.overload)
+		go func() { time.Sleep(o.duration * 3 / 4); heapProfile(pprofAddr, o.heapProfile, "5") }()
 		over := benchutil.OpenLoop(addr, o.conns, o.maxConns, offered, o.duration, send)
 		report(fmt.Sprintf("5. overload: open loop offered %d/s (%.1f× capacity)", offered, o.overload), o.conns, over)
 		fmt.Printf("   p99 of every answer: %.2f ms\n", float64(over.LatencyAll.Percentile(99))/1e6)
@@ -232,6 +242,7 @@ func run(o options) error {
 }
 
 func report(title string, conns int, r benchutil.Result) {
+	defer currentSampler.report()
 	if r.Conns > conns {
 		conns = r.Conns
 	}
@@ -315,6 +326,26 @@ func bareServer() (addr string, stop func(), err error) {
 	})}
 	go func() { _ = srv.Serve(ln) }()
 	return ln.Addr().String(), func() { _ = srv.Close() }, nil
+}
+
+// heapProfile writes the ingress's heap profile to file.suffix (nothing when file is empty).
+func heapProfile(pprofAddr, file, suffix string) {
+	if file == "" {
+		return
+	}
+	res, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/heap", pprofAddr))
+	if err != nil {
+		fmt.Println("   heap profile:", err)
+		return
+	}
+	defer res.Body.Close()
+	f, err := os.Create(file + "." + suffix)
+	if err != nil {
+		fmt.Println("   heap profile:", err)
+		return
+	}
+	defer f.Close()
+	_, _ = io.Copy(f, res.Body)
 }
 
 func cpuProfile(pprofAddr, file string, d time.Duration) error {

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/heraldhq/herald/internal/benchutil"
+)
+
+// sampler polls the ingress's /metrics (on its own listener, so that the phases' load and the ingress's
+// shedding do not touch it) and its RSS every 200 ms, and reports per phase the peaks of its goroutines,
+// heap, goroutine stacks and RSS: where the memory of a phase went.
+type sampler struct {
+	addr string
+	pid  int
+	done chan struct{}
+	wg   sync.WaitGroup
+
+	mu   sync.Mutex
+	peak map[string]float64
+}
+
+var currentSampler *sampler
+
+var sampled = []string{"go_goroutines", "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes"}
+
+func startSampler(metricsAddr string, pid int) *sampler {
+	s := &sampler{addr: metricsAddr, pid: pid, done: make(chan struct{}), peak: map[string]float64{}}
+	currentSampler = s
+	s.wg.Go(func() {
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.done:
+				return
+			case <-t.C:
+				s.sample()
+			}
+		}
+	})
+	return s
+}
+
+func (s *sampler) stop() { close(s.done); s.wg.Wait() }
+
+func (s *sampler) sample() {
+	vals := map[string]float64{}
+	if rss, _, err := benchutil.RSS(s.pid); err == nil {
+		vals["rss"] = float64(rss)
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.pid)); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) >= 2 && (f[0] == "RssAnon:" || f[0] == "RssFile:") {
+				kb, _ := strconv.ParseFloat(f[1], 64)
+				vals[f[0]] = kb * 1024
+			}
+		}
+	}
+	c := http.Client{Timeout: 2 * time.Second}
+	if res, err := c.Get("http://" + s.addr + "/metrics"); err == nil {
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() {
+			name, value, ok := strings.Cut(sc.Text(), " ")
+			if !ok {
+				continue
+			}
+			for _, m := range sampled {
+				if name == m {
+					vals[m], _ = strconv.ParseFloat(value, 64)
+				}
+			}
+		}
+		res.Body.Close()
+	}
+	s.mu.Lock()
+	for k, v := range vals {
+		s.peak[k] = max(s.peak[k], v)
+	}
+	s.mu.Unlock()
+}
+
+// report prints the peaks since the last report and starts over.
+func (s *sampler) report() {
+	if s == nil {
+		return
+	}
+	s.sample()
+	s.mu.Lock()
+	p := s.peak
+	s.peak = map[string]float64{}
+	s.mu.Unlock()
+	fmt.Printf("   ingress peaks: RSS %.1f MB (anonymous %.1f, files %.1f), heap in use %.1f MB, stacks %.1f MB, %.0f goroutines\n",
+		p["rss"]/1e6, p["RssAnon:"]/1e6, p["RssFile:"]/1e6, p["go_memstats_heap_inuse_bytes"]/1e6, p["go_memstats_stack_inuse_bytes"]/1e6, p["go_goroutines"])
+}
