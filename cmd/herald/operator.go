@@ -1,5 +1,3 @@
-//go:build !nooperator
-
 package main
 
 import (
