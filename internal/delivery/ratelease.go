@@ -247,10 +247,12 @@ func (k *rateKeeper) demand(now time.Time) float64 {
 //     The units left by rounding down go to the holders served worst for their demands.
 func allocate(limit float64, demands map[string]float64) map[string]float64 {
 	holders := make([]string, 0, len(demands))
+	need := make(map[string]float64, len(demands)) // a demand is at least 1 (see demand)
 	total := 0.0
 	for h, d := range demands {
 		holders = append(holders, h)
-		total += max(1, d) // a demand is at least 1 (demand)
+		need[h] = max(1, d)
+		total += need[h]
 	}
 	slices.Sort(holders)
 	// In proportion when oversubscribed; a holder whose proportion comes below one message per second gets
@@ -259,28 +261,26 @@ func allocate(limit float64, demands map[string]float64) map[string]float64 {
 	lifted := map[string]bool{}
 	share := make(map[string]float64, len(holders))
 	for {
-		rest, need, free := limit, 0.0, 0
+		rest, unlifted := limit, 0.0
 		for _, h := range holders {
 			if lifted[h] {
 				rest--
 			} else {
-				need += max(1, demands[h])
-				free++
+				unlifted += need[h]
 			}
 		}
 		again := false
 		for _, h := range holders {
-			d := max(1, demands[h])
 			switch {
 			case lifted[h]:
 				share[h] = 1
 			case total > limit:
-				share[h] = rest * d / need
+				share[h] = rest * need[h] / unlifted
 				if floor && share[h] < 1 {
 					lifted[h], again = true, true
 				}
 			default:
-				share[h] = d + (limit-total)/float64(len(holders))
+				share[h] = need[h] + (limit-total)/float64(len(holders))
 			}
 		}
 		if !again {
@@ -302,7 +302,7 @@ func allocate(limit float64, demands map[string]float64) map[string]float64 {
 			if out[h] >= math.Ceil(share[h]-1e-9) {
 				continue // already at its share rounded up
 			}
-			if worst == "" || out[h]/max(1, demands[h]) < out[worst]/max(1, demands[worst]) {
+			if worst == "" || out[h]/need[h] < out[worst]/need[worst] {
 				worst = h
 			}
 		}

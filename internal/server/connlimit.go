@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/heraldhq/herald/internal/apierror"
 )
 
 var connectionsShed = promauto.NewCounter(prometheus.CounterOpts{
@@ -169,10 +172,12 @@ func overloadedResponse() []byte {
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	rid := hex.EncodeToString(id[:])
-	body := `{"error":"unavailable","message":"the service is overloaded; retry shortly","request_id":"` + rid + `"}` + "\n"
+	e := apierror.Overloaded
+	body, _ := json.Marshal(apierror.Body{Error: e.Code, Message: e.Message, RequestID: rid})
+	body = append(body, '\n')
 	return []byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nCache-Control: no-store\r\n" +
-		"Retry-After: 1\r\nX-Request-Id: " + rid + "\r\nConnection: close\r\nContent-Length: " + strconv.Itoa(len(body)) +
-		"\r\n\r\n" + body)
+		"Retry-After: " + strconv.Itoa(int(max(time.Second, e.RetryAfter)/time.Second)) + "\r\nX-Request-Id: " + rid +
+		"\r\nConnection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + string(body))
 }
 
 // prefixConn is a connection whose first bytes were read already.
