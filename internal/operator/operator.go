@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
@@ -162,7 +161,7 @@ func metricsOptions(o Options) metricsserver.Options {
 	return metricsserver.Options{
 		BindAddress:    o.MetricsAddr,
 		SecureServing:  true,
-		FilterProvider: filters.WithAuthenticationAndAuthorization,
+		FilterProvider: metricsAuth,
 		CertDir:        o.MetricsCertDir,
 		CertName:       metricsCertName,
 		KeyName:        metricsKeyName,
