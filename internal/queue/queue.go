@@ -92,19 +92,22 @@ type Producer struct {
 	topics Topics
 }
 
-// NewProducer builds a producer. The writer waits at most 1 ms to fill a batch: kafka-go's default
-// BatchTimeout of 1 s would make every synchronous send take a second, and callers on the hot path
-// (internal/outbox) already hand it whole batches. Shorter waits cost more produce requests than they
-// save in latency (measured: docs/benchmarks.md).
+// NewProducer builds a producer. Its callers on the hot path (internal/outbox) hand it whole batches, which
+// it spreads over the partitions, a few messages to each; two of kafka-go's defaults are tuned for that:
+//   - BatchTimeout, how long a partition's batch waits for more messages before it is sent: kafka-go's 1 s
+//     would make every synchronous send take a second; 1 ms. Shorter waits (100 µs) made the outbox's
+//     publishes faster when called directly, but not the ingress's sends over HTTP (docs/benchmarks.md).
+//   - BatchSize: kafka-go allocates BatchSize messages for every partition batch it starts, however few it
+//     then holds. At 64 that was a fifth of all the ingress allocated per send. 16 still holds what a
+//     partition gets of one outbox batch (a batch of 256 sends gives each of 24 partitions about 11); a
+//     partition that gets more is sent its messages in more than one produce request.
 func NewProducer(brokers []string, prefix string) *Producer {
 	w := &kafka.Writer{
-		Addr:         kafka.TCP(brokers...),
-		Balancer:     &kafka.Murmur2Balancer{},
-		RequiredAcks: kafka.RequireAll,
-		BatchTimeout: time.Millisecond,
-		// kafka-go allocates BatchSize messages for every partition batch it starts; an outbox batch spreads
-		// over the partitions, a few dozen messages each, so a large value only makes garbage.
-		BatchSize:              64,
+		Addr:                   kafka.TCP(brokers...),
+		Balancer:               &kafka.Murmur2Balancer{},
+		RequiredAcks:           kafka.RequireAll,
+		BatchTimeout:           100 * time.Microsecond,
+		BatchSize:              16,
 		MaxAttempts:            3,
 		WriteBackoffMin:        10 * time.Millisecond,
 		WriteBackoffMax:        200 * time.Millisecond,
