@@ -131,23 +131,31 @@ func ClosedLoop(addr string, conns int, d time.Duration, req Request) Result {
 // OpenLoop sends rate requests per second for d, whatever the answers do. It keeps conns connections and
 // opens more, up to maxConns, when every one is busy, so that the server — not the generator — is where a
 // request waits or is refused; past maxConns a request waits for a free connection. Latency counts from
-// each request's intended start.
+// each request's intended start. The first conns connections are opened before the clock starts, as a
+// client with a connection pool keeps them: the phase measures serving requests, not a burst of hundreds
+// of TCP handshakes (and the server's new connection goroutines) in its first milliseconds.
 func OpenLoop(addr string, conns, maxConns, rate int, d time.Duration, req Request) Result {
 	rec := &recorder{codes: map[int]int64{}}
 	shots := make(chan shot)
-	var wg sync.WaitGroup
-	worker := func() {
+	var wg, dialled sync.WaitGroup
+	worker := func(predial bool) {
 		c := &conn{addr: addr}
 		defer c.close()
+		if predial {
+			c.dial()
+			dialled.Done()
+		}
 		for s := range shots {
 			code := c.do(req(s.i))
 			rec.add(code, time.Since(s.intended))
 		}
 	}
 	workers := 0
+	dialled.Add(conns)
 	for ; workers < conns; workers++ {
-		wg.Go(worker)
+		wg.Go(func() { worker(true) })
 	}
+	dialled.Wait()
 	start := time.Now()
 	interval := time.Second / time.Duration(rate)
 	total := int(d / interval)
@@ -164,7 +172,7 @@ func OpenLoop(addr string, conns, maxConns, rate int, d time.Duration, req Reque
 		}
 		if workers < maxConns {
 			workers++
-			wg.Go(worker)
+			wg.Go(func() { worker(false) })
 		}
 		shots <- s
 	}
@@ -191,12 +199,8 @@ func (c *conn) close() {
 // dialled again).
 func (c *conn) do(req []byte) int {
 	for attempt := 0; attempt < 2; attempt++ {
-		if c.c == nil {
-			nc, err := net.DialTimeout("tcp", c.addr, 5*time.Second)
-			if err != nil {
-				return 0
-			}
-			c.c, c.r = nc, bufio.NewReaderSize(nc, 4096)
+		if c.c == nil && !c.dial() {
+			return 0
 		}
 		_ = c.c.SetDeadline(time.Now().Add(30 * time.Second))
 		if _, err := c.c.Write(req); err != nil {
@@ -217,6 +221,16 @@ func (c *conn) do(req []byte) int {
 }
 
 var errMalformed = errors.New("malformed response")
+
+// dial opens the connection; false when it cannot (the request then counts as a transport error).
+func (c *conn) dial() bool {
+	nc, err := net.DialTimeout("tcp", c.addr, 5*time.Second)
+	if err != nil {
+		return false
+	}
+	c.c, c.r = nc, bufio.NewReaderSize(nc, 4096)
+	return true
+}
 
 // readResponse reads one response: the status, whether the connection stays open, and the body (skipped).
 func readResponse(r *bufio.Reader) (code int, keepAlive bool, err error) {

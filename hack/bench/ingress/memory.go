@@ -87,10 +87,10 @@ func (s *sampler) sample() {
 	s.mu.Unlock()
 }
 
-// report prints the peaks since the last report and starts over.
-func (s *sampler) report() {
+// report prints the peaks since the last report, starts over, and returns the RSS peak.
+func (s *sampler) report() float64 {
 	if s == nil {
-		return
+		return 0
 	}
 	s.sample()
 	s.mu.Lock()
@@ -99,4 +99,5 @@ func (s *sampler) report() {
 	s.mu.Unlock()
 	fmt.Printf("   ingress peaks: RSS %.1f MB (anonymous %.1f, files %.1f), heap in use %.1f MB, stacks %.1f MB, %.0f goroutines\n",
 		p["rss"]/1e6, p["RssAnon:"]/1e6, p["RssFile:"]/1e6, p["go_memstats_heap_inuse_bytes"]/1e6, p["go_memstats_stack_inuse_bytes"]/1e6, p["go_goroutines"])
+	return p["rss"]
 }
