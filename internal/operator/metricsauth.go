@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -79,9 +81,10 @@ type scrapeAuth struct {
 
 // check answers 200 when r may be served, else the status and message to answer (and, for a 500, why).
 func (a *scrapeAuth) check(r *http.Request) (int, string, error) {
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	// "Bearer <token>", the scheme in any case, as the API server reads it.
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	token = strings.TrimSpace(token)
-	if !ok || token == "" {
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return http.StatusUnauthorized, "Unauthorized", nil
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), reviewWait)
@@ -104,7 +107,7 @@ func (a *scrapeAuth) check(r *http.Request) (int, string, error) {
 	}
 
 	verb := strings.ToLower(r.Method)
-	decisionKey := strings.Join([]string{user.Username, user.UID, strings.Join(user.Groups, ","), verb, r.URL.Path}, "\x00")
+	decisionKey := decisionKeyOf(user, verb, r.URL.Path)
 	allowed, ok := a.decisions.get(decisionKey, a.now())
 	if !ok {
 		extra := make(map[string]authzv1.ExtraValue, len(user.Extra))
@@ -129,6 +132,17 @@ func (a *scrapeAuth) check(r *http.Request) (int, string, error) {
 		return http.StatusForbidden, fmt.Sprintf("Authorization denied for user %s", user.Username), nil
 	}
 	return http.StatusOK, "", nil
+}
+
+// decisionKeyOf names everything a SubjectAccessReview is asked about, the user's extra attributes too
+// (a ServiceAccount token's pod and credential id), so that a cached decision answers only the same question.
+func decisionKeyOf(user authnv1.UserInfo, verb, path string) string {
+	parts := []string{user.Username, user.UID, strings.Join(user.Groups, "\x01"), verb, path}
+	keys := slices.Sorted(maps.Keys(user.Extra))
+	for _, k := range keys {
+		parts = append(parts, k+"\x02"+strings.Join(user.Extra[k], "\x01"))
+	}
+	return strings.Join(parts, "\x00")
 }
 
 // ttlCache is a small map whose entries expire. It holds at most ttlCacheMax entries: a full cache drops

@@ -79,6 +79,7 @@ func TestScrapeAuthAnswersByTheAPIServersReviews(t *testing.T) {
 		{"Bearer unknown", http.StatusUnauthorized},
 		{"Bearer stranger-token", http.StatusForbidden},
 		{"Bearer reader-token", http.StatusOK},
+		{"bearer reader-token", http.StatusOK},
 	} {
 		if got := scrapeWith(a, c.header); got != c.want {
 			t.Errorf("Authorization %q: %d, want %d", c.header, got, c.want)
@@ -129,6 +130,27 @@ func TestScrapeAuthCachesTheAPIServersYesForAMinuteAndItsNoForThirtySeconds(t *t
 	scrapeWith(a, "Bearer reader-token")
 	if tokens.calls != 1 {
 		t.Errorf("after a minute the reader's token was reviewed %d times, want 1", tokens.calls)
+	}
+}
+
+func TestDecisionsAreCachedPerQuestion(t *testing.T) {
+	pod := func(name string) authnv1.UserInfo {
+		return authnv1.UserInfo{Username: "system:serviceaccount:monitoring:prometheus", Groups: []string{"a", "b"},
+			Extra: map[string]authnv1.ExtraValue{"authentication.kubernetes.io/pod-name": {name}}}
+	}
+	if decisionKeyOf(pod("p1"), "get", "/metrics") == decisionKeyOf(pod("p2"), "get", "/metrics") {
+		t.Error("two pods' tokens share a cached decision")
+	}
+	if decisionKeyOf(pod("p1"), "get", "/metrics") == decisionKeyOf(pod("p1"), "post", "/metrics") {
+		t.Error("two verbs share a cached decision")
+	}
+	ab, a := pod("p1"), pod("p1")
+	a.Groups = []string{"a,b"}
+	if decisionKeyOf(ab, "get", "/metrics") == decisionKeyOf(a, "get", "/metrics") {
+		t.Error(`groups "a", "b" and the group "a,b" share a cached decision`)
+	}
+	if decisionKeyOf(pod("p1"), "get", "/metrics") != decisionKeyOf(pod("p1"), "get", "/metrics") {
+		t.Error("the same question has two keys")
 	}
 }
 
