@@ -29,13 +29,16 @@ import (
 	"github.com/heraldhq/herald/internal/updates"
 )
 
+// DefaultWorkers is how many worker processes an installation runs unless Config.Workers says otherwise.
+const DefaultWorkers = 2
+
 // Config describes one installation. Zero values take the defaults in the comments.
 type Config struct {
 	Users           int           // linked and phone-verified users; 40
 	RateLimit       float64       // the bot's global messages per second, for the workers and the simulator; 40
 	PerChatInterval time.Duration // minimum spacing of two messages to one chat, ditto; 1 s
 	Partitions      int           // partitions of each topic; 12 (the product's default)
-	Workers         int           // worker processes in one group; 2
+	Workers         int           // worker processes in one group; DefaultWorkers
 	Ingresses       int           // ingress processes; 1
 	// WorkerEnv adds or overrides KEY=VALUE settings of the workers (and of workers started later).
 	WorkerEnv []string
@@ -55,7 +58,7 @@ func (c Config) withDefaults() Config {
 		c.Partitions = 12
 	}
 	if c.Workers == 0 {
-		c.Workers = 2
+		c.Workers = DefaultWorkers
 	}
 	if c.Ingresses == 0 {
 		c.Ingresses = 1

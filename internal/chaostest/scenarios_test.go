@@ -61,12 +61,9 @@ const slack = 8 * time.Second
 func drain(mode chaostest.Mode, n float64) time.Duration {
 	perChat := n / (1 - mode.PerUser)
 	users := float64(mode.Users)
-	global := n * users / (mode.Limit - workers - users*mode.PerUser)
+	global := n * users / (mode.Limit - chaostest.DefaultWorkers - users*mode.PerUser)
 	return time.Duration(max(perChat, global) * float64(time.Second))
 }
-
-// workers is how many workers the scenarios run at once (chaostest.Config's default).
-const workers = 2
 
 // perUser is how many messages each user sends in d.
 func perUser(mode chaostest.Mode, d time.Duration) float64 { return mode.PerUser * d.Seconds() }

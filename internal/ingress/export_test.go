@@ -1,7 +1,11 @@
 package ingress
 
+import "net/http"
+
 // LimitInFlightForTest exposes the load-shedding middleware to the external tests.
-var LimitInFlightForTest = limitInFlight
+func LimitInFlightForTest(max int) func(http.Handler) http.Handler {
+	return limitSlots(make(chan struct{}, max))
+}
 
 // AuthQueries is how many key lookups a has made in PostgreSQL.
 func AuthQueries(a *API) int64 { return a.authQueries.Load() }

@@ -20,10 +20,6 @@ const DefaultMaxInFlight = 512
 // and a batch's may be 100 times a send's; counting requests alone would let 512 of them hold 3 GiB.
 const DefaultMaxInFlightBytes = 8 << 20
 
-func limitInFlight(max int) func(http.Handler) http.Handler {
-	return limitSlots(make(chan struct{}, max))
-}
-
 // limitSlots sheds a request when every slot is taken; a request holds one until it is answered.
 func limitSlots(slots chan struct{}) func(http.Handler) http.Handler {
 	overloaded := apierror.Overloaded

@@ -2,8 +2,6 @@ package server
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -169,9 +167,7 @@ func probe(line []byte) bool {
 
 // overloadedResponse is apierror.Overloaded as a whole HTTP/1.1 answer, with a request id of its own.
 func overloadedResponse() []byte {
-	var id [8]byte
-	_, _ = rand.Read(id[:])
-	rid := hex.EncodeToString(id[:])
+	rid := newRequestID()
 	e := apierror.Overloaded
 	body, _ := json.Marshal(apierror.Body{Error: e.Code, Message: e.Message, RequestID: rid})
 	body = append(body, '\n')

@@ -110,6 +110,13 @@ func RequestID(ctx context.Context) string {
 
 var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
+// newRequestID mints a request id: 16 hex digits, random.
+func newRequestID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
 // requestContext assigns a request id (a sane incoming X-Request-Id is kept), recovers panics as 500
 // internal_error, records metrics by route pattern and writes one access log line. It never logs bodies or
 // headers: they carry keys, tokens and phone numbers.
@@ -119,9 +126,7 @@ func requestContext(logger *slog.Logger) func(http.Handler) http.Handler {
 			start := time.Now()
 			id := r.Header.Get("X-Request-Id")
 			if !requestIDPattern.MatchString(id) {
-				var b [8]byte
-				_, _ = rand.Read(b[:])
-				id = hex.EncodeToString(b[:])
+				id = newRequestID()
 			}
 			w.Header().Set("X-Request-Id", id)
 			r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, id))
