@@ -62,26 +62,33 @@ func (l Latencies) String() string {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// RSS returns the current and peak resident set size of a process in bytes (Linux).
-func RSS(pid int) (current, peak int64, err error) {
+// ProcMemory is a process's memory as /proc/PID/status tells it, in bytes: resident now (RSS) and at
+// its highest (Peak), and of the resident, what is anonymous and what is pages of files (the binary's).
+type ProcMemory struct{ RSS, Peak, Anon, File int64 }
+
+// Memory reads pid's ProcMemory.
+func Memory(pid int) (ProcMemory, error) {
+	var m ProcMemory
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
-		return 0, 0, err
+		return m, err
 	}
+	fields := map[string]*int64{"VmRSS:": &m.RSS, "VmHWM:": &m.Peak, "RssAnon:": &m.Anon, "RssFile:": &m.File}
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
-		if len(f) < 2 {
+		if len(f) < 2 || fields[f[0]] == nil {
 			continue
 		}
 		kb, _ := strconv.ParseInt(f[1], 10, 64)
-		switch f[0] {
-		case "VmRSS:":
-			current = kb << 10
-		case "VmHWM:":
-			peak = kb << 10
-		}
+		*fields[f[0]] = kb << 10
 	}
-	return current, peak, nil
+	return m, nil
+}
+
+// RSS returns pid's resident set size now and at its peak (VmHWM), in bytes.
+func RSS(pid int) (current, peak int64, err error) {
+	m, err := Memory(pid)
+	return m.RSS, m.Peak, err
 }
 
 // Machine describes where a benchmark ran.

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,20 +51,15 @@ func (s *sampler) stop() { close(s.done); s.wg.Wait() }
 
 func (s *sampler) sample() {
 	vals := map[string]float64{}
-	if rss, _, err := benchutil.RSS(s.pid); err == nil {
-		vals["rss"] = float64(rss)
+	if m, err := benchutil.Memory(s.pid); err == nil {
+		vals["rss"], vals["anon"], vals["file"] = float64(m.RSS), float64(m.Anon), float64(m.File)
 	}
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.pid)); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			f := strings.Fields(line)
-			if len(f) >= 2 && (f[0] == "RssAnon:" || f[0] == "RssFile:") {
-				kb, _ := strconv.ParseFloat(f[1], 64)
-				vals[f[0]] = kb * 1024
-			}
-		}
-	}
+	// Uncompressed: the ingress is what is measured, and compressing five scrapes a second for the sampler
+	// took about 1 % of its CPU and 3 % of what it allocated.
 	c := http.Client{Timeout: 2 * time.Second}
-	if res, err := c.Get("http://" + s.addr + "/metrics"); err == nil {
+	req, _ := http.NewRequest(http.MethodGet, "http://"+s.addr+"/metrics", nil)
+	req.Header.Set("Accept-Encoding", "identity")
+	if res, err := c.Do(req); err == nil {
 		sc := bufio.NewScanner(res.Body)
 		for sc.Scan() {
 			name, value, ok := strings.Cut(sc.Text(), " ")
@@ -98,6 +92,6 @@ func (s *sampler) report() float64 {
 	s.peak = map[string]float64{}
 	s.mu.Unlock()
 	fmt.Printf("   ingress peaks: RSS %.1f MB (anonymous %.1f, files %.1f), heap in use %.1f MB, stacks %.1f MB, %.0f goroutines\n",
-		p["rss"]/1e6, p["RssAnon:"]/1e6, p["RssFile:"]/1e6, p["go_memstats_heap_inuse_bytes"]/1e6, p["go_memstats_stack_inuse_bytes"]/1e6, p["go_goroutines"])
+		p["rss"]/1e6, p["anon"]/1e6, p["file"]/1e6, p["go_memstats_heap_inuse_bytes"]/1e6, p["go_memstats_stack_inuse_bytes"]/1e6, p["go_goroutines"])
 	return p["rss"]
 }
