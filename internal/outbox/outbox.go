@@ -242,6 +242,7 @@ func (o *Outbox) sendBatch(reqs []*request) []answer {
 			// Keep the answer of each claimed key, for its repeats. A request that stored nothing keeps no key:
 			// a retry is evaluated afresh, as if it were the first.
 			var drop []store.IdempotencyKey
+			var saves []store.KeyResults
 			for i, r := range reqs {
 				if r.idem == nil || out[i].replay {
 					continue
@@ -251,10 +252,11 @@ func (o *Outbox) sendBatch(reqs []*request) []answer {
 					drop = append(drop, keyOf(r))
 					continue
 				}
-				if err := tx.SaveIdempotencyResults(ctx, keyOf(r), encodeResults(res)); err != nil {
-					return err
-				}
+				saves = append(saves, store.KeyResults{IdempotencyKey: keyOf(r), Results: encodeResults(res)})
 				keys = append(keys, keyOf(r))
+			}
+			if err := tx.SaveIdempotencyResults(ctx, saves); err != nil {
+				return err
 			}
 			return tx.DeleteIdempotencyKeys(ctx, drop)
 		})
@@ -340,6 +342,7 @@ func (o *Outbox) settleKeys(ctx context.Context, reqs []*request, out []answer, 
 	}
 	err := o.st.InTx(context.WithoutCancel(ctx), func(ctx context.Context, tx *store.Tx) error {
 		var drop, answered []store.IdempotencyKey
+		var saves []store.KeyResults
 		for i, r := range reqs {
 			if r.idem == nil || out[i].replay || !claimed[keyOf(r)] {
 				continue
@@ -349,10 +352,11 @@ func (o *Outbox) settleKeys(ctx context.Context, reqs []*request, out []answer, 
 				drop = append(drop, keyOf(r))
 				continue
 			}
-			if err := tx.SaveIdempotencyResults(ctx, keyOf(r), encodeResults(res)); err != nil {
-				return err
-			}
+			saves = append(saves, store.KeyResults{IdempotencyKey: keyOf(r), Results: encodeResults(res)})
 			answered = append(answered, keyOf(r))
+		}
+		if err := tx.SaveIdempotencyResults(ctx, saves); err != nil {
+			return err
 		}
 		if err := tx.DeleteIdempotencyKeys(ctx, drop); err != nil {
 			return err

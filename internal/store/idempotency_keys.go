@@ -71,10 +71,28 @@ func cmpKeys(a, b IdempotencyKey) int {
 	return strings.Compare(a.Key, b.Key)
 }
 
-// SaveIdempotencyResults records the answer to the request that claimed the key, for its repeats.
-func (tx *Tx) SaveIdempotencyResults(ctx context.Context, k IdempotencyKey, results []byte) error {
-	_, err := tx.tx.Exec(ctx, `UPDATE idempotency_keys SET results = $3 WHERE tenant_id = $1 AND key = $2`, k.TenantID, k.Key, results)
-	return translate(err, "saving an idempotent answer")
+// KeyResults is the answer kept under a claimed key: a JSON document of internal/outbox.
+type KeyResults struct {
+	IdempotencyKey
+	Results []byte
+}
+
+// SaveIdempotencyResults records the answers to the requests that claimed these keys, for their repeats,
+// in one statement (a batch claims several keys).
+func (tx *Tx) SaveIdempotencyResults(ctx context.Context, saves []KeyResults) error {
+	if len(saves) == 0 {
+		return nil
+	}
+	tenants := make([]string, len(saves))
+	keys := make([]string, len(saves))
+	results := make([]string, len(saves))
+	for i, s := range saves {
+		tenants[i], keys[i], results[i] = s.TenantID, s.Key, string(s.Results)
+	}
+	_, err := tx.tx.Exec(ctx, `UPDATE idempotency_keys k SET results = d.results::jsonb
+		FROM unnest($1::text[], $2::text[], $3::text[]) AS d(tenant_id, key, results)
+		WHERE k.tenant_id = d.tenant_id AND k.key = d.key`, tenants, keys, results)
+	return translate(err, "saving idempotent answers")
 }
 
 // IdempotencyRecord is what an earlier request left under a key.
@@ -115,25 +133,34 @@ func (tx *Tx) DeleteIdempotencyKeys(ctx context.Context, keys []IdempotencyKey) 
 
 // MarkIdempotencyPublished records that the requests of these keys were answered, so that their repeats
 // get the answer at once (see IdempotencyRecord.Settled).
+//
+// Its commit does not wait for the WAL to reach the disk (synchronous_commit off for this statement's
+// transaction alone): the mark is a shortcut, not a promise. A crash that loses it leaves the key unsettled
+// until PublishWindow has passed, and then it settles by age with the same answer. Waiting for the flush
+// cost every batch with a key one more disk sync before its requests were answered.
 func (s *Store) MarkIdempotencyPublished(ctx context.Context, keys []IdempotencyKey) error {
+	if len(keys) == 0 {
+		return nil
+	}
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	return translate(markPublished(ctx, s.pool, keys), "marking idempotency keys answered")
+	tenants, names := keyArrays(keys)
+	_, err := s.pool.Exec(ctx, `WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
+		UPDATE idempotency_keys k SET published = true FROM unnest($1::text[], $2::text[]) AS d(tenant_id, key), async
+		WHERE k.tenant_id = d.tenant_id AND k.key = d.key`, tenants, names)
+	return translate(err, "marking idempotency keys answered")
 }
 
-// MarkIdempotencyPublished is the transaction's variant of Store.MarkIdempotencyPublished.
+// MarkIdempotencyPublished is the transaction's variant of Store.MarkIdempotencyPublished. It commits as
+// the transaction does (synchronously): the transactions that use it also take keys back.
 func (tx *Tx) MarkIdempotencyPublished(ctx context.Context, keys []IdempotencyKey) error {
-	return translate(markPublished(ctx, tx.tx, keys), "marking idempotency keys answered")
-}
-
-func markPublished(ctx context.Context, q querier, keys []IdempotencyKey) error {
 	if len(keys) == 0 {
 		return nil
 	}
 	tenants, names := keyArrays(keys)
-	_, err := q.Exec(ctx, `UPDATE idempotency_keys k SET published = true FROM unnest($1::text[], $2::text[]) AS d(tenant_id, key)
+	_, err := tx.tx.Exec(ctx, `UPDATE idempotency_keys k SET published = true FROM unnest($1::text[], $2::text[]) AS d(tenant_id, key)
 		WHERE k.tenant_id = d.tenant_id AND k.key = d.key`, tenants, names)
-	return err
+	return translate(err, "marking idempotency keys answered")
 }
 
 func keyArrays(keys []IdempotencyKey) (tenants, names []string) {

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/heraldhq/herald/internal/pgtest"
 	"github.com/heraldhq/herald/internal/store"
 )
 
@@ -26,7 +27,7 @@ func TestConcurrentClaimsOfOneKey(t *testing.T) {
 				}
 				if got[claim.IdempotencyKey] {
 					won.Add(1)
-					return tx.SaveIdempotencyResults(ctx, claim.IdempotencyKey, []byte(`[{"tracking_id":"t"}]`))
+					return tx.SaveIdempotencyResults(ctx, []store.KeyResults{{IdempotencyKey: claim.IdempotencyKey, Results: []byte(`[{"tracking_id":"t"}]`)}})
 				}
 				return nil
 			})
@@ -75,5 +76,78 @@ func TestOldKeysAreTakenOverAndOldFormatReads(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A batch saves the answers of all its keys in one statement, each under its own key; marking them
+// answered settles exactly those keys.
+func TestAnswersOfSeveralKeysAreSavedAndMarkedTogether(t *testing.T) {
+	s := fixture(t)
+	ctx := context.Background()
+	a := store.IdempotencyKey{TenantID: "acme", Key: "a"}
+	b := store.IdempotencyKey{TenantID: "acme", Key: "b"}
+	c := store.IdempotencyKey{TenantID: "acme", Key: "c"}
+	err := s.InTx(ctx, func(ctx context.Context, tx *store.Tx) error {
+		claims := []store.KeyClaim{{IdempotencyKey: a, RequestHash: [32]byte{1}}, {IdempotencyKey: b, RequestHash: [32]byte{2}}, {IdempotencyKey: c, RequestHash: [32]byte{3}}}
+		if _, err := tx.ClaimIdempotencyKeys(ctx, claims); err != nil {
+			return err
+		}
+		return tx.SaveIdempotencyResults(ctx, []store.KeyResults{
+			{IdempotencyKey: a, Results: []byte(`[{"tracking_id":"ta"}]`)},
+			{IdempotencyKey: b, Results: []byte(`[{"error":"phone_unverified"}]`)},
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkIdempotencyPublished(ctx, []store.IdempotencyKey{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[store.IdempotencyKey]string{a: `[{"tracking_id": "ta"}]`, b: `[{"error": "phone_unverified"}]`} {
+		rec, err := s.ReadIdempotencyKey(ctx, k)
+		if err != nil || string(rec.Results) != want || !rec.Settled {
+			t.Errorf("key %s: %s (settled %v), %v; want %s, settled", k.Key, rec.Results, rec.Settled, err, want)
+		}
+	}
+	if rec, err := s.ReadIdempotencyKey(ctx, c); err != nil || rec.Settled {
+		t.Errorf("key c, neither saved nor marked, reads settled %v, %v", rec.Settled, err)
+	}
+}
+
+// The mark commits without waiting for the WAL flush, and that choice stays with its own transaction: the
+// pooled connection it ran on stays synchronous for the next insert, whose commit is the 202's promise.
+func TestMarkingAnsweredLeavesTheConnectionSynchronous(t *testing.T) {
+	_, url := pgtest.NewStore(t)
+	s, err := store.Open(context.Background(), url, 1) // one connection: the mark and the SHOW share it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.CreateTenant(ctx, "acme", "Acme"); err != nil {
+		t.Fatal(err)
+	}
+	// The test cluster runs with synchronous_commit off; the session here runs as production's does.
+	exec(t, s, `SET synchronous_commit = on`)
+	k := store.IdempotencyKey{TenantID: "acme", Key: "k"}
+	err = s.InTx(ctx, func(ctx context.Context, tx *store.Tx) error {
+		_, err := tx.ClaimIdempotencyKeys(ctx, []store.KeyClaim{{IdempotencyKey: k, RequestHash: [32]byte{1}}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkIdempotencyPublished(ctx, []store.IdempotencyKey{k}); err != nil {
+		t.Fatal(err)
+	}
+	var mode string
+	if err := s.Pool().QueryRow(ctx, `SHOW synchronous_commit`).Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	if mode != "on" {
+		t.Fatalf("after the mark the connection's synchronous_commit is %q, want on", mode)
+	}
+	if rec, err := s.ReadIdempotencyKey(ctx, k); err != nil || !rec.Settled {
+		t.Fatalf("key not settled after the mark: %+v, %v", rec, err)
 	}
 }
