@@ -62,6 +62,7 @@ type options struct {
 	idempotent  float64
 	overload    float64
 	profile     string
+	openProfile string
 	heapProfile string
 	gomemlimit  string
 
@@ -83,6 +84,7 @@ func main() {
 	flag.Float64Var(&o.idempotent, "idempotent", 0.1, "fraction of sends carrying an Idempotency-Key")
 	flag.Float64Var(&o.overload, "overload", 2, "phase 5 offers this many times the measured capacity (0 skips it)")
 	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of the ingress during phase 2 to this file")
+	flag.StringVar(&o.openProfile, "open-profile", "", "write a CPU profile of the ingress during phase 4 (the open loop) to this file")
 	flag.StringVar(&o.heapProfile, "heap-profile", "", "write heap profiles of the ingress at the end of phases 2 and 5 to FILE.2 and FILE.5")
 	flag.StringVar(&o.gomemlimit, "gomemlimit", "64MiB", "GOMEMLIMIT of the ingress (the chart sets the container limit, 256Mi by default: 64MiB is a stricter budget)")
 	flag.IntVar(&o.batch, "batch", 0, "phase 6: sends per POST /v1/send/batch (0 skips the phase; the contract allows 1-100)")
@@ -205,8 +207,20 @@ func run(o options) error {
 	fmt.Printf("   HTTP ÷ floor = %.2f; HTTP ÷ bare = %.2f\n", capacity.Rate()/floor.Rate(), capacity.Rate()/bare.Rate())
 
 	// 4. Latency at a fixed rate.
+	var openProfileDone chan error
+	if o.openProfile != "" {
+		openProfileDone = make(chan error, 1)
+		go func() { openProfileDone <- cpuProfile(pprofAddr, o.openProfile, o.duration-time.Second) }()
+	}
 	open := benchutil.OpenLoop(addr, o.conns, o.maxConns, o.rate, o.duration, send)
 	targetsRSS = max(targetsRSS, report(fmt.Sprintf("4. Herald ingress, open loop at %d/s", o.rate), o.conns, open))
+	if openProfileDone != nil {
+		if err := <-openProfileDone; err != nil {
+			fmt.Println("   profile:", err)
+		} else {
+			fmt.Println("   CPU profile of the ingress written to", o.openProfile)
+		}
+	}
 
 	// 5. Overload.
 	if o.overload > 0 {
