@@ -151,3 +151,58 @@ func TestMarkingAnsweredLeavesTheConnectionSynchronous(t *testing.T) {
 		t.Fatalf("key not settled after the mark: %+v, %v", rec, err)
 	}
 }
+
+// The statements that find a batch's keys by joining them to idempotency_keys are planned for each call,
+// never kept as prepared statements: a generic plan made while the table was small scans it whole, and
+// would be kept as the table grows (see planEachTime).
+func TestKeyStatementsAreNotPrepared(t *testing.T) {
+	_, url := pgtest.NewStore(t)
+	s, err := store.Open(context.Background(), url, 1) // one connection: its prepared statements are the ones checked
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.CreateTenant(ctx, "acme", "Acme"); err != nil {
+		t.Fatal(err)
+	}
+	k := store.IdempotencyKey{TenantID: "acme", Key: "k"}
+	for range 8 { // past the five runs after which PostgreSQL may keep a generic plan
+		err := s.InTx(ctx, func(ctx context.Context, tx *store.Tx) error {
+			if _, err := tx.ClaimIdempotencyKeys(ctx, []store.KeyClaim{{IdempotencyKey: k, RequestHash: [32]byte{1}}}); err != nil {
+				return err
+			}
+			if err := tx.SaveIdempotencyResults(ctx, []store.KeyResults{{IdempotencyKey: k, Results: []byte(`[]`)}}); err != nil {
+				return err
+			}
+			if err := tx.MarkIdempotencyPublished(ctx, []store.IdempotencyKey{k}); err != nil {
+				return err
+			}
+			return tx.DeleteIdempotencyKeys(ctx, []store.IdempotencyKey{k})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.MarkIdempotencyPublished(ctx, []store.IdempotencyKey{k}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var prepared []string
+	rows, err := s.Pool().Query(ctx, `SELECT statement FROM pg_prepared_statements WHERE statement LIKE '%idempotency_keys k%' AND statement NOT LIKE '%pg_prepared_statements%'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var st string
+		if err := rows.Scan(&st); err != nil {
+			t.Fatal(err)
+		}
+		prepared = append(prepared, st)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(prepared) != 0 {
+		t.Fatalf("%d key statements are prepared on the connection: %q", len(prepared), prepared)
+	}
+}
