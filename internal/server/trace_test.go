@@ -1,0 +1,40 @@
+package server
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// With no tracer provider installed, a request that carries a traceparent still continues its trace (the
+// envelope it publishes carries the caller's trace context on), and one that carries none gets no span.
+func TestUntracedRequestsContinueOnlyTheCallersTrace(t *testing.T) {
+	if otel.GetTracerProvider() != untracedProvider {
+		t.Fatal("a tracer provider is installed; this test needs the default")
+	}
+	prev := otel.GetTextMapPropagator()
+	otel.SetTextMapPropagator(propagation.TraceContext{}) // as tracing.Setup does
+	t.Cleanup(func() { otel.SetTextMapPropagator(prev) })
+
+	var got trace.SpanContext
+	h := traceRequests(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = trace.SpanContextFromContext(r.Context())
+	}))
+
+	r := httptest.NewRequest("POST", "/v1/send", nil)
+	r.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	h.ServeHTTP(httptest.NewRecorder(), r)
+	if got.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Errorf("with a traceparent, the handler's trace is %v, want the caller's", got.TraceID())
+	}
+
+	got = trace.SpanContext{}
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/v1/send", nil))
+	if got.IsValid() {
+		t.Errorf("without a traceparent or a provider, the handler has a span context %v", got)
+	}
+}
