@@ -13,7 +13,7 @@
 //
 // and the ingress process's peak RSS. A fraction (-idempotent) of the sends carries an Idempotency-Key, in
 // the HTTP phases and the floor alike. With -profile FILE, a CPU profile of the ingress is taken during
-// phase 2. Run it with `make bench-ingress`; see ../shared/benchmarking.md for why the phases are what
+// phase 2; with -open-profile FILE, during phase 4. Run it with `make bench-ingress`; see ../shared/benchmarking.md for why the phases are what
 // they are.
 //
 // Added by the notification lifecycle (each off unless its flag is given; phases 1-5 are unchanged):
@@ -86,7 +86,7 @@ func main() {
 	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of the ingress during phase 2 to this file")
 	flag.StringVar(&o.openProfile, "open-profile", "", "write a CPU profile of the ingress during phase 4 (the open loop) to this file")
 	flag.StringVar(&o.heapProfile, "heap-profile", "", "write heap profiles of the ingress at the end of phases 2 and 5 to FILE.2 and FILE.5")
-	flag.StringVar(&o.gomemlimit, "gomemlimit", "64MiB", "GOMEMLIMIT of the ingress (the chart sets the container limit, 256Mi by default: 64MiB is a stricter budget)")
+	flag.StringVar(&o.gomemlimit, "gomemlimit", "64MiB", "GOMEMLIMIT of the ingress (the chart sets the ingress's container limit, 512Mi by default: 64MiB is a stricter budget)")
 	flag.IntVar(&o.batch, "batch", 0, "phase 6: sends per POST /v1/send/batch (0 skips the phase; the contract allows 1-100)")
 	flag.IntVar(&o.batchConcurrency, "batch-concurrency", 16, "phase 6: closed-loop connections")
 	flag.StringVar(&o.batchProfile, "batch-profile", "", "write a CPU profile of the ingress during phase 6 to this file")
