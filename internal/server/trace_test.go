@@ -21,8 +21,9 @@ func TestUntracedRequestsContinueOnlyTheCallersTrace(t *testing.T) {
 	t.Cleanup(func() { otel.SetTextMapPropagator(prev) })
 
 	var got trace.SpanContext
+	var seen *http.Request
 	h := traceRequests(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got = trace.SpanContextFromContext(r.Context())
+		got, seen = trace.SpanContextFromContext(r.Context()), r
 	}))
 
 	r := httptest.NewRequest("POST", "/v1/send", nil)
@@ -33,8 +34,12 @@ func TestUntracedRequestsContinueOnlyTheCallersTrace(t *testing.T) {
 	}
 
 	got = trace.SpanContext{}
-	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/v1/send", nil))
+	plain := httptest.NewRequest("POST", "/v1/send", nil)
+	h.ServeHTTP(httptest.NewRecorder(), plain)
 	if got.IsValid() {
 		t.Errorf("without a traceparent or a provider, the handler has a span context %v", got)
+	}
+	if seen != plain {
+		t.Error("without a traceparent or a provider, the request was copied for a span that records nothing")
 	}
 }

@@ -117,20 +117,12 @@ func TestAnswersOfSeveralKeysAreSavedAndMarkedTogether(t *testing.T) {
 // The mark commits without waiting for the WAL flush, and that choice stays with its own transaction: the
 // pooled connection it ran on stays synchronous for the next insert, whose commit is the 202's promise.
 func TestMarkingAnsweredLeavesTheConnectionSynchronous(t *testing.T) {
-	_, url := pgtest.NewStore(t)
-	s, err := store.Open(context.Background(), url, 1) // one connection: the mark and the SHOW share it
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := oneConnStore(t) // the mark and the SHOW share its connection
 	ctx := context.Background()
-	if err := s.CreateTenant(ctx, "acme", "Acme"); err != nil {
-		t.Fatal(err)
-	}
 	// The test cluster runs with synchronous_commit off; the session here runs as production's does.
 	exec(t, s, `SET synchronous_commit = on`)
 	k := store.IdempotencyKey{TenantID: "acme", Key: "k"}
-	err = s.InTx(ctx, func(ctx context.Context, tx *store.Tx) error {
+	err := s.InTx(ctx, func(ctx context.Context, tx *store.Tx) error {
 		_, err := tx.ClaimIdempotencyKeys(ctx, []store.KeyClaim{{IdempotencyKey: k, RequestHash: [32]byte{1}}})
 		return err
 	})
@@ -156,16 +148,8 @@ func TestMarkingAnsweredLeavesTheConnectionSynchronous(t *testing.T) {
 // never kept as prepared statements: a generic plan made while the table was small scans it whole, and
 // would be kept as the table grows (see planEachTime).
 func TestKeyStatementsAreNotPrepared(t *testing.T) {
-	_, url := pgtest.NewStore(t)
-	s, err := store.Open(context.Background(), url, 1) // one connection: its prepared statements are the ones checked
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := oneConnStore(t) // its connection's prepared statements are the ones checked
 	ctx := context.Background()
-	if err := s.CreateTenant(ctx, "acme", "Acme"); err != nil {
-		t.Fatal(err)
-	}
 	k := store.IdempotencyKey{TenantID: "acme", Key: "k"}
 	for range 8 { // past the five runs after which PostgreSQL may keep a generic plan
 		err := s.InTx(ctx, func(ctx context.Context, tx *store.Tx) error {
@@ -205,4 +189,20 @@ func TestKeyStatementsAreNotPrepared(t *testing.T) {
 	if len(prepared) != 0 {
 		t.Fatalf("%d key statements are prepared on the connection: %q", len(prepared), prepared)
 	}
+}
+
+// oneConnStore is a store with tenant acme whose pool holds a single connection, so that a test sees what
+// a statement leaves on the connection the next one gets.
+func oneConnStore(t *testing.T) *store.Store {
+	t.Helper()
+	_, url := pgtest.NewStore(t)
+	s, err := store.Open(context.Background(), url, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if err := s.CreateTenant(context.Background(), "acme", "Acme"); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -13,8 +13,8 @@
 //
 // and the ingress process's peak RSS. A fraction (-idempotent) of the sends carries an Idempotency-Key, in
 // the HTTP phases and the floor alike. With -profile FILE, a CPU profile of the ingress is taken during
-// phase 2; with -open-profile FILE, during phase 4. Run it with `make bench-ingress`; see ../shared/benchmarking.md for why the phases are what
-// they are.
+// phase 2; with -open-profile FILE, during phase 4. Run it with `make bench-ingress`; see
+// ../shared/benchmarking.md for why the phases are what they are.
 //
 // Added by the notification lifecycle (each off unless its flag is given; phases 1-5 are unchanged):
 //
