@@ -63,6 +63,7 @@ type options struct {
 	overload    float64
 	profile     string
 	openProfile string
+	overProfile string
 	heapProfile string
 	gomemlimit  string
 
@@ -85,6 +86,7 @@ func main() {
 	flag.Float64Var(&o.overload, "overload", 2, "phase 5 offers this many times the measured capacity (0 skips it)")
 	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of the ingress during phase 2 to this file")
 	flag.StringVar(&o.openProfile, "open-profile", "", "write a CPU profile of the ingress during phase 4 (the open loop) to this file")
+	flag.StringVar(&o.overProfile, "overload-profile", "", "write a CPU profile of the ingress during phase 5 (the overload) to this file")
 	flag.StringVar(&o.heapProfile, "heap-profile", "", "write heap profiles of the ingress at the end of phases 2 and 5 to FILE.2 and FILE.5")
 	flag.StringVar(&o.gomemlimit, "gomemlimit", "64MiB", "GOMEMLIMIT of the ingress (the chart sets the ingress's container limit, 512Mi by default: 64MiB is a stricter budget)")
 	flag.IntVar(&o.batch, "batch", 0, "phase 6: sends per POST /v1/send/batch (0 skips the phase; the contract allows 1-100)")
@@ -226,9 +228,23 @@ func run(o options) error {
 	if o.overload > 0 {
 		offered := int(capacity.Rate() * o.overload)
 		go func() { time.Sleep(o.duration * 3 / 4); heapProfile(pprofAddr, o.heapProfile, "5") }()
+		var overProfileDone chan error
+		if o.overProfile != "" {
+			overProfileDone = make(chan error, 1)
+			go func() { overProfileDone <- cpuProfile(pprofAddr, o.overProfile, o.duration-time.Second) }()
+		}
+		shedBefore := shedByRoute(metricsAddr)
 		over := benchutil.OpenLoop(addr, o.conns, o.maxConns, offered, o.duration, send)
 		report(fmt.Sprintf("5. overload: open loop offered %d/s (%.1f× capacity)", offered, o.overload), o.conns, over)
 		fmt.Printf("   p99 of every answer: %.2f ms\n", float64(over.LatencyAll.Percentile(99))/1e6)
+		fmt.Printf("   503s by where they were answered: %s\n", shedDiff(shedBefore, shedByRoute(metricsAddr)))
+		if overProfileDone != nil {
+			if err := <-overProfileDone; err != nil {
+				fmt.Println("   profile:", err)
+			} else {
+				fmt.Println("   CPU profile of the ingress written to", o.overProfile)
+			}
+		}
 	}
 
 	// 6. Batches.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -94,4 +95,45 @@ func (s *sampler) report() float64 {
 	fmt.Printf("   ingress peaks: RSS %.1f MB (anonymous %.1f, files %.1f), heap in use %.1f MB, stacks %.1f MB, %.0f goroutines\n",
 		p["rss"]/1e6, p["anon"]/1e6, p["file"]/1e6, p["go_memstats_heap_inuse_bytes"]/1e6, p["go_memstats_stack_inuse_bytes"]/1e6, p["go_goroutines"])
 	return p["rss"]
+}
+
+// shedByRoute reads the ingress's herald_http_requests_total and returns its 503s by route: the
+// connections shed at the listener (route connection_limit) apart from the requests shed by the handlers.
+func shedByRoute(metricsAddr string) map[string]float64 {
+	out := map[string]float64{}
+	req, _ := http.NewRequest(http.MethodGet, "http://"+metricsAddr+"/metrics", nil)
+	req.Header.Set("Accept-Encoding", "identity")
+	res, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		return out
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "herald_http_requests_total{") || !strings.Contains(line, `status="503"`) {
+			continue
+		}
+		labels, value, _ := strings.Cut(line, "} ")
+		_, route, _ := strings.Cut(labels, `route="`)
+		route, _, _ = strings.Cut(route, `"`)
+		v, _ := strconv.ParseFloat(value, 64)
+		out[route] += v
+	}
+	return out
+}
+
+// shedDiff prints after − before by route.
+func shedDiff(before, after map[string]float64) string {
+	var parts []string
+	for route, v := range after {
+		if d := v - before[route]; d > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.0f", route, d))
+		}
+	}
+	slices.Sort(parts)
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
