@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -29,9 +30,10 @@ var connectionsShed = promauto.NewCounter(prometheus.CounterOpts{
 // the process without bound, and the collector's work with it, until the whole replica stalls.
 //
 // Past max open connections, a new connection does not reach the server: a small goroutine reads its
-// request line, answers 503 unavailable with Retry-After and "Connection: close", and closes it — a few
-// hundred bytes for a millisecond. The probes and the metrics (GET /healthz, /readyz, /metrics) are let
-// through past the bound, so that a replica at its bound is not restarted or taken out for it.
+// request, answers 503 unavailable with Retry-After and "Connection: close", and closes it — a few hundred
+// bytes for a millisecond. These connections are paced (shedRate): those that come faster wait in the
+// kernel's accept queue for their turn. The probes and the metrics (GET /healthz, /readyz, /metrics) are
+// let through past the bound, so that a replica at its bound is not restarted or taken out for it.
 //
 // Connections within the bound keep alive: closing them at the bound, so that idle ones would give their
 // places up, made every request under overload open a connection of its own, and the accepted rate fell
@@ -92,6 +94,7 @@ func (l *connLimiter) deliver(r acceptResult) bool {
 }
 
 func (l *connLimiter) acceptLoop() {
+	pace := pacer{every: time.Second / shedRate, burst: shedBurst, now: time.Now, sleep: time.Sleep}
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
@@ -102,6 +105,7 @@ func (l *connLimiter) acceptLoop() {
 		}
 		if l.open.Add(1) > l.max {
 			l.open.Add(-1)
+			pace.wait()
 			go l.shed(c)
 			continue
 		}
@@ -111,21 +115,75 @@ func (l *connLimiter) acceptLoop() {
 	}
 }
 
+// shedRate and shedBurst pace the connections shed past the bound: a burst of shedBurst is answered at
+// once, then one every 1/shedRate s, while the connections that come faster wait in the kernel's accept
+// queue (which costs nothing) until their turn.
+//
+// Why: a connection shed costs far more than a request shed on a kept connection (a TCP handshake and
+// teardown on both sides, an accept, a goroutine), and the client a 503 closes a connection on opens a new
+// one at once. In the benchmark at twice the capacity, unpaced, 2,500-11,000 connections a second were
+// shed, and the accepted rate fell with their number: from 10,556/s at 2,454/s shed to 6,277/s at
+// 11,183/s shed (capacity 9,500/s). Paced at 2,000/s, the CPU they take is bounded and the rest of the
+// load is shed on kept connections, in-band: the accepted rate held at 10,507/s. The price is the wait
+// of a connection queued behind others: the accept queue holds at most net.core.somaxconn (4,096 by
+// default), so 2 s at worst — the probes' timeout in the chart — and 0.1-0.5 s in the benchmark; a
+// probe needs three failures in a row to count.
+const (
+	shedRate  = 2000
+	shedBurst = 64
+)
+
+// pacer spaces events at least every apart, after a burst.
+type pacer struct {
+	every time.Duration
+	burst int
+	next  time.Time
+	now   func() time.Time
+	sleep func(time.Duration)
+}
+
+// wait returns when the next event may happen.
+func (p *pacer) wait() {
+	now := p.now()
+	if floor := now.Add(-time.Duration(p.burst-1) * p.every); p.next.Before(floor) {
+		p.next = floor // unused turns add up to a burst, no more
+	}
+	if d := p.next.Sub(now); d > 0 {
+		p.sleep(d)
+	}
+	p.next = p.next.Add(p.every)
+}
+
 // closed counts a connection of the server's as gone (its ConnState hook: closed or hijacked).
 func (l *connLimiter) closed() { l.open.Add(-1) }
 
-// shedTimeout bounds how long a shed connection may take to send its request line and to go away.
+// shedTimeout bounds how long a shed connection may take to send its request and to go away.
 const shedTimeout = 2 * time.Second
 
+// shedRead is the most of a shed connection's request that is read: a send is a few hundred bytes.
+const shedRead = 2048
+
 // shed answers a connection past the bound: 503 for anything but a probe, which is handed to the server.
+//
+// It reads the request whole when it is small and says how long it is (a send's is a few hundred bytes),
+// answers, and closes at once: nothing unread is left for the kernel to reset the connection over, so the
+// client reads its answer, and the goroutine lives as long as one read. Otherwise (a large or chunked body,
+// Expect: 100-continue, a request still coming) it half-closes after the answer and reads what the client
+// still sends until the client closes its side. That wait is on the client, and a starved client closes
+// late: in a benchmark at twice the capacity, on a machine the load generator shares, waiting so for
+// every shed connection let 1,500 goroutines pile up, the ingress reached its memory budget and spent its
+// CPU collecting.
 func (l *connLimiter) shed(c net.Conn) {
 	_ = c.SetDeadline(time.Now().Add(shedTimeout))
-	var buf [512]byte
+	var buf [shedRead]byte
 	n := 0
-	for n < len(buf) && !bytes.Contains(buf[:n], []byte("\r\n")) {
+	whole := false
+	for n < len(buf) {
 		m, err := c.Read(buf[n:])
 		n += m
-		if err != nil {
+		var more bool
+		whole, more = requestRead(buf[:n])
+		if err != nil || !more {
 			break
 		}
 	}
@@ -146,13 +204,48 @@ func (l *connLimiter) shed(c net.Conn) {
 	method, _, _ := bytes.Cut(buf[:n], []byte(" "))
 	httpRequests.WithLabelValues("connection_limit", MethodLabel(string(method)), "503").Inc()
 	_, _ = c.Write(overloadedResponse())
-	// Half-close and read what the client still sends until it closes its side, so that closing does
-	// not reset the connection (which may discard the answer before the client has read it).
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-		_, _ = io.Copy(io.Discard, io.LimitReader(c, 256<<10))
+	if !whole {
+		// Half-close and read what the client still sends until it closes its side, so that closing does
+		// not reset the connection (which may discard the answer before the client has read it).
+		if cw, ok := c.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+			for {
+				if _, err := c.Read(buf[:]); err != nil {
+					break
+				}
+			}
+		}
 	}
 	_ = c.Close()
+}
+
+// requestRead reports whether b holds one whole request — its header block and the body its
+// Content-Length declares, nothing after — and whether more of it is worth waiting for: the header block
+// is not complete yet, or the declared body is still coming and fits what shed reads. A request with a
+// Transfer-Encoding or an Expect header is never whole here (shed drains it instead).
+func requestRead(b []byte) (whole, more bool) {
+	head, body, ok := bytes.Cut(b, []byte("\r\n\r\n"))
+	if !ok {
+		return false, true
+	}
+	length := 0
+	_, fields, _ := bytes.Cut(head, []byte("\r\n"))
+	for len(fields) > 0 {
+		var line []byte
+		line, fields, _ = bytes.Cut(fields, []byte("\r\n"))
+		name, value, _ := bytes.Cut(line, []byte(":"))
+		switch {
+		case bytes.EqualFold(name, []byte("Content-Length")):
+			n, err := strconv.Atoi(string(bytes.TrimSpace(value)))
+			if err != nil || n < 0 {
+				return false, false
+			}
+			length = n
+		case bytes.EqualFold(name, []byte("Transfer-Encoding")), bytes.EqualFold(name, []byte("Expect")):
+			return false, false
+		}
+	}
+	return len(body) == length, len(body) < length && len(head)+4+length <= shedRead
 }
 
 // probe reports whether a request line is GET /healthz, /readyz or /metrics.
@@ -202,5 +295,28 @@ func (c *prefixConn) CloseWrite() error {
 func (l *connLimiter) trackConns(_ net.Conn, s http.ConnState) {
 	if s == http.StateClosed || s == http.StateHijacked {
 		l.closed()
+	}
+}
+
+// connectionMemory is what the process holds at its connection bound, past capacity, by connection and
+// besides: measured on the ingress at 1,024 connections and twice its capacity (docs/benchmarks.md), heap
+// and goroutine stacks grew by about 46 KiB a connection over the 24 MB it holds at capacity — net/http's
+// buffers (8 KiB), the connection's goroutine and, while a request is served, a second one that watches
+// the connection, and the request itself. Rounded up, so that the collector has room to work in.
+const (
+	connectionMemory = 64 << 10
+	baseMemory       = 32 << 20
+)
+
+// warnIfMemoryLimitTooLow says at start when GOMEMLIMIT is below what max connections hold past capacity.
+// The runtime then collects all the time, with up to half the CPU, just when the replica needs it most:
+// in the benchmark at twice the capacity, at 64 MiB and 1,024 connections, the accepted rate was 70-80 %
+// of what it was at 128 MiB, and one run in five collapsed to a tenth.
+func warnIfMemoryLimitTooLow(logger *slog.Logger, maxConns int) {
+	limit := debug.SetMemoryLimit(-1)
+	need := int64(baseMemory) + int64(maxConns)*connectionMemory
+	if limit < need {
+		logger.Warn("GOMEMLIMIT is below what HERALD_MAX_CONNECTIONS connections hold past capacity: the collector will take the CPU; raise the memory limit or lower the bound",
+			"gomemlimit_mib", limit>>20, "max_connections", maxConns, "needs_mib", need>>20)
 	}
 }

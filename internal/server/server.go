@@ -224,6 +224,7 @@ func ServeListener(ctx context.Context, ln net.Listener, h http.Handler, logger 
 	if o.MaxConnections > 0 {
 		limiter = newConnLimiter(ln, o.MaxConnections)
 		ln = limiter
+		warnIfMemoryLimitTooLow(logger, o.MaxConnections)
 	}
 	inner := h
 	var metrics *http.Server
