@@ -121,13 +121,14 @@ func (l *connLimiter) acceptLoop() {
 //
 // Why: a connection shed costs far more than a request shed on a kept connection (a TCP handshake and
 // teardown on both sides, an accept, a goroutine), and the client a 503 closes a connection on opens a new
-// one at once. In the benchmark at twice the capacity, unpaced, 2,500-11,000 connections a second were
+// one at once. In the benchmark at twice the capacity, unpaced, 2,000-16,000 connections a second were
 // shed, and the accepted rate fell with their number: from 10,556/s at 2,454/s shed to 6,277/s at
-// 11,183/s shed (capacity 9,500/s). Paced at 2,000/s, the CPU they take is bounded and the rest of the
-// load is shed on kept connections, in-band: the accepted rate held at 10,507/s. The price is the wait
-// of a connection queued behind others: the accept queue holds at most net.core.somaxconn (4,096 by
-// default), so 2 s at worst — the probes' timeout in the chart — and 0.1-0.5 s in the benchmark; a
-// probe needs three failures in a row to count.
+// 11,183/s shed (capacity about 9,500/s). Paced, their CPU is bounded and the rest of the overload is shed
+// in-band, on kept connections: in five runs the accepted rate held at 0.87-1.09 of capacity (median
+// 0.91). The price is the wait of a connection queued behind others: the accept queue holds at most
+// net.core.somaxconn (4,096 by default), so 2 s at worst — the chart's probe timeout, and a probe needs
+// three failures in a row to count — and in the benchmark the p99 of every answer, 503s included, was
+// 90-296 ms.
 const (
 	shedRate  = 2000
 	shedBurst = 64
@@ -310,13 +311,14 @@ const (
 
 // warnIfMemoryLimitTooLow says at start when GOMEMLIMIT is below what max connections hold past capacity.
 // The runtime then collects all the time, with up to half the CPU, just when the replica needs it most:
-// in the benchmark at twice the capacity, at 64 MiB and 1,024 connections, the accepted rate was 70-80 %
-// of what it was at 128 MiB, and one run in five collapsed to a tenth.
+// in the benchmark at twice the capacity with 1,024 connections, the accepted rate was 0.79 of capacity at
+// 64 MiB against 0.91 at 128 MiB (medians of five runs), and before shedding was paced one run in five
+// collapsed to a tenth at 64 MiB.
 func warnIfMemoryLimitTooLow(logger *slog.Logger, maxConns int) {
 	limit := debug.SetMemoryLimit(-1)
 	need := int64(baseMemory) + int64(maxConns)*connectionMemory
 	if limit < need {
-		logger.Warn("GOMEMLIMIT is below what HERALD_MAX_CONNECTIONS connections hold past capacity: the collector will take the CPU; raise the memory limit or lower the bound",
+		logger.Warn("GOMEMLIMIT is below what HERALD_MAX_CONNECTIONS connections hold past capacity: the collector will take the CPU then; raise the memory limit (or lower HERALD_MAX_CONNECTIONS)",
 			"gomemlimit_mib", limit>>20, "max_connections", maxConns, "needs_mib", need>>20)
 	}
 }
