@@ -88,7 +88,7 @@ func main() {
 	flag.StringVar(&o.openProfile, "open-profile", "", "write a CPU profile of the ingress during phase 4 (the open loop) to this file")
 	flag.StringVar(&o.overProfile, "overload-profile", "", "write a CPU profile of the ingress during phase 5 (the overload) to this file")
 	flag.StringVar(&o.heapProfile, "heap-profile", "", "write heap profiles of the ingress at the end of phases 2 and 5 to FILE.2 and FILE.5")
-	flag.StringVar(&o.gomemlimit, "gomemlimit", "64MiB", "GOMEMLIMIT of the ingress (the chart sets the ingress's container limit, 512Mi by default: 64MiB is a stricter budget)")
+	flag.StringVar(&o.gomemlimit, "gomemlimit", "128MiB", "GOMEMLIMIT of the ingress: the smallest power of two over what the ingress asks for its 1,024 connections past capacity (96 MiB; the chart sets the container limit, 512Mi by default); below it the ingress warns at start, and the overload phase measures the collector more than the ingress")
 	flag.IntVar(&o.batch, "batch", 0, "phase 6: sends per POST /v1/send/batch (0 skips the phase; the contract allows 1-100)")
 	flag.IntVar(&o.batchConcurrency, "batch-concurrency", 16, "phase 6: closed-loop connections")
 	flag.StringVar(&o.batchProfile, "batch-profile", "", "write a CPU profile of the ingress during phase 6 to this file")
