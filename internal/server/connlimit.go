@@ -124,11 +124,11 @@ func (l *connLimiter) acceptLoop() {
 // one at once. In the benchmark at twice the capacity, unpaced, 2,000-16,000 connections a second were
 // shed, and the accepted rate fell with their number: from 10,556/s at 2,454/s shed to 6,277/s at
 // 11,183/s shed (capacity about 9,500/s). Paced, their CPU is bounded and the rest of the overload is shed
-// in-band, on kept connections: in five runs the accepted rate held at 0.87-1.09 of capacity (median
-// 0.91). The price is the wait of a connection queued behind others: the accept queue holds at most
-// net.core.somaxconn (4,096 by default), so 2 s at worst — the chart's probe timeout, and a probe needs
-// three failures in a row to count — and in the benchmark the p99 of every answer, 503s included, was
-// 90-296 ms.
+// in-band, on kept connections: in five runs at 128 MiB the accepted rate held at 0.87-1.09 of capacity
+// (median 0.91). The price is the wait of a connection queued behind others: the accept queue holds at
+// most net.core.somaxconn (4,096 by default), so 2 s at worst — the chart's probe timeout, and a probe
+// needs three failures in a row to count — and in the benchmark the p99 of every answer, 503s included,
+// was 90-498 ms.
 const (
 	shedRate  = 2000
 	shedBurst = 64
