@@ -11,7 +11,8 @@
 //  5. overload: an open loop at -overload times the capacity measured in 2: the accepted rate, the p99
 //     of the accepted sends, and every answer by status;
 //
-// and the ingress process's peak RSS. A fraction (-idempotent) of the sends carries an Idempotency-Key, in
+// and the ingress process's peak RSS. Before each of phases 2-6 the page cache is written back (-settle, on
+// by default), so that no phase pays for the writes of the ones before it. A fraction (-idempotent) of the sends carries an Idempotency-Key, in
 // the HTTP phases and the floor alike. With -profile FILE, a CPU profile of the ingress is taken during
 // phase 2; with -open-profile FILE, during phase 4. Run it with `make bench-ingress`; see
 // ../shared/benchmarking.md for why the phases are what they are.
@@ -40,6 +41,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/heraldhq/herald/internal/apikey"
@@ -71,6 +73,7 @@ type options struct {
 	batchConcurrency int
 	batchProfile     string
 	scheduledBacklog int
+	settle           bool
 }
 
 func main() {
@@ -92,6 +95,7 @@ func main() {
 	flag.IntVar(&o.batch, "batch", 0, "phase 6: sends per POST /v1/send/batch (0 skips the phase; the contract allows 1-100)")
 	flag.IntVar(&o.batchConcurrency, "batch-concurrency", 16, "phase 6: closed-loop connections")
 	flag.StringVar(&o.batchProfile, "batch-profile", "", "write a CPU profile of the ingress during phase 6 to this file")
+	flag.BoolVar(&o.settle, "settle", true, "before each of phases 2-6, have the kernel write back what the earlier phases left dirty (sync), so that a phase does not pay for the writes of the ones before (-settle=false: the machine's own writeback, which lands the closed loop's and the floor's pages in phase 4)")
 	flag.IntVar(&o.scheduledBacklog, "scheduled-backlog", 0, "store this many scheduled notifications (due in 30 days) before phase 1")
 	flag.Parse()
 	if err := run(o); err != nil {
@@ -186,6 +190,7 @@ func run(o options) error {
 	stopBare()
 	report("1. bare Go HTTP server (decode JSON, 202), closed loop", o.concurrency, bare)
 
+	settle(o)
 	// 2. Herald's capacity.
 	var profileDone chan error
 	if o.profile != "" {
@@ -203,11 +208,13 @@ func run(o options) error {
 		}
 	}
 
+	settle(o)
 	// 3. The floor.
 	floor := floorRun(st, broker, o)
 	targetsRSS = max(targetsRSS, report("3. floor: outbox.Send directly (gate, idempotency claim, insert, produce)", o.concurrency, floor))
 	fmt.Printf("   HTTP ÷ floor = %.2f; HTTP ÷ bare = %.2f\n", capacity.Rate()/floor.Rate(), capacity.Rate()/bare.Rate())
 
+	settle(o)
 	// 4. Latency at a fixed rate.
 	var openProfileDone chan error
 	if o.openProfile != "" {
@@ -224,6 +231,7 @@ func run(o options) error {
 		}
 	}
 
+	settle(o)
 	// 5. Overload.
 	if o.overload > 0 {
 		offered := int(capacity.Rate() * o.overload)
@@ -247,6 +255,7 @@ func run(o options) error {
 		}
 	}
 
+	settle(o)
 	// 6. Batches.
 	if o.batch > 0 {
 		var profileDone chan error
@@ -499,4 +508,17 @@ func seedScheduled(ctx context.Context, st *store.Store, n, users int) error {
 	}
 	fmt.Printf("scheduled backlog: %d notifications stored in %v\n", n, time.Since(start).Round(time.Second))
 	return nil
+}
+
+// settle writes back the page cache's dirty pages when -settle is given. The kernel keeps PostgreSQL's
+// newly written relation pages for 30 s (vm.dirty_expire_centisecs) and then writes them in bursts, and a
+// commit's WAL flush waits behind such a burst: without it, phase 4 at 6,000/s pays for the pages the
+// closed loop and the floor wrote at 10,000-17,000/s 30 s before (docs/benchmarks.md).
+func settle(o options) {
+	if !o.settle {
+		return
+	}
+	t0 := time.Now()
+	syscall.Sync()
+	fmt.Printf("\n(settle: the page cache written back in %v)\n", time.Since(t0).Round(time.Millisecond))
 }
