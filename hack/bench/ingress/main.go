@@ -192,21 +192,11 @@ func run(o options) error {
 
 	settle(o)
 	// 2. Herald's capacity.
-	var profileDone chan error
-	if o.profile != "" {
-		profileDone = make(chan error, 1)
-		go func() { profileDone <- cpuProfile(pprofAddr, o.profile, o.duration-time.Second) }()
-	}
+	profiled := startCPUProfile(pprofAddr, o.profile, o.duration)
 	capacity := benchutil.ClosedLoop(addr, o.concurrency, o.duration, send)
 	targetsRSS := report("2. Herald ingress, closed loop", o.concurrency, capacity)
 	heapProfile(pprofAddr, o.heapProfile, "2")
-	if profileDone != nil {
-		if err := <-profileDone; err != nil {
-			fmt.Println("   profile:", err)
-		} else {
-			fmt.Println("   CPU profile of the ingress written to", o.profile)
-		}
-	}
+	profiled()
 
 	settle(o)
 	// 3. The floor.
@@ -216,61 +206,31 @@ func run(o options) error {
 
 	settle(o)
 	// 4. Latency at a fixed rate.
-	var openProfileDone chan error
-	if o.openProfile != "" {
-		openProfileDone = make(chan error, 1)
-		go func() { openProfileDone <- cpuProfile(pprofAddr, o.openProfile, o.duration-time.Second) }()
-	}
+	profiled = startCPUProfile(pprofAddr, o.openProfile, o.duration)
 	open := benchutil.OpenLoop(addr, o.conns, o.maxConns, o.rate, o.duration, send)
 	targetsRSS = max(targetsRSS, report(fmt.Sprintf("4. Herald ingress, open loop at %d/s", o.rate), o.conns, open))
-	if openProfileDone != nil {
-		if err := <-openProfileDone; err != nil {
-			fmt.Println("   profile:", err)
-		} else {
-			fmt.Println("   CPU profile of the ingress written to", o.openProfile)
-		}
-	}
+	profiled()
 
 	settle(o)
 	// 5. Overload.
 	if o.overload > 0 {
 		offered := int(capacity.Rate() * o.overload)
 		go func() { time.Sleep(o.duration * 3 / 4); heapProfile(pprofAddr, o.heapProfile, "5") }()
-		var overProfileDone chan error
-		if o.overProfile != "" {
-			overProfileDone = make(chan error, 1)
-			go func() { overProfileDone <- cpuProfile(pprofAddr, o.overProfile, o.duration-time.Second) }()
-		}
+		profiled := startCPUProfile(pprofAddr, o.overProfile, o.duration)
 		shedBefore := shedByRoute(metricsAddr)
 		over := benchutil.OpenLoop(addr, o.conns, o.maxConns, offered, o.duration, send)
 		report(fmt.Sprintf("5. overload: open loop offered %d/s (%.1f× capacity)", offered, o.overload), o.conns, over)
 		fmt.Printf("   p99 of every answer: %.2f ms\n", float64(over.LatencyAll.Percentile(99))/1e6)
 		fmt.Printf("   503s by where they were answered: %s\n", shedDiff(shedBefore, shedByRoute(metricsAddr)))
-		if overProfileDone != nil {
-			if err := <-overProfileDone; err != nil {
-				fmt.Println("   profile:", err)
-			} else {
-				fmt.Println("   CPU profile of the ingress written to", o.overProfile)
-			}
-		}
+		profiled()
 	}
 
 	settle(o)
 	// 6. Batches.
 	if o.batch > 0 {
-		var profileDone chan error
-		if o.batchProfile != "" {
-			profileDone = make(chan error, 1)
-			go func() { profileDone <- cpuProfile(pprofAddr, o.batchProfile, o.duration-time.Second) }()
-		}
+		profiled := startCPUProfile(pprofAddr, o.batchProfile, o.duration)
 		batchPhase(ctx, st, addr, key, o, capacity.Rate())
-		if profileDone != nil {
-			if err := <-profileDone; err != nil {
-				fmt.Println("   profile:", err)
-			} else {
-				fmt.Println("   CPU profile of the ingress written to", o.batchProfile)
-			}
-		}
+		profiled()
 	}
 
 	// The targets are taken in one run of phases 2-4 (capacity and latency); phases 5 and 6 abuse the
@@ -389,6 +349,24 @@ func heapProfile(pprofAddr, file, suffix string) {
 	}
 	defer f.Close()
 	_, _ = io.Copy(f, res.Body)
+}
+
+// startCPUProfile starts a CPU profile of the ingress for the phase about to run (a second shorter than
+// it) when file is set, and returns what to call at the phase's end: it waits for the profile and says
+// where it went.
+func startCPUProfile(pprofAddr, file string, phase time.Duration) (done func()) {
+	if file == "" {
+		return func() {}
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- cpuProfile(pprofAddr, file, phase-time.Second) }()
+	return func() {
+		if err := <-errc; err != nil {
+			fmt.Println("   profile:", err)
+		} else {
+			fmt.Println("   CPU profile of the ingress written to", file)
+		}
+	}
 }
 
 func cpuProfile(pprofAddr, file string, d time.Duration) error {
