@@ -488,10 +488,11 @@ func seedScheduled(ctx context.Context, st *store.Store, n, users int) error {
 	return nil
 }
 
-// settle writes back the page cache's dirty pages when -settle is given. The kernel keeps PostgreSQL's
-// newly written relation pages for 30 s (vm.dirty_expire_centisecs) and then writes them in bursts, and a
-// commit's WAL flush waits behind such a burst: without it, phase 4 at 6,000/s pays for the pages the
-// closed loop and the floor wrote at 10,000-17,000/s 30 s before (docs/benchmarks.md).
+// settle writes back the page cache's dirty pages when -settle is given. The kernel writes a file back 30 s
+// after it first became dirty (vm.dirty_expire_centisecs), with every page dirtied since, and a commit's
+// WAL flush waits behind that burst: without settling, the burst of the tables' files (first dirtied by the
+// seeding and the warm-up) lands in phase 4 and carries all the closed loop and the floor wrote
+// (docs/benchmarks.md).
 func settle(o options) {
 	if !o.settle {
 		return
