@@ -76,7 +76,7 @@ func (r *ApiKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 
-	if deleting, err := finalize(ctx, r.Client, key, r.revokeKeys); deleting {
+	if deleting, err := finalize(ctx, r.Client, r.APIReader, key, r.revokeKeys); deleting {
 		return ctrl.Result{}, err
 	}
 	if err := ensureFinalizer(ctx, r.Client, key, defaultSecretName); err != nil {

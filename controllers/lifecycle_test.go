@@ -1,6 +1,7 @@
 package controllers_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -8,9 +9,13 @@ import (
 
 	"github.com/google/uuid"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
+	"github.com/heraldhq/herald/controllers"
 	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/operator"
 	"github.com/heraldhq/herald/internal/store"
@@ -165,4 +170,52 @@ func TestARecreatedTenantPurgesWhatOutlivedTheDeletedOne(t *testing.T) {
 	again := h.recreateTenant(tn)
 	h.assertFreshTenant(tn.Name, "user-1", []string{old, cli.Secret}, queued, key)
 	h.waitEvent(again, "Warning", "PreviousTenantPurged", "revoked 1 key(s), removed 1 user(s)")
+}
+
+// staleTenants answers Get for one Tenant with a copy the informer cache could still hold after the
+// Tenant went: deletion requested, finalizer still on. Everything else goes to the API server.
+type staleTenants struct {
+	client.Client
+	stale *notifyv1alpha1.Tenant
+}
+
+func (c staleTenants) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if t, ok := obj.(*notifyv1alpha1.Tenant); ok && key.Name == c.stale.Name {
+		c.stale.DeepCopyInto(t)
+		return nil
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+// A reconcile of a deleted Tenant's stale cached copy (an ApiKey event can bring one after the finalizer
+// went) must not purge again: by then the name may hold a re-created Tenant's first users. This is what
+// made TestARecreatedTenantPurgesWhatOutlivedTheDeletedOne fail now and then (a foreign key error while
+// it seeded a user between the purge and its stale repeat).
+func TestAStaleCopyOfADeletedTenantPurgesNothing(t *testing.T) {
+	h := start(t, operator.Options{})
+	tn := h.tenant("acme")
+	h.waitTenant(tn.Name, metav1.ConditionTrue, notifyv1alpha1.ReasonSynced)
+	stale := h.getTenant(tn.Name)
+	h.deleteTenant(tn.Name)
+	now := metav1.Now()
+	stale.DeletionTimestamp = &now
+	if !controllerutil.ContainsFinalizer(stale, controllers.Finalizer) {
+		t.Fatalf("setting up: the live Tenant had no finalizer: %v", stale.Finalizers)
+	}
+
+	// What the same name holds after the real purge.
+	h.exec(`UPDATE tenants SET suspended = false WHERE id = $1`, tn.Name)
+	h.linkVerifiedUser(tn.Name, "user-1", 5001)
+
+	rec := events.NewFakeRecorder(10)
+	r := &controllers.TenantReconciler{Client: staleTenants{Client: k8s, stale: stale}, APIReader: k8s, Store: h.st, Recorder: rec}
+	if _, err := r.Reconcile(h.ctx, ctrl.Request{NamespacedName: client.ObjectKey{Name: tn.Name}}); err != nil {
+		t.Fatalf("Reconcile of the stale copy: %v", err)
+	}
+	if v, err := h.st.GetVerification(h.ctx, tn.Name, "user-1"); err != nil || v.Status != "verified" {
+		t.Errorf("after a reconcile of the deleted Tenant's stale copy, user-1's verification = %+v, %v; want it kept (verified)", v, err)
+	}
+	if n := len(rec.Events); n != 0 {
+		t.Errorf("the stale copy's reconcile recorded %d event(s), want none: %s", n, <-rec.Events)
+	}
 }

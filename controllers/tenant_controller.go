@@ -24,9 +24,11 @@ import (
 // TenantReconciler keeps a Tenant's row of the key store equal to its spec, and revokes the tenant's keys
 // and purges its end users when the Tenant is deleted.
 type TenantReconciler struct {
-	Client   client.Client
-	Store    *store.Store
-	Recorder recorder.EventRecorder
+	Client client.Client
+	// APIReader reads the Tenant live (uncached) before its deletion's purge: see finalize.
+	APIReader client.Reader
+	Store     *store.Store
+	Recorder  recorder.EventRecorder
 	// ResyncPeriod is how often a reconciled Tenant is checked again, to repair changes made to the key
 	// store by hand and to refresh status.activeKeys.
 	ResyncPeriod time.Duration
@@ -44,7 +46,7 @@ func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 
-	if deleting, err := finalize(ctx, r.Client, tenant, r.purge); deleting {
+	if deleting, err := finalize(ctx, r.Client, r.APIReader, tenant, r.purge); deleting {
 		return ctrl.Result{}, err
 	}
 	if err := ensureFinalizer(ctx, r.Client, tenant, nil); err != nil {

@@ -241,6 +241,7 @@ func NewManager(cfg *rest.Config, st *store.Store, opts Options) (manager.Manage
 	copts := controllers.ControllerOptions{SkipNameValidation: opts.SkipControllerNameValidation}
 	tenants := &controllers.TenantReconciler{
 		Client:       mgr.GetClient(),
+		APIReader:    mgr.GetAPIReader(),
 		Store:        st,
 		Recorder:     mgr.GetEventRecorder("herald-operator"),
 		ResyncPeriod: opts.ResyncPeriod,
