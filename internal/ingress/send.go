@@ -72,6 +72,12 @@ func validateSend(req sendRequest, label string, now time.Time) (validSend, erro
 	if n := brand.Length(*req.Message); n < 1 || n > brand.MaxMessageLength {
 		return validSend{}, apierror.InvalidRequest.With("message must be 1-%d characters (got %d)", brand.MaxMessageLength, n)
 	}
+	if blank(*req.Message) {
+		return validSend{}, apierror.InvalidRequest.With("message must not be blank: it holds only white space")
+	}
+	if !storable(*req.Message) {
+		return validSend{}, apierror.InvalidRequest.With("message %s", nulRule)
+	}
 	priority, err := parsePriority(req.Priority)
 	if err != nil {
 		return validSend{}, err
@@ -285,7 +291,8 @@ func parsePriority(raw json.RawMessage) (int, error) {
 }
 
 // parseMetadata accepts an absent or null metadata, or an object of at most 16 string values under keys
-// of 1-40 of A-Za-z0-9_.-, each value at most 500 code points. It returns nil for none.
+// of 1-40 of A-Za-z0-9_.-, each value at most 500 code points without a NUL (stored in jsonb). It returns
+// nil for none.
 func parseMetadata(raw json.RawMessage) (map[string]string, error) {
 	if absent(raw) {
 		return nil, nil
@@ -308,6 +315,9 @@ func parseMetadata(raw json.RawMessage) (map[string]string, error) {
 		}
 		if n := brand.Length(s); n > MaxMetadataValueLength {
 			return nil, apierror.InvalidRequest.With("metadata value of %q is %d characters; at most %d", k, n, MaxMetadataValueLength)
+		}
+		if !storable(s) {
+			return nil, apierror.InvalidRequest.With("metadata value of %q %s", k, nulRule)
 		}
 		m[k] = s
 	}
