@@ -1,12 +1,15 @@
 package ingress_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/heraldhq/herald/internal/store"
 )
 
 // PostgreSQL's text and jsonb cannot hold U+0000. Every string of a request that reaches the database is
@@ -166,5 +169,60 @@ func TestBlankMessagesAreRefused(t *testing.T) {
 	var body string
 	if err := e.st.Pool().QueryRow(t.Context(), `SELECT body FROM notifications`).Scan(&body); err != nil || body != "A message from Acme\n hi " {
 		t.Errorf("stored %q, %v; want the one valid message, its spaces kept", body, err)
+	}
+}
+
+// A batch whose every item is invalid stores nothing, so it asks nothing of the database: it is answered
+// 200 with each refusal in its place without a statement (the tables the outbox writes are locked
+// throughout, so one would wait, then fail), an Idempotency-Key on it keeps nothing, and it counts one unit
+// against the tenant's requests per second, as every route that is not a send does.
+func TestABatchOfOnlyInvalidItemsCostsARequestAndNoStatement(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	key := e.tenant("acme", "Acme", nil)
+	e.link("acme", "u1", 1001, "verified")
+	e.limit("acme", store.TenantLimits{RequestsPerSecond: int32p(1)}) // burst twice the rate: 2
+	invalid := batchOf(map[string]any{"user_id": "u1", "message": "  "}, map[string]any{"user_id": "u1"}, "not an object",
+		map[string]any{"user_id": "u1", "message": "hi\u0000"})
+
+	tx, err := e.st.Pool().Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Exec(t.Context(), `LOCK TABLE notifications, idempotency_keys IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	refused := 0
+	for i := range 6 {
+		r := e.do("POST", "/v1/send/batch", key, invalid, "Idempotency-Key", "only-invalid")
+		if got := r.header.Get("RateLimit-Policy"); got != `"requests";q=2;w=2` {
+			t.Errorf("batch %d: RateLimit-Policy %q, want the requests bucket's", i, got)
+		}
+		if r.status == http.StatusTooManyRequests {
+			expectError(t, r, http.StatusTooManyRequests, "rate_limited")
+			refused++
+			continue
+		}
+		var out struct {
+			Results []map[string]string `json:"results"`
+		}
+		if err := json.Unmarshal(r.body, &out); r.status != http.StatusOK || err != nil || len(out.Results) != 4 {
+			t.Fatalf("batch %d: %d %s", i, r.status, r.body)
+		}
+		for j, res := range out.Results {
+			if res["error"] != "invalid_request" || res["message"] == "" || len(res) != 2 {
+				t.Errorf("batch %d, item %d: %v, want invalid_request in its place", i, j, res)
+			}
+		}
+	}
+	if refused < 2 {
+		t.Errorf("%d of 6 batches of invalid items refused at 1 request/s (burst 2); want those beyond the burst", refused)
+	}
+	if err := tx.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.countRows(`SELECT count(*) FROM idempotency_keys`) + e.countRows(`SELECT count(*) FROM notifications`); n != 0 {
+		t.Errorf("%d keys and notifications stored by batches of invalid items", n)
 	}
 }

@@ -164,7 +164,8 @@ type batchResponse struct {
 // and queued on its own, and answered in its place; the accepted ones go through the outbox as one
 // request (one transaction, one produce) and an Idempotency-Key covers the whole batch. An invalid item
 // becomes a refused outbox item, so that it keeps its place and a replay answers it the same way. Only a
-// malformed envelope (not an object, no array, 0 or more than 100 items) fails the whole request.
+// malformed envelope (not an object, no array, 0 or more than 100 items) fails the whole request. A batch
+// without a valid item counts one request against the tenant's limits, not sends.
 func (a *API) sendBatch(w http.ResponseWriter, r *http.Request) error {
 	select {
 	case a.batchSlots <- struct{}{}:
@@ -218,6 +219,19 @@ func (a *API) sendBatch(w http.ResponseWriter, r *http.Request) error {
 	})
 	if err != nil {
 		return err
+	}
+	if valid == 0 {
+		// Nothing to store, so nothing to ask the database (an Idempotency-Key keeps nothing either, as for
+		// any request that stored nothing). It costs one request, as every route that is not a send does.
+		if err := a.takeRequest(r.Context(), w); err != nil {
+			return err
+		}
+		results := make([]outbox.Result, len(items))
+		for i, it := range items {
+			results[i] = *it.Refused
+		}
+		writeJSON(w, http.StatusOK, batchResponse{Results: results})
+		return nil
 	}
 	if err := a.admitSends(w, r, valid); err != nil {
 		return err
