@@ -19,9 +19,11 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/heraldhq/herald/internal/egress"
@@ -328,7 +330,7 @@ func (s *Sender) attempt(ctx context.Context, ev store.CallbackEvent) {
 	case outcome == "timeout":
 		msg = fmt.Sprintf("timeout: no answer within %s", s.opts.Timeout)
 	case err != nil:
-		msg = truncate(err.Error(), 200)
+		msg = truncate(storableText(err.Error()), 200)
 	}
 	log.Info("callback attempt failed", "outcome", outcome, "error", msg, "duration", elapsed)
 	s.record(log, ev, store.CallbackResult{
@@ -464,6 +466,18 @@ func (s *Sender) refreshStats(ctx context.Context) {
 var every = loop.Every
 
 // truncate keeps at most n bytes of s, on a rune boundary.
+// storableText is s without control characters and invalid UTF-8: an error can quote what the receiver
+// sent (a certificate's names may hold a NUL), and PostgreSQL's text holds neither a NUL nor invalid UTF-8 —
+// a result it refused would leave the event leased, sent again every lease and never recorded.
+func storableText(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, strings.ToValidUTF8(s, ""))
+}
+
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s

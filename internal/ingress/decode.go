@@ -138,8 +138,29 @@ func fieldList(dst any) string {
 	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
+// storable reports whether PostgreSQL can store s, as text or inside jsonb: neither holds U+0000. It is the
+// rule every string a request hands to the database meets (docs/security.md); a string decoded from JSON is
+// valid UTF-8 already (encoding/json replaces what is not), so a NUL is all there is left to refuse. One
+// pass over bytes in memory, no allocation: it stays off the send path's costs. The caller names the field
+// in its message, followed by nulRule.
+func storable(s string) bool { return strings.IndexByte(s, 0) < 0 }
+
+// nulRule ends the message that refuses a string holding a NUL.
+const nulRule = "must not contain the NUL character (U+0000)"
+
+// blank reports whether s is nothing but white space (every code point unicode.IsSpace). It stops at the
+// first other code point, which for a message is nearly always the first.
+func blank(s string) bool {
+	for _, r := range s {
+		if !unicode.IsSpace(r) {
+			return false
+		}
+	}
+	return true
+}
+
 // validUserID: 1..128 code points of valid UTF-8 (a path parameter is percent-decoded bytes), no control
-// characters.
+// characters (so no NUL either: a user_id is always storable).
 func validUserID(s string) error {
 	if !utf8.ValidString(s) {
 		return apierror.InvalidRequest.With("user_id must be valid UTF-8")

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -63,7 +64,8 @@ func checkUserID(t *testing.T, id string) {
 }
 
 // FuzzSendBody: POST /v1/send bodies. No panic; an accepted body has a valid user_id, a message of 1..4096
-// code points and a priority 0..9; anything else is a 400 (413 past 64 KiB) invalid_request.
+// code points, not blank, and a priority 0..9, and holds no NUL where it is stored; anything else is a 400
+// (413 past 64 KiB) invalid_request, or message_too_long_after_branding.
 func FuzzSendBody(f *testing.F) {
 	for _, s := range []string{
 		`{"user_id":"u1","message":"hi"}`,
@@ -75,6 +77,9 @@ func FuzzSendBody(f *testing.F) {
 		`{"user_id":"u\u0000","message":"hi"}`,
 		`{"user_id":"u1","message":"hi"} {}`,
 		`{"user_id":"u1","message":"\ud800"}`,
+		`{"user_id":"u1","message":"hi\u0000"}`,
+		`{"user_id":"u1","message":" \n\t"}`,
+		`{"user_id":"u1","message":"hi","metadata":{"k":"\u0000"}}`,
 		`[]`, `{`, ``, `null`, `{"user_id":1e400}`,
 	} {
 		f.Add([]byte(s), "application/json")
@@ -111,6 +116,22 @@ func FuzzSendBody(f *testing.F) {
 		if len(req.Priority) == 0 || string(req.Priority) == "null" {
 			if p != DefaultPriority {
 				t.Fatalf("absent priority gave %d", p)
+			}
+		}
+		// What validateSend accepts, PostgreSQL can store: no NUL in the body or the metadata.
+		v, err := validateSend(req, "Acme", time.Now())
+		if err != nil {
+			if e, _ := apierror.From(err); e.Code != "message_too_long_after_branding" {
+				checkRefusal(t, body, contentType, err)
+			}
+			return
+		}
+		if blank(*req.Message) || strings.ContainsRune(v.item.Body, 0) {
+			t.Fatalf("accepted message %q", *req.Message)
+		}
+		for k, val := range v.item.Metadata {
+			if strings.ContainsRune(k+val, 0) {
+				t.Fatalf("accepted metadata %q: %q", k, val)
 			}
 		}
 	})

@@ -57,14 +57,19 @@ func (a *API) limitsOf(p store.Principal) (sends, requests ratelimit.Limit) {
 // limitRequests holds every /v1 route but the sends to the tenant's requests-per-second.
 func (a *API) limitRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p := principalOf(r.Context())
-		_, lim := a.limitsOf(p)
-		if err := a.take(r.Context(), w, p.TenantID, ratelimit.Requests, 1, lim); err != nil {
+		if err := a.takeRequest(r.Context(), w); err != nil {
 			a.writeError(w, r, err)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// takeRequest spends one request of the caller's tenant; a catalogued 429 when over its limit.
+func (a *API) takeRequest(ctx context.Context, w http.ResponseWriter) error {
+	p := principalOf(ctx)
+	_, lim := a.limitsOf(p)
+	return a.take(ctx, w, p.TenantID, ratelimit.Requests, 1, lim)
 }
 
 // takeSends spends n sends of the caller's tenant; a catalogued 429 when over its limit.

@@ -72,6 +72,12 @@ func validateSend(req sendRequest, label string, now time.Time) (validSend, erro
 	if n := brand.Length(*req.Message); n < 1 || n > brand.MaxMessageLength {
 		return validSend{}, apierror.InvalidRequest.With("message must be 1-%d characters (got %d)", brand.MaxMessageLength, n)
 	}
+	if blank(*req.Message) {
+		return validSend{}, apierror.InvalidRequest.With("message must not be blank: it holds only white space")
+	}
+	if !storable(*req.Message) {
+		return validSend{}, apierror.InvalidRequest.With("message %s", nulRule)
+	}
 	priority, err := parsePriority(req.Priority)
 	if err != nil {
 		return validSend{}, err
@@ -158,7 +164,8 @@ type batchResponse struct {
 // and queued on its own, and answered in its place; the accepted ones go through the outbox as one
 // request (one transaction, one produce) and an Idempotency-Key covers the whole batch. An invalid item
 // becomes a refused outbox item, so that it keeps its place and a replay answers it the same way. Only a
-// malformed envelope (not an object, no array, 0 or more than 100 items) fails the whole request.
+// malformed envelope (not an object, no array, 0 or more than 100 items) fails the whole request. A batch
+// without a valid item counts one request against the tenant's limits, not sends.
 func (a *API) sendBatch(w http.ResponseWriter, r *http.Request) error {
 	select {
 	case a.batchSlots <- struct{}{}:
@@ -212,6 +219,19 @@ func (a *API) sendBatch(w http.ResponseWriter, r *http.Request) error {
 	})
 	if err != nil {
 		return err
+	}
+	if valid == 0 {
+		// Nothing to store, so nothing to ask the database (an Idempotency-Key keeps nothing either, as for
+		// any request that stored nothing). It costs one request, as every route that is not a send does.
+		if err := a.takeRequest(r.Context(), w); err != nil {
+			return err
+		}
+		results := make([]outbox.Result, len(items))
+		for i, it := range items {
+			results[i] = *it.Refused
+		}
+		writeJSON(w, http.StatusOK, batchResponse{Results: results})
+		return nil
 	}
 	if err := a.admitSends(w, r, valid); err != nil {
 		return err
@@ -285,7 +305,8 @@ func parsePriority(raw json.RawMessage) (int, error) {
 }
 
 // parseMetadata accepts an absent or null metadata, or an object of at most 16 string values under keys
-// of 1-40 of A-Za-z0-9_.-, each value at most 500 code points. It returns nil for none.
+// of 1-40 of A-Za-z0-9_.-, each value at most 500 code points without a NUL (stored in jsonb). It returns
+// nil for none.
 func parseMetadata(raw json.RawMessage) (map[string]string, error) {
 	if absent(raw) {
 		return nil, nil
@@ -308,6 +329,9 @@ func parseMetadata(raw json.RawMessage) (map[string]string, error) {
 		}
 		if n := brand.Length(s); n > MaxMetadataValueLength {
 			return nil, apierror.InvalidRequest.With("metadata value of %q is %d characters; at most %d", k, n, MaxMetadataValueLength)
+		}
+		if !storable(s) {
+			return nil, apierror.InvalidRequest.With("metadata value of %q %s", k, nulRule)
 		}
 		m[k] = s
 	}

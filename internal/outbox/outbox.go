@@ -10,7 +10,8 @@
 //   - what a failed publish means: tenant sends are taken back (their rows deleted, so the 502 is true);
 //     system messages are left to the relay (published_at cleared; the worker publishes them when the
 //     broker is back);
-//   - batching: concurrent tenant sends share one INSERT and one produce request (internal/batch);
+//   - batching: concurrent tenant sends share one INSERT and one produce request (internal/batch), and a
+//     request whose rows PostgreSQL refuses fails alone (sendBatch runs the others apart);
 //   - scheduling: an item whose send_at is still ahead is stored as scheduled and not published; the
 //     scheduler (ReleaseScheduled, in the worker) publishes it when it is due;
 //   - the answer per item: queued or scheduled, refused by the gate (phone unverified), or not queued
@@ -195,7 +196,24 @@ func newTrackingID() string { return uuid.Must(uuid.NewV7()).String() }
 
 // sendBatch stores the batch's notifications in one statement (a transaction when keys are claimed),
 // publishes the accepted ones in one produce, and answers each request.
+//
+// The requests may be different tenants': when PostgreSQL refuses the statement for what one request holds
+// (store.IsDataError: a value it cannot store, a constraint), nothing was stored, and the batch is halved
+// and each half run again, down to the offending request alone. It fails (its text in the caller's log);
+// the others are stored and answered as if it had not been there. An unavailable database fails the whole
+// batch at once: running it apart would only wait longer for the same answer.
 func (o *Outbox) sendBatch(reqs []*request) []answer {
+	out, err := o.sendTogether(reqs)
+	if err == nil || len(reqs) == 1 || !store.IsDataError(err) {
+		return out
+	}
+	half := len(reqs) / 2
+	return append(o.sendBatch(reqs[:half]), o.sendBatch(reqs[half:])...)
+}
+
+// sendTogether is one attempt of sendBatch: one statement (or transaction) for every request. When it
+// fails, nothing was stored, and every request is answered err.
+func (o *Outbox) sendTogether(reqs []*request) ([]answer, error) {
 	out := make([]answer, len(reqs))
 	ctx, cancel := context.WithTimeout(context.Background(), store.DefaultQueryTimeout+o.timeout)
 	defer cancel()
@@ -265,7 +283,7 @@ func (o *Outbox) sendBatch(reqs []*request) []answer {
 		for i := range out {
 			out[i] = answer{err: err}
 		}
-		return out
+		return out, err
 	}
 
 	// Publish what was stored as queued, in one produce request per partition; scheduled notifications wait
@@ -319,7 +337,7 @@ func (o *Outbox) sendBatch(reqs []*request) []answer {
 			out[i].results = results(r, accepted, lost)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // settleKeys finishes the keys this batch claimed: a request whose notifications all went out is marked

@@ -137,6 +137,20 @@ func translate(err error, doing string) error {
 	return fmt.Errorf("while %s: %w", doing, err)
 }
 
+// IsDataError reports whether PostgreSQL refused a statement for what its rows hold — a value it cannot
+// store (class 22, data exception: a NUL in text or jsonb, a number out of range), a constraint (class 23,
+// which translate reports as ErrConflict) or a row too large to index (class 54) — as opposed to being
+// unavailable, out of time or wrong in itself. The same statement without the offending rows may succeed:
+// a caller that batched several requests into it can run them apart, so that only the offending one fails.
+func IsDataError(err error) bool {
+	if errors.Is(err, ErrConflict) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) &&
+		(strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23") || strings.HasPrefix(pgErr.Code, "54"))
+}
+
 // IsUnavailable reports whether err means PostgreSQL could not be reached or did not answer in time, so
 // the caller may retry later (503), as opposed to a bug or a bad request.
 func IsUnavailable(err error) bool {
