@@ -465,7 +465,6 @@ func (s *Sender) refreshStats(ctx context.Context) {
 // every is loop.Every, the one helper of Herald's periodic loops.
 var every = loop.Every
 
-// truncate keeps at most n bytes of s, on a rune boundary.
 // storableText is s without control characters and invalid UTF-8: an error can quote what the receiver
 // sent (a certificate's names may hold a NUL), and PostgreSQL's text holds neither a NUL nor invalid UTF-8 —
 // a result it refused would leave the event leased, sent again every lease and never recorded.
@@ -478,6 +477,7 @@ func storableText(s string) string {
 	}, strings.ToValidUTF8(s, ""))
 }
 
+// truncate keeps at most n bytes of s, on a rune boundary.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
