@@ -1,6 +1,7 @@
 // Package chaostest is the fault-injection suite: Herald on real processes, as a Helm install runs them,
 // under a steady send load, with one fault injected at a time, counted from the messaging platform's side.
-// The harness is in this package's non-test files; the scenarios are in scenarios_test.go.
+// The harness is in this package's non-test files; the scenarios are in scenarios_test.go. tracing_test.go
+// uses the same installation, with no fault, to follow one send's trace across the processes.
 //
 // # What runs
 //

@@ -42,6 +42,8 @@ type Config struct {
 	Ingresses       int           // ingress processes; 1
 	// WorkerEnv adds or overrides KEY=VALUE settings of the workers (and of workers started later).
 	WorkerEnv []string
+	// Env adds or overrides KEY=VALUE settings of every herald process and command (not the broker's).
+	Env []string
 }
 
 func (c Config) withDefaults() Config {
@@ -174,6 +176,7 @@ func (e *Env) start(ctx context.Context, kfake string) error {
 		"HERALD_LOG_FORMAT=text",
 		"HERALD_LOG_LEVEL="+logLevel,
 	)
+	e.commonEnv = append(e.commonEnv, e.Cfg.Env...)
 	if _, err := e.cli(ctx, "migrate"); err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ package tracing
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 
@@ -46,11 +47,14 @@ func Setup(ctx context.Context, service string) (shutdown func(context.Context) 
 	}
 	exp, err := otlptracehttp.New(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("while creating the OTLP/HTTP exporter: %w", err)
 	}
-	res, err := resource.Merge(resource.Default(), resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName(service)))
+	// The service name carries no schema URL: merging two resources that name different semantic-convention
+	// schemas is an error, and the SDK's default resource names the schema of whichever semconv version
+	// the SDK was built with, which changes with every upgrade. A schemaless resource merges with any.
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(semconv.ServiceName(service)))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("while building the resource of %s: %w", service, err)
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	otel.SetTracerProvider(tp)

@@ -3,13 +3,21 @@ package tracing_test
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/heraldhq/herald/internal/tracing"
 )
@@ -52,4 +60,81 @@ func traceOf(ctx context.Context) string {
 	_, span := sdktrace.NewTracerProvider().Tracer("t").Start(ctx, "child")
 	defer span.End()
 	return span.SpanContext().TraceID().String()
+}
+
+// Setup is tested on the path production takes — the standard variables pointing the real OTLP/HTTP
+// exporter at a receiver — because every other test installs a provider of its own and would not see
+// Setup fail (as it did for every component when the SDK's default resource and Herald's named different
+// semantic-convention schemas). Any error from Setup fails the test, whatever the next SDK upgrade brings.
+func TestSetupExportsOverOTLPToTheConfiguredEndpoint(t *testing.T) {
+	var (
+		mu       sync.Mutex
+		requests []*coltracepb.ExportTraceServiceRequest
+	)
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/traces" {
+			http.NotFound(w, r)
+			return
+		}
+		body, err := io.ReadAll(r.Body)
+		var req coltracepb.ExportTraceServiceRequest
+		if err == nil {
+			err = proto.Unmarshal(body, &req)
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		requests = append(requests, &req)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		_, _ = w.Write(nil)
+	}))
+	defer receiver.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.URL)
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+	t.Setenv("OTEL_SERVICE_NAME", "")
+	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "")
+	// Setup installs a global provider: leave a no-op one behind (the SDK's is shut down below).
+	t.Cleanup(func() { otel.SetTracerProvider(noop.NewTracerProvider()) })
+
+	shutdown, err := tracing.Setup(context.Background(), "herald-test")
+	if err != nil {
+		t.Fatalf("Setup with OTEL_EXPORTER_OTLP_ENDPOINT set: %v", err)
+	}
+	_, span := tracing.Tracer().Start(context.Background(), "request")
+	traceID := span.SpanContext().TraceID().String()
+	span.End()
+	// Shutdown flushes the batch: the span has been sent when it returns.
+	if err := shutdown(context.Background()); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	var found bool
+	for _, req := range requests {
+		for _, rs := range req.ResourceSpans {
+			service := ""
+			for _, kv := range rs.GetResource().GetAttributes() {
+				if kv.Key == "service.name" {
+					service = kv.GetValue().GetStringValue()
+				}
+			}
+			for _, ss := range rs.ScopeSpans {
+				for _, s := range ss.Spans {
+					if s.Name == "request" && hex.EncodeToString(s.TraceId) == traceID {
+						found = true
+						if service != "herald-test" {
+							t.Errorf("span exported with service.name %q, want herald-test", service)
+						}
+					}
+				}
+			}
+		}
+	}
+	if !found {
+		t.Errorf("the receiver got %d export request(s), none with the span of trace %s", len(requests), traceID)
+	}
 }
