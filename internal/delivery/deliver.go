@@ -19,6 +19,9 @@ import (
 func (w *Worker) deliver(ctx context.Context, p Priority, d store.Delivery) bool {
 	if d.Kind == store.KindTenant && d.ChatID == 0 {
 		w.limiter.Refund()
+		if d.Relinked {
+			return w.finish(d, Relinked())
+		}
 		return w.finish(d, NoLink())
 	}
 	// The chat's slot is reserved now (the lane waited for it already, unless this is its first message or
