@@ -103,7 +103,7 @@ func (w *Worker) finish(d store.Delivery, dec Decision) bool {
 			} else {
 				recordOutcome(r.Status, r.ErrorCode)
 				if r.Status == store.StatusDelivered {
-					log.Debug("delivered", "messenger_message_id", r.MessengerMessageID)
+					log.Debug("delivered") // not the platform's message id: it identifies the user's chat message
 				} else {
 					// The full error, which may name hosts and addresses; tenants see only r.ErrorMessage.
 					log.Info("delivery attempt ended", "error_code", r.ErrorCode, "error", r.ErrorMessage, "err", dec.Cause, "retry_in", r.RetryIn)

@@ -151,12 +151,14 @@ type DeliveryResult struct {
 	Release bool
 }
 
-// finishUpdateSQL ends an attempt: the status write, guarded by the attempt number.
+// finishUpdateSQL ends an attempt: the status write, guarded by the attempt number. A tenant notification
+// without a chat is one whose user was erased during the attempt (a claim sends none that has no chat):
+// the platform's message id is not recorded on it.
 const finishUpdateSQL = `
 	UPDATE notifications
 	SET status = $3,
 	    attempts = attempts - CASE WHEN $8 THEN 1 ELSE 0 END,
-	    messenger_message_id = COALESCE($4, messenger_message_id),
+	    messenger_message_id = CASE WHEN kind = 'tenant' AND chat_id IS NULL THEN NULL ELSE COALESCE($4, messenger_message_id) END,
 	    last_error_code = CASE WHEN $8 THEN last_error_code ELSE $5 END,
 	    last_error_message = CASE WHEN $8 THEN last_error_message ELSE $6 END,
 	    next_attempt_at = CASE WHEN $3 = 'retrying' THEN now() + make_interval(secs => $7) END,
