@@ -19,6 +19,9 @@ import (
 func (w *Worker) deliver(ctx context.Context, p Priority, d store.Delivery) bool {
 	if d.Kind == store.KindTenant && d.ChatID == 0 {
 		w.limiter.Refund()
+		if d.Relinked {
+			return w.finish(d, Relinked())
+		}
 		return w.finish(d, NoLink())
 	}
 	// The chat's slot is reserved now (the lane waited for it already, unless this is its first message or
@@ -100,7 +103,7 @@ func (w *Worker) finish(d store.Delivery, dec Decision) bool {
 			} else {
 				recordOutcome(r.Status, r.ErrorCode)
 				if r.Status == store.StatusDelivered {
-					log.Debug("delivered", "messenger_message_id", r.MessengerMessageID)
+					log.Debug("delivered") // not the platform's message id: it identifies the user's chat message
 				} else {
 					// The full error, which may name hosts and addresses; tenants see only r.ErrorMessage.
 					log.Info("delivery attempt ended", "error_code", r.ErrorCode, "error", r.ErrorMessage, "err", dec.Cause, "retry_in", r.RetryIn)

@@ -60,11 +60,17 @@ func testLogger() *slog.Logger {
 
 func newEnv(t *testing.T, simOpts sim.Options) *env {
 	t.Helper()
+	return newEnvLogging(t, simOpts, testLogger())
+}
+
+// newEnvLogging is newEnv with the logger of the tenant API and the outbox (and of the workers that
+// fastOptions configures, and of the simulator unless simOpts has its own).
+func newEnvLogging(t *testing.T, simOpts sim.Options, logger *slog.Logger) *env {
+	t.Helper()
 	st, _ := pgtest.NewStore(t)
 	b := kafkatest.New(t, prefix)
 	p := queue.NewProducer(b.Addrs(), prefix)
 	t.Cleanup(func() { p.Close() })
-	logger := testLogger()
 	ob := outbox.New(st, p, outbox.Options{Logger: logger})
 	t.Cleanup(ob.Close)
 	api := ingress.New(st, ob, logger, ingress.Options{DeepLinkBase: "https://t.me", BotUsername: "herald_test_bot",
@@ -242,12 +248,14 @@ func (e *env) send(user, message string, priority int) (string, time.Time) {
 }
 
 // enqueueRaw stores a queued tenant notification and produces its envelope, bypassing the API's checks
-// (for states the API refuses, such as a user without a link).
+// (for states the API refuses, such as a user without a link). The row records the chat of the user's link,
+// if any, as a send does.
 func (e *env) enqueueRaw(user, body string, priority int) string {
 	e.t.Helper()
 	id := uuid.Must(uuid.NewV7()).String()
-	e.exec(`INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status, published_at)
-		VALUES ($1, 'tenant', 'acme', $2, $3, $4, 'queued', now())`, id, user, priority, body)
+	e.exec(`INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, chat_id, priority, body, status, published_at)
+		VALUES ($1, 'tenant', 'acme', $2, (SELECT chat_id FROM links WHERE tenant_id = 'acme' AND user_id = $2), $3, $4, 'queued', now())`,
+		id, user, priority, body)
 	if err := e.producer.Publish(context.Background(), queue.NewOutgoing(id, "acme", user, 0, priority)); err != nil {
 		e.t.Fatalf("publish: %v", err)
 	}

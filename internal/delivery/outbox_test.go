@@ -150,8 +150,8 @@ func TestRedriveCountsWhatItFindsByStatus(t *testing.T) {
 
 	// Queued longer than QueuedRedriveAfter, with no envelope anywhere.
 	lost := uuid.Must(uuid.NewV7()).String()
-	e.exec(`INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status, published_at, created_at, updated_at)
-		VALUES ($1, 'tenant', 'acme', 'lost', 5, 'lost envelope', 'queued', now() - interval '1 hour', now() - interval '1 hour', now() - interval '1 hour')`, lost)
+	e.exec(`INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, chat_id, priority, body, status, published_at, created_at, updated_at)
+		VALUES ($1, 'tenant', 'acme', 'lost', 4301, 5, 'lost envelope', 'queued', now() - interval '1 hour', now() - interval '1 hour', now() - interval '1 hour')`, lost)
 	e.start(opts)
 	e.waitStatus(lost, "delivered", 30*time.Second)
 	if got := delivery.RedriveFound("queued") - queuedBefore; got < 1 {
@@ -163,8 +163,8 @@ func TestRedriveCountsWhatItFindsByStatus(t *testing.T) {
 
 	// Left delivering by a worker that died: its lease has expired.
 	dead := uuid.Must(uuid.NewV7()).String()
-	e.exec(`INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status, attempts, lease_expires_at, published_at)
-		VALUES ($1, 'tenant', 'acme', 'dead', 5, 'dead worker', 'delivering', 1, now() - interval '1 minute', now() - interval '1 hour')`, dead)
+	e.exec(`INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, chat_id, priority, body, status, attempts, lease_expires_at, published_at)
+		VALUES ($1, 'tenant', 'acme', 'dead', 4302, 5, 'dead worker', 'delivering', 1, now() - interval '1 minute', now() - interval '1 hour')`, dead)
 	e.waitStatus(dead, "delivered", 30*time.Second)
 	if got := delivery.RedriveFound("delivering") - deliveringBefore; got < 1 {
 		t.Errorf("herald_worker_redrive_found_total{status=\"delivering\"} moved by %v after an expired lease, want at least 1", got)

@@ -15,12 +15,13 @@ import (
 //	queued ──claim──▶ delivering ──▶ delivered                        (the platform accepted it)
 //	retrying ─due─▶        │    ──▶ retrying ──(scheduler, when due)──▶ claimed again
 //	                       │    ──▶ blocked                          (403 blocked / deactivated)
-//	                       │    ──▶ unlinked                         (no link, chat not found, can't initiate)
+//	                       │    ──▶ unlinked                         (no link, relinked, chat not found, can't initiate)
 //	                       │    ──▶ failed                           (other 4xx, or attempts exhausted)
 //	                       │    ──▶ expired                          (a transient failure after expires_at)
 //	delivering past its lease ──redrive──▶ claimed again            (the worker died)
 //	scheduled, queued, retrying ──cancel──▶ cancelled                (the tenant, or the user's erasure)
 //	scheduled, queued, retrying ──expires_at──▶ expired              (the expiry sweep, or the claim)
+//	scheduled, queued, retrying ──relink──▶ unlinked                 (the user linked another account)
 //
 // Claiming is one UPDATE (store.ClaimDelivery) that accepts only the states store.Status.Claimable allows
 // (queued, a due retry, delivering with an expired lease; none after expires_at, which it moves to expired
@@ -136,6 +137,13 @@ func Expired(d store.Delivery, now time.Time) bool {
 func NoLink() Decision {
 	return Decision{Result: store.DeliveryResult{Status: store.StatusUnlinked, ErrorCode: CodeNoLink,
 		ErrorMessage: "the user has no link to a messenger chat"}}
+}
+
+// Relinked is the decision for a tenant notification whose user linked another messenger account after it
+// was accepted: it is not sent to the new account, whose owner nobody verified (store.CodeRelinked).
+func Relinked() Decision {
+	return Decision{Result: store.DeliveryResult{Status: store.StatusUnlinked, ErrorCode: store.CodeRelinked,
+		ErrorMessage: store.RelinkedMessage}}
 }
 
 // Release is the decision for a claimed notification that shutdown interrupted: retry at once (another

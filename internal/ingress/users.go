@@ -42,7 +42,8 @@ func (a *API) getUser(w http.ResponseWriter, r *http.Request) error {
 }
 
 // eraseUser is DELETE /v1/users/{user_id}: the user's link, phone digest and last four digits, link tokens,
-// verification sessions and notification bodies are erased in one transaction, and the notifications still
+// verification sessions, notification bodies and messenger identifiers, the tenant's system messages to the
+// user's chat and the user's callback events are erased in one transaction, and the notifications still
 // waiting are cancelled (store.EraseUser). 204, or 404 when there was nothing to erase.
 //
 // The log line names the tenant, the request and the counts, never the user: a tenant's user id may be
@@ -62,7 +63,8 @@ func (a *API) eraseUser(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	a.log.Info("user erased", "tenant_id", p.TenantID, "request_id", server.RequestID(r.Context()),
-		"notifications_cancelled", e.Cancelled, "bodies_erased", e.BodiesErased)
+		"notifications_cancelled", e.Cancelled, "notifications_erased", e.Erased, "system_messages_deleted", e.SystemMessages,
+		"callback_events_erased", e.Events)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

@@ -41,9 +41,13 @@ type Delivery struct {
 	Kind       string
 	TenantID   string
 	UserID     string
-	// ChatID is where to send: a system message's own chat, or for a tenant notification the chat of the
-	// user's link read at claim time (0 when the user has no link any more).
-	ChatID      int64
+	// ChatID is where to send: a system message's own chat, or for a tenant notification the chat recorded
+	// when it was accepted — the verified owner's — while the user's link still leads there; 0 when the
+	// user has no link any more, or linked another account since (Relinked).
+	ChatID int64
+	// Relinked: the user's link now leads to another chat than the one the notification was accepted for
+	// (a relink while this notification was being delivered): nothing may be sent (CodeRelinked).
+	Relinked    bool
 	Priority    int
 	Body        string
 	ReplyMarkup json.RawMessage
@@ -104,6 +108,11 @@ func (s *Store) ClaimDelivery(ctx context.Context, trackingID string, lease time
 	}
 }
 
+// claimOnce is the claim's one statement. A tenant notification goes to the chat recorded when it was
+// accepted, and only while the user's link still leads there: a relink that committed before this
+// statement has ended the notification if it was waiting, or makes this claim Relinked if an attempt was
+// running then (its retry); one that commits after it ends nothing this attempt holds, which then goes to
+// the verified owner's chat.
 func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Duration) (Delivery, error) {
 	var d Delivery
 	var markup *string
@@ -115,11 +124,12 @@ func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Dur
 			WHERE tracking_id = $1 AND `+claimSQL+`
 			RETURNING tracking_id, kind, tenant_id, user_id, chat_id, priority, body, reply_markup, attempts, expires_at)
 		SELECT c.tracking_id::text, c.kind, COALESCE(c.tenant_id, ''), COALESCE(c.user_id, ''),
-		       CASE WHEN c.kind = 'system' THEN c.chat_id ELSE COALESCE(l.chat_id, 0) END,
+		       CASE WHEN c.kind = 'system' OR l.chat_id = c.chat_id THEN c.chat_id ELSE 0 END,
+		       COALESCE(l.chat_id <> c.chat_id, false),
 		       c.priority, c.body, c.reply_markup::text, c.attempts, c.expires_at
 		FROM c LEFT JOIN links l ON c.kind = 'tenant' AND l.tenant_id = c.tenant_id AND l.user_id = c.user_id`,
 		trackingID, lease.Seconds()).
-		Scan(&d.TrackingID, &d.Kind, &d.TenantID, &d.UserID, &d.ChatID, &d.Priority, &d.Body, &markup, &d.Attempts, &d.ExpiresAt)
+		Scan(&d.TrackingID, &d.Kind, &d.TenantID, &d.UserID, &d.ChatID, &d.Relinked, &d.Priority, &d.Body, &markup, &d.Attempts, &d.ExpiresAt)
 	if err == nil && markup != nil {
 		d.ReplyMarkup = json.RawMessage(*markup)
 	}
@@ -141,12 +151,14 @@ type DeliveryResult struct {
 	Release bool
 }
 
-// finishUpdateSQL ends an attempt: the status write, guarded by the attempt number.
+// finishUpdateSQL ends an attempt: the status write, guarded by the attempt number. A tenant notification
+// without a chat is one whose user was erased during the attempt (a claim sends none that has no chat):
+// the platform's message id is not recorded on it.
 const finishUpdateSQL = `
 	UPDATE notifications
 	SET status = $3,
 	    attempts = attempts - CASE WHEN $8 THEN 1 ELSE 0 END,
-	    messenger_message_id = COALESCE($4, messenger_message_id),
+	    messenger_message_id = CASE WHEN kind = 'tenant' AND chat_id IS NULL THEN NULL ELSE COALESCE($4, messenger_message_id) END,
 	    last_error_code = CASE WHEN $8 THEN last_error_code ELSE $5 END,
 	    last_error_message = CASE WHEN $8 THEN last_error_message ELSE $6 END,
 	    next_attempt_at = CASE WHEN $3 = 'retrying' THEN now() + make_interval(secs => $7) END,

@@ -74,6 +74,39 @@ func TestClaimFromEachState(t *testing.T) {
 	}
 }
 
+// A tenant notification goes to the chat recorded when it was accepted, and only while the user's link
+// leads there: after a relink to another account (an attempt was running then: its retry is claimed now)
+// the claim sends nowhere and says why; with no link left, nowhere either; a relink of the same account
+// changes nothing.
+func TestClaimSendsOnlyToTheChatOfAcceptance(t *testing.T) {
+	s := fixture(t)
+	ctx := context.Background()
+	claim := func(id string) store.Delivery {
+		t.Helper()
+		d, err := s.ClaimDelivery(ctx, id, time.Minute)
+		if err != nil {
+			t.Fatalf("claim: %v", err)
+		}
+		return d
+	}
+	sameAccount := queued(t, s)
+	exec(t, s, `UPDATE links SET linked_at = now() WHERE user_id = 'ok'`)
+	if d := claim(sameAccount); d.ChatID != 1 || d.Relinked {
+		t.Errorf("after a relink of the same account: chat %d, relinked %v; want chat 1", d.ChatID, d.Relinked)
+	}
+	relinked := queued(t, s)
+	exec(t, s, `UPDATE links SET messenger_user_id = 9, chat_id = 9 WHERE user_id = 'ok'`)
+	if d := claim(relinked); d.ChatID != 0 || !d.Relinked {
+		t.Errorf("after a relink to another account: chat %d, relinked %v; want chat 0, relinked", d.ChatID, d.Relinked)
+	}
+	exec(t, s, `UPDATE links SET messenger_user_id = 1, chat_id = 1 WHERE user_id = 'ok'`)
+	gone := queued(t, s)
+	exec(t, s, `DELETE FROM links WHERE user_id = 'ok'`)
+	if d := claim(gone); d.ChatID != 0 || d.Relinked {
+		t.Errorf("without a link: chat %d, relinked %v; want chat 0, not relinked", d.ChatID, d.Relinked)
+	}
+}
+
 // A worker whose lease ran out and whose notification another worker claimed cannot overwrite the newer
 // attempt's result.
 func TestStaleFinishAfterTheLeaseRanOut(t *testing.T) {

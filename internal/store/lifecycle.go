@@ -1,16 +1,18 @@
 package store
 
 // The lifecycle transitions of tenant notifications that are not a delivery attempt's: the scheduler's
-// release (scheduled → queued), the cancel (scheduled, queued, retrying → cancelled) and the expiry
-// (scheduled, queued, retrying, or delivering whose worker died → expired). Each transition is one SQL
-// update, written once below (releaseSQL, cancelUpdate, expireUpdate), guarded by the states it may leave
-// (status.go), and returning the rows it moved: a caller that must record more in the same transaction
-// (an event per change) has them at hand.
+// release (scheduled → queued), the cancel (scheduled, queued, retrying → cancelled), the expiry
+// (scheduled, queued, retrying, or delivering whose worker died → expired) and the relink's (scheduled,
+// queued, retrying → unlinked, when the user links another messenger account). Each transition is one SQL
+// update, written once below (releaseSQL, cancelUpdate, expireUpdate, relinkUpdate), guarded by the states
+// it may leave (status.go), and returning the rows it moved: a caller that must record more in the same
+// transaction (an event per change) has them at hand.
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -26,6 +28,26 @@ func cancelUpdate(cond string) string {
 func expireUpdate(cond string) string {
 	return `UPDATE notifications SET status = 'expired', lease_expires_at = NULL, updated_at = now()
 		WHERE ` + cond + ` AND ` + expirableSQL
+}
+
+// CodeRelinked and RelinkedMessage are the last_error_code and last_error_message of a tenant notification
+// that ended unlinked because its user linked another messenger account after it was accepted: a
+// notification only ever reaches the chat whose owner was verified when it was accepted. The relink ends
+// the waiting ones (relinkUpdate); a claim that finds the link moved ends the one whose attempt was running
+// then (Delivery.Relinked). A gateway-side code, beside internal/delivery's CodeNoLink (1100).
+const (
+	CodeRelinked    = 1101
+	RelinkedMessage = "the user linked another messenger account"
+)
+
+// relinkUpdate is the relink's transition for the rows cond selects: those in a state no attempt is running
+// in (the cancel's) whose chat is not newChat (a SQL expression) end unlinked. A notification being
+// delivered is its attempt's: it goes to the chat recorded at acceptance, and a retry is refused by the
+// claim.
+func relinkUpdate(cond, newChat string) string {
+	return `UPDATE notifications SET status = 'unlinked', lease_expires_at = NULL, updated_at = now(),
+		last_error_code = ` + strconv.Itoa(CodeRelinked) + `, last_error_message = '` + RelinkedMessage + `'
+		WHERE ` + cond + ` AND ` + cancellableSQL + ` AND chat_id IS DISTINCT FROM ` + newChat
 }
 
 // cancelOneSQL cancels one tenant notification ($1, of tenant $2) with its notification.cancelled event, and
@@ -82,16 +104,17 @@ const schedulerLock int64 = 0x6865_7261_6c64_7363
 
 // releaseSQL is the scheduler's transition: up to $1 scheduled notifications whose send_at has come (and
 // whose expires_at has not: those are the expiry sweep's) become queued, published_at set ("a publish is
-// under way", as a send's insert does). It reads the partial index notifications_scheduled_idx only. The
-// selection is a materialized CTE, so that it runs once (see expireDueSQL).
+// under way", as a send's insert does). Each keeps the chat recorded when it was accepted (its envelope's
+// key): a user who linked another account meanwhile had it ended by the relink. It reads the partial index
+// notifications_scheduled_idx only. The selection is a materialized CTE, so that it runs once (see
+// expireDueSQL).
 const releaseSQL = `
 	WITH due AS MATERIALIZED (
 		SELECT tracking_id FROM notifications
 		WHERE status = 'scheduled' AND send_at <= now() AND ` + notExpiredSQL + `
 		ORDER BY send_at LIMIT $1 FOR UPDATE SKIP LOCKED)
 	UPDATE notifications n
-	SET status = 'queued', published_at = now(), updated_at = now(),
-	    chat_id = COALESCE((SELECT l.chat_id FROM links l WHERE l.tenant_id = n.tenant_id AND l.user_id = n.user_id), n.chat_id)
+	SET status = 'queued', published_at = now(), updated_at = now()
 	FROM due
 	WHERE n.tracking_id = due.tracking_id AND n.status = 'scheduled'
 	RETURNING n.tracking_id::text, n.kind, n.tenant_id, n.user_id, COALESCE(n.chat_id, 0), n.priority, n.status`

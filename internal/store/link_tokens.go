@@ -57,12 +57,20 @@ type LinkResult struct {
 	// Replaced: the user was linked to another messenger account before; that link was replaced and the
 	// phone verification reset to unverified.
 	Replaced bool
+	// Unlinked counts the user's notifications that were waiting for another chat than the new link's and
+	// ended unlinked (relinkUpdate).
+	Unlinked int
 }
 
 // RedeemLinkToken is the effect of a /start <token>: it consumes a valid, unexpired, unused token, links
 // its user to the sender (recording the user.linked callback event), and inserts the reply built from the
 // result (filled into *LinkResult when ApplyUpdates returns). Of two concurrent redemptions of one token
 // exactly one links: the second waits on the token's row lock, then finds it used.
+//
+// A notification only ever reaches the chat whose owner was verified when it was accepted, so the user's
+// notifications still waiting for another chat (scheduled, queued, retrying: accepted for the account
+// linked before) end unlinked in the same transaction, each with its notification.unlinked event, and
+// never reach the platform. A relink of the same account (the same chat) ends nothing.
 func RedeemLinkToken(updateID int64, r Redemption, reply func(LinkResult) NewNotification) (*Effect, *LinkResult) {
 	var (
 		res      LinkResult
@@ -122,6 +130,14 @@ func RedeemLinkToken(updateID int64, r Redemption, reply func(LinkResult) NewNot
 				`+userEvents("linked", EventUserLinked)+`
 				SELECT count(*) FROM linked`,
 				res.TenantID, res.UserID, r.MessengerUserID, r.ChatID)
+			// The notifications accepted for another chat: they were for the account verified then, not for
+			// this one. (Also when no link was left to replace: the platform's "chat not found" removed it.)
+			b.Queue(`WITH changed AS (`+relinkUpdate(`tenant_id = $1 AND user_id = $2 AND kind = 'tenant'`, `$3`)+`
+					RETURNING `+notificationEventColumns+`),
+				`+notificationEvents("changed")+`
+				SELECT count(*) FROM changed`, res.TenantID, res.UserID, r.ChatID).QueryRow(func(row pgx.Row) error {
+				return row.Scan(&res.Unlinked)
+			})
 			// A verification proves the phone of one messenger account; it does not carry over to another.
 			// (Two concurrent relinks of one user serialise on the link's row lock; each resets when the
 			// account it read differs from its own, so a verification never outlives a change of account.)

@@ -54,10 +54,11 @@ type NewNotification struct {
 // insertTenantSQL inserts tenant notifications, queued or scheduled, each only when its user has a link
 // and a verified phone (the send gate and the insert are one statement), and returns the ones it inserted
 // with the chat each goes to: the envelope's partition key (queue.NewOutgoing). The chat is recorded on the
-// row for the same reason (republishing keys it alike; the scheduler's release takes the current link's);
-// delivery still reads the link at the claim, so a user who relinks meanwhile gets the message in the new
-// chat. Queued rows are inserted with published_at set (their publish follows the commit); scheduled ones
-// are not published until the scheduler releases them (ReleaseScheduled).
+// row: it is the chat of the account whose phone was verified, the only one the notification may reach
+// (the claim sends there only while the link still leads there; a relink to another account ends the
+// waiting ones: RedeemLinkToken), and republishing keys it alike. Queued rows are inserted with
+// published_at set (their publish follows the commit); scheduled ones are not published until the
+// scheduler releases them (ReleaseScheduled).
 const insertTenantSQL = `
 	WITH r AS (
 		SELECT r.tracking_id, r.tenant_id, r.user_id, r.priority, r.body, r.status, r.metadata, r.send_at,

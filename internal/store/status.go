@@ -44,8 +44,9 @@ var terminalStatuses = []Status{StatusDelivered, StatusBlocked, StatusFailed, St
 // Terminal reports whether s never changes again.
 func (s Status) Terminal() bool { return slices.Contains(terminalStatuses, s) }
 
-// cancellableStatuses are the states a cancel (or the erasure of the user) moves to cancelled: those in
-// which no attempt is running. A delivering notification is being sent; a terminal one is over.
+// cancellableStatuses are the states a cancel (or the erasure of the user) moves to cancelled, and a relink
+// to another account to unlinked: those in which no attempt is running. A delivering notification is being
+// sent; a terminal one is over.
 var cancellableStatuses = []Status{StatusScheduled, StatusQueued, StatusRetrying}
 
 // Cancellable reports whether a notification in state s may be cancelled.

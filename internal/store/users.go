@@ -1,8 +1,9 @@
 package store
 
 // A tenant's users as Herald knows them (GET /v1/users/{user_id}), and their erasure (DELETE): the user
-// record and everything hanging off it — users, links, link_tokens, phone_verifications — and the bodies of
-// the user's notifications.
+// record and everything hanging off it — users, links, link_tokens, phone_verifications —, the bodies and
+// messenger identifiers of the user's notifications, the tenant's system messages to the user's chat, and
+// the user's callback events.
 
 import (
 	"context"
@@ -39,19 +40,72 @@ func (s *Store) GetUser(ctx context.Context, tenantID, userID string) (User, err
 
 // Erasure counts what EraseUser did.
 type Erasure struct {
-	Cancelled    int // notifications that were scheduled, queued or retrying
-	BodiesErased int // notification bodies emptied (the cancelled ones included)
+	Cancelled int // notifications that were scheduled, queued or retrying
+	// Erased counts the user's notifications whose body, chat or messenger message id were erased (the
+	// cancelled ones included).
+	Erased         int
+	SystemMessages int // the tenant's system messages to the user's chat, deleted
+	Events         int // callback events naming the user: undelivered ones deleted, the others anonymised
 }
 
+// erasedNotifications selects the user's notifications ($1 the tenant, $2 the user) in the statements of
+// an erasure.
+const erasedNotifications = `tenant_id = $1 AND user_id = $2 AND kind = 'tenant'`
+
+// The statements of an erasure that count what they did; each takes the tenant ($1) and the user ($2), but
+// eraseSystemMessagesSQL, which takes the tenant and the user's chats.
+var (
+	// eraseCancelSQL cancels the waiting notifications; each reports notification.cancelled.
+	eraseCancelSQL = `WITH changed AS (` + cancelUpdate(erasedNotifications) + ` RETURNING ` + notificationEventColumns + `),
+		` + notificationEvents("changed") + `
+		SELECT count(*) FROM changed`
+	// eraseNotificationsSQL keeps the delivery metadata (v1 extensions §6) and erases the body and the
+	// messenger identity. A notification being delivered right now loses them too: its attempt records no
+	// messenger message id afterwards (finishUpdateSQL).
+	eraseNotificationsSQL = `WITH erased AS (
+		UPDATE notifications SET body = '', chat_id = NULL, messenger_message_id = NULL
+		WHERE ` + erasedNotifications + ` AND (body <> '' OR chat_id IS NOT NULL OR messenger_message_id IS NOT NULL)
+		RETURNING 1)
+		SELECT count(*) FROM erased`
+	// eraseSystemMessagesSQL deletes the link confirmations, verification prompts and replies the tenant's
+	// bot sent to the user's chats ($2): they tie the chat to the tenant. Not when another user of the
+	// tenant is linked to that chat (they are about that user too), nor one being sent right now (its
+	// worker finishes it, and retention purges it). A waiting one becomes an orphan, which a worker drops.
+	eraseSystemMessagesSQL = `WITH gone AS (
+		DELETE FROM notifications n
+		WHERE n.kind = 'system' AND n.tenant_id = $1 AND n.chat_id = ANY ($2::bigint[]) AND n.status <> 'delivering'
+		  AND NOT EXISTS (SELECT 1 FROM links l WHERE l.tenant_id = n.tenant_id AND l.chat_id = n.chat_id)
+		RETURNING 1)
+		SELECT count(*) FROM gone`
+	// eraseEventsSQL: user.* events name the user. One not yet sent would tell the tenant about a user it
+	// has erased: it goes, from the inbox or the outbox. A delivered or dropped one stays, without the user
+	// id, as the record of the endpoint's traffic, until the callback retention purges it. The
+	// notification.* events name no user (their payload is the notification, read when sent).
+	eraseEventsSQL = `WITH inbox AS (DELETE FROM callback_inbox WHERE tenant_id = $1 AND user_id = $2 RETURNING 1),
+		pending AS (
+			DELETE FROM callback_events e USING callback_endpoints ep
+			WHERE e.user_id = $2 AND e.state = 'pending' AND ep.id = e.endpoint_id AND ep.tenant_id = $1
+			RETURNING 1),
+		finished AS (
+			UPDATE callback_events e SET user_id = NULL, payload = NULL
+			FROM callback_endpoints ep
+			WHERE e.user_id = $2 AND e.state <> 'pending' AND ep.id = e.endpoint_id AND ep.tenant_id = $1
+			RETURNING 1)
+		SELECT (SELECT count(*) FROM inbox) + (SELECT count(*) FROM pending) + (SELECT count(*) FROM finished)`
+)
+
 // EraseUser erases what Herald holds about a tenant's user, in one transaction: the phone verification
-// (digest, last four digits, session), the link, every link token, the user record, and the bodies of the
-// user's notifications; notifications still scheduled, queued or retrying are cancelled (the cancel
-// transition, lifecycle.go). Delivery metadata stays. ErrNotFound when there was nothing to erase.
+// (digest, last four digits, session), the link, every link token, the user record; the body, the chat and
+// the messenger message id of the user's notifications; the tenant's system messages to the user's chat;
+// and the user's callback events (eraseSQL). Notifications still scheduled, queued or retrying are
+// cancelled (the cancel transition, lifecycle.go). Delivery metadata stays. ErrNotFound when there was
+// nothing to erase.
 //
 // The user's gate lock comes first (see lockGateSQL): it waits for the sends that already hold it to
 // commit — their notifications are then visible to the cancel below — and makes every later send wait for
 // this transaction, then find no verified phone (409 phone_unverified). A notification being delivered
-// right now is not stopped (its worker has read the body already); its body is erased all the same.
+// right now is not stopped (its worker has read the body and the chat already); its body and messenger
+// identifiers are erased all the same.
 func (s *Store) EraseUser(ctx context.Context, tenantID, userID string) (Erasure, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
@@ -60,6 +114,17 @@ func (s *Store) EraseUser(ctx context.Context, tenantID, userID string) (Erasure
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		e = Erasure{}
 		if _, err := tx.Exec(ctx, eraseGateSQL, userGateBucket(tenantID, userID)); err != nil {
+			return err
+		}
+		// The chats the user was reached in, read before the link goes: the link's, and those recorded on
+		// the user's notifications (a link the platform removed leaves them).
+		var chats []int64
+		if err := tx.QueryRow(ctx, `
+			SELECT COALESCE(array_agg(DISTINCT chat_id), '{}') FROM (
+				SELECT chat_id FROM links WHERE tenant_id = $1 AND user_id = $2
+				UNION ALL
+				SELECT chat_id FROM notifications WHERE `+erasedNotifications+` AND chat_id IS NOT NULL) c`,
+			tenantID, userID).Scan(&chats); err != nil {
 			return err
 		}
 		for _, q := range []string{
@@ -71,23 +136,25 @@ func (s *Store) EraseUser(ctx context.Context, tenantID, userID string) (Erasure
 				return err
 			}
 		}
+		for _, c := range []struct {
+			sql  string
+			args []any
+			into *int
+		}{
+			{eraseCancelSQL, []any{tenantID, userID}, &e.Cancelled},
+			{eraseNotificationsSQL, []any{tenantID, userID}, &e.Erased},
+			{eraseSystemMessagesSQL, []any{tenantID, chats}, &e.SystemMessages},
+			{eraseEventsSQL, []any{tenantID, userID}, &e.Events},
+		} {
+			if err := tx.QueryRow(ctx, c.sql, c.args...).Scan(c.into); err != nil {
+				return err
+			}
+		}
 		tag, err := tx.Exec(ctx, `DELETE FROM users WHERE tenant_id = $1 AND user_id = $2`, tenantID, userID)
 		if err != nil {
 			return err
 		}
-		existed := tag.RowsAffected() == 1
-		const theirs = `tenant_id = $1 AND user_id = $2 AND kind = 'tenant'`
-		// Each notification cancelled reports notification.cancelled, in this transaction.
-		if err := tx.QueryRow(ctx, `WITH changed AS (`+cancelUpdate(theirs)+` RETURNING `+notificationEventColumns+`),
-			`+notificationEvents("changed")+`
-			SELECT count(*) FROM changed`, tenantID, userID).Scan(&e.Cancelled); err != nil {
-			return err
-		}
-		if tag, err = tx.Exec(ctx, `UPDATE notifications SET body = '' WHERE `+theirs+` AND body <> ''`, tenantID, userID); err != nil {
-			return err
-		}
-		e.BodiesErased = int(tag.RowsAffected())
-		if !existed && e.Cancelled == 0 && e.BodiesErased == 0 {
+		if tag.RowsAffected() == 0 && e == (Erasure{}) {
 			return errNothing
 		}
 		return nil

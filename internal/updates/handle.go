@@ -124,9 +124,11 @@ func (rc *Receiver) start(ctx context.Context, updateID int64, m *messenger.Mess
 	res := *result
 	if res.Outcome == store.LinkLinked {
 		r.Outcome = outcomeLinked
+		// Never the tenant's user id nor the messenger account (docs/security.md): the update id ties the line
+		// to the update.
 		rc.log.LogAttrs(ctx, slog.LevelInfo, "account linked", slog.Int64("update_id", updateID),
-			slog.String("tenant_id", res.TenantID), slog.String("user_id", res.UserID),
-			slog.Int64("messenger_user_id", m.From.ID), slog.Bool("replaced_other_account", res.Replaced))
+			slog.String("tenant_id", res.TenantID), slog.Bool("replaced_other_account", res.Replaced),
+			slog.Int("notifications_unlinked", res.Unlinked))
 	} else {
 		rc.log.LogAttrs(ctx, slog.LevelInfo, "link token refused", slog.Int64("update_id", updateID),
 			slog.String("reason", string(res.Outcome)), slog.String("tenant_id", res.TenantID))
@@ -168,7 +170,7 @@ func (rc *Receiver) contact(ctx context.Context, updateID int64, m *messenger.Me
 	}
 	for _, s := range res.Verified {
 		rc.log.LogAttrs(ctx, slog.LevelInfo, "phone verified", slog.Int64("update_id", updateID),
-			slog.String("tenant_id", s.TenantID), slog.String("user_id", s.UserID))
+			slog.String("tenant_id", s.TenantID))
 	}
 	if len(res.Verified) == 0 {
 		rc.log.LogAttrs(ctx, slog.LevelInfo, "contact refused: no pending verification", slog.Int64("update_id", updateID),

@@ -1,0 +1,154 @@
+package updates_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/heraldhq/herald/internal/store"
+)
+
+// relinkedCode and relinkedMessage are what a notification ended by a relink shows (docs/delivery.md).
+const (
+	relinkedCode    = 1101
+	relinkedMessage = "the user linked another messenger account"
+)
+
+// notify stores a tenant notification through the send gate (the user must be linked and verified) and
+// moves it to status, as its life would; it returns the tracking id.
+func (e *env) notify(tenantID, userID string, status store.Status) string {
+	e.t.Helper()
+	n := store.NewNotification{TrackingID: uuid.Must(uuid.NewV7()).String(), Kind: store.KindTenant, TenantID: tenantID,
+		UserID: userID, Priority: 5, Body: "hello " + string(status)}
+	if status == store.StatusScheduled {
+		at := time.Now().Add(time.Hour)
+		n.Status, n.SendAt = store.StatusScheduled, &at
+	}
+	got, err := e.st.InsertTenantNotifications(context.Background(), []store.NewNotification{n})
+	if _, ok := got[n.TrackingID]; err != nil || !ok {
+		e.t.Fatalf("insert %s for %s/%s: %v %v", status, tenantID, userID, got, err)
+	}
+	switch status {
+	case store.StatusRetrying:
+		e.exec(`UPDATE notifications SET status = 'retrying', attempts = 1, next_attempt_at = now() + interval '1 hour' WHERE tracking_id = $1`, n.TrackingID)
+	case store.StatusDelivering:
+		e.exec(`UPDATE notifications SET status = 'delivering', attempts = 1, lease_expires_at = now() + interval '1 minute' WHERE tracking_id = $1`, n.TrackingID)
+	case store.StatusDelivered:
+		e.exec(`UPDATE notifications SET status = 'delivered', attempts = 1, messenger_message_id = '7', delivered_at = now() WHERE tracking_id = $1`, n.TrackingID)
+	}
+	return n.TrackingID
+}
+
+type notificationRow struct {
+	Status  string
+	ChatID  *int64
+	ErrCode int
+	ErrMsg  *string
+}
+
+func (e *env) notificationRow(id string) notificationRow {
+	e.t.Helper()
+	var r notificationRow
+	err := e.st.Pool().QueryRow(context.Background(), `SELECT status, chat_id, last_error_code, last_error_message FROM notifications WHERE tracking_id = $1`, id).
+		Scan(&r.Status, &r.ChatID, &r.ErrCode, &r.ErrMsg)
+	if err != nil {
+		e.t.Fatalf("notification %s: %v", id, err)
+	}
+	return r
+}
+
+// A notification only ever reaches the chat whose owner was verified when it was accepted. When the user
+// links another messenger account, the notifications still waiting (scheduled, queued, retrying) end
+// unlinked in the relink's own transaction, without a call to the platform, each with its
+// notification.unlinked event; the one being delivered is its attempt's (its worker sends to the chat
+// recorded at acceptance, the verified owner's), the delivered one stays delivered. A relink of the same
+// account ends nothing, nor does the relink touch another user or the same user id at another tenant.
+func TestRelinkingToAnotherAccountEndsThePendingNotifications(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.tenant("acme", "Acme Dev")
+	e.tenant("globex", "Globex Dev")
+	label := "Acme"
+	for _, u := range []struct {
+		tenant, user string
+		account      int64
+	}{{"acme", "u1", 1001}, {"acme", "u2", 1003}, {"globex", "u1", 1001}} {
+		e.link(u.tenant, u.user, u.account)
+		e.session(u.tenant, u.user, "verified", &label)
+	}
+	if _, err := e.st.CreateCallbackEndpoint(context.Background(), store.CallbackEndpoint{ID: uuid.NewString(), TenantID: "acme",
+		URL: "https://example.com/hook", Events: []string{"notification.unlinked"}}, []byte("sealed")); err != nil {
+		t.Fatal(err)
+	}
+	pending := map[string]string{}
+	for _, s := range []store.Status{store.StatusScheduled, store.StatusQueued, store.StatusRetrying} {
+		pending[e.notify("acme", "u1", s)] = string(s)
+	}
+	kept := map[string]string{
+		e.notify("acme", "u1", store.StatusDelivering): "delivering",
+		e.notify("acme", "u1", store.StatusDelivered):  "delivered",
+		e.notify("acme", "u2", store.StatusQueued):     "queued",
+		e.notify("globex", "u1", store.StatusQueued):   "queued",
+	}
+	unchanged := func(when string, ids map[string]string) {
+		t.Helper()
+		for id, want := range ids {
+			if r := e.notificationRow(id); r.Status != want || r.ChatID == nil || *r.ChatID == 2002 {
+				t.Errorf("%s: notification %s is %s in chat %v, want it %s as before", when, id, r.Status, r.ChatID, want)
+			}
+		}
+	}
+
+	// The same account again: nothing ends.
+	expectOK(t, e.post(textUpdate(e.updateID(), 1001, "/start "+e.token("acme", "u1", "Acme", ""))))
+	unchanged("after a relink of the same account", pending)
+	unchanged("after a relink of the same account", kept)
+	if n := e.count(`SELECT count(*) FROM callback_inbox`); n != 0 {
+		t.Errorf("a relink of the same account recorded %d callback events", n)
+	}
+
+	// Another account: the waiting ones end unlinked, in the update's transaction.
+	expectOK(t, e.post(textUpdate(e.updateID(), 2002, "/start "+e.token("acme", "u1", "Acme", ""))))
+	if got := e.links("acme", "u1"); len(got) != 1 || got[0] != (linkRow{2002, 2002}) {
+		t.Fatalf("links = %+v, want the new account", got)
+	}
+	for id, was := range pending {
+		r := e.notificationRow(id)
+		if r.Status != "unlinked" || r.ErrCode != relinkedCode || deref(r.ErrMsg) != relinkedMessage {
+			t.Errorf("the %s notification after the relink: %s, %d %q; want unlinked, %d %q", was, r.Status, r.ErrCode, deref(r.ErrMsg),
+				relinkedCode, relinkedMessage)
+		}
+		if r.ChatID == nil || *r.ChatID != 1001 {
+			t.Errorf("the %s notification's chat is %v after the relink, want the verified owner's (1001)", was, r.ChatID)
+		}
+	}
+	unchanged("after a relink to another account", kept)
+	rows, err := e.st.Pool().Query(context.Background(), `SELECT tracking_id::text FROM callback_inbox WHERE tenant_id = 'acme' AND type = 'notification.unlinked'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := map[string]int{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		events[id]++
+	}
+	rows.Close()
+	for id, was := range pending {
+		if events[id] != 1 {
+			t.Errorf("the %s notification has %d notification.unlinked events, want 1", was, events[id])
+		}
+	}
+	if n := e.count(`SELECT count(*) FROM callback_inbox`); n != len(pending) {
+		t.Errorf("%d callback events, want %d (one per notification ended)", n, len(pending))
+	}
+	// Nothing for the platform but the reply to the new chat: the relink sends no notification.
+	rs := e.replies()
+	if len(rs) != 2 || rs[0].ChatID != 1001 || rs[1].ChatID != 2002 {
+		t.Errorf("replies %+v, want the two link confirmations only", rs)
+	}
+}
