@@ -64,9 +64,12 @@ type API struct {
 	limiter  *ratelimit.Limiter
 	refusals refusalCounts
 
-	unknownKeys *negativeCache
-	failures    *failureLimiter
-	authQueries atomic.Int64 // key lookups in PostgreSQL, for tests
+	unknownKeys      *negativeCache
+	failures         *failureLimiter
+	recentKeys       *recentKeys
+	throttledLookups *lookupBudget
+	authQueries      atomic.Int64 // key lookups in PostgreSQL, for tests
+	forwarderWarned  atomic.Bool
 
 	inFlight   chan struct{} // a slot per /v1 request in flight
 	batchSlots chan struct{}
@@ -97,6 +100,7 @@ func New(st *store.Store, ob *outbox.Outbox, logger *slog.Logger, opts Options) 
 	}
 	return &API{store: st, outbox: ob, log: logger, opts: opts, keys: newKeyCache(opts.AuthCacheTTL), limiter: ratelimit.New(st),
 		unknownKeys: newNegativeCache(NegativeCacheTTL), failures: newFailureLimiter(cmp.Or(opts.MaxAuthFailures, MaxAuthFailures), AuthFailureWindow),
+		recentKeys: newRecentKeys(RecentKeyTTL), throttledLookups: newLookupBudget(ThrottledLookupsPerSecond, ThrottledLookupBurst),
 		inFlight: make(chan struct{}, opts.MaxInFlight), batchSlots: make(chan struct{}, opts.MaxInFlightBatches), bodies: &byteBudget{max: opts.MaxInFlightBytes}}
 }
 

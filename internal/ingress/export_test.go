@@ -15,3 +15,8 @@ func BodyBytesInFlight(a *API) (used, max int64) { return a.bodies.used.Load(), 
 
 // RequestsInFlight is how many /v1 requests of a hold a place among those in flight.
 func RequestsInFlight(a *API) int { return len(a.inFlight) }
+
+// SetThrottledLookups replaces a's budget of lookups for throttled addresses.
+func SetThrottledLookups(a *API, perSecond float64, burst int) {
+	a.throttledLookups = newLookupBudget(perSecond, burst)
+}
