@@ -390,12 +390,13 @@ func (c *TenantDefaults) check(p *problems) {
 // sheds load (503 with Retry-After) or closes connections instead of queuing.
 type Admission struct {
 	MaxConnections   int   `name:"max-connections" env:"HERALD_MAX_CONNECTIONS" default:"1024" help:"connections the ingress holds: past it a new connection is answered 503 unavailable with Retry-After and closed, 2,000 a second at most (faster ones wait in the accept queue; GET /healthz, /readyz and /metrics pass); 0: no bound"`
-	MaxInFlight      int   `name:"max-in-flight" env:"HERALD_MAX_IN_FLIGHT" default:"512" help:"concurrent /v1 requests; past it a request is answered 503 unavailable with Retry-After at once"`
-	MaxInFlightBytes int64 `name:"max-in-flight-bytes" env:"HERALD_MAX_IN_FLIGHT_BYTES" default:"8388608" placeholder:"BYTES" help:"request bodies of /v1 held at once, counted by Content-Length (at least 6553600, a full batch's); past it a request is answered 503 unavailable with Retry-After before its body is read"`
+	MaxInFlight      int   `name:"max-in-flight" env:"HERALD_MAX_IN_FLIGHT" default:"512" help:"concurrent /v1 requests, one tenant's at most half of them; past it a request is answered 503 unavailable with Retry-After at once"`
+	MaxInFlightBytes int64 `name:"max-in-flight-bytes" env:"HERALD_MAX_IN_FLIGHT_BYTES" default:"16777216" placeholder:"BYTES" help:"request bodies of /v1 held at once, counted by Content-Length, one tenant's at most half of them (at least 13107200: two full batches, so that each half holds one); past it a request is answered 503 unavailable with Retry-After before its body is read"`
 }
 
-// minInFlightBytes is ingress.MaxBatchBodyBytes: a full batch must fit.
-const minInFlightBytes = 100 * 64 << 10
+// minInFlightBytes is ingress.MinMaxInFlightBytes, two full batches (ingress.MaxBatchBodyBytes): one
+// tenant may hold half of the bytes, and that half must hold a full batch.
+const minInFlightBytes = 2 * 100 * 64 << 10
 
 func (c *Admission) check(p *problems) {
 	if c.MaxConnections < 0 || c.MaxConnections > 1_000_000 {
@@ -405,7 +406,7 @@ func (c *Admission) check(p *problems) {
 		p.add(&c.MaxInFlight, "must be between 1 and 1000000")
 	}
 	if c.MaxInFlightBytes < minInFlightBytes || c.MaxInFlightBytes > 1<<40 {
-		p.add(&c.MaxInFlightBytes, "must be at least %d (a full batch's body)", minInFlightBytes)
+		p.add(&c.MaxInFlightBytes, "must be at least %d (two full batches' bodies: one tenant may hold half)", minInFlightBytes)
 	}
 }
 

@@ -116,16 +116,16 @@ func TestMetricsAddress(t *testing.T) {
 }
 
 // The ingress's admission bounds have defaults and refuse values that would not bound anything, or would
-// refuse a full batch.
+// leave a tenant's half of the in-flight bytes short of a full batch.
 func TestAdmissionBounds(t *testing.T) {
 	g, err := parse(t, append(ingressBase[:0:0], ingressBase...)...)
-	if err != nil || g.Ingress.MaxConnections != 1024 || g.Ingress.MaxInFlight != 512 || g.Ingress.MaxInFlightBytes != 8<<20 {
-		t.Fatalf("defaults: %+v (%v), want 1024 connections, 512 requests, 8 MiB", g.Ingress.Admission, err)
+	if err != nil || g.Ingress.MaxConnections != 1024 || g.Ingress.MaxInFlight != 512 || g.Ingress.MaxInFlightBytes != 16<<20 {
+		t.Fatalf("defaults: %+v (%v), want 1024 connections, 512 requests, 16 MiB", g.Ingress.Admission, err)
 	}
-	_, err = parse(t, append(ingressBase[:0:0], append(ingressBase, "--max-connections=-1", "--max-in-flight", "0", "--max-in-flight-bytes", "6553599")...)...)
+	_, err = parse(t, append(ingressBase[:0:0], append(ingressBase, "--max-connections=-1", "--max-in-flight", "0", "--max-in-flight-bytes", "13107199")...)...)
 	msg := problemsOf(t, err)
 	for _, want := range []string{"HERALD_MAX_CONNECTIONS (--max-connections):", "HERALD_MAX_IN_FLIGHT (--max-in-flight):",
-		"HERALD_MAX_IN_FLIGHT_BYTES (--max-in-flight-bytes): must be at least 6553600"} {
+		"HERALD_MAX_IN_FLIGHT_BYTES (--max-in-flight-bytes): must be at least 13107200"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("problems %q lack %q", msg, want)
 		}

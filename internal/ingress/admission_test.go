@@ -97,17 +97,21 @@ func TestInFlightCapShedsWith503AndRetryAfter(t *testing.T) {
 
 // Past HERALD_MAX_IN_FLIGHT_BYTES of request bodies in flight (counted by Content-Length when the request
 // arrives), a request is answered 503 unavailable with Retry-After without its body being read, and stores
-// nothing; the bytes are given back when the request holding them is answered or abandoned.
+// nothing; the bytes are given back when the request holding them is answered or abandoned. One tenant
+// holds at most half of the bytes (bodybudget_test.go): it takes two to fill them.
 func TestInFlightBytesShedWith503AndRetryAfter(t *testing.T) {
 	t.Parallel()
-	// The least the budget may be is one full batch's body, which the held batch below declares.
+	// The least the budget may be is two full batches' bodies, which the held batches below declare.
 	e := newEnvWith(t, func(o *ingress.Options) { o.MaxInFlightBytes = 1 })
-	key := e.tenant("acme", "Acme", nil)
-	e.link("acme", "u1", 1001, "verified")
+	acme := e.tenant("acme", "Acme", nil)
+	globex := e.tenant("globex", "Globex", nil)
+	key := e.tenant("initech", "Initech", nil)
+	e.link("initech", "u1", 1001, "verified")
 	send := map[string]any{"user_id": "u1", "message": "hello"}
 
-	held := e.hold("POST", "/v1/send/batch", key, ingress.MaxBatchBodyBytes, `{"notifications":[{"user_id":"u1","message":"a"}]}`)
-	e.until("the held batch holds its bytes", func() bool { used, max := ingress.BodyBytesInFlight(e.api); return used == max })
+	held := e.hold("POST", "/v1/send/batch", acme, ingress.MaxBatchBodyBytes, `{"notifications":[{"user_id":"u1","message":"a"}]}`)
+	e.hold("POST", "/v1/send/batch", globex, ingress.MaxBatchBodyBytes, `{"notifications":[{"user_id":"u1","message":"a"}]}`)
+	e.until("the held batches hold the bytes", func() bool { used, max := ingress.BodyBytesInFlight(e.api); return used == max })
 	before := e.countRows(`SELECT count(*) FROM notifications`)
 	r := e.do("POST", "/v1/send", key, send)
 	expectError(t, r, http.StatusServiceUnavailable, "unavailable")
@@ -121,7 +125,7 @@ func TestInFlightBytesShedWith503AndRetryAfter(t *testing.T) {
 	if r := e.do("GET", "/v1/notifications", key, nil); r.status != http.StatusOK {
 		t.Errorf("GET /v1/notifications with the bytes in flight taken: %d %s, want 200", r.status, r.body)
 	}
-	// The client gives up on the held batch: its bytes come back.
+	// A client gives up on a held batch: its bytes come back.
 	_ = held.c.Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for {

@@ -23,10 +23,11 @@ type Options struct {
 	// AuthCacheTTL bounds how long a key is trusted without asking PostgreSQL again, and so how long a
 	// revoked, disabled or expired key, or a suspended tenant, may still be accepted.
 	AuthCacheTTL time.Duration
-	// MaxInFlight caps concurrent /v1 requests; DefaultMaxInFlight when zero.
+	// MaxInFlight caps concurrent /v1 requests, one tenant's at half of it; DefaultMaxInFlight when zero.
 	MaxInFlight int
-	// MaxInFlightBytes caps the request bodies /v1 holds at once (see reserveBody); DefaultMaxInFlightBytes
-	// when zero, and never less than MaxBatchBodyBytes, so that a full batch can pass.
+	// MaxInFlightBytes caps the request bodies /v1 holds at once (see admit), one tenant at most half of it;
+	// DefaultMaxInFlightBytes when zero, and never less than MinMaxInFlightBytes, so that a tenant's half
+	// holds a full batch.
 	MaxInFlightBytes int64
 	// SendsPerSecond and RequestsPerSecond are the limits of a tenant that sets none of its own
 	// (DefaultSendsPerSecond and DefaultRequestsPerSecond when zero); a tenant's burst is twice its rate
@@ -40,8 +41,8 @@ type Options struct {
 	// AuthFailureWindow before it is throttled; the package's MaxAuthFailures when zero.
 	MaxAuthFailures int
 	// MaxInFlightBatches caps concurrent POST /v1/send/batch requests within MaxInFlight, since a batch body
-	// may be 100 times a send's (MaxBatchBodyBytes); DefaultMaxInFlightBatches when zero. Past it: 503 with
-	// Retry-After, as past MaxInFlight.
+	// may be 100 times a send's (MaxBatchBodyBytes), one tenant's at half of it; DefaultMaxInFlightBatches
+	// when zero. Past it: 503 with Retry-After, as past MaxInFlight.
 	MaxInFlightBatches int
 	// CallbackKey seals the secrets of status callback endpoints (HERALD_CALLBACK_SECRET_KEY); without it
 	// the routes that make a secret answer 503.
@@ -64,13 +65,16 @@ type API struct {
 	limiter  *ratelimit.Limiter
 	refusals refusalCounts
 
-	unknownKeys *negativeCache
-	failures    *failureLimiter
-	authQueries atomic.Int64 // key lookups in PostgreSQL, for tests
+	unknownKeys      *negativeCache
+	failures         *failureLimiter
+	recentKeys       *recentKeys
+	throttledLookups *lookupBudget
+	authQueries      atomic.Int64 // key lookups in PostgreSQL, for tests
+	forwarderWarned  atomic.Bool
 
 	inFlight   chan struct{} // a slot per /v1 request in flight
 	batchSlots chan struct{}
-	bodies     *byteBudget
+	admission  *admission
 }
 
 // New builds the tenant API. Notifications go through ob (close it after the HTTP server has stopped, so
@@ -82,7 +86,7 @@ func New(st *store.Store, ob *outbox.Outbox, logger *slog.Logger, opts Options) 
 	if opts.MaxInFlightBytes == 0 {
 		opts.MaxInFlightBytes = DefaultMaxInFlightBytes
 	}
-	opts.MaxInFlightBytes = max(opts.MaxInFlightBytes, MaxBatchBodyBytes)
+	opts.MaxInFlightBytes = max(opts.MaxInFlightBytes, MinMaxInFlightBytes)
 	if opts.MaxInFlightBatches == 0 {
 		opts.MaxInFlightBatches = DefaultMaxInFlightBatches
 	}
@@ -97,7 +101,9 @@ func New(st *store.Store, ob *outbox.Outbox, logger *slog.Logger, opts Options) 
 	}
 	return &API{store: st, outbox: ob, log: logger, opts: opts, keys: newKeyCache(opts.AuthCacheTTL), limiter: ratelimit.New(st),
 		unknownKeys: newNegativeCache(NegativeCacheTTL), failures: newFailureLimiter(cmp.Or(opts.MaxAuthFailures, MaxAuthFailures), AuthFailureWindow),
-		inFlight: make(chan struct{}, opts.MaxInFlight), batchSlots: make(chan struct{}, opts.MaxInFlightBatches), bodies: &byteBudget{max: opts.MaxInFlightBytes}}
+		recentKeys: newRecentKeys(RecentKeyTTL), throttledLookups: newLookupBudget(ThrottledLookupsPerSecond, ThrottledLookupBurst),
+		inFlight: make(chan struct{}, opts.MaxInFlight), batchSlots: make(chan struct{}, opts.MaxInFlightBatches),
+		admission: newAdmission(opts.MaxInFlight, opts.MaxInFlightBatches, opts.MaxInFlightBytes)}
 }
 
 // handle adapts a handler that returns an error.

@@ -22,21 +22,19 @@ func principalOf(ctx context.Context) store.Principal {
 }
 
 // authenticate resolves the Bearer key to its tenant. Only active keys pass; every other case is the same
-// 401, so a caller learns nothing about which keys exist. A client address that has sent MaxAuthFailures
-// requests without a valid key this window is answered 429 before its key is looked at (authlimit.go).
+// 401, so a caller learns nothing about which keys exist. Only what fails is throttled (authlimit.go): a
+// client address that has sent MaxAuthFailures requests without a valid key this window gets 429 for its
+// invalid keys, while a valid, active key from it passes — at once when cached, after a lookup when this
+// replica has seen it valid recently, and otherwise within the budget of lookups for throttled addresses.
 func (a *API) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		now := time.Now()
+		a.warnUntrustedForwarder(r)
 		client := clientKey(a.opts.TrustedProxies.ClientAddr(r))
-		if left, blocked := a.failures.blocked(client, now); blocked {
-			authResults.WithLabelValues("throttled").Inc()
-			apierror.Write(w, &apierror.Error{Code: apierror.RateLimited.Code, Status: apierror.RateLimited.Status,
-				Message: "too many requests without a valid API key from this address; retry later", RetryAfter: left})
-			return
-		}
+		left, throttled := a.failures.blocked(client, now)
 		secret, ok := bearerKey(r.Header.Get("Authorization"))
 		if !ok {
-			a.refuse(w, client, now, "malformed")
+			a.refuse(w, client, now, "malformed", left)
 			return
 		}
 		digest := apikey.Digest(secret)
@@ -45,15 +43,24 @@ func (a *API) authenticate(next http.Handler) http.Handler {
 		case ok:
 			authResults.WithLabelValues("cached").Inc()
 		case a.unknownKeys.has(digest, now):
-			a.refuse(w, client, now, "unknown_cached")
+			a.refuse(w, client, now, "unknown_cached", left)
 			return
 		default:
+			if throttled && !a.recentKeys.has(digest) {
+				// Neither known good nor known bad: a random key would cost a query per request.
+				if wait, ok := a.throttledLookups.take(now); !ok {
+					authResults.WithLabelValues("throttled").Inc()
+					throttle(w, wait)
+					return
+				}
+			}
 			var err error
 			a.authQueries.Add(1)
 			p, err = a.store.Authenticate(r.Context(), digest)
 			if errors.Is(err, store.ErrNotFound) {
 				a.unknownKeys.add(digest, now)
-				a.refuse(w, client, now, "unknown")
+				a.recentKeys.forget(digest)
+				a.refuse(w, client, now, "unknown", left)
 				return
 			}
 			if err != nil {
@@ -63,6 +70,7 @@ func (a *API) authenticate(next http.Handler) http.Handler {
 			}
 			authResults.WithLabelValues("looked_up").Inc()
 			a.keys.put(digest, p)
+			a.recentKeys.add(digest, now)
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	})
@@ -79,14 +87,40 @@ func bearerKey(header string) (string, bool) {
 	return secret, true
 }
 
-// refuse answers 401 and counts the failure against the client address.
-func (a *API) refuse(w http.ResponseWriter, client netip.Prefix, now time.Time, result string) {
-	authResults.WithLabelValues(result).Inc()
+// refuse counts a failed authentication against the client address and answers it: 401, or 429 when the
+// address was throttled (left is what remains of its window).
+func (a *API) refuse(w http.ResponseWriter, client netip.Prefix, now time.Time, result string, left time.Duration) {
 	if a.failures.fail(client, now) {
 		a.log.Warn("client address throttled: too many requests without a valid API key",
 			"client", client.String(), "failures", a.failures.max, "window", a.failures.window)
 	}
+	if left > 0 {
+		authResults.WithLabelValues("throttled").Inc()
+		throttle(w, left)
+		return
+	}
+	authResults.WithLabelValues(result).Inc()
 	unauthorized(w)
+}
+
+func throttle(w http.ResponseWriter, retry time.Duration) {
+	apierror.Write(w, apierror.RateLimited.With("too many requests without a valid API key from this address; retry later").After(retry))
+}
+
+// warnUntrustedForwarder logs, once per process, a request that carries X-Forwarded-For from a peer that
+// is not a trusted proxy. The ingress cannot know at start whether a load balancer stands in front of it;
+// such a request shows one does, and that every client behind it shares its address for the throttle.
+func (a *API) warnUntrustedForwarder(r *http.Request) {
+	if a.forwarderWarned.Load() {
+		return
+	}
+	peer, ok := a.opts.TrustedProxies.UntrustedForwarder(r)
+	if !ok || a.forwarderWarned.Swap(true) {
+		return
+	}
+	a.log.Warn("a request carried X-Forwarded-For from a peer that is not a trusted proxy: if it is a load balancer, "+
+		"list it in HERALD_TRUSTED_PROXIES (chart: ingress.trustedProxies), or every client behind it shares its address "+
+		"and one client's invalid keys throttle authentication for all of them", "peer", peer.String())
 }
 
 // bearerChallenge tells a client without valid credentials how to authenticate (RFC 9110 §11.6.1, RFC 6750

@@ -11,7 +11,12 @@ func LimitInFlightForTest(max int) func(http.Handler) http.Handler {
 func AuthQueries(a *API) int64 { return a.authQueries.Load() }
 
 // BodyBytesInFlight is what the requests in flight hold of a's in-flight bytes.
-func BodyBytesInFlight(a *API) (used, max int64) { return a.bodies.used.Load(), a.bodies.max }
+func BodyBytesInFlight(a *API) (used, max int64) { return a.admission.used(), a.admission.maxBytes }
 
 // RequestsInFlight is how many /v1 requests of a hold a place among those in flight.
 func RequestsInFlight(a *API) int { return len(a.inFlight) }
+
+// SetThrottledLookups replaces a's budget of lookups for throttled addresses.
+func SetThrottledLookups(a *API, perSecond float64, burst int) {
+	a.throttledLookups = newLookupBudget(perSecond, burst)
+}

@@ -1,8 +1,10 @@
 package ingress
 
 import (
+	"io"
 	"net/http"
-	"sync/atomic"
+	"sync"
+	"time"
 
 	"github.com/heraldhq/herald/internal/apierror"
 )
@@ -15,10 +17,16 @@ import (
 // requests in flight hold (a goroutine's stack, the request, its decoded body) stays a few MiB.
 const DefaultMaxInFlight = 512
 
-// DefaultMaxInFlightBytes bounds the request bodies the /v1 handlers hold at once (HERALD_MAX_IN_FLIGHT_BYTES):
-// a full batch (MaxBatchBodyBytes) and room for the rest. Bodies are what a request's memory grows with,
-// and a batch's may be 100 times a send's; counting requests alone would let 512 of them hold 3 GiB.
-const DefaultMaxInFlightBytes = 8 << 20
+// DefaultMaxInFlightBytes bounds the request bodies the /v1 handlers hold at once (HERALD_MAX_IN_FLIGHT_BYTES).
+// Bodies are what a request's memory grows with, and a batch's may be 100 times a send's; counting requests
+// alone would let 512 of them hold 3 GiB. One tenant may hold half of it (tenantShare), and that half must
+// hold a full batch (MaxBatchBodyBytes): the budget is at least two full batches, so that whatever one
+// tenant holds, the others keep at least as much. 16 MiB gives one tenant the 8 MiB the whole replica had
+// before tenants had shares.
+const DefaultMaxInFlightBytes = 16 << 20
+
+// MinMaxInFlightBytes is the least HERALD_MAX_IN_FLIGHT_BYTES may be: two full batches (see above).
+const MinMaxInFlightBytes = 2 * MaxBatchBodyBytes
 
 // limitSlots sheds a request when every slot is taken; a request holds one until it is answered.
 func limitSlots(slots chan struct{}) func(http.Handler) http.Handler {
@@ -36,47 +44,139 @@ func limitSlots(slots chan struct{}) func(http.Handler) http.Handler {
 	}
 }
 
-// byteBudget is a count of bytes that requests take from and give back, never past max.
-type byteBudget struct {
-	max  int64
-	used atomic.Int64
+// admission counts what the /v1 requests in flight hold of the replica — requests, batches and body bytes
+// — in all and per tenant, and holds each tenant to its share: half of each bound (tenantShare), so that
+// one tenant's requests, however slow (a body may take 15 s to arrive), never take what another tenant's
+// need. The overall cap on requests is limitSlots' (before authentication) and on batches sendBatch's;
+// the bytes are counted here in all as well.
+type admission struct {
+	mu       sync.Mutex
+	maxBytes int64
+	bytes    int64 // held by every tenant
+	share    load  // the most one tenant may hold
+	tenants  map[string]*load
 }
 
-func (b *byteBudget) take(n int64) bool {
-	for {
-		u := b.used.Load()
-		if u+n > b.max {
-			return false
-		}
-		if b.used.CompareAndSwap(u, u+n) {
-			return true
-		}
+// load is what requests hold: requests, batches among them, and the bytes of their bodies.
+type load struct {
+	requests, batches int
+	bytes             int64
+}
+
+// tenantShare divides each bound to give what one tenant may hold of it.
+const tenantShare = 2
+
+func newAdmission(maxRequests, maxBatches int, maxBytes int64) *admission {
+	return &admission{maxBytes: maxBytes, tenants: map[string]*load{}, share: load{
+		requests: max(1, maxRequests/tenantShare),
+		batches:  max(1, maxBatches/tenantShare),
+		bytes:    max(MaxBatchBodyBytes, maxBytes/tenantShare),
+	}}
+}
+
+// take adds l to the tenant's load, unless that would take the tenant past its share or every tenant past
+// the byte budget; it reports whether the tenant's share was what refused it.
+func (ad *admission) take(tenant string, l load) (ok, overShare bool) {
+	ad.mu.Lock()
+	defer ad.mu.Unlock()
+	t := ad.tenants[tenant]
+	if t == nil {
+		t = &load{}
+	}
+	if t.requests+l.requests > ad.share.requests || t.batches+l.batches > ad.share.batches || t.bytes+l.bytes > ad.share.bytes {
+		return false, true
+	}
+	if ad.bytes+l.bytes > ad.maxBytes {
+		return false, false
+	}
+	ad.bytes += l.bytes
+	t.requests, t.batches, t.bytes = t.requests+l.requests, t.batches+l.batches, t.bytes+l.bytes
+	ad.tenants[tenant] = t
+	return true, false
+}
+
+// give takes back what take added; a tenant that holds nothing leaves the map, which so stays as small as
+// the number of tenants with requests in flight.
+func (ad *admission) give(tenant string, l load) {
+	ad.mu.Lock()
+	defer ad.mu.Unlock()
+	ad.bytes -= l.bytes
+	t := ad.tenants[tenant]
+	t.requests, t.batches, t.bytes = t.requests-l.requests, t.batches-l.batches, t.bytes-l.bytes
+	if t.requests == 0 {
+		delete(ad.tenants, tenant)
 	}
 }
 
-func (b *byteBudget) give(n int64) { b.used.Add(-n) }
+func (ad *admission) used() int64 {
+	ad.mu.Lock()
+	defer ad.mu.Unlock()
+	return ad.bytes
+}
 
-// reserveBody takes what a request's body may hold (its Content-Length, or limit when it is unknown or
-// larger: the handler reads no more than limit) from the API's in-flight bytes before the handler reads it,
-// and gives it back when the request is answered. When the budget cannot hold it the request is shed like
-// one past the in-flight cap: 503 with Retry-After, before a byte of the body is read.
-func (a *API) reserveBody(limit int64) func(http.Handler) http.Handler {
+// overShare is the answer to a tenant at its share: 503 with Retry-After, as past the replica's bounds —
+// another replica, or this one a moment later, may have room.
+var overShare = apierror.Overloaded.With("this tenant's requests in flight hold their share of this replica; retry shortly")
+
+// admit holds a request to its tenant's share and to the replica's in-flight bytes before the handler reads
+// its body: it takes what the body may hold (its Content-Length, or limit when it is unknown or larger:
+// the handler reads no more than limit), a place among the tenant's requests and, for a batch, among its
+// batches, and gives them back when the request is answered. Past a bound the request is shed like one
+// past the in-flight cap: 503 with Retry-After, answered without its body being read (refuseUnread).
+//
+// Bytes are reserved from the declared length, not as the body arrives: memory is then bounded before it
+// is allocated, and a client that declares a large body and stalls holds what it would hold if it sent
+// all but its last byte and stalled then — counting as it arrives would cost no more to such a client,
+// and would refuse requests halfway through their bodies. What isolates tenants is the share.
+func (a *API) admit(limit int64, batch bool) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			n := r.ContentLength
-			if n < 0 || n > limit {
-				n = limit
+			l := load{requests: 1}
+			if batch {
+				l.batches = 1
 			}
-			if n == 0 || r.Body == nil || r.Body == http.NoBody {
-				next.ServeHTTP(w, r)
+			if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+				l.bytes = r.ContentLength
+				if l.bytes < 0 || l.bytes > limit {
+					l.bytes = limit
+				}
+			}
+			tenant := principalOf(r.Context()).TenantID
+			if ok, tenantFull := a.admission.take(tenant, l); !ok {
+				err := apierror.Overloaded
+				if tenantFull {
+					err = overShare
+				}
+				a.refuseUnread(w, r, err)
 				return
 			}
-			if !a.bodies.take(n) {
-				apierror.Write(w, apierror.Overloaded)
-				return
-			}
-			defer a.bodies.give(n)
+			defer a.admission.give(tenant, l)
 			next.ServeHTTP(w, r)
 		})
 	}
 }
+
+// refuseUnread answers err to a request whose body the handler will not read. net/http reads what is left
+// of a small body before it writes the answer, to keep the connection; for a trickled body it would wait
+// up to the read timeout (15 s). Here the body is drained only as far as it arrives within drainWait: a
+// client that sent it whole keeps its connection, one still sending it is answered at once and its
+// connection closed. (EnableFullDuplex would answer first too, but net/http then panics on the next
+// request of the connection: the drain after the answer starts a background read it does not stop.)
+func (a *API) refuseUnread(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 && r.Header.Get("Expect") == "" {
+		// With Expect: 100-continue the body is not sent until read, and net/http closes the connection.
+		if http.NewResponseController(w).SetReadDeadline(time.Now().Add(drainWait)) == nil {
+			if n, derr := io.CopyN(io.Discard, r.Body, maxDrain+1); derr != io.EOF || n > maxDrain {
+				w.Header().Set("Connection", "close")
+			}
+		}
+	}
+	a.writeError(w, r, err)
+}
+
+// drainWait is how long the rest of a refused request's body may take to arrive, and maxDrain how much of
+// it is read (net/http's own bound for the same purpose), before the connection is closed instead.
+const (
+	drainWait = 50 * time.Millisecond
+	maxDrain  = 256 << 10
+)

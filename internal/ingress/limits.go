@@ -54,11 +54,29 @@ func (a *API) limitsOf(p store.Principal) (sends, requests ratelimit.Limit) {
 	return sends, requests
 }
 
-// limitRequests holds every /v1 route but the sends to the tenant's requests-per-second.
+// limitRequests holds every /v1 route but the sends to the tenant's requests-per-second, before the
+// request takes anything of the replica (admit): a request over the limit holds nothing of it.
 func (a *API) limitRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := a.takeRequest(r.Context(), w); err != nil {
-			a.writeError(w, r, err)
+			a.refuseUnread(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// refuseOverSends answers a send or a batch 429 before its body is read when this replica knows, without a
+// query, that the tenant's send bucket is empty (ratelimit.Limiter.Refusing): the same answer the handler
+// would give once it had read and validated the body, without holding the body meanwhile. Otherwise sends
+// are counted in the handler, once they are known to be valid. A batch refused here counts as one refused
+// send: its items are not read.
+func (a *API) refuseOverSends(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := principalOf(r.Context())
+		lim, _ := a.limitsOf(p)
+		if wait, refused := a.limiter.Refusing(p.TenantID, ratelimit.Sends, lim); refused {
+			a.refuseUnread(w, r, a.refused(w, p.TenantID, ratelimit.Sends, 1, lim, ratelimit.Decision{RetryAfter: wait}))
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -84,16 +102,22 @@ func (a *API) take(ctx context.Context, w http.ResponseWriter, tenant, kind stri
 	if err != nil {
 		return err // PostgreSQL: handle answers 503 when it is unavailable
 	}
-	setRateLimitHeaders(w.Header(), kind, lim, d)
 	if !d.Allowed {
-		tenantRequests.WithLabelValues(labels.Tenants.Of(tenant), kind, "refused").Add(float64(n))
-		a.refusals.add(tenant, kind, n)
-		a.refusals.flushEvery(refusalFlush, a.store, a.log)
-		return apierror.RateLimited.With("over the tenant's limit of %s per second for %s; retry after the time Retry-After gives",
-			formatRate(lim.Rate), kind).After(d.RetryAfter)
+		return a.refused(w, tenant, kind, n, lim, d)
 	}
+	setRateLimitHeaders(w.Header(), kind, lim, d)
 	tenantRequests.WithLabelValues(labels.Tenants.Of(tenant), kind, "accepted").Add(float64(n))
 	return nil
+}
+
+// refused counts n units of the tenant's kind refused by d and returns the 429 that says so.
+func (a *API) refused(w http.ResponseWriter, tenant, kind string, n int, lim ratelimit.Limit, d ratelimit.Decision) error {
+	setRateLimitHeaders(w.Header(), kind, lim, d)
+	tenantRequests.WithLabelValues(labels.Tenants.Of(tenant), kind, "refused").Add(float64(n))
+	a.refusals.add(tenant, kind, n)
+	a.refusals.flushEvery(refusalFlush, a.store, a.log)
+	return apierror.RateLimited.With("over the tenant's limit of %s per second for %s; retry after the time Retry-After gives",
+		formatRate(lim.Rate), kind).After(d.RetryAfter)
 }
 
 // setRateLimitHeaders writes the IETF RateLimit fields: the policy as a quota of Burst units over the time

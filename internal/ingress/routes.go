@@ -6,8 +6,9 @@ import (
 )
 
 // Routes mounts the tenant API on r. Every /v1 route but the API reference sheds load past the in-flight
-// cap, then authenticates (a bad key is 401 before anything else is looked at), then sheds load past the
-// in-flight body bytes (limit.go), then holds the tenant to its limits (limits.go).
+// cap, then authenticates (a bad key is 401 before anything else is looked at), then refuses a tenant
+// over its limits where that is known before the body is read (limits.go), then holds the tenant to its
+// share of the requests, batches and body bytes in flight (admit, limit.go).
 func (a *API) Routes(r chi.Router) {
 	r.Route("/v1", func(r chi.Router) {
 		r.Get("/openapi.yaml", serveOpenAPI)
@@ -15,10 +16,10 @@ func (a *API) Routes(r chi.Router) {
 			r.Use(limitSlots(a.inFlight), a.authenticate)
 			// Sends count against the tenant's sends per second, item by item, once they are known to be
 			// valid (in the handler); every other route against its requests per second.
-			r.With(a.reserveBody(MaxBodyBytes)).Post("/send", a.handle(a.send))
-			r.With(a.reserveBody(MaxBatchBodyBytes)).Post("/send/batch", a.handle(a.sendBatch))
+			r.With(a.refuseOverSends, a.admit(MaxBodyBytes, false)).Post("/send", a.handle(a.send))
+			r.With(a.refuseOverSends, a.admit(MaxBatchBodyBytes, true)).Post("/send/batch", a.handle(a.sendBatch))
 			r.Group(func(r chi.Router) {
-				r.Use(a.reserveBody(MaxBodyBytes), a.limitRequests)
+				r.Use(a.limitRequests, a.admit(MaxBodyBytes, false))
 				r.Get("/status/{tracking_id}", a.handle(a.status))
 				r.Get("/notifications", a.handle(a.listNotifications))
 				r.Post("/notifications/{tracking_id}/cancel", a.handle(a.cancelNotification))

@@ -119,6 +119,26 @@ func (l *Limiter) Take(ctx context.Context, tenant, kind string, n int, lim Limi
 	return Decision{RetryAfter: retry}, nil
 }
 
+// Refusing reports, without a query, whether Take would now refuse any request of the tenant's kind under
+// lim without asking the central bucket: this replica holds no leased token and was told the bucket is
+// empty until later (Take's own shortcut). It lets a caller refuse before it knows how many units it would
+// take — before reading a body. It creates no bucket.
+func (l *Limiter) Refusing(tenant, kind string, lim Limit) (time.Duration, bool) {
+	l.mu.Lock()
+	b := l.buckets[bucketKey{tenant, kind}]
+	l.mu.Unlock()
+	if b == nil {
+		return 0, false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := l.now()
+	if b.limit != lim || !now.Before(b.refused) || (b.tokens > 0 && !now.After(b.expires)) {
+		return 0, false
+	}
+	return b.refused.Sub(now), true
+}
+
 // leaseSize is a tenth of a second of the rate (at least 1, at most the burst): few round trips, little
 // held back by a replica that stops receiving traffic.
 func leaseSize(lim Limit) int {

@@ -76,6 +76,17 @@ func (tp TrustedProxies) ClientAddr(r *http.Request) netip.Addr {
 	return client
 }
 
+// UntrustedForwarder reports the TCP peer of a request that carries X-Forwarded-For although the peer is not
+// a trusted proxy: most likely a load balancer missing from HERALD_TRUSTED_PROXIES (or a client writing the
+// header itself). ClientAddr ignores that header, so every client behind such a balancer shares its address.
+func (tp TrustedProxies) UntrustedForwarder(r *http.Request) (netip.Addr, bool) {
+	if len(r.Header.Values("X-Forwarded-For")) == 0 {
+		return netip.Addr{}, false
+	}
+	peer := remoteAddr(r)
+	return peer, peer.IsValid() && !tp.contains(peer)
+}
+
 func remoteAddr(r *http.Request) netip.Addr {
 	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
 		return ap.Addr().Unmap().WithZone("")
