@@ -67,14 +67,18 @@ func (e *env) endpoint(tenant, url string, events ...string) (string, signing.Se
 	return id, secret
 }
 
-// pings queues n ping events for the endpoint.
+// pings queues n ping events for the endpoint of tenant: the first through the test route's store call, the
+// rest straight into the outbox (the route keeps at most store.MaxPendingPings undelivered).
 func (e *env) pings(tenant, endpoint string, n int) {
 	e.t.Helper()
-	for range n {
-		if err := e.st.EnqueuePing(context.Background(), tenant, endpoint); err != nil {
-			e.t.Fatal(err)
-		}
+	if n == 0 {
+		return
 	}
+	if err := e.st.EnqueuePing(context.Background(), tenant, endpoint); err != nil {
+		e.t.Fatal(err)
+	}
+	e.exec(`INSERT INTO callback_events (event_id, endpoint_id, type) SELECT gen_random_uuid(), $1, 'ping' FROM generate_series(1, $2)`,
+		endpoint, n-1)
 }
 
 func (e *env) exec(sql string, args ...any) {

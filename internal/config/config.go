@@ -276,6 +276,7 @@ type Retention struct {
 	RetentionBodyDays         int           `name:"retention-body-days" env:"HERALD_RETENTION_BODY_DAYS" default:"7" help:"days a message body is kept after its notification reached a final state (delivered, failed, …); 0: erased at the next purge"`
 	RetentionNotificationDays int           `name:"retention-notification-days" env:"HERALD_RETENTION_NOTIFICATION_DAYS" default:"90" help:"days a notification's delivery metadata (what GET /v1/status reads) is kept after its final state; at least HERALD_RETENTION_BODY_DAYS"`
 	RetentionExpired          time.Duration `name:"retention-expired" env:"HERALD_RETENTION_EXPIRED" default:"24h" help:"how long expired link tokens and phone verification sessions are kept past their expiry (a user who tries one late is told it expired, not that it is unknown)"`
+	RetentionCallbackDays     int           `name:"retention-callback-days" env:"HERALD_RETENTION_CALLBACK_DAYS" default:"7" help:"days a status callback event is kept after it was delivered or dropped; 0: deleted at the next purge"`
 }
 
 func (c *Retention) check(p *problems) {
@@ -289,6 +290,9 @@ func (c *Retention) check(p *problems) {
 	}
 	if c.RetentionExpired < 0 || c.RetentionExpired > 30*24*time.Hour {
 		p.add(&c.RetentionExpired, "must be between 0s and 720h")
+	}
+	if c.RetentionCallbackDays < 0 || c.RetentionCallbackDays > 3650 {
+		p.add(&c.RetentionCallbackDays, "must be 0..3650 days")
 	}
 }
 

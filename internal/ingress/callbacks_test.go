@@ -136,6 +136,23 @@ func TestCallbackRequestsAreValidated(t *testing.T) {
 	}
 }
 
+// POST /v1/callbacks/{id}/test answers 202 on every call, but an endpoint holds at most
+// store.MaxPendingPings undelivered pings: a tenant cannot fill the outbox with test calls.
+func TestTestCallsQueueAFewPingsAtMost(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	key := e.tenant("acme", "Acme", nil)
+	id := e.do("POST", "/v1/callbacks", key, map[string]any{"url": "https://hooks.example.com/h"}).json(t)["id"].(string)
+	for i := range 10 {
+		if r := e.do("POST", "/v1/callbacks/"+id+"/test", key, nil); r.status != 202 {
+			t.Fatalf("test call %d: %d %s", i+1, r.status, r.body)
+		}
+	}
+	if n := e.countRows(`SELECT count(*) FROM callback_events WHERE endpoint_id = $1 AND type = 'ping'`, id); n != store.MaxPendingPings {
+		t.Errorf("10 test calls queued %d pings, want %d", n, store.MaxPendingPings)
+	}
+}
+
 func toStrings(v any) []string {
 	var out []string
 	for _, x := range v.([]any) {

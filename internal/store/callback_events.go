@@ -300,26 +300,3 @@ func (s *Store) CallbackStats(ctx context.Context) (CallbackStats, error) {
 	_, err = pgx.ForEachRow(rows, []any{&id, &n}, func() error { st.Failing[id] = n; return nil })
 	return st, translate(err, "reading failing callback endpoints")
 }
-
-// PurgeCallbackEvents deletes delivered and dropped events that finished more than olderThan ago,
-// PurgeBatchSize per statement, and returns how many. (The retention job calls it; pending events are never
-// purged: they end delivered or dropped within their retry window.)
-func (s *Store) PurgeCallbackEvents(ctx context.Context, olderThan time.Duration) (int64, error) {
-	var total int64
-	for {
-		qctx, cancel := withTimeout(ctx)
-		tag, err := s.pool.Exec(qctx, `
-			DELETE FROM callback_events WHERE id IN (
-				SELECT id FROM callback_events
-				WHERE state <> 'pending' AND finished_at < now() - make_interval(secs => $1)
-				LIMIT $2)`, olderThan.Seconds(), PurgeBatchSize)
-		cancel()
-		if err != nil {
-			return total, translate(err, "purging callback events")
-		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < PurgeBatchSize {
-			return total, nil
-		}
-	}
-}
