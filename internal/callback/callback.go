@@ -124,20 +124,30 @@ func New(opts Options) (*Sender, error) {
 	return s, nil
 }
 
+// MaxResponseHeaderBytes bounds the headers of an endpoint's answer (HTTP/2: the header list size Herald
+// advertises). Go's default is 10 MiB, which a hostile endpoint can answer in full to each of the sender's
+// attempts at once: HERALD_CALLBACK_ENDPOINT_CONCURRENCY (8) per endpoint, 5 endpoints per tenant, hundreds
+// of megabytes. Herald reads only the status; a reverse proxy such as nginx forwards at most 4 or 8 KiB of
+// headers by default, so 16 KiB refuses no real receiver and bounds what the sender's 256 attempts can make
+// it hold at 4 MiB. An answer with more is a failed attempt, retried like any other.
+const MaxResponseHeaderBytes = 16 << 10
+
 // NewClient is the HTTP client of callbacks: every connection through d, never a proxy from the
-// environment (it would connect in d's place), no redirect followed (a 3xx is a failed attempt), timeout
-// for a whole attempt. rootCAs nil means the system's roots.
+// environment (it would connect in d's place), no redirect followed (a 3xx is a failed attempt), at most
+// MaxResponseHeaderBytes of an answer's headers, timeout for a whole attempt. rootCAs nil means the
+// system's roots.
 func NewClient(d *egress.Dialer, timeout time.Duration, rootCAs *x509.CertPool, perHost int) *http.Client {
 	tr := &http.Transport{
-		Proxy:                 nil,
-		DialContext:           d.DialContext,
-		ForceAttemptHTTP2:     true,
-		TLSClientConfig:       &tls.Config{RootCAs: rootCAs, MinVersion: tls.VersionTLS12},
-		TLSHandshakeTimeout:   timeout,
-		ResponseHeaderTimeout: timeout,
-		MaxIdleConns:          1000,
-		MaxIdleConnsPerHost:   perHost,
-		IdleConnTimeout:       90 * time.Second,
+		Proxy:                  nil,
+		DialContext:            d.DialContext,
+		ForceAttemptHTTP2:      true,
+		TLSClientConfig:        &tls.Config{RootCAs: rootCAs, MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout:    timeout,
+		ResponseHeaderTimeout:  timeout,
+		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
+		MaxIdleConns:           1000,
+		MaxIdleConnsPerHost:    perHost,
+		IdleConnTimeout:        90 * time.Second,
 	}
 	return &http.Client{
 		Transport:     tr,
