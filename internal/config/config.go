@@ -326,7 +326,7 @@ func (c *CallbackKey) Key() *signing.Key {
 // the sender every connection. herald dev turns both on (its receiver is the simulator on 127.0.0.1).
 type CallbackPolicy struct {
 	CallbackAllowInsecure bool `name:"callback-allow-insecure" env:"HERALD_CALLBACK_ALLOW_INSECURE" default:"${callback_allow=false}" help:"accept and call http:// callback URLs, not only https://"`
-	CallbackAllowPrivate  bool `name:"callback-allow-private" env:"HERALD_CALLBACK_ALLOW_PRIVATE" default:"${callback_allow=false}" help:"let callbacks reach loopback, private, link-local and unspecified addresses (cloud metadata addresses stay refused)"`
+	CallbackAllowPrivate  bool `name:"callback-allow-private" env:"HERALD_CALLBACK_ALLOW_PRIVATE" default:"${callback_allow=false}" help:"let callbacks reach loopback, private, link-local, unspecified and other non-public addresses, on any port (cloud metadata addresses stay refused); otherwise only ports 443 and 8443"`
 }
 
 // Policy is the settings as internal/egress takes them.
