@@ -169,6 +169,7 @@ func (s *Sender) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	wg.Go(func() { every(ctx, s.opts.StatsInterval, s.refreshStats) })
+	wg.Go(func() { every(ctx, s.opts.StatsInterval, s.reseal) })
 	s.log.Info("callback sender started", "concurrency", s.opts.Concurrency, "endpoint_concurrency", s.opts.EndpointConcurrency,
 		"allow_insecure", s.opts.Policy.AllowInsecure, "allow_private", s.opts.Policy.AllowPrivate)
 
@@ -469,6 +470,49 @@ func (s *Sender) refreshStats(ctx context.Context) {
 		endpointFailures.WithLabelValues(labels.Other).Set(float64(other))
 	}
 }
+
+// reseal completes a rotation of HERALD_CALLBACK_SECRET_KEY: each endpoint secret sealed under another key
+// of the list than the first is sealed again under the first, a batch each run, so that the other keys can
+// be removed (herald_callback_secrets_old_key at 0 says when). A secret no key of the list opens stays as
+// it is, and counted.
+func (s *Sender) reseal(ctx context.Context) {
+	stale, total, err := s.opts.Store.CallbackSecretsSealedOtherwise(ctx, s.opts.Key.CurrentPrefix(), resealBatch)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("could not read the callback secrets to seal again", "err", err)
+		}
+		return
+	}
+	resealed := 0
+	for _, sec := range stale {
+		secret, err := s.opts.Key.Open(sec.Sealed, sec.EndpointID)
+		if err != nil {
+			continue // the sender logs it at each attempt of the endpoint
+		}
+		ok, err := s.opts.Store.ResealCallbackSecret(ctx, sec.ID, sec.Sealed, s.opts.Key.Seal(secret, sec.EndpointID))
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("could not seal a callback secret again", "endpoint_id", sec.EndpointID, "err", err)
+			}
+			break
+		}
+		if ok {
+			resealed++
+		}
+	}
+	left := total - int64(resealed)
+	secretsOldKey.Set(float64(left))
+	if resealed > 0 {
+		s.log.Info("sealed callback secrets again under the first key of HERALD_CALLBACK_SECRET_KEY",
+			"resealed", resealed, "left", left)
+		if left == 0 {
+			s.log.Info("every callback secret is sealed under the first key of HERALD_CALLBACK_SECRET_KEY: the others can be removed")
+		}
+	}
+}
+
+// resealBatch is how many secrets one run of reseal looks at.
+const resealBatch = 100
 
 // every is loop.Every, the one helper of Herald's periodic loops.
 var every = loop.Every

@@ -35,6 +35,8 @@ type env struct {
 	t   *testing.T
 	st  *store.Store
 	key *signing.Key
+	// rawKey is key in the form of HERALD_CALLBACK_SECRET_KEY.
+	rawKey string
 }
 
 func newEnv(t *testing.T) *env {
@@ -45,11 +47,12 @@ func newEnv(t *testing.T) *env {
 			t.Fatal(err)
 		}
 	}
-	key, err := signing.ParseKey(signing.GenerateKey())
+	raw := signing.GenerateKey()
+	key, err := signing.ParseKey(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, st: st, key: key}
+	return &env{t: t, st: st, key: key, rawKey: raw}
 }
 
 // endpoint creates an endpoint of tenant for url (every event unless events are given) and returns its id

@@ -42,6 +42,10 @@ var (
 		Name: "herald_callback_endpoint_consecutive_failures",
 		Help: "Consecutive failed attempts of each failing callback endpoint (endpoint label capped at 500 ids, then \"other\"); endpoints whose last attempt succeeded are absent.",
 	}, []string{"endpoint"})
+	secretsOldKey = promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "herald_callback_secrets_old_key",
+		Help: "Endpoint secrets sealed under another key than the first of HERALD_CALLBACK_SECRET_KEY, installation-wide: the senders seal them again under the first; at 0 a rotation is complete and the other keys can be removed.",
+	})
 	inFlight = promauto.NewGauge(prometheus.GaugeOpts{
 		Name: "herald_callback_in_flight",
 		Help: "Callback attempts this sender has in flight.",

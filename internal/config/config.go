@@ -299,7 +299,7 @@ func (c *Retention) check(p *problems) {
 // CallbackKey seals the secrets of status callback endpoints in PostgreSQL (internal/signing): the
 // ingress seals them, the callback sender opens them.
 type CallbackKey struct {
-	CallbackSecretKey string `name:"callback-secret-key" env:"HERALD_CALLBACK_SECRET_KEY" placeholder:"KEY" dev:"generated, kept in --data-dir" help:"key that seals the signing secrets of callback endpoints in PostgreSQL: the standard base64 of 32 random bytes (openssl rand -base64 32)"`
+	CallbackSecretKey string `name:"callback-secret-key" env:"HERALD_CALLBACK_SECRET_KEY" placeholder:"KEY" dev:"generated, kept in --data-dir" help:"key that seals the signing secrets of callback endpoints in PostgreSQL: the standard base64 of 32 random bytes (openssl rand -base64 32); to rotate it, a comma-separated list: the first seals, every one opens, and herald callbacks seals the secrets again under the first (docs/callbacks.md)"`
 }
 
 func (c *CallbackKey) check(p *problems) {

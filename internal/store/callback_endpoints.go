@@ -189,3 +189,45 @@ func (s *Store) CallbackSecretsByURL(ctx context.Context, like string) ([]Sealed
 	})
 	return out, translate(err, "reading callback secrets")
 }
+
+// StoredSecret is a valid secret of an endpoint, sealed, with its row.
+type StoredSecret struct {
+	ID         int64
+	EndpointID string
+	Sealed     []byte
+}
+
+// CallbackSecretsSealedOtherwise returns up to limit valid secrets whose sealed form does not start with
+// current (signing.Key.CurrentPrefix: sealed under the key that seals now), and how many there are in all:
+// the secrets a rotation of HERALD_CALLBACK_SECRET_KEY still has to seal again. (The table holds a few rows
+// per endpoint: a scan of it is cheap.)
+func (s *Store) CallbackSecretsSealedOtherwise(ctx context.Context, current []byte, limit int) ([]StoredSecret, int64, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `
+		SELECT id, endpoint_id::text, sealed, count(*) OVER () FROM callback_secrets
+		WHERE substring(sealed FROM 1 FOR length($1::bytea)) <> $1::bytea AND (expires_at IS NULL OR expires_at > now())
+		ORDER BY id LIMIT $2`, current, limit)
+	if err != nil {
+		return nil, 0, translate(err, "reading callback secrets to seal again")
+	}
+	var total int64
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (StoredSecret, error) {
+		var s StoredSecret
+		err := r.Scan(&s.ID, &s.EndpointID, &s.Sealed, &total)
+		return s, err
+	})
+	return out, total, translate(err, "reading callback secrets to seal again")
+}
+
+// ResealCallbackSecret replaces the sealed form of secret id, old, with resealed (the same secret sealed
+// under another key); false when the row no longer holds old (deleted meanwhile).
+func (s *Store) ResealCallbackSecret(ctx context.Context, id int64, old, resealed []byte) (bool, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	tag, err := s.pool.Exec(ctx, `UPDATE callback_secrets SET sealed = $3 WHERE id = $1 AND sealed = $2`, id, old, resealed)
+	if err != nil {
+		return false, translate(err, "sealing a callback secret again")
+	}
+	return tag.RowsAffected() == 1, nil
+}

@@ -468,6 +468,33 @@ func TestAnEndpointHoldsAFewUndeliveredPingsAtMost(t *testing.T) {
 	}
 }
 
+// A rotation of HERALD_CALLBACK_SECRET_KEY reads the valid secrets not sealed under the current key (by the
+// prefix of its sealed form), and replaces each unless it changed meanwhile.
+func TestTheSecretsToSealAgainAreThoseUnderAnotherKey(t *testing.T) {
+	s := fixture(t)
+	ctx := context.Background()
+	a, b, c := endpoint(t, s, "acme"), endpoint(t, s, "acme"), endpoint(t, s, "acme")
+	exec(t, s, `UPDATE callback_secrets SET sealed = '\x01aaaa0000' WHERE endpoint_id = $1`, a)
+	exec(t, s, `UPDATE callback_secrets SET sealed = '\x01bbbb0001' WHERE endpoint_id = $1`, b)
+	exec(t, s, `UPDATE callback_secrets SET sealed = '\x01bbbb0002' WHERE endpoint_id = $1`, c)
+	// A secret rotated out, whose overlap ended: it signs nothing any more.
+	exec(t, s, `INSERT INTO callback_secrets (endpoint_id, sealed, expires_at) VALUES ($1, '\x01bbbb0003', now() - interval '1 minute')`, a)
+	current := []byte{1, 0xaa, 0xaa}
+	got, total, err := s.CallbackSecretsSealedOtherwise(ctx, current, 1)
+	if err != nil || total != 2 || len(got) != 1 || got[0].EndpointID != b || string(got[0].Sealed) != "\x01\xbb\xbb\x00\x01" {
+		t.Fatalf("got %+v, %d in all, %v; want b's secret, 2 in all", got, total, err)
+	}
+	if ok, err := s.ResealCallbackSecret(ctx, got[0].ID, []byte("changed meanwhile"), []byte{1, 0xaa, 0xaa, 9}); err != nil || ok {
+		t.Errorf("a secret that changed meanwhile was replaced: %v %v", ok, err)
+	}
+	if ok, err := s.ResealCallbackSecret(ctx, got[0].ID, got[0].Sealed, []byte{1, 0xaa, 0xaa, 9}); err != nil || !ok {
+		t.Errorf("reseal: %v %v", ok, err)
+	}
+	if _, total, err := s.CallbackSecretsSealedOtherwise(ctx, current, 10); err != nil || total != 1 {
+		t.Errorf("%d left, %v; want c's", total, err)
+	}
+}
+
 func TestTenantPurgeDeletesItsCallbackEndpointsAndTheirEvents(t *testing.T) {
 	s := fixture(t)
 	ep := endpoint(t, s, "acme")
