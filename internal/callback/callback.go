@@ -457,17 +457,15 @@ func (s *Sender) refreshStats(ctx context.Context) {
 	queueDepth.WithLabelValues("in_flight").Set(float64(st.InFlight))
 	queueDepth.WithLabelValues("retrying").Set(float64(max(0, st.Pending-st.Due-st.InFlight)))
 	oldestDue.Set(st.OldestDue.Seconds())
+	// Reset: a tenant whose endpoints recovered, or went, has no series.
 	endpointFailures.Reset()
-	other := 0
-	for id, n := range st.Failing {
-		if name := endpointLabels.Of(id); name != labels.Other {
-			endpointFailures.WithLabelValues(name).Set(float64(n))
-		} else {
-			other = max(other, n)
-		}
+	byLabel := map[string]int{}
+	for tenant, n := range st.Failing {
+		name := labels.Tenants.Of(tenant)
+		byLabel[name] = max(byLabel[name], n)
 	}
-	if other > 0 {
-		endpointFailures.WithLabelValues(labels.Other).Set(float64(other))
+	for name, n := range byLabel {
+		endpointFailures.WithLabelValues(name).Set(float64(n))
 	}
 }
 

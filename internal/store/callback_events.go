@@ -265,7 +265,8 @@ type CallbackStats struct {
 	Due       int64         // of which due now and not in flight: the sender's backlog, the inbox included
 	InFlight  int64         // under a live lease
 	OldestDue time.Duration // how long the oldest due event has been due (0 when none)
-	// Failing maps each endpoint whose last attempts failed to its consecutive failures.
+	// Failing maps each tenant with an endpoint whose last attempts failed to the most consecutive failures
+	// among its endpoints.
 	Failing map[string]int
 }
 
@@ -290,13 +291,14 @@ func (s *Store) CallbackStats(ctx context.Context) (CallbackStats, error) {
 		return st, translate(err, "reading the callback outbox")
 	}
 	st.OldestDue = time.Duration(oldest * float64(time.Second))
-	rows, err := s.pool.Query(ctx, `SELECT id::text, consecutive_failures FROM callback_endpoints WHERE consecutive_failures > 0`)
+	rows, err := s.pool.Query(ctx, `
+		SELECT tenant_id, max(consecutive_failures) FROM callback_endpoints WHERE consecutive_failures > 0 GROUP BY tenant_id`)
 	if err != nil {
 		return st, translate(err, "reading failing callback endpoints")
 	}
 	st.Failing = map[string]int{}
-	var id string
+	var tenant string
 	var n int
-	_, err = pgx.ForEachRow(rows, []any{&id, &n}, func() error { st.Failing[id] = n; return nil })
+	_, err = pgx.ForEachRow(rows, []any{&tenant, &n}, func() error { st.Failing[tenant] = n; return nil })
 	return st, translate(err, "reading failing callback endpoints")
 }
