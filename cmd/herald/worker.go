@@ -65,8 +65,9 @@ func (c *workerCmd) Run(e runEnv) error {
 func retentionPolicy(c *config.Retention) store.RetentionPolicy {
 	day := 24 * time.Hour
 	return store.RetentionPolicy{
-		Bodies:        time.Duration(c.RetentionBodyDays) * day,
-		Notifications: time.Duration(c.RetentionNotificationDays) * day,
-		Expired:       c.RetentionExpired,
+		Bodies:         time.Duration(c.RetentionBodyDays) * day,
+		Notifications:  time.Duration(c.RetentionNotificationDays) * day,
+		Expired:        c.RetentionExpired,
+		CallbackEvents: time.Duration(c.RetentionCallbackDays) * day,
 	}
 }

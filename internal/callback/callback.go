@@ -126,20 +126,30 @@ func New(opts Options) (*Sender, error) {
 	return s, nil
 }
 
+// MaxResponseHeaderBytes bounds the headers of an endpoint's answer (HTTP/2: the header list size Herald
+// advertises). Go's default is 10 MiB, which a hostile endpoint can answer in full to each of the sender's
+// attempts at once: HERALD_CALLBACK_ENDPOINT_CONCURRENCY (8) per endpoint, 5 endpoints per tenant, hundreds
+// of megabytes. Herald reads only the status; a reverse proxy such as nginx forwards at most 4 or 8 KiB of
+// headers by default, so 16 KiB refuses no real receiver and bounds what the sender's 256 attempts can make
+// it hold at 4 MiB. An answer with more is a failed attempt, retried like any other.
+const MaxResponseHeaderBytes = 16 << 10
+
 // NewClient is the HTTP client of callbacks: every connection through d, never a proxy from the
-// environment (it would connect in d's place), no redirect followed (a 3xx is a failed attempt), timeout
-// for a whole attempt. rootCAs nil means the system's roots.
+// environment (it would connect in d's place), no redirect followed (a 3xx is a failed attempt), at most
+// MaxResponseHeaderBytes of an answer's headers, timeout for a whole attempt. rootCAs nil means the
+// system's roots.
 func NewClient(d *egress.Dialer, timeout time.Duration, rootCAs *x509.CertPool, perHost int) *http.Client {
 	tr := &http.Transport{
-		Proxy:                 nil,
-		DialContext:           d.DialContext,
-		ForceAttemptHTTP2:     true,
-		TLSClientConfig:       &tls.Config{RootCAs: rootCAs, MinVersion: tls.VersionTLS12},
-		TLSHandshakeTimeout:   timeout,
-		ResponseHeaderTimeout: timeout,
-		MaxIdleConns:          1000,
-		MaxIdleConnsPerHost:   perHost,
-		IdleConnTimeout:       90 * time.Second,
+		Proxy:                  nil,
+		DialContext:            d.DialContext,
+		ForceAttemptHTTP2:      true,
+		TLSClientConfig:        &tls.Config{RootCAs: rootCAs, MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout:    timeout,
+		ResponseHeaderTimeout:  timeout,
+		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
+		MaxIdleConns:           1000,
+		MaxIdleConnsPerHost:    perHost,
+		IdleConnTimeout:        90 * time.Second,
 	}
 	return &http.Client{
 		Transport:     tr,
@@ -161,6 +171,7 @@ func (s *Sender) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	wg.Go(func() { every(ctx, s.opts.StatsInterval, s.refreshStats) })
+	wg.Go(func() { every(ctx, s.opts.StatsInterval, s.reseal) })
 	s.log.Info("callback sender started", "concurrency", s.opts.Concurrency, "endpoint_concurrency", s.opts.EndpointConcurrency,
 		"allow_insecure", s.opts.Policy.AllowInsecure, "allow_private", s.opts.Policy.AllowPrivate)
 
@@ -448,19 +459,60 @@ func (s *Sender) refreshStats(ctx context.Context) {
 	queueDepth.WithLabelValues("in_flight").Set(float64(st.InFlight))
 	queueDepth.WithLabelValues("retrying").Set(float64(max(0, st.Pending-st.Due-st.InFlight)))
 	oldestDue.Set(st.OldestDue.Seconds())
+	// Reset: a tenant whose endpoints recovered, or went, has no series.
 	endpointFailures.Reset()
-	other := 0
-	for id, n := range st.Failing {
-		if name := endpointLabels.Of(id); name != labels.Other {
-			endpointFailures.WithLabelValues(name).Set(float64(n))
-		} else {
-			other = max(other, n)
-		}
+	byLabel := map[string]int{}
+	for tenant, n := range st.Failing {
+		name := labels.Tenants.Of(tenant)
+		byLabel[name] = max(byLabel[name], n)
 	}
-	if other > 0 {
-		endpointFailures.WithLabelValues(labels.Other).Set(float64(other))
+	for name, n := range byLabel {
+		endpointFailures.WithLabelValues(name).Set(float64(n))
 	}
 }
+
+// reseal completes a rotation of HERALD_CALLBACK_SECRET_KEY: each endpoint secret sealed under another key
+// of the list than the first is sealed again under the first, a batch each run, so that the other keys can
+// be removed (herald_callback_secrets_old_key at 0 says when). A secret no key of the list opens stays as
+// it is, and counted.
+func (s *Sender) reseal(ctx context.Context) {
+	stale, total, err := s.opts.Store.CallbackSecretsSealedOtherwise(ctx, s.opts.Key.CurrentPrefix(), resealBatch)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("could not read the callback secrets to seal again", "err", err)
+		}
+		return
+	}
+	resealed := 0
+	for _, sec := range stale {
+		secret, err := s.opts.Key.Open(sec.Sealed, sec.EndpointID)
+		if err != nil {
+			continue // the sender logs it at each attempt of the endpoint
+		}
+		ok, err := s.opts.Store.ResealCallbackSecret(ctx, sec.ID, sec.Sealed, s.opts.Key.Seal(secret, sec.EndpointID))
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("could not seal a callback secret again", "endpoint_id", sec.EndpointID, "err", err)
+			}
+			break
+		}
+		if ok {
+			resealed++
+		}
+	}
+	left := total - int64(resealed)
+	secretsOldKey.Set(float64(left))
+	if resealed > 0 {
+		s.log.Info("sealed callback secrets again under the first key of HERALD_CALLBACK_SECRET_KEY",
+			"resealed", resealed, "left", left)
+		if left == 0 {
+			s.log.Info("every callback secret is sealed under the first key of HERALD_CALLBACK_SECRET_KEY: the others can be removed")
+		}
+	}
+}
+
+// resealBatch is how many secrets one run of reseal looks at.
+const resealBatch = 100
 
 // every is loop.Every, the one helper of Herald's periodic loops.
 var every = loop.Every

@@ -16,4 +16,5 @@ var (
 	Dropped          = dropped
 	QueueDepth       = queueDepth
 	EndpointFailures = endpointFailures
+	SecretsOldKey    = secretsOldKey
 )

@@ -35,6 +35,8 @@ type env struct {
 	t   *testing.T
 	st  *store.Store
 	key *signing.Key
+	// rawKey is key in the form of HERALD_CALLBACK_SECRET_KEY.
+	rawKey string
 }
 
 func newEnv(t *testing.T) *env {
@@ -45,11 +47,12 @@ func newEnv(t *testing.T) *env {
 			t.Fatal(err)
 		}
 	}
-	key, err := signing.ParseKey(signing.GenerateKey())
+	raw := signing.GenerateKey()
+	key, err := signing.ParseKey(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, st: st, key: key}
+	return &env{t: t, st: st, key: key, rawKey: raw}
 }
 
 // endpoint creates an endpoint of tenant for url (every event unless events are given) and returns its id
@@ -67,14 +70,18 @@ func (e *env) endpoint(tenant, url string, events ...string) (string, signing.Se
 	return id, secret
 }
 
-// pings queues n ping events for the endpoint.
+// pings queues n ping events for the endpoint of tenant: the first through the test route's store call, the
+// rest straight into the outbox (the route keeps at most store.MaxPendingPings undelivered).
 func (e *env) pings(tenant, endpoint string, n int) {
 	e.t.Helper()
-	for range n {
-		if err := e.st.EnqueuePing(context.Background(), tenant, endpoint); err != nil {
-			e.t.Fatal(err)
-		}
+	if n == 0 {
+		return
 	}
+	if err := e.st.EnqueuePing(context.Background(), tenant, endpoint); err != nil {
+		e.t.Fatal(err)
+	}
+	e.exec(`INSERT INTO callback_events (event_id, endpoint_id, type) SELECT gen_random_uuid(), $1, 'ping' FROM generate_series(1, $2)`,
+		endpoint, n-1)
 }
 
 func (e *env) exec(sql string, args ...any) {

@@ -3,16 +3,7 @@ package callback
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
-
-	"github.com/heraldhq/herald/internal/labels"
 )
-
-// MaxEndpointLabels caps the endpoint label: 100 tenants of 5 endpoints each. Past it, endpoints are
-// reported together as "other" (the highest count among them).
-const MaxEndpointLabels = 500
-
-// endpointLabels names endpoints in metrics: the first MaxEndpointLabels seen keep their id.
-var endpointLabels = &labels.Set{Max: MaxEndpointLabels}
 
 // Callback metrics. The outbox gauges are read from PostgreSQL (every replica reports the same
 // installation-wide figures: aggregate with max, not sum).
@@ -40,8 +31,12 @@ var (
 	})
 	endpointFailures = promauto.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "herald_callback_endpoint_consecutive_failures",
-		Help: "Consecutive failed attempts of each failing callback endpoint (endpoint label capped at 500 ids, then \"other\"); endpoints whose last attempt succeeded are absent.",
-	}, []string{"endpoint"})
+		Help: "Consecutive failed attempts of each tenant's most failing callback endpoint, by tenant (capped like every tenant label, then \"other\"); tenants whose endpoints' last attempts succeeded are absent.",
+	}, []string{"tenant"})
+	secretsOldKey = promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "herald_callback_secrets_old_key",
+		Help: "Endpoint secrets sealed under another key than the first of HERALD_CALLBACK_SECRET_KEY, installation-wide: the senders seal them again under the first; at 0 a rotation is complete and the other keys can be removed.",
+	})
 	inFlight = promauto.NewGauge(prometheus.GaugeOpts{
 		Name: "herald_callback_in_flight",
 		Help: "Callback attempts this sender has in flight.",

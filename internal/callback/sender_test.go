@@ -3,6 +3,8 @@ package callback_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -300,8 +302,55 @@ func TestQueueGaugesFollowTheOutbox(t *testing.T) {
 	e.start(opts)
 	eventually(t, 10*time.Second, "the gauges", func() bool {
 		return value(callback.QueueDepth.WithLabelValues("retrying")) == 3 &&
-			value(callback.EndpointFailures.WithLabelValues(ep)) == 3
+			value(callback.EndpointFailures.WithLabelValues("acme")) == 3
 	})
+}
+
+// The failing endpoints are reported by tenant (the label capped as every tenant label is, internal/labels):
+// the most consecutive failures among the tenant's endpoints. An endpoint id is not a label: endpoints come
+// and go, and a label per id would keep every id ever seen. A deleted endpoint's failures go with it.
+func TestEndpointFailuresAreReportedByTenant(t *testing.T) {
+	e := newEnv(t)
+	rc := newReceiver(t, func(int, *http.Request) int { return http.StatusInternalServerError })
+	a, _ := e.endpoint("acme", rc.srv.URL+"/a")
+	b, _ := e.endpoint("acme", rc.srv.URL+"/b")
+	o, _ := e.endpoint("other", rc.srv.URL+"/o")
+	e.pings("acme", a, 3)
+	e.pings("acme", b, 1)
+	e.pings("other", o, 2)
+	opts := e.options()
+	opts.Backoff = callback.Backoff{Base: time.Hour, Max: time.Hour}
+	e.start(opts)
+	eventually(t, 10*time.Second, `failures {tenant="acme"} 3 and {tenant="other"} 2, and nothing else`, func() bool {
+		return maps.Equal(series(callback.EndpointFailures), map[string]float64{`tenant="acme"`: 3, `tenant="other"`: 2})
+	})
+	for tenant, id := range map[string]string{"acme": a, "other": o} {
+		if err := e.st.DeleteCallbackEndpoint(context.Background(), tenant, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 10*time.Second, `failures {tenant="acme"} 1 alone`, func() bool {
+		return maps.Equal(series(callback.EndpointFailures), map[string]float64{`tenant="acme"`: 1})
+	})
+}
+
+// series returns a collector's series, by their labels (name="value", comma-separated).
+func series(c prometheus.Collector) map[string]float64 {
+	ch := make(chan prometheus.Metric, 100)
+	go func() { c.Collect(ch); close(ch) }()
+	out := map[string]float64{}
+	for m := range ch {
+		var d dto.Metric
+		if err := m.Write(&d); err != nil {
+			panic(err)
+		}
+		var labels []string
+		for _, l := range d.GetLabel() {
+			labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+		}
+		out[strings.Join(labels, ",")] = d.GetGauge().GetValue()
+	}
+	return out
 }
 
 func TestTheBackoffDoublesUpToItsMaximumWithJitter(t *testing.T) {

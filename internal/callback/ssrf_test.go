@@ -2,11 +2,9 @@ package callback_test
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,12 +22,11 @@ func resolveTo(addr string) func(context.Context, string) ([]netip.Addr, error) 
 
 // An endpoint whose name resolves to a loopback address (DNS rebinding: it may have resolved elsewhere when
 // it was created) is never reached when private addresses are not allowed: the attempt fails as blocked and
-// is retried like any failure.
+// is retried like any failure. (The URL keeps http's port 80, as a port other than 80, 443 and 8443 is
+// refused before any connection; nothing has to listen there: the connection is refused before it is made.)
 func TestANameResolvingToLoopbackIsNotReachedWhenPrivateAddressesAreNot(t *testing.T) {
 	e := newEnv(t)
-	rc := newReceiver(t, nil)
-	port := rc.srv.Listener.Addr().(*net.TCPAddr).Port
-	ep, _ := e.endpoint("acme", "http://hooks.rebind.test:"+strconv.Itoa(port)+"/h")
+	ep, _ := e.endpoint("acme", "http://hooks.rebind.test/h")
 	e.pings("acme", ep, 1)
 	opts := e.options()
 	opts.Policy = egress.Policy{AllowInsecure: true}
@@ -41,9 +38,6 @@ func TestANameResolvingToLoopbackIsNotReachedWhenPrivateAddressesAreNot(t *testi
 		_ = e.st.Pool().QueryRow(context.Background(), `SELECT last_error FROM callback_events`).Scan(&lastErr)
 		return lastErr != nil && strings.Contains(*lastErr, "address 127.0.0.1 is not allowed (loopback)")
 	})
-	if n := len(rc.requests()); n != 0 {
-		t.Errorf("the receiver on 127.0.0.1 got %d requests", n)
-	}
 	if got := value(callback.Attempts.WithLabelValues("blocked")) - before; got < 1 {
 		t.Errorf("herald_callback_attempts_total{outcome=blocked} grew by %v", got)
 	}

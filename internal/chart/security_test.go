@@ -270,13 +270,14 @@ func TestChecksumAnnotationDoesNotConfirmGuessesOfSecretValues(t *testing.T) {
 // The trusted proxies value reaches the ingress; retention values reach the workers.
 func TestTrustedProxiesAndRetentionReachTheirComponents(t *testing.T) {
 	objs := objects(t, render(t, valueSets[0], "ingress.trustedProxies={10.0.0.0/8,192.0.2.1}", "retention.bodyDays=3",
-		"retention.notificationDays=30", "retention.expired=12h"))
+		"retention.notificationDays=30", "retention.expired=12h", "retention.callbackDays=2"))
 	ingress := containers(t, podSpec(t, find(objs, "Deployment", fullname(objs)+"-ingress")))[0]
 	if v := envVar(ingress, "HERALD_TRUSTED_PROXIES"); v == nil || v["value"] != "10.0.0.0/8,192.0.2.1" {
 		t.Errorf("HERALD_TRUSTED_PROXIES on the ingress: %v", v)
 	}
 	worker := containers(t, podSpec(t, find(objs, "Deployment", fullname(objs)+"-worker")))[0]
-	for name, want := range map[string]string{"HERALD_RETENTION_BODY_DAYS": "3", "HERALD_RETENTION_NOTIFICATION_DAYS": "30", "HERALD_RETENTION_EXPIRED": "12h"} {
+	for name, want := range map[string]string{"HERALD_RETENTION_BODY_DAYS": "3", "HERALD_RETENTION_NOTIFICATION_DAYS": "30", "HERALD_RETENTION_EXPIRED": "12h",
+		"HERALD_RETENTION_CALLBACK_DAYS": "2"} {
 		if v := envVar(worker, name); v == nil || v["value"] != want {
 			t.Errorf("%s on the worker: %v, want %s", name, v, want)
 		}

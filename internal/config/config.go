@@ -276,6 +276,7 @@ type Retention struct {
 	RetentionBodyDays         int           `name:"retention-body-days" env:"HERALD_RETENTION_BODY_DAYS" default:"7" help:"days a message body is kept after its notification reached a final state (delivered, failed, …); 0: erased at the next purge"`
 	RetentionNotificationDays int           `name:"retention-notification-days" env:"HERALD_RETENTION_NOTIFICATION_DAYS" default:"90" help:"days a notification's delivery metadata (what GET /v1/status reads) is kept after its final state; at least HERALD_RETENTION_BODY_DAYS"`
 	RetentionExpired          time.Duration `name:"retention-expired" env:"HERALD_RETENTION_EXPIRED" default:"24h" help:"how long expired link tokens and phone verification sessions are kept past their expiry (a user who tries one late is told it expired, not that it is unknown)"`
+	RetentionCallbackDays     int           `name:"retention-callback-days" env:"HERALD_RETENTION_CALLBACK_DAYS" default:"7" help:"days a status callback event is kept after it was delivered or dropped; 0: deleted at the next purge"`
 }
 
 func (c *Retention) check(p *problems) {
@@ -290,12 +291,15 @@ func (c *Retention) check(p *problems) {
 	if c.RetentionExpired < 0 || c.RetentionExpired > 30*24*time.Hour {
 		p.add(&c.RetentionExpired, "must be between 0s and 720h")
 	}
+	if c.RetentionCallbackDays < 0 || c.RetentionCallbackDays > 3650 {
+		p.add(&c.RetentionCallbackDays, "must be 0..3650 days")
+	}
 }
 
 // CallbackKey seals the secrets of status callback endpoints in PostgreSQL (internal/signing): the
 // ingress seals them, the callback sender opens them.
 type CallbackKey struct {
-	CallbackSecretKey string `name:"callback-secret-key" env:"HERALD_CALLBACK_SECRET_KEY" placeholder:"KEY" dev:"generated, kept in --data-dir" help:"key that seals the signing secrets of callback endpoints in PostgreSQL: the standard base64 of 32 random bytes (openssl rand -base64 32)"`
+	CallbackSecretKey string `name:"callback-secret-key" env:"HERALD_CALLBACK_SECRET_KEY" placeholder:"KEY" dev:"generated, kept in --data-dir" help:"key that seals the signing secrets of callback endpoints in PostgreSQL: the standard base64 of 32 random bytes (openssl rand -base64 32); to rotate it, a comma-separated list: the first seals, every one opens, and herald callbacks seals the secrets again under the first (docs/callbacks.md)"`
 }
 
 func (c *CallbackKey) check(p *problems) {
@@ -322,7 +326,7 @@ func (c *CallbackKey) Key() *signing.Key {
 // the sender every connection. herald dev turns both on (its receiver is the simulator on 127.0.0.1).
 type CallbackPolicy struct {
 	CallbackAllowInsecure bool `name:"callback-allow-insecure" env:"HERALD_CALLBACK_ALLOW_INSECURE" default:"${callback_allow=false}" help:"accept and call http:// callback URLs, not only https://"`
-	CallbackAllowPrivate  bool `name:"callback-allow-private" env:"HERALD_CALLBACK_ALLOW_PRIVATE" default:"${callback_allow=false}" help:"let callbacks reach loopback, private, link-local and unspecified addresses (cloud metadata addresses stay refused)"`
+	CallbackAllowPrivate  bool `name:"callback-allow-private" env:"HERALD_CALLBACK_ALLOW_PRIVATE" default:"${callback_allow=false}" help:"let callbacks reach loopback, private, link-local, unspecified and other non-public addresses, on any port (cloud metadata addresses stay refused); otherwise only ports 443 and 8443"`
 }
 
 // Policy is the settings as internal/egress takes them.

@@ -76,7 +76,7 @@ func TestVariableNamesAreTheContract(t *testing.T) {
 		"HERALD_LOG_FORMAT", "HERALD_LOG_LEVEL", "HERALD_MAX_CONNECTIONS", "HERALD_MAX_IN_FLIGHT", "HERALD_MAX_IN_FLIGHT_BYTES", "HERALD_MESSENGER_API_URL", "HERALD_MESSENGER_BOT_TOKEN",
 		"HERALD_MESSENGER_BOT_USERNAME", "HERALD_MESSENGER_PER_CHAT_INTERVAL", "HERALD_MESSENGER_RATE_LIMIT",
 		"HERALD_METRICS_ADDR", "HERALD_METRICS_CERT_DIR", "HERALD_METRICS_SECURE", "HERALD_ORPHAN_GRACE_PERIOD", "HERALD_PHONE_HASH_KEY",
-		"HERALD_PPROF_ADDR", "HERALD_PROBE_ADDR", "HERALD_RESYNC_PERIOD", "HERALD_RETENTION_BODY_DAYS", "HERALD_RETENTION_EXPIRED",
+		"HERALD_PPROF_ADDR", "HERALD_PROBE_ADDR", "HERALD_RESYNC_PERIOD", "HERALD_RETENTION_BODY_DAYS", "HERALD_RETENTION_CALLBACK_DAYS", "HERALD_RETENTION_EXPIRED",
 		"HERALD_RETENTION_NOTIFICATION_DAYS", "HERALD_ROTATION_GRACE_PERIOD", "HERALD_SHUTDOWN_DELAY", "HERALD_SIM_PER_CHAT_RATE", "HERALD_TENANT_REQUESTS_PER_SECOND",
 		"HERALD_TENANT_SENDS_PER_SECOND", "HERALD_TRUSTED_PROXIES", "HERALD_WEBHOOK_SECRET", "HERALD_WEBHOOK_UPDATES", "HERALD_WORKER_BACKOFF_BASE",
 		"HERALD_WORKER_BACKOFF_MAX", "HERALD_WORKER_BUFFER", "HERALD_WORKER_CONCURRENCY",
@@ -274,6 +274,14 @@ func TestCallbackSettings(t *testing.T) {
 		g, err = parse(t, append(args, "--callback-secret-key", key)...)
 		if err != nil {
 			t.Fatalf("%s with a key: %v", command, err)
+		}
+		// While the key is rotated: a list, the first sealing.
+		if _, err := parse(t, append(args, "--callback-secret-key", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=,"+key)...); err != nil {
+			t.Errorf("%s with a list of two keys: %v", command, err)
+		}
+		_, err = parse(t, append(args, "--callback-secret-key", key+",not-a-key-but-a-secret-all-the-same")...)
+		if msg := problemsOf(t, err); !strings.Contains(msg, "comma-separated list") || strings.Contains(msg, "not-a-key") || strings.Contains(msg, key) {
+			t.Errorf("%s with a malformed list:\n%s", command, msg)
 		}
 		p := g.Ingress.Policy()
 		if command == "callbacks" {

@@ -73,7 +73,8 @@ func TestAWebhookSecretShorterThan16IsRefused(t *testing.T) {
 }
 
 // Retention: bodies 7 days and rows 90 days after the final state, expired tokens and sessions a day after
-// expiry, by default; a row outliving its body is refused (a row is deleted only once its body is erased).
+// expiry, callback events 7 days after they finished, by default; a row outliving its body is refused (a row
+// is deleted only once its body is erased).
 func TestRetentionSettings(t *testing.T) {
 	worker := []string{"worker", "--database-url", "postgres://u@h/db", "--kafka-brokers", "k:9092", "--messenger-bot-token", "1:abc"}
 	g, err := parse(t, worker...)
@@ -81,17 +82,18 @@ func TestRetentionSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := g.Worker.Retention
-	if r.RetentionBodyDays != 7 || r.RetentionNotificationDays != 90 || r.RetentionExpired != 24*time.Hour {
+	if r.RetentionBodyDays != 7 || r.RetentionNotificationDays != 90 || r.RetentionExpired != 24*time.Hour || r.RetentionCallbackDays != 7 {
 		t.Errorf("worker retention defaults: %+v", r)
 	}
 	if g, err := parse(t, "dev"); err != nil || g.Dev.Retention != r {
 		t.Errorf("herald dev retention: %+v %v, want the worker's", g.Dev.Retention, err)
 	}
-	_, err = parse(t, append(worker, "--retention-body-days", "30", "--retention-notification-days", "14", "--retention-expired=800h")...)
+	_, err = parse(t, append(worker, "--retention-body-days", "30", "--retention-notification-days", "14", "--retention-expired=800h", "--retention-callback-days=-1")...)
 	msg := problemsOf(t, err)
 	for _, want := range []string{
 		"HERALD_RETENTION_NOTIFICATION_DAYS (--retention-notification-days): must not be shorter than HERALD_RETENTION_BODY_DAYS (30)",
 		"HERALD_RETENTION_EXPIRED (--retention-expired): must be between 0s and 720h",
+		"HERALD_RETENTION_CALLBACK_DAYS (--retention-callback-days): must be 0..3650 days",
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("the error does not say %q:\n%s", want, msg)

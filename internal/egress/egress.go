@@ -3,17 +3,21 @@
 // tenant could make Herald POST to the cloud's metadata service, to the cluster's services or to localhost
 // (SSRF). The guard:
 //
-//   - at creation (CheckURL): https only (unless AllowInsecure), a host, no userinfo, at most MaxURLLength;
-//     an IP literal that is not allowed is refused at once;
-//   - at every connection (Dialer): the address actually dialled — after DNS, for each address tried —
-//     must be allowed, checked in the socket's Control function. A name that resolved to a public address
-//     when the endpoint was created and to 127.0.0.1 now (DNS rebinding) is refused when it matters;
+//   - at creation (CheckURL): https only (unless AllowInsecure), a host, no userinfo, at most MaxURLLength,
+//     port 443 or 8443 (unless AllowPrivate); a host that is an address in any spelling a resolver or
+//     net/http reads as one (HostAddr: 2130706433, 0x7f.1, 127.1, full-width digits, ::ffff:127.0.0.1, …) is
+//     judged as that address, and refused at once when it is not allowed;
+//   - at every connection (Dialer): the address actually dialled — HostAddr's for such a host, otherwise
+//     each address the name resolves to — must be allowed, checked in the socket's Control function. A name
+//     that resolved to a public address when the endpoint was created and to 127.0.0.1 now (DNS rebinding)
+//     is refused when it matters;
 //   - the sender's HTTP client (internal/callback) takes no proxy from the environment (a proxy would dial
 //     in Herald's place and bypass the check) and follows no redirect (a 3xx is a failed attempt, so a
 //     redirect to an internal address goes nowhere).
 //
-// AllowPrivate permits loopback, private, shared (CGNAT), link-local and unspecified addresses (herald dev:
-// the simulator's receiver is on 127.0.0.1). Cloud metadata addresses, multicast, broadcast and reserved
+// CheckAddr is the one classification of addresses, used by both. AllowPrivate permits loopback, private,
+// shared (CGNAT), link-local, unspecified and the other special-purpose unicast ranges, and any port
+// (herald dev: the simulator's receiver is on 127.0.0.1). Cloud metadata addresses, multicast and reserved
 // addresses are refused whatever the configuration: no callback receiver lives there.
 package egress
 
@@ -21,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"net/url"
@@ -28,6 +33,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/net/idna"
 )
 
 // MaxURLLength bounds an endpoint's URL.
@@ -36,7 +43,7 @@ const MaxURLLength = 2048
 // Policy says which URLs and addresses callbacks may reach.
 type Policy struct {
 	AllowInsecure bool // http:// as well as https:// (HERALD_CALLBACK_ALLOW_INSECURE)
-	AllowPrivate  bool // loopback, private, link-local, unspecified addresses (HERALD_CALLBACK_ALLOW_PRIVATE)
+	AllowPrivate  bool // loopback, private, link-local, unspecified addresses, any port (HERALD_CALLBACK_ALLOW_PRIVATE)
 }
 
 // CheckURL validates an endpoint's URL under the policy and returns it parsed. Its errors are meant for
@@ -61,17 +68,99 @@ func (p Policy) CheckURL(raw string) (*url.URL, error) {
 	if u.Fragment != "" || strings.Contains(raw, "#") {
 		return nil, errors.New("url must not contain a fragment")
 	}
-	if port := u.Port(); port != "" {
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+	port := 443
+	if u.Scheme == "http" {
+		port = 80
+	}
+	if s := u.Port(); s != "" {
+		if port, err = strconv.Atoi(s); err != nil || port < 1 || port > 65535 {
 			return nil, errors.New("url has an invalid port")
 		}
 	}
-	if ip, err := netip.ParseAddr(strings.Trim(u.Hostname(), "[]")); err == nil {
+	if !p.AllowPrivate && port != 443 && port != 8443 && (port != 80 || u.Scheme != "http") {
+		return nil, fmt.Errorf("url: port %d is not allowed; use 443 or 8443", port)
+	}
+	if ip, ok := HostAddr(u.Hostname()); ok {
 		if err := p.CheckAddr(ip); err != nil {
 			return nil, fmt.Errorf("url: %v", err)
 		}
+	} else if isLocalhost(u.Hostname()) && !p.AllowPrivate {
+		// RFC 6761: localhost and its subdomains are the loopback, whatever DNS says.
+		return nil, errors.New("url: localhost is not allowed (loopback)")
 	}
 	return u, nil
+}
+
+// isLocalhost reports whether a host name is localhost or one of its subdomains.
+func isLocalhost(host string) bool {
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	return h == "localhost" || strings.HasSuffix(h, ".localhost")
+}
+
+// HostAddr returns the address a URL's host names when it is an address in any spelling the network stack
+// reads as one, rather than a name to resolve: net/http first maps a host through IDNA (full-width digits
+// become ASCII ones); then an IPv6 address (brackets optional), or an IPv4 address as inet_aton reads it —
+// one to four parts, each decimal, octal (a leading 0) or hex (0x), the last filling the bytes left
+// (2130706433, 0x7f.1, 127.1 and 0177.0.0.1 are all 127.0.0.1) — with one trailing dot or none.
+func HostAddr(host string) (netip.Addr, bool) {
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	for i := 0; i < len(host); i++ {
+		if host[i] >= 0x80 {
+			ascii, err := idna.Lookup.ToASCII(host)
+			if err != nil {
+				return netip.Addr{}, false
+			}
+			host = ascii
+			break
+		}
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip, true
+	}
+	return parseIPv4Forms(strings.TrimSuffix(host, "."))
+}
+
+// parseIPv4Forms reads the IPv4 forms of inet_aton.
+func parseIPv4Forms(s string) (netip.Addr, bool) {
+	parts := strings.Split(s, ".")
+	if len(parts) > 4 {
+		return netip.Addr{}, false
+	}
+	var v uint64
+	for i, part := range parts {
+		n, ok := parseIPv4Part(part)
+		if !ok {
+			return netip.Addr{}, false
+		}
+		bits := 8
+		if i == len(parts)-1 {
+			bits = 8 * (5 - len(parts)) // the last part fills the bytes left
+		}
+		if n >= 1<<bits {
+			return netip.Addr{}, false
+		}
+		v = v<<bits | n
+	}
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), true
+}
+
+// parseIPv4Part reads one part: 0x and hex digits, 0 and octal digits, or decimal digits.
+func parseIPv4Part(s string) (uint64, bool) {
+	base := 10
+	switch {
+	case len(s) >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X'):
+		base, s = 16, s[2:]
+		if s == "" {
+			return 0, true // inet_aton-like readers differ on a bare 0x; reading it as 0 refuses more
+		}
+	case len(s) > 1 && s[0] == '0':
+		base, s = 8, s[1:]
+	}
+	n, err := strconv.ParseUint(s, base, 64) // with a base given, it takes digits only: no sign, prefix or _
+	if err != nil || n > math.MaxUint32 {
+		return 0, false
+	}
+	return n, true
 }
 
 // BlockedError is a connection the guard refused.
@@ -84,53 +173,90 @@ func (e *BlockedError) Error() string {
 	return fmt.Sprintf("address %s is not allowed (%s)", e.Addr, e.Reason)
 }
 
+func prefixes(ss ...string) []netip.Prefix {
+	out := make([]netip.Prefix, len(ss))
+	for i, s := range ss {
+		out[i] = netip.MustParsePrefix(s)
+	}
+	return out
+}
+
 var (
-	// metadata are the cloud providers' instance metadata services: AWS, GCP, Azure, OpenStack, Oracle
-	// (169.254.169.254), AWS over IPv6 (fd00:ec2::254), Alibaba (100.100.100.200).
-	metadata = []netip.Prefix{
-		netip.MustParsePrefix("169.254.169.254/32"),
-		netip.MustParsePrefix("fd00:ec2::254/128"),
-		netip.MustParsePrefix("100.100.100.200/32"),
-	}
-	// nonPublic are the ranges AllowPrivate opens besides loopback, RFC 1918 / ULA, link-local and
-	// unspecified: shared address space (CGNAT, used inside some clusters), "this network", IETF protocol
-	// assignments, benchmarking.
-	nonPublic = []netip.Prefix{
-		netip.MustParsePrefix("100.64.0.0/10"),
-		netip.MustParsePrefix("0.0.0.0/8"),
-		netip.MustParsePrefix("192.0.0.0/24"),
-		netip.MustParsePrefix("198.18.0.0/15"),
-	}
-	// never are addresses no receiver can be at.
-	never = []netip.Prefix{
-		netip.MustParsePrefix("240.0.0.0/4"), // reserved, and 255.255.255.255
-	}
-	nat64  = netip.MustParsePrefix("64:ff9b::/96")
-	sixto4 = netip.MustParsePrefix("2002::/16")
+	// metadata are the cloud providers' instance metadata and credential services: AWS, GCP, Azure,
+	// OpenStack, Oracle (169.254.169.254; fd00:ec2::254 over IPv6), AWS ECS task credentials (169.254.170.2),
+	// EKS Pod Identity (169.254.170.23, fd00:ec2::23), Alibaba (100.100.100.200), Azure's host endpoint
+	// (WireServer, 168.63.129.16: a public address every Azure VM reaches), Oracle's former address
+	// (192.0.0.192).
+	metadata = prefixes("169.254.169.254/32", "fd00:ec2::254/128", "169.254.170.2/32", "169.254.170.23/32",
+		"fd00:ec2::23/128", "100.100.100.200/32", "168.63.129.16/32", "192.0.0.192/32")
+	// nonPublic are the special-purpose unicast ranges AllowPrivate opens besides loopback, RFC 1918 / ULA,
+	// link-local and unspecified (the IANA special-purpose registries): shared address space (CGNAT, used
+	// inside some clusters), "this network", IETF protocol assignments, documentation, benchmarking, AS112,
+	// AMT, the deprecated 6to4 relay anycast; in IPv6 the local-use NAT64 prefix, the IETF protocol
+	// assignments (Teredo among them), documentation, benchmarking, SRv6 SIDs, deprecated site-local.
+	nonPublic = prefixes(
+		"100.64.0.0/10", "0.0.0.0/8", "192.0.0.0/24", "192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24",
+		"198.18.0.0/15", "192.31.196.0/24", "192.52.193.0/24", "192.88.99.0/24", "192.175.48.0/24",
+		"64:ff9b:1::/48", "2001::/23", "2001:db8::/32", "3fff::/20", "2001:2::/48", "5f00::/16", "fec0::/10")
+	// never are addresses no receiver can be at: reserved IPv4 (and 255.255.255.255), IPv6's discard-only
+	// prefix.
+	never = prefixes("240.0.0.0/4", "100::/64")
+
+	// IPv6 addresses that carry an IPv4 one: a packet to them reaches (or is translated to) the IPv4
+	// address, so that address is judged too.
+	nat64         = netip.MustParsePrefix("64:ff9b::/96")   // well-known NAT64 prefix: the IPv4 address in the last 4 bytes
+	nat64Local    = netip.MustParsePrefix("64:ff9b:1::/48") // local-use NAT64: where the IPv4 address sits depends on the prefix length used
+	sixto4        = netip.MustParsePrefix("2002::/16")      // 6to4: bytes 2-5
+	teredo        = netip.MustParsePrefix("2001::/32")      // Teredo: the server in bytes 4-7, the client inverted in bytes 12-15
+	ipv4Mapped    = netip.MustParsePrefix("::ffff:0:0/96")
+	ipv4Translate = netip.MustParsePrefix("::ffff:0:0:0/96") // SIIT
+	ipv4Compat    = netip.MustParsePrefix("::/96")           // deprecated (RFC 4291); :: and ::1 aside
 )
 
-// CheckAddr reports whether a callback may connect to ip.
-func (p Policy) CheckAddr(ip netip.Addr) error {
-	ip = ip.Unmap() // ::ffff:127.0.0.1 is 127.0.0.1
-	// An IPv6 address that carries an IPv4 one reaches it: judge the IPv4 address.
-	if nat64.Contains(ip) {
-		b := ip.As16()
-		if err := p.CheckAddr(netip.AddrFrom4([4]byte(b[12:16]))); err != nil {
-			return err
+// embedded returns the IPv4 addresses an IPv6 address carries.
+func embedded(ip netip.Addr) []netip.Addr {
+	b := ip.As16()
+	v4 := func(x []byte) netip.Addr { return netip.AddrFrom4([4]byte(x)) }
+	switch {
+	case nat64.Contains(ip), ipv4Translate.Contains(ip), ipv4Compat.Contains(ip):
+		return []netip.Addr{v4(b[12:16])}
+	case nat64Local.Contains(ip):
+		// RFC 6052's formats for a /48, /56, /64 and /96 prefix (byte 8 is reserved, skipped).
+		return []netip.Addr{
+			v4([]byte{b[6], b[7], b[9], b[10]}), v4([]byte{b[7], b[9], b[10], b[11]}), v4(b[9:13]), v4(b[12:16]),
 		}
-	} else if sixto4.Contains(ip) {
-		b := ip.As16()
-		if err := p.CheckAddr(netip.AddrFrom4([4]byte(b[2:6]))); err != nil {
-			return err
+	case sixto4.Contains(ip):
+		return []netip.Addr{v4(b[2:6])}
+	case teredo.Contains(ip):
+		return []netip.Addr{v4(b[4:8]), v4([]byte{^b[12], ^b[13], ^b[14], ^b[15]})}
+	}
+	return nil
+}
+
+// CheckAddr reports whether a callback may connect to ip: the one classification of addresses, for the URLs
+// at creation and for every connection.
+func (p Policy) CheckAddr(ip netip.Addr) error {
+	if ipv4Mapped.Contains(ip.WithZone("")) {
+		ip = ip.Unmap() // ::ffff:127.0.0.1 is 127.0.0.1
+	}
+	plain := ip.WithZone("")
+	if plain.Is6() && plain != netip.IPv6Unspecified() && plain != netip.IPv6Loopback() {
+		for _, v4 := range embedded(plain) {
+			if err := p.CheckAddr(v4); err != nil {
+				return &BlockedError{ip, "carries " + err.(*BlockedError).describe()}
+			}
+		}
+		if ipv4Compat.Contains(plain) {
+			return &BlockedError{ip, "reserved"}
 		}
 	}
 	for _, m := range metadata {
-		if m.Contains(ip) {
+		if m.Contains(plain) {
 			return &BlockedError{ip, "a cloud metadata service"}
 		}
 	}
 	for _, n := range never {
-		if n.Contains(ip) {
+		if n.Contains(plain) {
 			return &BlockedError{ip, "reserved"}
 		}
 	}
@@ -151,12 +277,15 @@ func (p Policy) CheckAddr(ip netip.Addr) error {
 		return &BlockedError{ip, "unspecified"}
 	}
 	for _, n := range nonPublic {
-		if n.Contains(ip) {
+		if n.Contains(plain) {
 			return &BlockedError{ip, "not a public address"}
 		}
 	}
 	return nil
 }
+
+// describe is the address and the reason, for an address that carries this one.
+func (e *BlockedError) describe() string { return fmt.Sprintf("%s: %s", e.Addr, e.Reason) }
 
 // Dialer connects callbacks to allowed addresses only.
 type Dialer struct {
@@ -176,8 +305,8 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.
 		return nil, err
 	}
 	var addrs []netip.Addr
-	if ip, err := netip.ParseAddr(host); err == nil {
-		addrs = []netip.Addr{ip}
+	if ip, ok := HostAddr(host); ok {
+		addrs = []netip.Addr{ip} // the address CheckURL judged, whatever a resolver would make of its spelling
 	} else {
 		lookup := d.LookupIP
 		if lookup == nil {

@@ -116,6 +116,18 @@ func TestCallbackRequestsAreValidated(t *testing.T) {
 		"not an object":       `["https://hooks.example.com/"]`,
 		"malformed JSON":      `{"url":`,
 		"a fragment in a url": map[string]any{"url": "https://hooks.example.com/#x"},
+		// Internal addresses in other spellings (egress.HostAddr), and ports other than 443 and 8443.
+		"loopback in one number":      map[string]any{"url": "https://2130706433/hooks"},
+		"loopback in hex and short":   map[string]any{"url": "https://0x7f.1/hooks"},
+		"loopback in octal":           map[string]any{"url": "https://017700000001/hooks"},
+		"loopback as IPv4-mapped":     map[string]any{"url": "https://[::ffff:127.0.0.1]/hooks"},
+		"private through local NAT64": map[string]any{"url": "https://[64:ff9b:1::a00:1]/hooks"},
+		"metadata through Teredo":     map[string]any{"url": "https://[2001:0:4136:e378:8000:63bf:5601:5601]/"},
+		"ECS credentials":             map[string]any{"url": "https://169.254.170.2/v2/credentials"},
+		"EKS pod identity over IPv6":  map[string]any{"url": "https://[fd00:ec2::23]/"},
+		"CGNAT":                       map[string]any{"url": "https://100.64.0.1/hooks"},
+		"localhost":                   map[string]any{"url": "https://localhost/hooks"},
+		"a port other than 443, 8443": map[string]any{"url": "https://hooks.example.com:6379/"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			expectError(t, e.do("POST", "/v1/callbacks", key, body), 400, "invalid_request")
@@ -133,6 +145,23 @@ func TestCallbackRequestsAreValidated(t *testing.T) {
 	r = e.do("POST", "/v1/callbacks", key, `{"url":"https://hooks.example.com/","events":null}`)
 	if got := r.json(t)["events"]; !slices.Equal(toStrings(got), store.EventTypes) {
 		t.Errorf("events null: %v", got)
+	}
+}
+
+// POST /v1/callbacks/{id}/test answers 202 on every call, but an endpoint holds at most
+// store.MaxPendingPings undelivered pings: a tenant cannot fill the outbox with test calls.
+func TestTestCallsQueueAFewPingsAtMost(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	key := e.tenant("acme", "Acme", nil)
+	id := e.do("POST", "/v1/callbacks", key, map[string]any{"url": "https://hooks.example.com/h"}).json(t)["id"].(string)
+	for i := range 10 {
+		if r := e.do("POST", "/v1/callbacks/"+id+"/test", key, nil); r.status != 202 {
+			t.Fatalf("test call %d: %d %s", i+1, r.status, r.body)
+		}
+	}
+	if n := e.countRows(`SELECT count(*) FROM callback_events WHERE endpoint_id = $1 AND type = 'ping'`, id); n != store.MaxPendingPings {
+		t.Errorf("10 test calls queued %d pings, want %d", n, store.MaxPendingPings)
 	}
 }
 

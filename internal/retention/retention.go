@@ -1,5 +1,6 @@
 // Package retention is the purge job: it removes what Herald no longer needs (bodies, notifications, expired
-// link tokens and verification sessions, idempotency keys, processed update ids) when its retention is over.
+// link tokens and verification sessions, idempotency keys, processed update ids, finished callback events)
+// when its retention is over.
 // The rules — what, after how long — are internal/store/retention.go; this package runs them.
 //
 // Every worker (and herald dev) runs a Purger; one runs at a time across all of them, under a PostgreSQL

@@ -187,3 +187,38 @@ func TestAPurgeThatIsBehindRunsAgainAtOnce(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// Callback events are a retention kind: the workers' purge deletes those delivered or dropped more than the
+// retention ago (7 days by default), counts them, and leaves pending ones, however old.
+func TestThePurgeJobDeletesFinishedCallbackEvents(t *testing.T) {
+	s, _ := pgtest.NewStore(t)
+	seed(t, s, 0)
+	ep := uuid.NewString()
+	if _, err := s.CreateCallbackEndpoint(context.Background(), store.CallbackEndpoint{ID: ep, TenantID: "acme",
+		URL: "https://hooks.example.com/h", Events: store.EventTypes}, []byte("sealed")); err != nil {
+		t.Fatal(err)
+	}
+	// The clock moved: delivered and dropped 8 days ago (due), delivered 6 days ago, pending for 30 days.
+	exec(t, s, `INSERT INTO callback_events (event_id, endpoint_id, type, state, created_at, finished_at) VALUES
+		(gen_random_uuid(), $1, 'ping', 'delivered', now() - interval '8 days', now() - interval '8 days'),
+		(gen_random_uuid(), $1, 'ping', 'dropped', now() - interval '9 days', now() - interval '8 days'),
+		(gen_random_uuid(), $1, 'ping', 'delivered', now() - interval '6 days', now() - interval '6 days'),
+		(gen_random_uuid(), $1, 'ping', 'pending', now() - interval '30 days', NULL)`, ep)
+	kind := map[string]string{"kind": "callback_events"}
+	before, _ := gauge(t, "herald_retention_purged_total", kind)
+	p := retention.New(retention.Options{Store: s, Policy: store.DefaultRetention, Logger: slog.New(slog.DiscardHandler), BatchSize: 1, Pause: -1})
+	rep, err := p.RunOnce(context.Background())
+	if err != nil || rep.Purged["callback_events"] != 2 || rep.Overdue["callback_events"] != 0 {
+		t.Fatalf("run: %+v %v; want 2 callback events purged and none overdue", rep, err)
+	}
+	if n := count(t, s, `SELECT count(*) FROM callback_events WHERE state = 'pending' OR finished_at > now() - interval '7 days'`) +
+		count(t, s, `SELECT count(*) FROM callback_events`); n != 4 {
+		t.Errorf("want the event delivered 6 days ago and the pending one left, and only them")
+	}
+	if after, _ := gauge(t, "herald_retention_purged_total", kind); after-before != 2 {
+		t.Errorf("herald_retention_purged_total{kind=callback_events} grew by %v, want 2", after-before)
+	}
+	if v, ok := gauge(t, "herald_retention_overdue_seconds", kind); !ok || v != 0 {
+		t.Errorf("herald_retention_overdue_seconds{kind=callback_events} = %v (%v), want 0", v, ok)
+	}
+}

@@ -6,8 +6,8 @@ package signing
 // The endpoint's id is the additional data: a sealed secret copied onto another endpoint does not open.
 //
 // Sealed form: version byte 1 | key id (first 4 bytes of SHA-256 of the key) | 12-byte nonce | ciphertext
-// and tag. The key id makes a wrong key an explicit error rather than a failed authentication, and leaves
-// room for opening under several keys when the key is rotated.
+// and tag. The key id tells which key opens a secret, so that the setting can list several keys while it is
+// rotated: the first seals, every one opens (docs/callbacks.md, "Rotating HERALD_CALLBACK_SECRET_KEY").
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"strings"
 )
 
 // KeySize is the length of HERALD_CALLBACK_SECRET_KEY once base64-decoded.
@@ -24,33 +25,55 @@ const KeySize = 32
 
 const sealVersion = 1
 
-// Key seals and opens secrets.
+// Key is HERALD_CALLBACK_SECRET_KEY: one key, or several while it is rotated. It seals secrets under its
+// first key and opens them under any.
 type Key struct {
+	keys []aeadKey // the first seals
+}
+
+type aeadKey struct {
 	aead cipher.AEAD
 	id   [4]byte
 }
 
 // ErrKeyFormat describes what HERALD_CALLBACK_SECRET_KEY must be (without quoting it: it is a secret).
-var ErrKeyFormat = errors.New("must be the standard base64 of 32 random bytes (openssl rand -base64 32)")
+var ErrKeyFormat = errors.New("must be the standard base64 of 32 random bytes (openssl rand -base64 32), " +
+	"or while it is rotated a comma-separated list of such keys, each once, the first sealing new secrets")
 
-// ParseKey reads a key given as the standard base64 of KeySize bytes.
+// ParseKey reads a key given as the standard base64 of KeySize bytes, or a comma-separated list of them.
 func ParseKey(s string) (*Key, error) {
-	raw, err := base64.StdEncoding.DecodeString(s)
-	if err != nil || len(raw) != KeySize {
-		return nil, ErrKeyFormat
+	k := &Key{}
+	for _, part := range strings.Split(s, ",") {
+		raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(part))
+		if err != nil || len(raw) != KeySize {
+			return nil, ErrKeyFormat
+		}
+		block, err := aes.NewCipher(raw)
+		if err != nil {
+			return nil, err
+		}
+		aead, err := cipher.NewGCM(block)
+		if err != nil {
+			return nil, err
+		}
+		sum := sha256.Sum256(raw)
+		ak := aeadKey{aead: aead, id: [4]byte(sum[:4])}
+		if k.find(ak.id[:]) != nil {
+			return nil, ErrKeyFormat
+		}
+		k.keys = append(k.keys, ak)
 	}
-	block, err := aes.NewCipher(raw)
-	if err != nil {
-		return nil, err
-	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	k := &Key{aead: aead}
-	sum := sha256.Sum256(raw)
-	copy(k.id[:], sum[:])
 	return k, nil
+}
+
+// find returns the key whose id is id, nil when none is.
+func (k *Key) find(id []byte) *aeadKey {
+	for i := range k.keys {
+		if bytes.Equal(k.keys[i].id[:], id) {
+			return &k.keys[i]
+		}
+	}
+	return nil
 }
 
 // GenerateKey returns a new key in the form ParseKey reads (herald dev keeps one; the Helm chart makes its
@@ -63,17 +86,17 @@ func GenerateKey() string {
 	return base64.StdEncoding.EncodeToString(raw)
 }
 
-// Seal encrypts the secret of the endpoint endpointID.
+// Seal encrypts the secret of the endpoint endpointID under the first key.
 func (k *Key) Seal(s Secret, endpointID string) []byte {
-	out := make([]byte, 0, 1+len(k.id)+k.aead.NonceSize()+len(s.key)+k.aead.Overhead())
-	out = append(out, sealVersion)
-	out = append(out, k.id[:]...)
-	nonce := make([]byte, k.aead.NonceSize())
+	first := &k.keys[0]
+	out := make([]byte, 0, 1+len(first.id)+first.aead.NonceSize()+len(s.key)+first.aead.Overhead())
+	out = append(out, k.CurrentPrefix()...)
+	nonce := make([]byte, first.aead.NonceSize())
 	if _, err := rand.Read(nonce); err != nil {
 		panic(err)
 	}
 	out = append(out, nonce...)
-	return k.aead.Seal(out, nonce, s.key, []byte(endpointID))
+	return first.aead.Seal(out, nonce, s.key, []byte(endpointID))
 }
 
 // Open errors.
@@ -82,19 +105,30 @@ var (
 	ErrSealed   = errors.New("the sealed secret does not open (altered, or sealed for another endpoint)")
 )
 
-// Open decrypts a secret Seal made for endpointID.
+// Open decrypts a secret Seal made for endpointID, under whichever of the keys sealed it.
 func (k *Key) Open(sealed []byte, endpointID string) (Secret, error) {
-	head := 1 + len(k.id)
-	if len(sealed) < head+k.aead.NonceSize()+k.aead.Overhead() || sealed[0] != sealVersion {
+	const head = 1 + 4 // version, key id
+	if len(sealed) < head || sealed[0] != sealVersion {
 		return Secret{}, ErrSealed
 	}
-	if !bytes.Equal(sealed[1:head], k.id[:]) {
+	ak := k.find(sealed[1:head])
+	if ak == nil {
 		return Secret{}, ErrOtherKey
 	}
-	nonce := sealed[head : head+k.aead.NonceSize()]
-	key, err := k.aead.Open(nil, nonce, sealed[head+k.aead.NonceSize():], []byte(endpointID))
+	if len(sealed) < head+ak.aead.NonceSize()+ak.aead.Overhead() {
+		return Secret{}, ErrSealed
+	}
+	nonce := sealed[head : head+ak.aead.NonceSize()]
+	key, err := ak.aead.Open(nil, nonce, sealed[head+ak.aead.NonceSize():], []byte(endpointID))
 	if err != nil {
 		return Secret{}, ErrSealed
 	}
 	return Secret{key: key}, nil
 }
+
+// Current reports whether sealed was sealed under the first key, the one that seals now.
+func (k *Key) Current(sealed []byte) bool { return bytes.HasPrefix(sealed, k.CurrentPrefix()) }
+
+// CurrentPrefix is how every secret sealed under the first key starts (version and key id): what
+// PostgreSQL tells the secrets still to be sealed again by.
+func (k *Key) CurrentPrefix() []byte { return append([]byte{sealVersion}, k.keys[0].id[:]...) }

@@ -1,6 +1,7 @@
 package signing_test
 
 import (
+	"bytes"
 	"errors"
 	"net/http"
 	"regexp"
@@ -130,5 +131,47 @@ func TestKeysAreTheBase64Of32Bytes(t *testing.T) {
 	}
 	if _, err := signing.ParseKey("0DWOf8Sl5yhEBDaqE1T0mhK7G8EH5lbSQ2f06vZAUVs="); err != nil {
 		t.Errorf("openssl rand -base64 32 output refused: %v", err)
+	}
+}
+
+// HERALD_CALLBACK_SECRET_KEY may list several keys, so that it can be rotated: the first seals new secrets,
+// every one opens what it sealed, and Current tells a secret sealed under another key than the first (to be
+// sealed again under it, so that the old key can go).
+func TestAKeyListSealsWithTheFirstKeyAndOpensWithEvery(t *testing.T) {
+	newer, older := signing.GenerateKey(), signing.GenerateKey()
+	oldKey, _ := signing.ParseKey(older)
+	newKey, _ := signing.ParseKey(newer)
+	s := signing.NewSecret()
+	sealedOld := oldKey.Seal(s, "ep")
+	for _, list := range []string{newer + "," + older, newer + " , " + older} {
+		both, err := signing.ParseKey(list)
+		if err != nil {
+			t.Fatalf("a list of two keys: %v", err)
+		}
+		if got, err := both.Open(sealedOld, "ep"); err != nil || !got.Equal(s) {
+			t.Errorf("a secret sealed under the second key does not open: %v", err)
+		}
+		if both.Current(sealedOld) {
+			t.Error("a secret sealed under the second key is reported current")
+		}
+		sealedNew := both.Seal(s, "ep")
+		if got, err := newKey.Open(sealedNew, "ep"); err != nil || !got.Equal(s) || !both.Current(sealedNew) {
+			t.Errorf("a new secret is not sealed under the first key: %v", err)
+		}
+		if _, err := oldKey.Open(sealedNew, "ep"); !errors.Is(err, signing.ErrOtherKey) {
+			t.Errorf("a new secret opens under the second key: %v", err)
+		}
+		if !bytes.HasPrefix(sealedNew, both.CurrentPrefix()) || bytes.HasPrefix(sealedOld, both.CurrentPrefix()) || len(both.CurrentPrefix()) == 0 {
+			t.Errorf("CurrentPrefix %x does not tell the secrets apart", both.CurrentPrefix())
+		}
+	}
+	third, _ := signing.ParseKey(signing.GenerateKey())
+	if _, err := third.Open(sealedOld, "ep"); !errors.Is(err, signing.ErrOtherKey) {
+		t.Errorf("a key not in the list: %v, want ErrOtherKey", err)
+	}
+	for _, bad := range []string{newer + ",", "," + newer, newer + ",," + older, newer + ",short", newer + "," + newer} {
+		if _, err := signing.ParseKey(bad); !errors.Is(err, signing.ErrKeyFormat) || strings.Contains(err.Error(), newer) {
+			t.Errorf("ParseKey(%q) = %v, want ErrKeyFormat without the key", bad, err)
+		}
 	}
 }

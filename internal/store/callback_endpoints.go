@@ -23,6 +23,9 @@ const SecretOverlap = 24 * time.Hour
 // header).
 const MaxPreviousSecrets = 4
 
+// MaxPendingPings bounds the ping events (POST /v1/callbacks/{id}/test) an endpoint holds undelivered.
+const MaxPendingPings = 3
+
 // ErrLimitReached: the tenant has MaxCallbackEndpoints endpoints already.
 var ErrLimitReached = errors.New("limit reached")
 
@@ -129,15 +132,36 @@ func (s *Store) RotateCallbackSecret(ctx context.Context, tenantID, id string, s
 
 // EnqueuePing records a ping event for the tenant's endpoint id (POST /v1/callbacks/{id}/test); the
 // endpoint receives it whatever events it subscribed to. ErrNotFound when the tenant has no such endpoint.
+//
+// An endpoint holds at most MaxPendingPings undelivered pings, so test calls cannot fill the outbox (each
+// undelivered ping is retried for a day). Beyond them a call adds none, since a ping is on its way; it makes
+// one of them due now instead (unless one is due or in flight), so a test after a receiver is fixed still sends
+// a ping at once — and its success makes the endpoint's backlog due. Test calls of one endpoint are
+// serialised on its row, so that the bound holds.
 func (s *Store) EnqueuePing(ctx context.Context, tenantID, id string) error {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	tag, err := s.pool.Exec(ctx, `
-		INSERT INTO callback_events (event_id, endpoint_id, type)
-		SELECT gen_random_uuid(), id, '`+EventPing+`' FROM callback_endpoints WHERE id = $1 AND tenant_id = $2`, id, tenantID)
-	if err == nil && tag.RowsAffected() == 0 {
-		err = pgx.ErrNoRows
-	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var found bool
+		if err := tx.QueryRow(ctx, `SELECT true FROM callback_endpoints WHERE id = $1 AND tenant_id = $2 FOR NO KEY UPDATE`,
+			id, tenantID).Scan(&found); err != nil {
+			return err
+		}
+		// Through callback_events_pending_ping_idx (migration 00012).
+		_, err := tx.Exec(ctx, `
+			WITH pending AS (
+				SELECT id, next_attempt_at, leased_until FROM callback_events
+				WHERE endpoint_id = $1 AND type = '`+EventPing+`' AND state = 'pending'),
+			added AS (
+				INSERT INTO callback_events (event_id, endpoint_id, type)
+				SELECT gen_random_uuid(), $1, '`+EventPing+`' WHERE (SELECT count(*) FROM pending) < $2)
+			UPDATE callback_events SET next_attempt_at = now()
+			WHERE id = (SELECT id FROM pending
+			            WHERE (SELECT count(*) FROM pending) >= $2 AND leased_until IS NULL AND next_attempt_at > now()
+			              AND NOT EXISTS (SELECT 1 FROM pending WHERE leased_until IS NULL AND next_attempt_at <= now())
+			            ORDER BY next_attempt_at LIMIT 1)`, id, MaxPendingPings)
+		return err
+	})
 	return translate(err, "queuing a ping")
 }
 
@@ -164,4 +188,46 @@ func (s *Store) CallbackSecretsByURL(ctx context.Context, like string) ([]Sealed
 		return s, err
 	})
 	return out, translate(err, "reading callback secrets")
+}
+
+// StoredSecret is a valid secret of an endpoint, sealed, with its row.
+type StoredSecret struct {
+	ID         int64
+	EndpointID string
+	Sealed     []byte
+}
+
+// CallbackSecretsSealedOtherwise returns up to limit valid secrets whose sealed form does not start with
+// current (signing.Key.CurrentPrefix: sealed under the key that seals now), and how many there are in all:
+// the secrets a rotation of HERALD_CALLBACK_SECRET_KEY still has to seal again. (The table holds a few rows
+// per endpoint: a scan of it is cheap.)
+func (s *Store) CallbackSecretsSealedOtherwise(ctx context.Context, current []byte, limit int) ([]StoredSecret, int64, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `
+		SELECT id, endpoint_id::text, sealed, count(*) OVER () FROM callback_secrets
+		WHERE substring(sealed FROM 1 FOR length($1::bytea)) <> $1::bytea AND (expires_at IS NULL OR expires_at > now())
+		ORDER BY id LIMIT $2`, current, limit)
+	if err != nil {
+		return nil, 0, translate(err, "reading callback secrets to seal again")
+	}
+	var total int64
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (StoredSecret, error) {
+		var s StoredSecret
+		err := r.Scan(&s.ID, &s.EndpointID, &s.Sealed, &total)
+		return s, err
+	})
+	return out, total, translate(err, "reading callback secrets to seal again")
+}
+
+// ResealCallbackSecret replaces the sealed form of secret id, old, with resealed (the same secret sealed
+// under another key); false when the row no longer holds old (deleted meanwhile).
+func (s *Store) ResealCallbackSecret(ctx context.Context, id int64, old, resealed []byte) (bool, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	tag, err := s.pool.Exec(ctx, `UPDATE callback_secrets SET sealed = $3 WHERE id = $1 AND sealed = $2`, id, old, resealed)
+	if err != nil {
+		return false, translate(err, "sealing a callback secret again")
+	}
+	return tag.RowsAffected() == 1, nil
 }

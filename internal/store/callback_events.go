@@ -265,7 +265,8 @@ type CallbackStats struct {
 	Due       int64         // of which due now and not in flight: the sender's backlog, the inbox included
 	InFlight  int64         // under a live lease
 	OldestDue time.Duration // how long the oldest due event has been due (0 when none)
-	// Failing maps each endpoint whose last attempts failed to its consecutive failures.
+	// Failing maps each tenant with an endpoint whose last attempts failed to the most consecutive failures
+	// among its endpoints.
 	Failing map[string]int
 }
 
@@ -290,36 +291,14 @@ func (s *Store) CallbackStats(ctx context.Context) (CallbackStats, error) {
 		return st, translate(err, "reading the callback outbox")
 	}
 	st.OldestDue = time.Duration(oldest * float64(time.Second))
-	rows, err := s.pool.Query(ctx, `SELECT id::text, consecutive_failures FROM callback_endpoints WHERE consecutive_failures > 0`)
+	rows, err := s.pool.Query(ctx, `
+		SELECT tenant_id, max(consecutive_failures) FROM callback_endpoints WHERE consecutive_failures > 0 GROUP BY tenant_id`)
 	if err != nil {
 		return st, translate(err, "reading failing callback endpoints")
 	}
 	st.Failing = map[string]int{}
-	var id string
+	var tenant string
 	var n int
-	_, err = pgx.ForEachRow(rows, []any{&id, &n}, func() error { st.Failing[id] = n; return nil })
+	_, err = pgx.ForEachRow(rows, []any{&tenant, &n}, func() error { st.Failing[tenant] = n; return nil })
 	return st, translate(err, "reading failing callback endpoints")
-}
-
-// PurgeCallbackEvents deletes delivered and dropped events that finished more than olderThan ago,
-// PurgeBatchSize per statement, and returns how many. (The retention job calls it; pending events are never
-// purged: they end delivered or dropped within their retry window.)
-func (s *Store) PurgeCallbackEvents(ctx context.Context, olderThan time.Duration) (int64, error) {
-	var total int64
-	for {
-		qctx, cancel := withTimeout(ctx)
-		tag, err := s.pool.Exec(qctx, `
-			DELETE FROM callback_events WHERE id IN (
-				SELECT id FROM callback_events
-				WHERE state <> 'pending' AND finished_at < now() - make_interval(secs => $1)
-				LIMIT $2)`, olderThan.Seconds(), PurgeBatchSize)
-		cancel()
-		if err != nil {
-			return total, translate(err, "purging callback events")
-		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < PurgeBatchSize {
-			return total, nil
-		}
-	}
 }

@@ -392,21 +392,106 @@ func TestRotationKeepsRecentPreviousSecretsSigningUntilTheyExpire(t *testing.T) 
 	}
 }
 
+// The retention purge of callback events (TestRetentionPurgesWhatIsDueAndNothingElse has every kind) goes
+// in batches, finished events only.
 func TestPurgeRemovesOnlyFinishedEventsPastTheRetention(t *testing.T) {
 	s := fixture(t)
 	ctx := context.Background()
 	ep := endpoint(t, s, "acme")
-	addEvents(t, s, ep, 4)
-	exec(t, s, `UPDATE callback_events SET state = 'delivered', finished_at = now() - interval '8 days' WHERE id IN (SELECT id FROM callback_events ORDER BY id LIMIT 1)`)
-	exec(t, s, `UPDATE callback_events SET state = 'dropped', finished_at = now() - interval '8 days' WHERE id IN (SELECT id FROM callback_events ORDER BY id OFFSET 1 LIMIT 1)`)
-	exec(t, s, `UPDATE callback_events SET state = 'delivered', finished_at = now() - interval '1 day' WHERE id IN (SELECT id FROM callback_events ORDER BY id OFFSET 2 LIMIT 1)`)
+	addEvents(t, s, ep, 6)
+	exec(t, s, `UPDATE callback_events SET state = 'delivered', finished_at = now() - interval '8 days' WHERE id IN (SELECT id FROM callback_events ORDER BY id LIMIT 2)`)
+	exec(t, s, `UPDATE callback_events SET state = 'dropped', finished_at = now() - interval '8 days' WHERE id IN (SELECT id FROM callback_events ORDER BY id OFFSET 2 LIMIT 1)`)
+	exec(t, s, `UPDATE callback_events SET state = 'delivered', finished_at = now() - interval '1 day' WHERE id IN (SELECT id FROM callback_events ORDER BY id OFFSET 3 LIMIT 1)`)
 	exec(t, s, `UPDATE callback_events SET created_at = now() - interval '30 days'`) // pending stays, however old
-	n, err := s.PurgeCallbackEvents(ctx, 7*24*time.Hour)
-	if err != nil || n != 2 {
-		t.Fatalf("purged %d, %v; want 2", n, err)
+	if d, err := s.Overdue(ctx, store.PurgeCallbackEvents, policy); err != nil || d < 24*time.Hour-time.Minute {
+		t.Errorf("overdue %s (%v), want a day: due since a day", d, err)
 	}
-	if left := count(t, s, `SELECT count(*) FROM callback_events`); left != 2 {
-		t.Errorf("%d events left, want 2", left)
+	for i, want := range []int64{2, 1, 0} { // batches of 2
+		n, err := s.Purge(ctx, store.PurgeCallbackEvents, policy, 2)
+		if err != nil || n != want {
+			t.Fatalf("batch %d: purged %d, %v; want %d", i+1, n, err, want)
+		}
+	}
+	if left := count(t, s, `SELECT count(*) FROM callback_events`); left != 3 {
+		t.Errorf("%d events left, want 3", left)
+	}
+	if d, err := s.Overdue(ctx, store.PurgeCallbackEvents, policy); err != nil || d != 0 {
+		t.Errorf("after the purge, overdue %s (%v)", d, err)
+	}
+}
+
+// An endpoint holds at most MaxPendingPings undelivered pings: a test call beyond them adds none (a ping is
+// on its way) but makes one of them due now, so that a test after fixing a receiver still sends a ping at
+// once (and the success makes the endpoint's backlog due).
+func TestAnEndpointHoldsAFewUndeliveredPingsAtMost(t *testing.T) {
+	s := fixture(t)
+	ctx := context.Background()
+	ep := endpoint(t, s, "acme")
+	pending := func() int {
+		return count(t, s, `SELECT count(*) FROM callback_events WHERE endpoint_id = $1 AND type = 'ping' AND state = 'pending'`, ep)
+	}
+	for range 10 {
+		if err := s.EnqueuePing(ctx, "acme", ep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := pending(); n != store.MaxPendingPings {
+		t.Fatalf("10 test calls left %d pings pending, want %d", n, store.MaxPendingPings)
+	}
+	// Every ping failed and waits for its retry; one is in flight.
+	exec(t, s, `UPDATE callback_events SET attempts = 5, next_attempt_at = now() + interval '1 hour'`)
+	exec(t, s, `UPDATE callback_events SET leased_until = now() + interval '30 seconds' WHERE id = (SELECT min(id) FROM callback_events)`)
+	if err := s.EnqueuePing(ctx, "acme", ep); err != nil {
+		t.Fatal(err)
+	}
+	if n := pending(); n != store.MaxPendingPings {
+		t.Errorf("%d pings pending, want %d", n, store.MaxPendingPings)
+	}
+	if n := count(t, s, `SELECT count(*) FROM callback_events WHERE next_attempt_at <= now() AND leased_until IS NULL`); n != 1 {
+		t.Errorf("%d pings due after a test call at the bound, want 1", n)
+	}
+	// Once they are delivered, a test call adds a ping again.
+	exec(t, s, `UPDATE callback_events SET state = 'delivered', finished_at = now(), leased_until = NULL`)
+	if err := s.EnqueuePing(ctx, "acme", ep); err != nil {
+		t.Fatal(err)
+	}
+	if n := pending(); n != 1 {
+		t.Errorf("%d pings pending after the others were delivered, want 1", n)
+	}
+	// The bound is per endpoint.
+	other := endpoint(t, s, "acme")
+	if err := s.EnqueuePing(ctx, "acme", other); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, s, `SELECT count(*) FROM callback_events WHERE endpoint_id = $1`, other); n != 1 {
+		t.Errorf("the other endpoint has %d pings, want 1", n)
+	}
+}
+
+// A rotation of HERALD_CALLBACK_SECRET_KEY reads the valid secrets not sealed under the current key (by the
+// prefix of its sealed form), and replaces each unless it changed meanwhile.
+func TestTheSecretsToSealAgainAreThoseUnderAnotherKey(t *testing.T) {
+	s := fixture(t)
+	ctx := context.Background()
+	a, b, c := endpoint(t, s, "acme"), endpoint(t, s, "acme"), endpoint(t, s, "acme")
+	exec(t, s, `UPDATE callback_secrets SET sealed = '\x01aaaa0000' WHERE endpoint_id = $1`, a)
+	exec(t, s, `UPDATE callback_secrets SET sealed = '\x01bbbb0001' WHERE endpoint_id = $1`, b)
+	exec(t, s, `UPDATE callback_secrets SET sealed = '\x01bbbb0002' WHERE endpoint_id = $1`, c)
+	// A secret rotated out, whose overlap ended: it signs nothing any more.
+	exec(t, s, `INSERT INTO callback_secrets (endpoint_id, sealed, expires_at) VALUES ($1, '\x01bbbb0003', now() - interval '1 minute')`, a)
+	current := []byte{1, 0xaa, 0xaa}
+	got, total, err := s.CallbackSecretsSealedOtherwise(ctx, current, 1)
+	if err != nil || total != 2 || len(got) != 1 || got[0].EndpointID != b || string(got[0].Sealed) != "\x01\xbb\xbb\x00\x01" {
+		t.Fatalf("got %+v, %d in all, %v; want b's secret, 2 in all", got, total, err)
+	}
+	if ok, err := s.ResealCallbackSecret(ctx, got[0].ID, []byte("changed meanwhile"), []byte{1, 0xaa, 0xaa, 9}); err != nil || ok {
+		t.Errorf("a secret that changed meanwhile was replaced: %v %v", ok, err)
+	}
+	if ok, err := s.ResealCallbackSecret(ctx, got[0].ID, got[0].Sealed, []byte{1, 0xaa, 0xaa, 9}); err != nil || !ok {
+		t.Errorf("reseal: %v %v", ok, err)
+	}
+	if _, total, err := s.CallbackSecretsSealedOtherwise(ctx, current, 10); err != nil || total != 1 {
+		t.Errorf("%d left, %v; want c's", total, err)
 	}
 }
 

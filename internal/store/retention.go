@@ -18,6 +18,8 @@ import (
 //	verification sessions    a pending session RetentionPolicy.Expired past its expiry becomes unverified, its label dropped
 //	idempotency keys         deleted IdempotencyWindow after they were claimed
 //	processed update ids     deleted ProcessedUpdateRetention after they were handled
+//	callback events          deleted RetentionPolicy.CallbackEvents after they were delivered or dropped
+//	                         (pending ones end within their 24-hour retry window, and are never purged)
 //
 // "Final" is Status.Terminal (terminalSQL), so a terminal state added later is purged without a change
 // here. A notification's updated_at is the time it reached its final state: a terminal row never changes
@@ -35,11 +37,12 @@ const (
 	PurgeVerificationSessions PurgeKind = "verification_sessions"
 	PurgeIdempotencyKeys      PurgeKind = "idempotency_keys"
 	PurgeProcessedUpdates     PurgeKind = "processed_updates"
+	PurgeCallbackEvents       PurgeKind = "callback_events"
 )
 
 // PurgeKinds lists every kind in purge order.
 var PurgeKinds = []PurgeKind{PurgeBodies, PurgeNotifications, PurgeLinkTokens, PurgeVerificationSessions,
-	PurgeIdempotencyKeys, PurgeProcessedUpdates}
+	PurgeIdempotencyKeys, PurgeProcessedUpdates, PurgeCallbackEvents}
 
 // ProcessedUpdateRetention is how long processed update ids are kept. The platform keeps an update it
 // could not deliver for at most 24 hours; twice that covers any redelivery with a margin.
@@ -50,10 +53,13 @@ type RetentionPolicy struct {
 	Bodies        time.Duration // a body, after its notification's final state
 	Notifications time.Duration // a notification row, after its final state; at least Bodies
 	Expired       time.Duration // link tokens and verification sessions, after they expire
+	// CallbackEvents: a callback event (one endpoint's copy), after it was delivered or dropped.
+	CallbackEvents time.Duration
 }
 
 // DefaultRetention is the policy of the HERALD_RETENTION_* defaults.
-var DefaultRetention = RetentionPolicy{Bodies: 7 * 24 * time.Hour, Notifications: 90 * 24 * time.Hour, Expired: 24 * time.Hour}
+var DefaultRetention = RetentionPolicy{Bodies: 7 * 24 * time.Hour, Notifications: 90 * 24 * time.Hour, Expired: 24 * time.Hour,
+	CallbackEvents: 7 * 24 * time.Hour}
 
 // inFlightSQL names the states that are not terminal, as the predicate of notifications_body_kept_idx
 // (migrations 00006 and 00008) does; a query must repeat it for PostgreSQL to use that index.
@@ -120,6 +126,15 @@ var purgeRules = map[PurgeKind]purgeRule{
 			ORDER BY processed_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
 		oldest: `SELECT min(processed_at) + $1::interval FROM processed_updates WHERE processed_at < now() - $1::interval`,
 		age:    func(RetentionPolicy) time.Duration { return ProcessedUpdateRetention },
+	},
+	PurgeCallbackEvents: {
+		// Through callback_events_finished_idx (migration 00009), whose predicate this repeats.
+		purge: `DELETE FROM callback_events WHERE id IN (
+			SELECT id FROM callback_events WHERE state <> 'pending' AND finished_at < now() - $1::interval
+			ORDER BY finished_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+		oldest: `SELECT min(finished_at) + $1::interval FROM callback_events
+			WHERE state <> 'pending' AND finished_at < now() - $1::interval`,
+		age: func(p RetentionPolicy) time.Duration { return p.CallbackEvents },
 	},
 }
 

@@ -11,7 +11,8 @@ import (
 	"github.com/heraldhq/herald/internal/store"
 )
 
-var policy = store.RetentionPolicy{Bodies: 7 * 24 * time.Hour, Notifications: 90 * 24 * time.Hour, Expired: 24 * time.Hour}
+var policy = store.RetentionPolicy{Bodies: 7 * 24 * time.Hour, Notifications: 90 * 24 * time.Hour, Expired: 24 * time.Hour,
+	CallbackEvents: 7 * 24 * time.Hour}
 
 // notification inserts a notification in a state, last changed age ago (the clock moved back), and
 // returns its id.
@@ -51,7 +52,8 @@ func purgeAll(t *testing.T, s *store.Store, batch int) map[store.PurgeKind]int64
 
 // What is due goes, what is not stays: bodies 7 days and rows 90 days after the final state, expired link
 // tokens and verification sessions a day after expiry, idempotency keys after 24 hours, processed update
-// ids after 48 hours. Notifications in flight are never touched, however old.
+// ids after 48 hours, callback events 7 days after they were delivered or dropped. Notifications in flight
+// and callback events still pending are never touched, however old.
 func TestRetentionPurgesWhatIsDueAndNothingElse(t *testing.T) {
 	s := fixture(t)
 	ctx := context.Background()
@@ -81,6 +83,12 @@ func TestRetentionPurgesWhatIsDueAndNothingElse(t *testing.T) {
 	exec(t, s, `INSERT INTO idempotency_keys (tenant_id, key, request_hash, created_at) VALUES
 		('acme', 'old', '\x00', now() - interval '25 hours'), ('acme', 'new', '\x00', now() - interval '23 hours')`)
 	exec(t, s, `INSERT INTO processed_updates (update_id, processed_at) VALUES (1, now() - interval '3 days'), (2, now() - interval '1 hour')`)
+	ep := endpoint(t, s, "acme")
+	exec(t, s, `INSERT INTO callback_events (event_id, endpoint_id, type, state, created_at, finished_at) VALUES
+		(gen_random_uuid(), $1, 'ping', 'delivered', now() - interval '8 days', now() - interval '8 days'),
+		(gen_random_uuid(), $1, 'ping', 'dropped', now() - interval '9 days', now() - interval '8 days'),
+		(gen_random_uuid(), $1, 'ping', 'delivered', now() - interval '6 days', now() - interval '6 days'),
+		(gen_random_uuid(), $1, 'ping', 'pending', now() - interval '30 days', NULL)`, ep)
 
 	for _, kind := range store.PurgeKinds {
 		if d, err := s.Overdue(ctx, kind, policy); err != nil || d <= 0 {
@@ -89,7 +97,8 @@ func TestRetentionPurgesWhatIsDueAndNothingElse(t *testing.T) {
 	}
 	purged := purgeAll(t, s, 2) // small batches: every kind takes several
 	want := map[store.PurgeKind]int64{store.PurgeBodies: 3, store.PurgeNotifications: 2, store.PurgeLinkTokens: 2,
-		store.PurgeVerificationSessions: 1, store.PurgeIdempotencyKeys: 1, store.PurgeProcessedUpdates: 1}
+		store.PurgeVerificationSessions: 1, store.PurgeIdempotencyKeys: 1, store.PurgeProcessedUpdates: 1,
+		store.PurgeCallbackEvents: 2}
 	for kind, n := range want {
 		if purged[kind] != n {
 			t.Errorf("purged %d %s, want %d", purged[kind], kind, n)
@@ -155,6 +164,10 @@ func TestRetentionPurgesWhatIsDueAndNothingElse(t *testing.T) {
 	}
 	if n := count(t, s, `SELECT count(*) FROM processed_updates WHERE update_id = 2`) + count(t, s, `SELECT count(*) FROM processed_updates`); n != 2 {
 		t.Error("processed updates: want only the recent one left")
+	}
+	if n := count(t, s, `SELECT count(*) FROM callback_events WHERE (state = 'delivered' AND finished_at > now() - interval '7 days') OR state = 'pending'`) +
+		count(t, s, `SELECT count(*) FROM callback_events`); n != 4 {
+		t.Error("callback events: want only the one delivered 6 days ago and the pending one left")
 	}
 	// A second run finds nothing.
 	for kind, n := range purgeAll(t, s, 100) {
