@@ -174,9 +174,11 @@ func Run(ctx context.Context, o Options) error {
 			CallbackSecrets: receiverSecrets(st, callbackKey)})
 		defer simulator.Close()
 		o.BotToken, o.BotUsername, o.MessengerAPIURL = simulator.Token(), simulator.BotUsername(), base
-		router.Handle("/bot*", simulator)
-		router.Handle("/sim", simulator)
-		router.Handle("/sim/*", simulator)
+		// On a developer's machine: no name but an address or localhost (DNS rebinding), as the console.
+		local := router.With(server.LocalOnly)
+		local.Handle("/bot*", simulator)
+		local.Handle("/sim", simulator)
+		local.Handle("/sim/*", simulator)
 	}
 	client := messenger.New(o.MessengerAPIURL, o.BotToken, nil)
 
