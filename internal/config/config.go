@@ -389,7 +389,7 @@ func (c *TenantDefaults) check(p *problems) {
 // Admission bounds what one ingress replica takes on at once, and so its memory: past these bounds it
 // sheds load (503 with Retry-After) or closes connections instead of queuing.
 type Admission struct {
-	MaxConnections   int   `name:"max-connections" env:"HERALD_MAX_CONNECTIONS" default:"1024" help:"connections the ingress holds: past it a new connection is answered 503 unavailable with Retry-After and closed, 2,000 a second at most (faster ones wait in the accept queue; GET /healthz, /readyz and /metrics pass); 0: no bound"`
+	MaxConnections   int   `name:"max-connections" env:"HERALD_MAX_CONNECTIONS" default:"1024" help:"connections the ingress holds: past it a new connection takes the place of one idle for a second or more, else is answered 503 unavailable with Retry-After and closed, 2,000 a second at most (faster ones wait in the accept queue; GET /healthz, /readyz and /metrics pass); 0: no bound"`
 	MaxInFlight      int   `name:"max-in-flight" env:"HERALD_MAX_IN_FLIGHT" default:"512" help:"concurrent /v1 requests; past it a request is answered 503 unavailable with Retry-After at once"`
 	MaxInFlightBytes int64 `name:"max-in-flight-bytes" env:"HERALD_MAX_IN_FLIGHT_BYTES" default:"8388608" placeholder:"BYTES" help:"request bodies of /v1 held at once, counted by Content-Length (at least 6553600, a full batch's); past it a request is answered 503 unavailable with Retry-After before its body is read"`
 }
