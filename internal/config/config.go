@@ -585,8 +585,10 @@ type Dev struct {
 	Retention
 	CallbackKey
 	CallbackPolicy `set:"callback_allow=true"`
-	DataDir        string `name:"data-dir" env:"HERALD_DEV_DATA_DIR" default:".dev" help:"where the private PostgreSQL and the generated secrets are kept between runs"`
-	Log            `set:"log_format=text"`
+	CallbackSending
+	DataDir string `name:"data-dir" env:"HERALD_DEV_DATA_DIR" default:".dev" help:"where the private PostgreSQL and the generated secrets are kept between runs"`
+	PGBin   string `name:"pg-bin" env:"HERALD_PG_BIN" placeholder:"DIR" help:"directory of the PostgreSQL server binaries (initdb, pg_ctl, postgres) for the private PostgreSQL; empty: pg_config --bindir, the newest /usr/lib/postgresql/*/bin, or initdb on the PATH"`
+	Log     `set:"log_format=text"`
 }
 
 func (c *Dev) check(p *problems) {
@@ -596,6 +598,7 @@ func (c *Dev) check(p *problems) {
 	c.DeepLinks.checkBase(p)
 	c.RateLimit.check(p)
 	c.TenantDefaults.check(p)
+	c.CallbackSending.check(p)
 	c.Log.check(p)
 	if c.DatabaseURL != "" {
 		c.Database.check(p)
