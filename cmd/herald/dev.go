@@ -30,6 +30,7 @@ func (c *devCmd) Run(e runEnv) error {
 		TenantSendsPerSecond: c.TenantSendsPerSecond, TenantRequestsPerSecond: c.TenantRequestsPerSecond,
 		Retention:         retentionPolicy(&c.Retention),
 		CallbackSecretKey: c.CallbackSecretKey, CallbackPolicy: c.Policy(),
+		CallbackConcurrency: c.CallbackConcurrency, CallbackEndpointConcurrency: c.CallbackEndpointConcurrency, PGBin: c.PGBin,
 		Logger: logger, Stdout: e.stdout,
 	})
 }

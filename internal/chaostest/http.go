@@ -32,8 +32,8 @@ func do(ctx context.Context, method, url, key string, body any) (int, []byte, er
 	if err != nil {
 		return 0, nil, err
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if body != nil || method != http.MethodGet {
+		req.Header.Set("Content-Type", "application/json") // the simulator's DELETE /sim/faults too
 	}
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)

@@ -393,7 +393,7 @@ func (c *TenantDefaults) check(p *problems) {
 // Admission bounds what one ingress replica takes on at once, and so its memory: past these bounds it
 // sheds load (503 with Retry-After) or closes connections instead of queuing.
 type Admission struct {
-	MaxConnections   int   `name:"max-connections" env:"HERALD_MAX_CONNECTIONS" default:"1024" help:"connections the ingress holds: past it a new connection is answered 503 unavailable with Retry-After and closed, 2,000 a second at most (faster ones wait in the accept queue; GET /healthz, /readyz and /metrics pass); 0: no bound"`
+	MaxConnections   int   `name:"max-connections" env:"HERALD_MAX_CONNECTIONS" default:"1024" help:"connections the ingress holds: past it a new connection takes the place of one idle for a second or more, else is answered 503 unavailable with Retry-After and closed, 2,000 a second at most (faster ones wait in the accept queue; GET /healthz, /readyz and /metrics pass); 0: no bound"`
 	MaxInFlight      int   `name:"max-in-flight" env:"HERALD_MAX_IN_FLIGHT" default:"512" help:"concurrent /v1 requests, one tenant's at most half of them; past it a request is answered 503 unavailable with Retry-After at once"`
 	MaxInFlightBytes int64 `name:"max-in-flight-bytes" env:"HERALD_MAX_IN_FLIGHT_BYTES" default:"16777216" placeholder:"BYTES" help:"request bodies of /v1 held at once, counted by Content-Length, one tenant's at most half of them (at least 13107200: two full batches, so that each half holds one); past it a request is answered 503 unavailable with Retry-After before its body is read"`
 }
@@ -590,8 +590,10 @@ type Dev struct {
 	Retention
 	CallbackKey
 	CallbackPolicy `set:"callback_allow=true"`
-	DataDir        string `name:"data-dir" env:"HERALD_DEV_DATA_DIR" default:".dev" help:"where the private PostgreSQL and the generated secrets are kept between runs"`
-	Log            `set:"log_format=text"`
+	CallbackSending
+	DataDir string `name:"data-dir" env:"HERALD_DEV_DATA_DIR" default:".dev" help:"where the private PostgreSQL and the generated secrets are kept between runs"`
+	PGBin   string `name:"pg-bin" env:"HERALD_PG_BIN" placeholder:"DIR" help:"directory of the PostgreSQL server binaries (initdb, pg_ctl, postgres) for the private PostgreSQL; empty: pg_config --bindir, the newest /usr/lib/postgresql/*/bin, or initdb on the PATH"`
+	Log     `set:"log_format=text"`
 }
 
 func (c *Dev) check(p *problems) {
@@ -601,6 +603,7 @@ func (c *Dev) check(p *problems) {
 	c.DeepLinks.checkBase(p)
 	c.RateLimit.check(p)
 	c.TenantDefaults.check(p)
+	c.CallbackSending.check(p)
 	c.Log.check(p)
 	if c.DatabaseURL != "" {
 		c.Database.check(p)

@@ -209,4 +209,8 @@ func TestTheConsoleWalksATenantThroughInABrowser(t *testing.T) {
 	if n := value[int](t, ctx, `document.querySelectorAll('#chat-lines img').length + document.querySelectorAll('[data-pwned]').length`); n != 0 {
 		t.Error("a user's message was rendered as HTML")
 	}
+
+	// A POST without a body is JSON too, or the simulator would refuse it (what another site's page sends).
+	step(t, ctx, "blocking the bot takes effect in the simulator",
+		click("#block"), chromedp.Poll[chromedp.Void](`document.querySelector('#block').textContent === 'Unblock the bot'`))
 }

@@ -19,14 +19,13 @@ import (
 	"encoding/json"
 	"io/fs"
 	"log/slog"
-	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/sim"
 	"github.com/heraldhq/herald/internal/store"
 )
@@ -80,7 +79,7 @@ func (c *Console) Close() { c.closeOnce.Do(func() { close(c.done) }) }
 // Routes mounts the page at / and its files and API under /console/.
 func (c *Console) Routes(r chi.Router) {
 	r.Group(func(r chi.Router) {
-		r.Use(localOnly, securityHeaders)
+		r.Use(server.LocalOnly, securityHeaders) // the page hands out the demo key
 		r.Get("/", c.index)
 		r.Get("/console/api/session", c.session)
 		r.Get("/console/api/events", c.events)
@@ -179,23 +178,6 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 			_ = rc.Flush()
 		}
 	}
-}
-
-// localOnly refuses a Host that is neither an IP address nor localhost: the page hands out the demo key,
-// and a name that resolves to 127.0.0.1 (DNS rebinding) must not let another site's script read it.
-func localOnly(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		host := r.Host
-		if h, _, err := net.SplitHostPort(host); err == nil {
-			host = h
-		}
-		host = strings.Trim(host, "[]")
-		if net.ParseIP(host) == nil && !strings.EqualFold(host, "localhost") {
-			http.Error(w, "the dev console answers on an IP address or localhost only", http.StatusForbidden)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 // securityHeaders: the page runs its own files only, and is never framed.

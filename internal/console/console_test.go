@@ -15,6 +15,7 @@ import (
 	"github.com/heraldhq/herald/internal/devenv"
 	"github.com/heraldhq/herald/internal/devenv/devtest"
 	"github.com/heraldhq/herald/internal/pgtest"
+	"github.com/heraldhq/herald/internal/sim"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -86,6 +87,53 @@ func TestThePageIsServedLocallyOnly(t *testing.T) {
 		if res := get(t, d.base+path, "Host", "rebind.example:"+port); res.StatusCode != http.StatusForbidden {
 			t.Errorf("GET %s with Host rebind.example: %d, want 403", path, res.StatusCode)
 		}
+	}
+}
+
+// The page drives the simulator with same-origin JSON; another site's page, which can make the browser
+// POST text/plain to 127.0.0.1 or rebind a name of its own to it, gets nothing done.
+func TestTheSimulatorTakesOnlyThePagesRequests(t *testing.T) {
+	t.Parallel()
+	d := startDev(t)
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(d.base, "http://"))
+	post := func(path, body string, header ...string) int {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), "POST", d.base+path, strings.NewReader(body))
+		for i := 0; i+1 < len(header); i += 2 {
+			if header[i] == "Host" {
+				req.Host = header[i+1]
+			}
+			req.Header.Set(header[i], header[i+1])
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("POST %s: %v", path, err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	const user = `{"id":1001,"first_name":"Ann"}`
+	for name, c := range map[string]struct {
+		header []string
+		want   int
+	}{
+		"text/plain from another site": {[]string{"Content-Type", "text/plain", "Origin", "https://evil.example", "Sec-Fetch-Site", "cross-site"}, http.StatusForbidden},
+		"text/plain without an origin": {[]string{"Content-Type", "text/plain"}, http.StatusUnsupportedMediaType},
+		"JSON from another origin":     {[]string{"Content-Type", "application/json", "Origin", "https://evil.example"}, http.StatusForbidden},
+		"JSON to a rebound name":       {[]string{"Content-Type", "application/json", "Host", "rebind.example:" + port, "Origin", "http://rebind.example:" + port}, http.StatusForbidden},
+	} {
+		if got := post("/sim/users", user, c.header...); got != c.want {
+			t.Errorf("%s: %d, want %d", name, got, c.want)
+		}
+	}
+	if res := get(t, d.base+"/sim/users/1001"); res.StatusCode != http.StatusNotFound {
+		t.Fatalf("after the refused requests, user 1001: %d, want 404", res.StatusCode)
+	}
+	if res := get(t, d.base+"/bot"+sim.DefaultToken+"/getMe", "Host", "rebind.example:"+port); res.StatusCode != http.StatusForbidden {
+		t.Errorf("the Bot API to a rebound name: %d, want 403", res.StatusCode)
+	}
+	if got := post("/sim/users", user, "Content-Type", "application/json", "Origin", d.base, "Sec-Fetch-Site", "same-origin"); got != 200 {
+		t.Errorf("the page's own request: %d, want 200", got)
 	}
 }
 

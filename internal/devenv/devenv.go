@@ -60,7 +60,12 @@ type Options struct {
 	// CallbackPolicy: herald dev allows http:// and private addresses, so that callbacks can reach the
 	// simulator's receiver on 127.0.0.1.
 	CallbackPolicy egress.Policy
-	RateLimit      float64
+	// CallbackConcurrency and CallbackEndpointConcurrency bound the sender's attempts in flight, in all and
+	// per endpoint; 0: the sender's defaults.
+	CallbackConcurrency         int
+	CallbackEndpointConcurrency int
+	PGBin                       string // the PostgreSQL server binaries; empty: found (pglocal.FindBinaries)
+	RateLimit                   float64
 	// TenantSendsPerSecond and TenantRequestsPerSecond are the default tenant limits.
 	TenantSendsPerSecond    float64
 	TenantRequestsPerSecond float64
@@ -114,7 +119,7 @@ func Run(ctx context.Context, o Options) error {
 	// PostgreSQL.
 	if o.DatabaseURL == "" {
 		// The lock is ours, so a server running on the directory was left by a run that was killed.
-		pg, err := pglocal.Start(ctx, pglocal.Options{Dir: filepath.Join(o.DataDir, "postgres"), Durable: true, ReplaceRunning: true})
+		pg, err := pglocal.Start(ctx, pglocal.Options{Dir: filepath.Join(o.DataDir, "postgres"), BinDir: o.PGBin, Durable: true, ReplaceRunning: true})
 		if err != nil {
 			if errors.Is(err, pglocal.ErrNoBinaries) {
 				return fmt.Errorf("%w\n(or set HERALD_DATABASE_URL to use an existing PostgreSQL)", err)
@@ -174,9 +179,11 @@ func Run(ctx context.Context, o Options) error {
 			CallbackSecrets: receiverSecrets(st, callbackKey)})
 		defer simulator.Close()
 		o.BotToken, o.BotUsername, o.MessengerAPIURL = simulator.Token(), simulator.BotUsername(), base
-		router.Handle("/bot*", simulator)
-		router.Handle("/sim", simulator)
-		router.Handle("/sim/*", simulator)
+		// On a developer's machine: no name but an address or localhost (DNS rebinding), as the console.
+		local := router.With(server.LocalOnly)
+		local.Handle("/bot*", simulator)
+		local.Handle("/sim", simulator)
+		local.Handle("/sim/*", simulator)
 	}
 	client := messenger.New(o.MessengerAPIURL, o.BotToken, nil)
 
@@ -198,6 +205,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	callbacks, err := callback.New(callback.Options{Store: st, Key: callbackKey, Policy: o.CallbackPolicy,
+		Concurrency: o.CallbackConcurrency, EndpointConcurrency: o.CallbackEndpointConcurrency,
 		Logger: log.With("component", "callbacks"), PollInterval: 200 * time.Millisecond, GracePeriod: 5 * time.Second})
 	if err != nil {
 		return err

@@ -15,7 +15,7 @@ import (
 // heldRequest is a request whose headers and the first part of its body are sent, and whose handler waits
 // for the rest: it holds its place among the requests in flight until finished or abandoned.
 type heldRequest struct {
-	t    *testing.T
+	t    testing.TB
 	c    net.Conn
 	rest string
 }

@@ -29,7 +29,7 @@ const prefix = "it"
 
 // env is one running tenant API over a fresh database and broker.
 type env struct {
-	t      *testing.T
+	t      testing.TB // a *testing.F for a fuzz target's env: only before its Fuzz
 	st     *store.Store
 	broker *kafkatest.Broker
 	srv    *httptest.Server
@@ -56,13 +56,13 @@ func (l *logBuffer) String() string {
 	return l.b.String()
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	return newEnvWith(t, nil)
 }
 
 // newEnvWith is newEnv with options changed by opts.
-func newEnvWith(t *testing.T, opts func(*ingress.Options)) *env {
+func newEnvWith(t testing.TB, opts func(*ingress.Options)) *env {
 	t.Helper()
 	st, _ := pgtest.NewStore(t)
 	b := kafkatest.New(t, prefix)

@@ -69,7 +69,6 @@ func (a *API) listNotifications(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// parseListQuery validates the filters, the page size and the cursor of a listing.
 // listQuery reads GET /v1/notifications' query string: only the known parameters, each at most once.
 // Every refusal is invalid_request (FuzzListQuery).
 func listQuery(raw string) (store.ListFilter, int, *store.ListCursor, error) {
@@ -96,6 +95,7 @@ func truncate(s string, n int) string {
 	return s
 }
 
+// parseListQuery validates the filters, the page size and the cursor of a listing.
 func parseListQuery(q url.Values) (store.ListFilter, int, *store.ListCursor, error) {
 	var f store.ListFilter
 	if s := q.Get("status"); q.Has("status") {

@@ -7,6 +7,7 @@ package pglocal
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -32,6 +33,9 @@ type Options struct {
 	Durable bool
 	// MaxConnections; 0 means 200.
 	MaxConnections int
+	// BinDir holds initdb, pg_ctl and postgres (herald dev: --pg-bin); empty: $HERALD_PG_BIN, else
+	// FindBinaries looks for them.
+	BinDir string
 	// ReplaceRunning stops a server already running on Dir before starting: for a caller that knows such
 	// a server is an orphan (herald dev holds a lock on its data directory, so a server running there was
 	// left by a run that was killed). Without it, Start refuses with ErrRunning.
@@ -50,11 +54,12 @@ type Cluster struct {
 // ErrNoBinaries says the PostgreSQL server binaries are not installed.
 var ErrNoBinaries = errors.New("PostgreSQL server binaries (initdb, pg_ctl, postgres) not found: install them with `apt-get install postgresql` or set HERALD_PG_BIN to their directory")
 
-// FindBinaries returns the directory holding initdb and pg_ctl: $HERALD_PG_BIN, the directory of pg_config
-// --bindir, or the newest /usr/lib/postgresql/*/bin.
-func FindBinaries() (string, error) {
+// FindBinaries returns the directory holding initdb and pg_ctl: dir, else $HERALD_PG_BIN (for the tests
+// and benchmarks, which have no configuration; herald dev passes its --pg-bin), else the directory of
+// pg_config --bindir, the newest /usr/lib/postgresql/*/bin, or that of initdb on the PATH.
+func FindBinaries(dir string) (string, error) {
 	candidates := []string{}
-	if d := os.Getenv("HERALD_PG_BIN"); d != "" {
+	if d := cmp.Or(dir, os.Getenv("HERALD_PG_BIN")); d != "" {
 		candidates = append(candidates, d)
 	}
 	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
@@ -89,7 +94,7 @@ var ErrRunning = errors.New("a PostgreSQL server is already running on this dire
 
 // Start initialises the cluster if needed and starts it.
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
-	bin, err := FindBinaries()
+	bin, err := FindBinaries(opts.BinDir)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"container/list"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -24,6 +25,11 @@ var connectionsShed = promauto.NewCounter(prometheus.CounterOpts{
 	Help: "Connections answered 503 unavailable at once because the listener held HERALD_MAX_CONNECTIONS (their requests are also in herald_http_requests_total, route connection_limit).",
 })
 
+var idleConnectionsClosed = promauto.NewCounter(prometheus.CounterOpts{
+	Name: "herald_http_idle_connections_closed_total",
+	Help: "Keep-alive connections idle for a second or more closed at HERALD_MAX_CONNECTIONS so that a new connection could take their place instead of being shed.",
+})
+
 // connLimiter bounds the connections the HTTP server holds. net/http costs a goroutine and 8 KiB of
 // buffers per connection, more while a request is served; a client that opens connections faster than
 // they are answered (any client past capacity: its requests wait, so it opens more) would otherwise grow
@@ -37,11 +43,17 @@ var connectionsShed = promauto.NewCounter(prometheus.CounterOpts{
 //
 // Connections within the bound keep alive: closing them at the bound, so that idle ones would give their
 // places up, made every request under overload open a connection of its own, and the accepted rate fell
-// by a third. An idle connection holds its place until IdleTimeout.
+// by a third. But a connection idle for idleEvictAfter gives its place up to a new connection that would
+// be shed: otherwise idle keep-alive connections (a client's pool at rest, or connections opened only to
+// hold places) would keep every new client out until IdleTimeout.
 type connLimiter struct {
 	net.Listener
 	max  int64
 	open atomic.Int64
+
+	mu     sync.Mutex
+	idle   list.List                  // of idleConn: the server's connections between two requests, the longest idle first
+	idleOf map[net.Conn]*list.Element // their places in idle
 
 	handback chan net.Conn // probes read past the bound, for the server
 	accepted chan acceptResult
@@ -56,8 +68,8 @@ type acceptResult struct {
 }
 
 func newConnLimiter(ln net.Listener, max int) *connLimiter {
-	return &connLimiter{Listener: ln, max: int64(max), handback: make(chan net.Conn), accepted: make(chan acceptResult),
-		done: make(chan struct{})}
+	return &connLimiter{Listener: ln, max: int64(max), idleOf: map[net.Conn]*list.Element{}, handback: make(chan net.Conn),
+		accepted: make(chan acceptResult), done: make(chan struct{})}
 }
 
 // Close closes the listener and stops handing connections over.
@@ -103,7 +115,7 @@ func (l *connLimiter) acceptLoop() {
 			}
 			continue // the server decides: it retries temporary errors and returns on the others
 		}
-		if l.open.Add(1) > l.max {
+		if l.open.Add(1) > l.max && !l.closeLongestIdle() {
 			l.open.Add(-1)
 			pace.wait()
 			go l.shed(c)
@@ -153,6 +165,50 @@ func (p *pacer) wait() {
 		p.sleep(d)
 	}
 	p.next = p.next.Add(p.every)
+}
+
+// idleEvictAfter is how long a connection must have waited for its next request before a new connection
+// may take its place at the bound: far longer than a client in use leaves a kept connection between two
+// requests, so that under overload the bound still keeps the connections in use alive and sheds the new
+// ones. The place changes hands at once; the count falls back once the server has seen the close.
+const idleEvictAfter = time.Second
+
+// idleConn is a connection of the server's between two requests, since when.
+type idleConn struct {
+	c     net.Conn
+	since time.Time
+}
+
+// closeLongestIdle closes the connection idle the longest if it has been idle for idleEvictAfter, and
+// reports whether it did. A connection serving a request is never idle here. A request that arrives just
+// as its connection is closed fails as it would at IdleTimeout: the race of every keep-alive close,
+// which clients retry (RFC 9112 §9.3.1).
+func (l *connLimiter) closeLongestIdle() bool {
+	l.mu.Lock()
+	e := l.idle.Front()
+	if e == nil || time.Since(e.Value.(idleConn).since) < idleEvictAfter {
+		l.mu.Unlock()
+		return false
+	}
+	ic := l.idle.Remove(e).(idleConn)
+	delete(l.idleOf, ic.c)
+	l.mu.Unlock()
+	_ = ic.c.Close()
+	idleConnectionsClosed.Inc()
+	return true
+}
+
+// setIdle records whether a connection of the server's is between two requests.
+func (l *connLimiter) setIdle(c net.Conn, idle bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e, ok := l.idleOf[c]; ok {
+		l.idle.Remove(e)
+		delete(l.idleOf, c)
+	}
+	if idle {
+		l.idleOf[c] = l.idle.PushBack(idleConn{c: c, since: time.Now()})
+	}
 }
 
 // closed counts a connection of the server's as gone (its ConnState hook: closed or hijacked).
@@ -293,8 +349,14 @@ func (c *prefixConn) CloseWrite() error {
 }
 
 // trackConns is the server's ConnState hook for l.
-func (l *connLimiter) trackConns(_ net.Conn, s http.ConnState) {
-	if s == http.StateClosed || s == http.StateHijacked {
+func (l *connLimiter) trackConns(c net.Conn, s http.ConnState) {
+	switch s {
+	case http.StateIdle:
+		l.setIdle(c, true)
+	case http.StateActive:
+		l.setIdle(c, false)
+	case http.StateClosed, http.StateHijacked:
+		l.setIdle(c, false)
 		l.closed()
 	}
 }

@@ -72,6 +72,12 @@ func (s *Server) serveBotAPI(w http.ResponseWriter, r *http.Request) {
 		writeBot(w, nil, errUnauthorized)
 		return
 	}
+	if r.Method != http.MethodPost && method != "getme" && method != "getwebhookinfo" {
+		// A page's image or link sends a GET from any site, without the checks a POST gets (SameOriginJSON):
+		// only what reads answers one. Herald's client POSTs every method.
+		writeBot(w, nil, badRequest("%s changes state: POST it as JSON", rest[slash+1:]))
+		return
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	if err != nil {
 		writeBot(w, nil, badRequest("can't read the request"))

@@ -86,9 +86,8 @@ func TestTheCallbackReceiverVerifiesAndKeepsWhatArrives(t *testing.T) {
 	if n := len(listed.Callbacks); n != 8 || !*listed.Callbacks[4].Verified || listed.Callbacks[5].Answered != 503 {
 		t.Errorf("GET /sim/callbacks: %d callbacks, %+v", n, listed.Callbacks)
 	}
-	req, _ := http.NewRequest("DELETE", e.srv.URL+"/sim/callbacks", nil)
-	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != 200 || len(e.sim.Callbacks()) != 0 {
-		t.Errorf("DELETE /sim/callbacks: %v %v, %d left", res, err, len(e.sim.Callbacks()))
+	if status := e.control(t, "DELETE", "/sim/callbacks", nil, nil); status != 200 || len(e.sim.Callbacks()) != 0 {
+		t.Errorf("DELETE /sim/callbacks: %d, %d left", status, len(e.sim.Callbacks()))
 	}
 }
 

@@ -61,6 +61,7 @@ func (s *Server) routes() http.Handler {
 var help = map[string]any{
 	"bot_api": "POST /bot{token}/{getMe|sendMessage|setWebhook|deleteWebhook|getWebhookInfo|getUpdates}",
 	"control": []string{
+		`Every POST and DELETE (here and to the Bot API) must be Content-Type: application/json, body or not, and not from another origin's page`,
 		`POST /sim/users {"id":1001,"first_name":"Ann","phone_number":"+15551230001"}`,
 		`GET  /sim/users, GET /sim/users/{id}`,
 		`User actions (start, open-link, message, share-contact, POST /sim/updates) answer once the webhook has answered the update: "webhook":{"state":"answered","status":200} (or dropped, pending after ?wait= (default 10s), no_webhook)`,

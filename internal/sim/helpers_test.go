@@ -60,6 +60,9 @@ func (e *env) control(t *testing.T, method, path string, body any, out any) int 
 	if err != nil {
 		t.Fatal(err)
 	}
+	if method != http.MethodGet {
+		req.Header.Set("Content-Type", "application/json") // what changes state must be JSON
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)

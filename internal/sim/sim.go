@@ -262,7 +262,9 @@ func New(opts Options) *Server {
 		nextUpdateID: opts.FirstUpdateID,
 		outcomes:     outcomes{byID: map[int64]WebhookOutcome{}},
 	}
-	s.handler = s.routes()
+	// Unauthenticated (the Bot API's default token is public) and served on a developer's machine: a web
+	// page must not be able to drive it through the browser.
+	s.handler = server.SameOriginJSON(s.routes())
 	s.wg.Go(s.deliverLoop)
 	return s
 }

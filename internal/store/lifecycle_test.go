@@ -530,7 +530,11 @@ func TestListFiltersAndCursorBinding(t *testing.T) {
 	if _, err := store.DecodeListCursor(enc, store.ListFilter{UserID: "ok2"}); !errors.Is(err, store.ErrBadCursor) {
 		t.Errorf("a cursor with other filters: %v, want ErrBadCursor", err)
 	}
-	for _, bad := range []string{"", "garbage", enc[:len(enc)-2]} {
+	forged := func(at time.Time) string {
+		return store.ListCursor{CreatedAt: at, TrackingID: next.TrackingID}.Encode(f)
+	}
+	for _, bad := range []string{"", "garbage", enc[:len(enc)-2], forged(time.Date(-5000, 1, 1, 0, 0, 0, 0, time.UTC)),
+		forged(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)), forged(time.Unix(-1, 0))} {
 		if _, err := store.DecodeListCursor(bad, f); !errors.Is(err, store.ErrBadCursor) {
 			t.Errorf("cursor %q: %v, want ErrBadCursor", bad, err)
 		}

@@ -371,7 +371,17 @@ func (c ListCursor) Encode(f ListFilter) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
+// The times a cursor may carry, in microseconds since 1970: a row's created_at is the database's clock at
+// insert, so a cursor outside these years was forged, and part of int64's range is outside what
+// PostgreSQL's timestamptz holds (the statement would fail: a 500 instead of a 400).
+const (
+	cursorEarliestMicros = 0                  // 1970-01-01
+	cursorLatestMicros   = 253402300800000000 // 10000-01-01, excluded
+)
+
 // DecodeListCursor reads a cursor that Encode rendered for the same filter; ErrBadCursor otherwise.
+// Cursors are not signed: one can only name a place in the caller's own listing (the tenant comes from
+// the key), so a forged one reveals nothing; each field is checked so that the query cannot fail.
 func DecodeListCursor(s string, f ListFilter) (ListCursor, error) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil || len(b) != 33 || b[0] != cursorVersion {
@@ -380,8 +390,13 @@ func DecodeListCursor(s string, f ListFilter) (ListCursor, error) {
 	if fp := f.fingerprint(); !bytes.Equal(b[25:], fp[:]) {
 		return ListCursor{}, fmt.Errorf("%w: it belongs to a listing with other filters", ErrBadCursor)
 	}
+	micros := int64(binary.BigEndian.Uint64(b[1:9]))
+	if micros < cursorEarliestMicros || micros >= cursorLatestMicros {
+		return ListCursor{}, fmt.Errorf("%w: its time is out of range", ErrBadCursor)
+	}
+	// Any 16 bytes are a UUID to PostgreSQL, and a position in the keyset.
 	id, _ := uuid.FromBytes(b[9:25])
-	return ListCursor{CreatedAt: time.UnixMicro(int64(binary.BigEndian.Uint64(b[1:9]))).UTC(), TrackingID: id.String()}, nil
+	return ListCursor{CreatedAt: time.UnixMicro(micros).UTC(), TrackingID: id.String()}, nil
 }
 
 // ListNotifications returns up to limit of the tenant's notifications matching f, newest first, after the

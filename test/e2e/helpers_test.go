@@ -148,8 +148,8 @@ func (a *api) call(method, path string, body, out any) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if body != nil || method != http.MethodGet {
+		req.Header.Set("Content-Type", "application/json") // the simulator refuses anything else that changes state
 	}
 	if a.key != "" {
 		req.Header.Set("Authorization", "Bearer "+a.key)

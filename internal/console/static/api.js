@@ -7,8 +7,12 @@ export function useKey(key) { apiKey = key; }
 // call answers {method, path, status, ok, json, text}; a network failure is status 0.
 async function call(method, path, body, headers = {}) {
   const init = { method, headers: { ...headers } };
-  if (body !== undefined) {
+  if (method !== 'GET') {
+    // The simulator takes no other kind of request that changes state, body or not (what a page of
+    // another site could send without asking).
     init.headers['Content-Type'] = 'application/json';
+  }
+  if (body !== undefined) {
     init.body = JSON.stringify(body);
   }
   try {
