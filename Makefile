@@ -43,7 +43,7 @@ build: ## Build bin/herald
 chaos: build postgres ## Fault-injection suite, long version (HERALD_CHAOS=long): the results table, also written into docs/reliability.md
 	@report="$${HERALD_CHAOS_REPORT:-$(BIN)/chaos-report.md}"; rm -f "$$report"; status=0; \
 	  HERALD_CHAOS=long HERALD_BINARY="$(HERALD)" HERALD_CHAOS_REPORT="$$report" \
-	    $(GOTEST) -count=1 -timeout 90m -v ./internal/chaostest/ || status=$$?; \
+	    $(GOTEST) -count=1 -timeout 90m -v ./test/chaos/ || status=$$?; \
 	  if [ -f "$$report" ]; then cat "$$report"; hack/chaos-table.sh "$$report" docs/reliability.md; fi; exit $$status
 
 ##@ Checks

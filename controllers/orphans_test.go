@@ -14,7 +14,7 @@ import (
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
 	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/operator"
-	"github.com/heraldhq/herald/internal/rbactest"
+	"github.com/heraldhq/herald/internal/testing/rbactest"
 	"github.com/heraldhq/herald/internal/store"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
 	"github.com/heraldhq/herald/internal/operator"
-	"github.com/heraldhq/herald/internal/rbactest"
+	"github.com/heraldhq/herald/internal/testing/rbactest"
 )
 
 // The operator runs as its ServiceAccount with the RBAC of config/rbac: it may touch Secrets only in the

@@ -29,7 +29,7 @@ import (
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
 	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/operator"
-	"github.com/heraldhq/herald/internal/pgtest"
+	"github.com/heraldhq/herald/internal/testing/pgtest"
 	"github.com/heraldhq/herald/internal/store"
 )
 
@@ -125,7 +125,7 @@ func (h *harness) run(opts operator.Options) {
 	opts.Logger = logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	cfg := restConfig
 	if opts.RestConfig != nil {
-		cfg = opts.RestConfig // the operator as a ServiceAccount (internal/rbactest)
+		cfg = opts.RestConfig // the operator as a ServiceAccount (internal/testing/rbactest)
 	}
 	mgr, err := operator.NewManager(cfg, h.st, opts)
 	if err != nil {

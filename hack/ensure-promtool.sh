@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes sure promtool is on PATH: the tests of the Grafana dashboard and the Prometheus rules
-# (internal/monitoring) check every PromQL expression and run the alerts' unit tests with it. Installs Debian's
+# (test/monitoring) check every PromQL expression and run the alerts' unit tests with it. Installs Debian's
 # prometheus package, which ships promtool, when run as root; otherwise says exactly what to install.
 set -euo pipefail
 if command -v promtool >/dev/null 2>&1; then exit 0; fi

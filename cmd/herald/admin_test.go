@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/heraldhq/herald/internal/apikey"
-	"github.com/heraldhq/herald/internal/pgtest"
+	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -20,7 +20,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
-	"github.com/heraldhq/herald/internal/pgtest"
+	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
 
 // variableName is a HERALD_* variable; a family of them (HERALD_RETENTION_*) does not match.

@@ -16,9 +16,9 @@ import (
 
 	"github.com/heraldhq/herald/internal/callback"
 	"github.com/heraldhq/herald/internal/egress"
-	"github.com/heraldhq/herald/internal/pgtest"
 	"github.com/heraldhq/herald/internal/signing"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/devenv"
-	"github.com/heraldhq/herald/internal/devenv/devtest"
-	"github.com/heraldhq/herald/internal/pgtest"
 	"github.com/heraldhq/herald/internal/sim"
+	"github.com/heraldhq/herald/internal/testing/devtest"
+	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -29,7 +29,7 @@ import (
 	"github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/internal/egress"
 	"github.com/heraldhq/herald/internal/ingress"
-	"github.com/heraldhq/herald/internal/kafkatest"
+	"github.com/heraldhq/herald/internal/kafkalocal"
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/pglocal"
@@ -148,7 +148,7 @@ func Run(ctx context.Context, o Options) error {
 
 	// Kafka.
 	if len(o.KafkaBrokers) == 0 {
-		b, err := kafkatest.Start(o.TopicPrefix, 0, 4)
+		b, err := kafkalocal.Start(o.TopicPrefix, 0, 4)
 		if err != nil {
 			return err
 		}

@@ -17,11 +17,11 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/devenv"
-	"github.com/heraldhq/herald/internal/devenv/devtest"
 	"github.com/heraldhq/herald/internal/egress"
 	"github.com/heraldhq/herald/internal/pglocal"
-	"github.com/heraldhq/herald/internal/pgtest"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/devtest"
+	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
 
 // TestDevRunsThePrintedWalkthrough starts `herald dev` on embedded defaults (a private PostgreSQL from the

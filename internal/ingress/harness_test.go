@@ -14,13 +14,13 @@ import (
 
 	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/ingress"
-	"github.com/heraldhq/herald/internal/kafkatest"
 	"github.com/heraldhq/herald/internal/outbox"
-	"github.com/heraldhq/herald/internal/pgtest"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/signing"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/kafkatest"
+	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -139,7 +139,7 @@ type response struct {
 	body   []byte
 }
 
-func (r response) json(t *testing.T) map[string]any {
+func (r response) json(t testing.TB) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(r.body, &m); err != nil {
@@ -185,7 +185,7 @@ func (e *env) do(method, path, key string, body any, headers ...string) response
 }
 
 // expectError asserts the status and the spec's error code, and the error body shape.
-func expectError(t *testing.T, r response, status int, code string) {
+func expectError(t testing.TB, r response, status int, code string) {
 	t.Helper()
 	if r.status != status {
 		t.Fatalf("status = %d, want %d; body %s", r.status, status, r.body)

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/internal/openapitest"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/openapitest"
 )
 
 const uuidLike = "00000000-0000-0000-0000-000000000000"

@@ -37,8 +37,8 @@ import (
 
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
 	"github.com/heraldhq/herald/internal/operator"
-	"github.com/heraldhq/herald/internal/pgtest"
-	"github.com/heraldhq/herald/internal/rbactest"
+	"github.com/heraldhq/herald/internal/testing/pgtest"
+	"github.com/heraldhq/herald/internal/testing/rbactest"
 )
 
 var (

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/internal/kafkatest"
 	"github.com/heraldhq/herald/internal/queue"
+	"github.com/heraldhq/herald/internal/testing/kafkatest"
 )
 
 func TestPublishRoutesByPriorityAndKeepsEnvelope(t *testing.T) {

@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/heraldhq/herald/internal/pgtest"
 	"github.com/heraldhq/herald/internal/ratelimit"
+	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
 
 // Refusing says, without a query, what Take would answer once the central bucket has refused this

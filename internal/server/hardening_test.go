@@ -14,8 +14,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/heraldhq/herald/internal/httpprobe"
 	"github.com/heraldhq/herald/internal/server"
+	"github.com/heraldhq/herald/internal/testing/httpprobe"
 )
 
 // serve runs h with ServeListener on a loopback port until the test ends and returns its address.

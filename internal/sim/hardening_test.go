@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/internal/httpprobe"
 	"github.com/heraldhq/herald/internal/sim"
+	"github.com/heraldhq/herald/internal/testing/httpprobe"
 )
 
 // herald sim is a server like the others: slow clients are cut after the shared header timeout and do not

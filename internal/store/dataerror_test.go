@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/internal/pgtest"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
 
 // IsDataError tells a statement PostgreSQL refused for what its rows hold (which the outbox then runs

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/apikey"
-	"github.com/heraldhq/herald/internal/pgtest"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
 
 func TestUpsertTenantFromSpecWritesOnlyWhatDiffers(t *testing.T) {

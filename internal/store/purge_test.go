@@ -10,8 +10,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/heraldhq/herald/internal/apikey"
-	"github.com/heraldhq/herald/internal/pgtest"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
 
 // seedUsers gives tenant n users linked to chats and verified, each with a used link token, and one

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/internal/pgtest"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
 
 // The states the schema's CHECK constraint allows are exactly store.Statuses.

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/internal/kafkatest"
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/outbox"
-	"github.com/heraldhq/herald/internal/pgtest"
 	"github.com/heraldhq/herald/internal/queue"
+	"github.com/heraldhq/herald/internal/testing/kafkatest"
+	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
 
 // Concurrent updates of different users share one transaction (apply.go). One whose effect PostgreSQL

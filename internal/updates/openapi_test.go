@@ -3,7 +3,7 @@ package updates_test
 import (
 	"testing"
 
-	"github.com/heraldhq/herald/internal/openapitest"
+	"github.com/heraldhq/herald/internal/testing/openapitest"
 	"github.com/heraldhq/herald/internal/updates"
 )
 

@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/internal/kafkatest"
 	"github.com/heraldhq/herald/internal/outbox"
-	"github.com/heraldhq/herald/internal/pgtest"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
+	"github.com/heraldhq/herald/internal/testing/kafkatest"
+	"github.com/heraldhq/herald/internal/testing/pgtest"
 	"github.com/heraldhq/herald/internal/updates"
 )
 

@@ -44,7 +44,7 @@ import (
 	"github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/internal/egress"
 	"github.com/heraldhq/herald/internal/ingress"
-	"github.com/heraldhq/herald/internal/kafkatest"
+	"github.com/heraldhq/herald/internal/kafkalocal"
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/pglocal"
@@ -191,7 +191,7 @@ func run(ctx context.Context, pg *pglocal.Cluster, i int) (result, error) {
 	}
 	defer st.Close()
 	prefix := "bench" + strconv.Itoa(i)
-	broker, err := kafkatest.Start(prefix, 0, queue.DefaultPartitions)
+	broker, err := kafkalocal.Start(prefix, 0, queue.DefaultPartitions)
 	if err != nil {
 		return res, err
 	}

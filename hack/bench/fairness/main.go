@@ -30,16 +30,16 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/apikey"
-	"github.com/heraldhq/herald/internal/benchutil"
 	"github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/internal/ingress"
-	"github.com/heraldhq/herald/internal/kafkatest"
+	"github.com/heraldhq/herald/internal/kafkalocal"
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/sim"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/benchutil"
 )
 
 var (
@@ -62,7 +62,7 @@ func main() {
 // pipeline is one set of components on a fresh database.
 type pipeline struct {
 	st       *store.Store
-	broker   *kafkatest.Broker
+	broker   *kafkalocal.Broker
 	producer *queue.Producer
 	api      string
 	sim      *sim.Server
@@ -87,7 +87,7 @@ func newPipeline(ctx context.Context, url string, globalRate float64) (*pipeline
 	p.st = st
 	p.stop = append(p.stop, st.Close)
 	prefix := "fair" + strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
-	b, err := kafkatest.Start(prefix, 0, queue.DefaultPartitions)
+	b, err := kafkalocal.Start(prefix, 0, queue.DefaultPartitions)
 	if err != nil {
 		p.close()
 		return nil, err
@@ -316,7 +316,7 @@ func replicas(ctx context.Context, url string) error {
 		return err
 	}
 	defer st.Close()
-	b, err := kafkatest.Start("repl", 0, queue.DefaultPartitions)
+	b, err := kafkalocal.Start("repl", 0, queue.DefaultPartitions)
 	if err != nil {
 		return err
 	}

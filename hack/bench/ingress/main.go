@@ -1,6 +1,6 @@
 // Command ingress benchmarks POST /v1/send: a real `herald ingress` process against a private, durable
 // PostgreSQL and the Kafka-protocol broker on this machine, measured from outside with a lean HTTP/1.1
-// load generator (internal/benchutil). In one run it measures, each phase -duration long:
+// load generator (internal/testing/benchutil). In one run it measures, each phase -duration long:
 //
 //  1. the bare HTTP stack: a Go server in this process that decodes the same JSON and answers 202, closed
 //     loop at -concurrency connections (what HTTP alone costs on this machine, in this run);
@@ -45,12 +45,12 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/apikey"
-	"github.com/heraldhq/herald/internal/benchutil"
 	"github.com/heraldhq/herald/internal/brand"
-	"github.com/heraldhq/herald/internal/kafkatest"
+	"github.com/heraldhq/herald/internal/kafkalocal"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/benchutil"
 )
 
 type options struct {
@@ -112,7 +112,7 @@ func run(o options) error {
 		return err
 	}
 	defer stopPG()
-	broker, err := kafkatest.Start("bench", 0, queue.DefaultPartitions)
+	broker, err := kafkalocal.Start("bench", 0, queue.DefaultPartitions)
 	if err != nil {
 		return err
 	}
@@ -254,7 +254,7 @@ func report(title string, conns int, r benchutil.Result) float64 {
 }
 
 // floorRun calls outbox.Send directly from -concurrency goroutines with the same mix of sends.
-func floorRun(st *store.Store, broker *kafkatest.Broker, o options) benchutil.Result {
+func floorRun(st *store.Store, broker *kafkalocal.Broker, o options) benchutil.Result {
 	producer := queue.NewProducer(broker.Addrs(), "bench")
 	defer producer.Close()
 	ob := outbox.New(st, producer, outbox.Options{Logger: slog.New(slog.DiscardHandler)})

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/heraldhq/herald/internal/benchutil"
+	"github.com/heraldhq/herald/internal/testing/benchutil"
 )
 
 // sampler polls the ingress's /metrics (on its own listener, so that the phases' load and the ingress's

@@ -1,6 +1,6 @@
 // Command insert is a focused timing of the send's insert — the statement that gates and stores a batch
 // of sends (store.InsertTenantNotifications), without HTTP or Kafka — on a private, durable PostgreSQL
-// (internal/benchutil): notifications stored per second, the statement's p50/p99, and the WAL it writes per
+// (internal/testing/benchutil): notifications stored per second, the statement's p50/p99, and the WAL it writes per
 // notification. It compares, alternating in rounds in the same cluster:
 //
 //   - "before": the statement as it was before the v1 extensions (no option columns, no lock);
@@ -27,8 +27,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/heraldhq/herald/internal/benchutil"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/benchutil"
 )
 
 // beforeSQL is the send's insert before the v1 extensions (internal/store/notifications.go at 4789db3).

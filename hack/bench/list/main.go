@@ -1,7 +1,7 @@
 // Command list benchmarks GET /v1/notifications: the latency of a page for a tenant with -mine
 // notifications, first alone, then with -others notifications of other tenants in the same table, to show
 // that a page's time does not grow with other tenants' rows. The tenant API runs in this process on a
-// real listener over a private, durable PostgreSQL (internal/benchutil); one client asks for pages one
+// real listener over a private, durable PostgreSQL (internal/testing/benchutil); one client asks for pages one
 // after the other, so the figures are latencies, not capacity. Each measurement runs -runs times; the
 // report gives every run and the median.
 //
@@ -33,13 +33,13 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/apikey"
-	"github.com/heraldhq/herald/internal/benchutil"
 	"github.com/heraldhq/herald/internal/ingress"
-	"github.com/heraldhq/herald/internal/kafkatest"
+	"github.com/heraldhq/herald/internal/kafkalocal"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/benchutil"
 )
 
 type options struct {
@@ -75,7 +75,7 @@ func run(o options) error {
 		return err
 	}
 	defer st.Close()
-	broker, err := kafkatest.Start("bench", 0, queue.DefaultPartitions)
+	broker, err := kafkalocal.Start("bench", 0, queue.DefaultPartitions)
 	if err != nil {
 		return err
 	}

@@ -39,12 +39,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/heraldhq/herald/internal/benchutil"
-	"github.com/heraldhq/herald/internal/kafkatest"
+	"github.com/heraldhq/herald/internal/kafkalocal"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/benchutil"
 	"github.com/heraldhq/herald/internal/updates"
 )
 
@@ -104,7 +104,7 @@ func run(o options) error {
 		return err
 	}
 	defer stopPG()
-	broker, err := kafkatest.Start(prefix, 0, queue.DefaultPartitions)
+	broker, err := kafkalocal.Start(prefix, 0, queue.DefaultPartitions)
 	if err != nil {
 		return err
 	}
