@@ -147,7 +147,7 @@ func (s *Store) EnqueuePing(ctx context.Context, tenantID, id string) error {
 			id, tenantID).Scan(&found); err != nil {
 			return err
 		}
-		// Through callback_events_pending_ping_idx (migration 00012).
+		// Through callback_events_pending_ping_idx (migration 00013).
 		_, err := tx.Exec(ctx, `
 			WITH pending AS (
 				SELECT id, next_attempt_at, leased_until FROM callback_events
