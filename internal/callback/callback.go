@@ -27,8 +27,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/heraldhq/herald/internal/egress"
-	"github.com/heraldhq/herald/internal/labels"
-	"github.com/heraldhq/herald/internal/loop"
+	"github.com/heraldhq/herald/internal/metriclabel"
 	"github.com/heraldhq/herald/internal/signing"
 	"github.com/heraldhq/herald/internal/store"
 )
@@ -170,8 +169,7 @@ func (s *Sender) Run(ctx context.Context) error {
 	defer context.AfterFunc(s.killCtx, abort)()
 
 	var wg sync.WaitGroup
-	wg.Go(func() { every(ctx, s.opts.StatsInterval, s.refreshStats) })
-	wg.Go(func() { every(ctx, s.opts.StatsInterval, s.reseal) })
+	wg.Go(func() { s.housekeeping(ctx) })
 	s.log.Info("callback sender started", "concurrency", s.opts.Concurrency, "endpoint_concurrency", s.opts.EndpointConcurrency,
 		"allow_insecure", s.opts.Policy.AllowInsecure, "allow_private", s.opts.Policy.AllowPrivate)
 
@@ -463,7 +461,7 @@ func (s *Sender) refreshStats(ctx context.Context) {
 	endpointFailures.Reset()
 	byLabel := map[string]int{}
 	for tenant, n := range st.Failing {
-		name := labels.Tenants.Of(tenant)
+		name := metriclabel.Tenants.Of(tenant)
 		byLabel[name] = max(byLabel[name], n)
 	}
 	for name, n := range byLabel {
@@ -514,8 +512,21 @@ func (s *Sender) reseal(ctx context.Context) {
 // resealBatch is how many secrets one run of reseal looks at.
 const resealBatch = 100
 
-// every is loop.Every, the one helper of Herald's periodic loops.
-var every = loop.Every
+// housekeeping refreshes the outbox gauges and seals secrets under the first key again, at once and then
+// every StatsInterval until ctx ends.
+func (s *Sender) housekeeping(ctx context.Context) {
+	t := time.NewTicker(s.opts.StatsInterval)
+	defer t.Stop()
+	for {
+		s.refreshStats(ctx)
+		s.reseal(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
 
 // storableText is s without control characters and invalid UTF-8: an error can quote what the receiver
 // sent (a certificate's names may hold a NUL), and PostgreSQL's text holds neither a NUL nor invalid UTF-8 —

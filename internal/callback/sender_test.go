@@ -306,7 +306,7 @@ func TestQueueGaugesFollowTheOutbox(t *testing.T) {
 	})
 }
 
-// The failing endpoints are reported by tenant (the label capped as every tenant label is, internal/labels):
+// The failing endpoints are reported by tenant (the label capped as every tenant label is, internal/metriclabel):
 // the most consecutive failures among the tenant's endpoints. An endpoint id is not a label: endpoints come
 // and go, and a label per id would keep every id ever seen. A deleted endpoint's failures go with it.
 func TestEndpointFailuresAreReportedByTenant(t *testing.T) {

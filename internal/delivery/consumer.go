@@ -23,7 +23,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/heraldhq/herald/internal/labels"
+	"github.com/heraldhq/herald/internal/metriclabel"
 	"github.com/heraldhq/herald/internal/queue"
 )
 
@@ -276,7 +276,7 @@ func (c *consumer) commit(ctx context.Context) error {
 	return nil
 }
 
-// tenantLabel is the metric label of a message's tenant: its id (capped, see internal/labels), "system"
+// tenantLabel is the metric label of a message's tenant: its id (capped, see internal/metriclabel), "system"
 // for a system message of no tenant, or "" when the envelope does not parse (handle drops it).
 func tenantLabel(value []byte) string {
 	env, err := queue.ParseEnvelope(value)
@@ -286,5 +286,5 @@ func tenantLabel(value []byte) string {
 	case env.TenantID == "":
 		return "system"
 	}
-	return labels.Tenants.Of(env.TenantID)
+	return metriclabel.Tenants.Of(env.TenantID)
 }

@@ -1,16 +1,28 @@
 package delivery
 
-// The worker's periodic loops share one helper: every (internal/loop).
+// The worker's periodic loops (the retry scheduler and relay, the redrive, the scheduler of send_at, the
+// expiry sweep, the lag gauge, the offset commits, the pruning of chats, the tenants' weights) share one
+// helper: every.
 
 import (
 	"context"
 	"time"
-
-	"github.com/heraldhq/herald/internal/loop"
 )
 
-// every is loop.Every, the one helper of the worker's periodic loops.
-var every = loop.Every
+// every runs f at once and then every interval until ctx ends. A run that takes longer than interval delays
+// the next one rather than overlapping it.
+func every(ctx context.Context, interval time.Duration, f func(ctx context.Context)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		f(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
 
 // pruneChats forgets chats whose per-chat slot is long past.
 func (w *Worker) pruneChats(ctx context.Context) {

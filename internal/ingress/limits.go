@@ -19,7 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/heraldhq/herald/internal/apierror"
-	"github.com/heraldhq/herald/internal/labels"
+	"github.com/heraldhq/herald/internal/metriclabel"
 	"github.com/heraldhq/herald/internal/ratelimit"
 	"github.com/heraldhq/herald/internal/store"
 )
@@ -106,14 +106,14 @@ func (a *API) take(ctx context.Context, w http.ResponseWriter, tenant, kind stri
 		return a.refused(w, tenant, kind, n, lim, d)
 	}
 	setRateLimitHeaders(w.Header(), kind, lim, d)
-	tenantRequests.WithLabelValues(labels.Tenants.Of(tenant), kind, "accepted").Add(float64(n))
+	tenantRequests.WithLabelValues(metriclabel.Tenants.Of(tenant), kind, "accepted").Add(float64(n))
 	return nil
 }
 
 // refused counts n units of the tenant's kind refused by d and returns the 429 that says so.
 func (a *API) refused(w http.ResponseWriter, tenant, kind string, n int, lim ratelimit.Limit, d ratelimit.Decision) error {
 	setRateLimitHeaders(w.Header(), kind, lim, d)
-	tenantRequests.WithLabelValues(labels.Tenants.Of(tenant), kind, "refused").Add(float64(n))
+	tenantRequests.WithLabelValues(metriclabel.Tenants.Of(tenant), kind, "refused").Add(float64(n))
 	a.refusals.add(tenant, kind, n)
 	a.refusals.flushEvery(refusalFlush, a.store, a.log)
 	return apierror.RateLimited.With("over the tenant's limit of %s per second for %s; retry after the time Retry-After gives",

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/heraldhq/herald/internal/apierror"
+	"github.com/heraldhq/herald/internal/metriclabel"
 )
 
 var connectionsShed = promauto.NewCounter(prometheus.CounterOpts{
@@ -259,7 +260,7 @@ func (l *connLimiter) shed(c net.Conn) {
 	connectionsShed.Inc()
 	// Counted with the requests too, so that the error-rate alerts and dashboards see these 503s.
 	method, _, _ := bytes.Cut(buf[:n], []byte(" "))
-	httpRequests.WithLabelValues("connection_limit", MethodLabel(string(method)), "503").Inc()
+	httpRequests.WithLabelValues("connection_limit", metriclabel.Method(string(method)), "503").Inc()
 	_, _ = c.Write(overloadedResponse())
 	if !whole {
 		// Half-close and read what the client still sends until it closes its side, so that closing does

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/heraldhq/herald/internal/apierror"
+	"github.com/heraldhq/herald/internal/metriclabel"
 )
 
 var (
@@ -149,7 +150,7 @@ func requestContext(logger *slog.Logger) func(http.Handler) http.Handler {
 					sw.status = http.StatusOK
 				}
 				elapsed := time.Since(start)
-				method := MethodLabel(r.Method)
+				method := metriclabel.Method(r.Method)
 				httpRequests.WithLabelValues(route, method, strconv.Itoa(sw.status)).Inc()
 				httpDuration.WithLabelValues(route, method).Observe(elapsed.Seconds())
 				if route != "/healthz" && route != "/readyz" && route != "/metrics" {

@@ -1,9 +1,14 @@
-// Package labels bounds the values of Prometheus labels that come from data rather than code: a label
-// value from an unbounded set (a tenant id, a request's method) would grow the series count, and the
-// memory of every Prometheus that scrapes Herald, without limit.
-package labels
+// Package metriclabel bounds the values of Prometheus labels that come from data rather than code: a label
+// value from an unbounded set (a tenant id, a request's method, a path) would grow the series count, and
+// the memory of every Prometheus that scrapes Herald, without limit. Label values come from closed sets
+// only: Herald's own codes and states, route patterns (never paths), the methods below, and the capped
+// sets of tenants.
+package metriclabel
 
-import "sync"
+import (
+	"net/http"
+	"sync"
+)
 
 // Other is the value that stands for everything past the cap.
 const Other = "other"
@@ -40,3 +45,13 @@ const MaxTenants = 100
 // Tenants is the process's one set of tenant label values, shared by every per-tenant metric so that a
 // tenant is named (or "other") the same way everywhere.
 var Tenants = &Set{Max: MaxTenants}
+
+// Method is the metric label of an HTTP method: one of the methods of RFC 9110 and PATCH, else Other.
+func Method(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete,
+		http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return method
+	}
+	return Other
+}

@@ -1,12 +1,10 @@
-package loop_test
+package delivery
 
 import (
 	"context"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/heraldhq/herald/internal/loop"
 )
 
 // Every runs f at once, then every interval, and returns once ctx ends.
@@ -17,7 +15,7 @@ func TestEveryRunsAtOnceThenOnEachTickUntilDone(t *testing.T) {
 	start := time.Now()
 	done := make(chan struct{})
 	go func() {
-		loop.Every(ctx, 20*time.Millisecond, func(context.Context) {
+		every(ctx, 20*time.Millisecond, func(context.Context) {
 			if runs.Add(1) == 1 {
 				first <- time.Since(start)
 			}
