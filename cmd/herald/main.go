@@ -116,7 +116,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	if c.PprofAddr != "" {
 		// A separate, opt-in address: profile a component under load without exposing profiles on the
 		// service port. Herald's limits, without a write timeout: a CPU profile streams for its seconds.
-		limits := server.DefaultLimits
+		limits := server.DefaultClientBounds
 		limits.WriteTimeout = 0
 		srv := server.NewHTTPServer(http.DefaultServeMux, slog.Default(), limits)
 		srv.Addr = c.PprofAddr

@@ -62,7 +62,7 @@ type API struct {
 	log      *slog.Logger
 	opts     Options
 	keys     *keyCache
-	limiter  *ratelimit.Limiter
+	limiter  *ratelimit.Buckets
 	refusals refusalCounts
 
 	unknownKeys      *negativeCache

@@ -7,8 +7,8 @@ import (
 
 // Routes mounts the tenant API on r. Every /v1 route but the API reference sheds load past the in-flight
 // cap, then authenticates (a bad key is 401 before anything else is looked at), then refuses a tenant
-// over its limits where that is known before the body is read (limits.go), then holds the tenant to its
-// share of the requests, batches and body bytes in flight (admit, limit.go).
+// over its limits where that is known before the body is read (tenantlimits.go), then holds the tenant to its
+// share of the requests, batches and body bytes in flight (admit, admission.go).
 func (a *API) Routes(r chi.Router) {
 	r.Route("/v1", func(r chi.Router) {
 		r.Get("/openapi.yaml", serveOpenAPI)

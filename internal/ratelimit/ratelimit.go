@@ -44,8 +44,8 @@ type Decision struct {
 	Remaining int
 }
 
-// Limiter is one replica's view of the central buckets. It is safe for concurrent use.
-type Limiter struct {
+// Buckets is one replica's view of the central buckets. It is safe for concurrent use.
+type Buckets struct {
 	store    Store
 	leaseTTL time.Duration
 	now      func() time.Time
@@ -68,12 +68,12 @@ type bucket struct {
 }
 
 // New returns a limiter leasing from st.
-func New(st Store) *Limiter {
-	return &Limiter{store: st, leaseTTL: time.Second, now: time.Now, buckets: map[bucketKey]*bucket{}}
+func New(st Store) *Buckets {
+	return &Buckets{store: st, leaseTTL: time.Second, now: time.Now, buckets: map[bucketKey]*bucket{}}
 }
 
 // Take spends n units of the tenant's kind under lim.
-func (l *Limiter) Take(ctx context.Context, tenant, kind string, n int, lim Limit) (Decision, error) {
+func (l *Buckets) Take(ctx context.Context, tenant, kind string, n int, lim Limit) (Decision, error) {
 	b := l.bucket(tenant, kind)
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -123,7 +123,7 @@ func (l *Limiter) Take(ctx context.Context, tenant, kind string, n int, lim Limi
 // lim without asking the central bucket: this replica holds no leased token and was told the bucket is
 // empty until later (Take's own shortcut). It lets a caller refuse before it knows how many units it would
 // take — before reading a body. It creates no bucket.
-func (l *Limiter) Refusing(tenant, kind string, lim Limit) (time.Duration, bool) {
+func (l *Buckets) Refusing(tenant, kind string, lim Limit) (time.Duration, bool) {
 	l.mu.Lock()
 	b := l.buckets[bucketKey{tenant, kind}]
 	l.mu.Unlock()
@@ -145,7 +145,7 @@ func leaseSize(lim Limit) int {
 	return max(1, min(lim.Burst, int(math.Ceil(lim.Rate/10))))
 }
 
-func (l *Limiter) bucket(tenant, kind string) *bucket {
+func (l *Buckets) bucket(tenant, kind string) *bucket {
 	k := bucketKey{tenant, kind}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -163,7 +163,7 @@ func (l *Limiter) bucket(tenant, kind string) *bucket {
 
 // prune forgets the buckets of tenants idle since before, so the map stays as small as the set of active
 // tenants. l.mu is held.
-func (l *Limiter) prune(before time.Time) {
+func (l *Buckets) prune(before time.Time) {
 	for k, b := range l.buckets {
 		if b.mu.TryLock() {
 			if b.used.Before(before) {

@@ -22,7 +22,7 @@ func TestThreeReplicasHoldOneLimit(t *testing.T) {
 	}{{"even", [3]int{1, 1, 1}}, {"uneven", [3]int{6, 2, 1}}} {
 		t.Run(spread.name, func(t *testing.T) {
 			st, _ := pgtest.NewStore(t)
-			replicas := []*ratelimit.Limiter{ratelimit.New(st), ratelimit.New(st), ratelimit.New(st)}
+			replicas := []*ratelimit.Buckets{ratelimit.New(st), ratelimit.New(st), ratelimit.New(st)}
 			lim := ratelimit.Limit{Rate: 50, Burst: 50}
 			const d = 3 * time.Second
 			var allowed, refused atomic.Int64

@@ -237,7 +237,7 @@ func ServeListener(ctx context.Context, ln net.Listener, h http.Handler, logger 
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.Handler())
-		metrics = NewHTTPServer(mux, logger, DefaultLimits)
+		metrics = NewHTTPServer(mux, logger, DefaultClientBounds)
 		go func() { _ = metrics.Serve(mln) }()
 		logger.Info("serving metrics", "addr", mln.Addr().String())
 		defer func() { _ = metrics.Close() }()
@@ -258,7 +258,7 @@ func ServeListener(ctx context.Context, ln net.Listener, h http.Handler, logger 
 		}
 		inner.ServeHTTP(w, r)
 	})
-	srv := NewHTTPServer(h, logger, DefaultLimits)
+	srv := NewHTTPServer(h, logger, DefaultClientBounds)
 	if limiter != nil {
 		srv.ConnState = limiter.trackConns
 	}

@@ -403,7 +403,7 @@ func Run(ctx context.Context, addr string, opts Options) error {
 // Serve serves the simulator on ln until ctx is done, then shuts down gracefully. It does not Close s.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// Herald's limits, except that an answer may take as long as the longest long poll (50 s) and then some.
-	limits := server.DefaultLimits
+	limits := server.DefaultClientBounds
 	limits.WriteTimeout = 65 * time.Second
 	srv := server.NewHTTPServer(s, s.log, limits)
 	s.log.Info("messenger simulator listening",

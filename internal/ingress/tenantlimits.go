@@ -67,7 +67,7 @@ func (a *API) limitRequests(next http.Handler) http.Handler {
 }
 
 // refuseOverSends answers a send or a batch 429 before its body is read when this replica knows, without a
-// query, that the tenant's send bucket is empty (ratelimit.Limiter.Refusing): the same answer the handler
+// query, that the tenant's send bucket is empty (ratelimit.Buckets.Refusing): the same answer the handler
 // would give once it had read and validated the body, without holding the body meanwhile. Otherwise sends
 // are counted in the handler, once they are known to be valid. A batch refused here counts as one refused
 // send: its items are not read.
