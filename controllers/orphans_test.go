@@ -14,8 +14,8 @@ import (
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
 	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/operator"
-	"github.com/heraldhq/herald/internal/testing/rbactest"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/rbactest"
 )
 
 // consistently polls check for the whole of d and fails the test at its first error.

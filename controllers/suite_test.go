@@ -29,8 +29,8 @@ import (
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
 	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/operator"
-	"github.com/heraldhq/herald/internal/testing/pgtest"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
 
 // One API server (envtest: real kube-apiserver and etcd, with the CRDs of config/crd/bases) for the
