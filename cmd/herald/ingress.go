@@ -20,6 +20,9 @@ type ingressCmd struct{ config.Ingress }
 func (c *ingressCmd) Run(e runEnv) error {
 	logger := c.Logger(e.stderr).With("component", "ingress")
 	defer startTracing(e.ctx, "herald-ingress", logger)()
+	if warning := c.UntrustedProxyWarning(); warning != "" {
+		logger.Warn(warning)
+	}
 	// Go's default GOGC (100), not server.TuneGC's 400: the ingress now allocates little per send, and at
 	// 400 its heap grew to five times the ~10 MB it keeps live (docs/benchmarks.md).
 	st, err := openBackends(e.ctx, &c.Database, &c.Kafka, logger)

@@ -114,6 +114,18 @@ func (c *Metrics) check(p *problems, h *HTTP) {
 // authentications are counted per client address.
 type Proxies struct {
 	TrustedProxies List `name:"trusted-proxies" env:"HERALD_TRUSTED_PROXIES" default:"" placeholder:"CIDR" help:"comma-separated CIDRs or addresses of the load balancers in front of Herald: X-Forwarded-For is honoured only from them, and the client is its right-most address outside them; empty: the TCP peer is the client"`
+	BehindProxy    bool `name:"behind-proxy" env:"HERALD_BEHIND_PROXY" default:"false" help:"clients reach the ingress through a reverse proxy or load balancer (the chart sets it when kubernetesIngress.enabled): without trusted proxies the ingress then warns at start that every client shares the proxy's address"`
+}
+
+// UntrustedProxyWarning is what the ingress logs at start when it is told it stands behind a proxy that is
+// not trusted; empty when there is nothing to say.
+func (c *Proxies) UntrustedProxyWarning() string {
+	if !c.BehindProxy || len(c.TrustedProxies) > 0 {
+		return ""
+	}
+	return "the ingress is behind a proxy (HERALD_BEHIND_PROXY) but HERALD_TRUSTED_PROXIES is empty: every client behind it " +
+		"shares the proxy's address, and one client's invalid keys throttle the invalid keys of all; list the proxies " +
+		"(chart: ingress.trustedProxies)"
 }
 
 func (c *Proxies) check(p *problems) {

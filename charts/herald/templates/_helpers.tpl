@@ -62,7 +62,7 @@ checks every variable against `herald <subcommand> -h`.
 */}}
 {{- define "herald.settings" -}}
 operator: [database-url, metrics-addr, log-level, log-format]
-ingress: [database-url, kafka-brokers, kafka-topic-prefix, http-addr, metrics-addr, shutdown-delay, trusted-proxies, messenger-bot-username, deep-link-base, callback-secret-key, callback-allow-insecure, callback-allow-private, log-level, log-format]
+ingress: [database-url, kafka-brokers, kafka-topic-prefix, http-addr, metrics-addr, shutdown-delay, trusted-proxies, behind-proxy, messenger-bot-username, deep-link-base, callback-secret-key, callback-allow-insecure, callback-allow-private, log-level, log-format]
 webhook: [database-url, kafka-brokers, kafka-topic-prefix, http-addr, metrics-addr, shutdown-delay, webhook-secret, phone-hash-key, dev-admins, messenger-api-url, messenger-bot-token, log-level, log-format]
 worker: [database-url, kafka-brokers, kafka-topic-prefix, http-addr, metrics-addr, messenger-api-url, messenger-bot-token, messenger-rate-limit, messenger-per-chat-interval, worker-group-id, worker-max-attempts, worker-concurrency, worker-lease, retention-body-days, retention-notification-days, retention-expired, retention-callback-days, log-level, log-format]
 callbacks: [database-url, http-addr, metrics-addr, callback-secret-key, callback-allow-insecure, callback-allow-private, callback-concurrency, callback-endpoint-concurrency, log-level, log-format]
@@ -128,6 +128,7 @@ Secrets, the rest are plain values; a value left empty is not passed, so the bin
   "worker-lease" $v.worker.lease
   "metrics-addr" (printf ":%s" (include "herald.metricsPort" .))
   "trusted-proxies" (join "," $v.ingress.trustedProxies)
+  "behind-proxy" (ternary "true" "" $v.kubernetesIngress.enabled)
   "retention-body-days" (int64 $v.retention.bodyDays | toString)
   "retention-notification-days" (int64 $v.retention.notificationDays | toString)
   "retention-expired" $v.retention.expired
