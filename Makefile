@@ -13,9 +13,11 @@ IMAGE     ?= ghcr.io/heraldhq/herald:dev
 HELM_VERSION           := v3.22.0
 CONTROLLER_GEN_VERSION := v0.23.0
 CRANE_VERSION          := v0.22.1
+GOLANGCI_LINT_VERSION  := v2.15.0
 HELM           := $(BIN)/helm
 CONTROLLER_GEN := $(BIN)/controller-gen
 CRANE          := $(BIN)/crane
+GOLANGCI_LINT  := $(BIN)/golangci-lint
 
 ##@ Everyday
 
@@ -27,8 +29,9 @@ help: ## List the targets
 run: build postgres ## Run Herald on embedded defaults: herald dev (PostgreSQL, Kafka, messenger simulator)
 	$(HERALD) dev
 
+# vet, not yet lint: golangci-lint has findings left in code being restructured (issue 27).
 .PHONY: test
-test: postgres browser promtool envtest tools build lint check-generated ## Run every test (race detector on)
+test: postgres browser promtool envtest tools build vet check-generated ## Run every test (race detector on)
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh 2>/dev/null | tail -n 1)" HELM="$(HELM)" HERALD_BINARY="$(HERALD)" $(GOTEST) -race -count=1 -timeout 30m ./...
 
 .PHONY: test-e2e
@@ -49,7 +52,11 @@ chaos: build postgres ## Fault-injection suite, long version (HERALD_CHAOS=long)
 ##@ Checks
 
 .PHONY: lint
-lint: ## gofmt and go vet
+lint: vet $(GOLANGCI_LINT) ## gofmt, go vet and golangci-lint (.golangci.yml says which linters and why)
+	$(GOLANGCI_LINT) run ./...
+
+.PHONY: vet
+vet: ## gofmt and go vet
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go' | grep -v '^hack/tools/'))"; \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
@@ -157,7 +164,7 @@ envtest: ## Provide kube-apiserver and etcd for envtest (hack/k8s-binaries.sh, s
 	@hack/envtest.sh
 
 .PHONY: tools
-tools: $(HELM) $(CONTROLLER_GEN) ## Install pinned tools into ./bin (crane: by make test-e2e)
+tools: $(HELM) $(CONTROLLER_GEN) ## Install pinned tools into ./bin (crane: by make test-e2e; golangci-lint: by make lint)
 
 $(HELM):
 	GOBIN=$(BIN) $(GO) install -ldflags "-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)" helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
@@ -167,3 +174,6 @@ $(CONTROLLER_GEN):
 
 $(CRANE):
 	GOBIN=$(BIN) $(GO) install github.com/google/go-containerregistry/cmd/crane@$(CRANE_VERSION)
+
+$(GOLANGCI_LINT):
+	GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)

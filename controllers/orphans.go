@@ -54,7 +54,7 @@ type OrphanSweeper struct {
 	missing orphanTracker
 }
 
-// NeedLeaderElection: one sweeper in the cluster, the leader's.
+// NeedLeaderElection is true: one sweeper in the cluster, the leader's.
 func (s *OrphanSweeper) NeedLeaderElection() bool { return true }
 
 // Interval is how often the sweeper looks: five times per grace period, at least every second and at

@@ -55,7 +55,7 @@ func NewSecretWatcher(cfg *rest.Config, log logr.Logger) (*SecretWatcher, error)
 // Events delivers a Secret's metadata whenever one the operator manages is added, changed or deleted.
 func (w *SecretWatcher) Events() <-chan event.GenericEvent { return w.events }
 
-// NeedLeaderElection: the watches only feed the ApiKey controller, which runs on the leader.
+// NeedLeaderElection is true: the watches only feed the ApiKey controller, which runs on the leader.
 func (w *SecretWatcher) NeedLeaderElection() bool { return true }
 
 // Start runs the watches until ctx ends (manager.Runnable).

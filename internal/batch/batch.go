@@ -11,10 +11,10 @@ import (
 	"time"
 )
 
-// ErrClosed: the batcher is shutting down and takes nothing new.
+// ErrClosed means the batcher is shutting down and takes nothing new.
 var ErrClosed = errors.New("batcher closed")
 
-// ErrOverloaded: more requests wait than the batcher may queue. The caller sheds the request (503 with
+// ErrOverloaded means more requests wait than the batcher may queue. The caller sheds the request (503 with
 // Retry-After) instead of letting latency grow without bound.
 var ErrOverloaded = errors.New("batcher overloaded")
 

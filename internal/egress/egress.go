@@ -82,7 +82,7 @@ func (p Policy) CheckURL(raw string) (*url.URL, error) {
 	}
 	if ip, ok := HostAddr(u.Hostname()); ok {
 		if err := p.CheckAddr(ip); err != nil {
-			return nil, fmt.Errorf("url: %v", err)
+			return nil, fmt.Errorf("url: %w", err)
 		}
 	} else if isLocalhost(u.Hostname()) && !p.AllowPrivate {
 		// RFC 6761: localhost and its subdomains are the loopback, whatever DNS says.
@@ -242,8 +242,9 @@ func (p Policy) CheckAddr(ip netip.Addr) error {
 	plain := ip.WithZone("")
 	if plain.Is6() && plain != netip.IPv6Unspecified() && plain != netip.IPv6Loopback() {
 		for _, v4 := range embedded(plain) {
-			if err := p.CheckAddr(v4); err != nil {
-				return &BlockedError{ip, "carries " + err.(*BlockedError).describe()}
+			var blocked *BlockedError
+			if err := p.CheckAddr(v4); errors.As(err, &blocked) {
+				return &BlockedError{ip, "carries " + blocked.describe()}
 			}
 		}
 		if ipv4Compat.Contains(plain) {

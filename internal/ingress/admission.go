@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"sync"
@@ -166,7 +167,7 @@ func (a *API) refuseUnread(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 && r.Header.Get("Expect") == "" {
 		// With Expect: 100-continue the body is not sent until read, and net/http closes the connection.
 		if http.NewResponseController(w).SetReadDeadline(time.Now().Add(drainWait)) == nil {
-			if n, derr := io.CopyN(io.Discard, r.Body, maxDrain+1); derr != io.EOF || n > maxDrain {
+			if n, derr := io.CopyN(io.Discard, r.Body, maxDrain+1); !errors.Is(derr, io.EOF) || n > maxDrain {
 				w.Header().Set("Connection", "close")
 			}
 		}

@@ -129,8 +129,8 @@ type failureWindow struct {
 	failures int
 }
 
-func newFailureLimiter(max int, window time.Duration) *failureLimiter {
-	return &failureLimiter{max: max, window: window, g: newGenerations[netip.Prefix, failureWindow](failureTableCapacity, window)}
+func newFailureLimiter(maxFailures int, window time.Duration) *failureLimiter {
+	return &failureLimiter{max: maxFailures, window: window, g: newGenerations[netip.Prefix, failureWindow](failureTableCapacity, window)}
 }
 
 // clientKey is what the limiter counts: the address, or for IPv6 its /64 (one subscriber's prefix: a

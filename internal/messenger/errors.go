@@ -101,6 +101,7 @@ func (e *TransportError) sentinel() error {
 // Outcome is what a send attempt means for the notification, in the terms of the delivery state machine.
 type Outcome int
 
+// The outcomes of an attempt.
 const (
 	Delivered Outcome = iota // the platform accepted the message
 	Retry                    // transient: 429, 5xx, timeout, network, malformed answer; try again later

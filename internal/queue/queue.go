@@ -14,7 +14,7 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// HighPriorityThreshold: priorities at or above it go to the high topic.
+// HighPriorityThreshold is the priority from which a notification goes to the high topic.
 const HighPriorityThreshold = 7
 
 // EnvelopeVersion is the current envelope format.

@@ -68,8 +68,8 @@ type acceptResult struct {
 	err error
 }
 
-func newConnLimiter(ln net.Listener, max int) *connLimiter {
-	return &connLimiter{Listener: ln, max: int64(max), idleOf: map[net.Conn]*list.Element{}, handback: make(chan net.Conn),
+func newConnLimiter(ln net.Listener, maxConns int) *connLimiter {
+	return &connLimiter{Listener: ln, max: int64(maxConns), idleOf: map[net.Conn]*list.Element{}, handback: make(chan net.Conn),
 		accepted: make(chan acceptResult), done: make(chan struct{})}
 }
 

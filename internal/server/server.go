@@ -134,6 +134,7 @@ func requestContext(logger *slog.Logger) func(http.Handler) http.Handler {
 			sw := &statusWriter{ResponseWriter: w}
 			defer func() {
 				if p := recover(); p != nil {
+					//nolint:errorlint // a panic value, not a returned error: net/http panics with this very value
 					if p == http.ErrAbortHandler {
 						panic(p)
 					}

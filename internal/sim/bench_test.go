@@ -18,7 +18,9 @@ func BenchmarkSendMessage(b *testing.B) {
 	defer srv.Close()
 	const chats = 1000
 	for id := range int64(chats) {
-		s.EnsureUser(sim.User{ID: id + 1})
+		if _, err := s.EnsureUser(sim.User{ID: id + 1}); err != nil {
+			b.Fatal(err)
+		}
 	}
 	c := messenger.New(srv.URL, s.Token(), nil)
 	var next atomic.Int64

@@ -28,6 +28,7 @@ func (e *botError) Error() string { return e.description }
 
 var (
 	errUnauthorized   = &botError{code: 401, description: "Unauthorized"}
+	errNotFound       = &botError{code: 404, description: "Not Found"}
 	errMethodNotFound = &botError{code: 404, description: "Not Found: method not found"}
 	errChatNotFound   = &botError{code: 400, description: "Bad Request: chat not found"}
 	errBlocked        = &botError{code: 403, description: "Forbidden: bot was blocked by the user"}
@@ -61,7 +62,7 @@ func (s *Server) serveBotAPI(w http.ResponseWriter, r *http.Request) {
 	rest, ok := strings.CutPrefix(r.URL.Path, "/bot")
 	slash := strings.LastIndexByte(rest, '/')
 	if !ok || slash < 0 {
-		writeBot(w, nil, &botError{code: 404, description: "Not Found"})
+		writeBot(w, nil, errNotFound)
 		return
 	}
 	token, method := rest[:slash], strings.ToLower(rest[slash+1:])
@@ -110,6 +111,9 @@ func (s *Server) serveBotAPI(w http.ResponseWriter, r *http.Request) {
 }
 
 var errHangUp = errors.New("hung up")
+
+// botNotFound answers a path that is no Bot API method, as the platform does.
+func botNotFound(w http.ResponseWriter, _ *http.Request) { writeBot(w, nil, errNotFound) }
 
 func writeBot(w http.ResponseWriter, result any, err error) {
 	w.Header().Set("Content-Type", "application/json")

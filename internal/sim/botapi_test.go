@@ -62,7 +62,9 @@ func TestUnknownMethodIsNotFound(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	var r messenger.Response
-	json.NewDecoder(resp.Body).Decode(&r)
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		t.Fatal(err)
+	}
 	if resp.StatusCode != 404 || r.OK || r.ErrorCode != 404 {
 		t.Errorf("unknown method answered %d %+v, want 404", resp.StatusCode, r)
 	}
@@ -135,7 +137,7 @@ func TestSendMessageReachesTheChat(t *testing.T) {
 func TestSendMessageErrorsAreThePlatformsAndClassify(t *testing.T) {
 	e := newEnv(t, sim.Options{})
 	for _, id := range []int64{1, 2, 3} {
-		e.sim.EnsureUser(sim.User{ID: id})
+		e.user(t, sim.User{ID: id})
 	}
 	if err := e.sim.Block(2); err != nil {
 		t.Fatal(err)
@@ -186,7 +188,7 @@ func TestSendMessageErrorsAreThePlatformsAndClassify(t *testing.T) {
 
 func TestUnblockRestoresDelivery(t *testing.T) {
 	e := newEnv(t, sim.Options{})
-	e.sim.EnsureUser(sim.User{ID: 7})
+	e.user(t, sim.User{ID: 7})
 	e.mustControl(t, "POST", "/sim/users/7/block", nil, nil)
 	if _, err := e.send(t, 7, "x"); messenger.Classify(err) != messenger.Blocked {
 		t.Fatalf("after block: %v", err)
@@ -197,7 +199,7 @@ func TestUnblockRestoresDelivery(t *testing.T) {
 	}
 
 	// Writing to the bot unblocks it, as on the platform.
-	e.sim.Block(7)
+	noError(t, e.sim.Block(7))
 	if _, err := e.sim.SendText(7, "/start"); err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +213,7 @@ func TestUnblockRestoresDelivery(t *testing.T) {
 
 func TestChatIDAsNumericString(t *testing.T) {
 	e := newEnv(t, sim.Options{})
-	e.sim.EnsureUser(sim.User{ID: 42})
+	e.user(t, sim.User{ID: 42})
 	resp, err := http.Post(e.srv.URL+"/bot"+e.sim.Token()+"/sendMessage", "application/json",
 		strings.NewReader(`{"chat_id":"42","text":"hi","reply_markup":"{\"remove_keyboard\":true}"}`))
 	if err != nil {
@@ -245,7 +247,7 @@ func TestSendToAGroupChat(t *testing.T) {
 
 func TestLatencyDelaysTheAnswer(t *testing.T) {
 	e := newEnv(t, sim.Options{})
-	e.sim.EnsureUser(sim.User{ID: 1})
+	e.user(t, sim.User{ID: 1})
 	e.mustControl(t, "POST", "/sim/faults", map[string]any{"latency_ms": 60}, nil)
 	start := time.Now()
 	if _, err := e.send(t, 1, "x"); err != nil {

@@ -43,49 +43,49 @@ type callbackState struct {
 	failWith int
 }
 
-func (s *Server) callbackRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("POST /sim/callbacks", s.handleCallback)
-	mux.HandleFunc("GET /sim/callbacks", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, 200, map[string]any{"callbacks": s.Callbacks()})
-	})
-	mux.HandleFunc("DELETE /sim/callbacks", func(w http.ResponseWriter, _ *http.Request) {
-		s.mu.Lock()
-		s.callbacks.received = nil
-		s.mu.Unlock()
-		writeJSON(w, 200, map[string]bool{"ok": true})
-	})
-	mux.HandleFunc("POST /sim/callbacks/secrets", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Secret string `json:"secret"`
-		}
-		if !readJSON(w, r, &req) {
-			return
-		}
-		sec, err := signing.ParseSecret(req.Secret)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
-			return
-		}
-		s.mu.Lock()
-		s.callbacks.secrets = append(s.callbacks.secrets, sec)
-		s.mu.Unlock()
-		writeJSON(w, 200, map[string]bool{"ok": true})
-	})
-	mux.HandleFunc("POST /sim/callbacks/fail", func(w http.ResponseWriter, r *http.Request) {
-		req := struct {
-			Count  int `json:"count"`
-			Status int `json:"status"`
-		}{Count: 1, Status: http.StatusServiceUnavailable}
-		if !readJSON(w, r, &req) {
-			return
-		}
-		if req.Status < 100 || req.Status > 599 || req.Count < 0 {
-			writeError(w, http.StatusBadRequest, "invalid_request", "status must be an HTTP status and count at least 0")
-			return
-		}
-		s.FailCallbacks(req.Count, req.Status)
-		writeJSON(w, 200, map[string]bool{"ok": true})
-	})
+func (s *Server) handleListCallbacks(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, 200, map[string]any{"callbacks": s.Callbacks()})
+}
+
+func (s *Server) handleClearCallbacks(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	s.callbacks.received = nil
+	s.mu.Unlock()
+	writeJSON(w, 200, map[string]bool{"ok": true})
+}
+
+func (s *Server) handleAddCallbackSecret(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Secret string `json:"secret"`
+	}
+	if !readJSON(w, r, &req) {
+		return
+	}
+	sec, err := signing.ParseSecret(req.Secret)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		return
+	}
+	s.mu.Lock()
+	s.callbacks.secrets = append(s.callbacks.secrets, sec)
+	s.mu.Unlock()
+	writeJSON(w, 200, map[string]bool{"ok": true})
+}
+
+func (s *Server) handleFailCallbacks(w http.ResponseWriter, r *http.Request) {
+	req := struct {
+		Count  int `json:"count"`
+		Status int `json:"status"`
+	}{Count: 1, Status: http.StatusServiceUnavailable}
+	if !readJSON(w, r, &req) {
+		return
+	}
+	if req.Status < 100 || req.Status > 599 || req.Count < 0 {
+		writeError(w, http.StatusBadRequest, "invalid_request", "status must be an HTTP status and count at least 0")
+		return
+	}
+	s.FailCallbacks(req.Count, req.Status)
+	writeJSON(w, 200, map[string]bool{"ok": true})
 }
 
 // FailCallbacks makes the receiver answer the next n callbacks with status (they are still listed).

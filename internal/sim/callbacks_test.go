@@ -65,8 +65,12 @@ func TestTheCallbackReceiverVerifiesAndKeepsWhatArrives(t *testing.T) {
 
 	// A secret registered by hand verifies too.
 	res, err := http.Post(e.srv.URL+"/sim/callbacks/secrets", "application/json", bytes.NewReader([]byte(`{"secret":"`+registered.Reveal()+`"}`)))
-	if err != nil || res.StatusCode != 200 {
-		t.Fatalf("registering a secret: %v %v", res, err)
+	if err != nil {
+		t.Fatalf("registering a secret: %v", err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Fatalf("registering a secret: %v", res.Status)
 	}
 	postCallback(t, e, ping, now, registered)
 	// Failures on demand, still kept.

@@ -10,52 +10,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/go-chi/chi/v5"
+
 	"github.com/heraldhq/herald/internal/messenger"
 )
-
-// routes is the route table: the control API under /sim/, the Bot API everywhere else.
-func (s *Server) routes() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /sim", s.handleHelp)
-	mux.HandleFunc("GET /sim/{$}", s.handleHelp)
-
-	mux.HandleFunc("GET /sim/users", s.handleListUsers)
-	mux.HandleFunc("POST /sim/users", s.handleEnsureUser)
-	mux.HandleFunc("GET /sim/users/{id}", s.handleGetUser)
-	mux.HandleFunc("POST /sim/users/{id}/start", s.acting(s.handleStart))
-	mux.HandleFunc("POST /sim/users/{id}/message", s.acting(s.handleMessage))
-	mux.HandleFunc("POST /sim/users/{id}/share-contact", s.acting(s.handleShareContact))
-	mux.HandleFunc("POST /sim/users/{id}/open-link", s.acting(s.handleOpenLink))
-	mux.HandleFunc("POST /sim/users/{id}/block", s.handleUserAction(s.Block))
-	mux.HandleFunc("POST /sim/users/{id}/unblock", s.handleUserAction(s.Unblock))
-	mux.HandleFunc("POST /sim/users/{id}/delete", s.handleUserAction(s.DeleteUser))
-
-	mux.HandleFunc("GET /sim/chats/{id}/messages", s.handleMessages)
-	mux.HandleFunc("GET /sim/chats/{id}/transcript", s.handleTranscript)
-	mux.HandleFunc("GET /sim/updates", s.handlePendingUpdates)
-	mux.HandleFunc("POST /sim/updates", s.acting(s.handleInjectUpdate))
-	mux.HandleFunc("GET /sim/webhook", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, s.WebhookInfo()) })
-	mux.HandleFunc("GET /sim/stats", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, s.Stats()) })
-	mux.HandleFunc("GET /sim/faults", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, s.Faults()) })
-	mux.HandleFunc("POST /sim/faults", s.handleSetFaults)
-	mux.HandleFunc("DELETE /sim/faults", func(w http.ResponseWriter, _ *http.Request) {
-		_ = s.SetFaults(Faults{})
-		writeJSON(w, 200, s.Faults())
-	})
-	mux.HandleFunc("GET /sim/limits", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, s.Limits()) })
-	mux.HandleFunc("POST /sim/limits", s.handleSetLimits)
-	mux.HandleFunc("POST /sim/reset", func(w http.ResponseWriter, _ *http.Request) {
-		s.Reset()
-		writeJSON(w, 200, map[string]bool{"ok": true})
-	})
-	s.callbackRoutes(mux)
-	mux.HandleFunc("/sim/", func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", "no such simulator route; GET /sim lists them")
-	})
-
-	mux.HandleFunc("/", s.serveBotAPI)
-	return mux
-}
 
 // help lists the control API for a person with curl.
 var help = map[string]any{
@@ -111,7 +69,7 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 }
 
 func pathID(w http.ResponseWriter, r *http.Request) (int64, bool) {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request", "the id in the path must be an integer")
 		return 0, false
@@ -329,6 +287,32 @@ func (s *Server) handleSetFaults(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, 200, s.Faults())
+}
+
+func (s *Server) handleWebhookInfo(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, 200, s.WebhookInfo())
+}
+
+func (s *Server) handleStats(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, 200, s.Stats())
+}
+
+func (s *Server) handleFaults(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, 200, s.Faults())
+}
+
+func (s *Server) handleClearFaults(w http.ResponseWriter, _ *http.Request) {
+	_ = s.SetFaults(Faults{})
+	writeJSON(w, 200, s.Faults())
+}
+
+func (s *Server) handleLimits(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, 200, s.Limits())
+}
+
+func (s *Server) handleReset(w http.ResponseWriter, _ *http.Request) {
+	s.Reset()
+	writeJSON(w, 200, map[string]bool{"ok": true})
 }
 
 func (s *Server) handleSetLimits(w http.ResponseWriter, r *http.Request) {

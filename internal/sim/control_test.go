@@ -61,7 +61,7 @@ func TestUsersAreCreatedAndUpdated(t *testing.T) {
 
 func TestStartSendsTheDeepLinkPayload(t *testing.T) {
 	e := newEnv(t, sim.Options{})
-	e.sim.EnsureUser(sim.User{ID: 1001, FirstName: "Ann", Username: "ann"})
+	e.user(t, sim.User{ID: 1001, FirstName: "Ann", Username: "ann"})
 	var res actionResult
 	e.mustControl(t, "POST", "/sim/users/1001/start", map[string]string{"payload": "tok_ABC-123"}, &res)
 	if !res.OK || res.UpdateID == 0 {
@@ -146,8 +146,8 @@ func TestMessageSendsArbitraryText(t *testing.T) {
 
 func TestShareContact(t *testing.T) {
 	e := newEnv(t, sim.Options{})
-	e.sim.EnsureUser(sim.User{ID: 1001, FirstName: "Ann", PhoneNumber: "15551230001"})
-	e.sim.EnsureUser(sim.User{ID: 2002, FirstName: "Bob", PhoneNumber: "+15551230002"})
+	e.user(t, sim.User{ID: 1001, FirstName: "Ann", PhoneNumber: "15551230001"})
+	e.user(t, sim.User{ID: 2002, FirstName: "Bob", PhoneNumber: "+15551230002"})
 	tests := []struct {
 		name  string
 		body  map[string]any
@@ -183,7 +183,9 @@ func TestShareContact(t *testing.T) {
 		})
 	}
 	// The raw JSON has no user_id at all when there is none.
-	e.sim.ShareContact(1001, "+1", new(int64(0)))
+	if _, err := e.sim.ShareContact(1001, "+1", new(int64(0))); err != nil {
+		t.Fatal(err)
+	}
 	pending := e.sim.PendingUpdates()
 	if last := string(pending[len(pending)-1]); strings.Contains(last, "user_id") {
 		t.Errorf("a contact without user_id must omit the field: %s", last)
@@ -195,7 +197,7 @@ func TestShareContact(t *testing.T) {
 
 func TestBlockDeleteAndTheirUpdates(t *testing.T) {
 	e := newEnv(t, sim.Options{})
-	e.sim.EnsureUser(sim.User{ID: 1001, FirstName: "Ann"})
+	e.user(t, sim.User{ID: 1001, FirstName: "Ann"})
 	var u sim.User
 	e.mustControl(t, "POST", "/sim/users/1001/block", nil, &u)
 	if !u.Blocked {

@@ -13,7 +13,7 @@ import (
 
 func TestNext429AnswersWithRetryAfter(t *testing.T) {
 	e := newEnv(t, sim.Options{})
-	e.sim.EnsureUser(sim.User{ID: 1})
+	e.user(t, sim.User{ID: 1})
 	var f sim.Faults
 	e.mustControl(t, "POST", "/sim/faults", map[string]any{"next_429": map[string]int{"count": 3, "retry_after": 2}}, &f)
 	if f.Next429 == nil || f.Next429.Count != 3 {
@@ -48,7 +48,7 @@ func TestNext429AnswersWithRetryAfter(t *testing.T) {
 
 func TestInjected5xxAndRates(t *testing.T) {
 	e := newEnv(t, sim.Options{})
-	e.sim.EnsureUser(sim.User{ID: 1})
+	e.user(t, sim.User{ID: 1})
 	e.mustControl(t, "POST", "/sim/faults", map[string]any{"next_5xx": 2}, nil)
 	for range 2 {
 		_, err := e.send(t, 1, "x")
@@ -91,7 +91,7 @@ func TestInjected5xxAndRates(t *testing.T) {
 
 func TestTimeoutHangsUntilTheClientGivesUp(t *testing.T) {
 	e := newEnv(t, sim.Options{})
-	e.sim.EnsureUser(sim.User{ID: 1})
+	e.user(t, sim.User{ID: 1})
 	e.mustControl(t, "POST", "/sim/faults", map[string]any{"next_timeout": 1}, nil)
 	ctx, cancel := context.WithTimeout(t.Context(), 150*time.Millisecond)
 	defer cancel()
@@ -113,8 +113,8 @@ func TestTimeoutHangsUntilTheClientGivesUp(t *testing.T) {
 
 func TestTimeoutIsReleasedByClose(t *testing.T) {
 	e := newEnv(t, sim.Options{})
-	e.sim.EnsureUser(sim.User{ID: 1})
-	e.sim.SetFaults(sim.Faults{TimeoutRate: 1})
+	e.user(t, sim.User{ID: 1})
+	noError(t, e.sim.SetFaults(sim.Faults{TimeoutRate: 1}))
 	done := make(chan error, 1)
 	go func() {
 		_, err := e.client.SendMessage(context.Background(), messenger.SendMessageRequest{ChatID: 1, Text: "x"})
@@ -134,8 +134,8 @@ func TestTimeoutIsReleasedByClose(t *testing.T) {
 
 func TestLatencyDeliversEvenIfTheClientStoppedWaiting(t *testing.T) {
 	e := newEnv(t, sim.Options{})
-	e.sim.EnsureUser(sim.User{ID: 1})
-	e.sim.SetFaults(sim.Faults{LatencyMS: 200})
+	e.user(t, sim.User{ID: 1})
+	noError(t, e.sim.SetFaults(sim.Faults{LatencyMS: 200}))
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
 	if _, err := e.client.SendMessage(ctx, messenger.SendMessageRequest{ChatID: 1, Text: "late"}); !errors.Is(err, messenger.ErrTimeout) {
@@ -151,7 +151,7 @@ func TestConcurrentSendsAreAllDelivered(t *testing.T) {
 	e := newEnv(t, sim.Options{})
 	const chats, perChat = 50, 20
 	for id := range int64(chats) {
-		e.sim.EnsureUser(sim.User{ID: id + 1})
+		e.user(t, sim.User{ID: id + 1})
 	}
 	var wg sync.WaitGroup
 	for id := range int64(chats) {

@@ -45,6 +45,32 @@ func newEnv(t *testing.T, opts sim.Options) *env {
 	return &env{sim: s, srv: srv, client: messenger.New(srv.URL, s.Token(), nil).WithTimeout(5 * time.Second)}
 }
 
+// user makes sure the simulated user exists, or fails the test.
+func (e *env) user(t *testing.T, u sim.User) {
+	t.Helper()
+	if _, err := e.sim.EnsureUser(u); err != nil {
+		t.Fatalf("creating user %d: %v", u.ID, err)
+	}
+}
+
+// noError fails the test when a step it relies on fails.
+func noError(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sendText has the user write text to the bot, or fails the test.
+func (e *env) sendText(t *testing.T, userID int64, text string) int64 {
+	t.Helper()
+	id, err := e.sim.SendText(userID, text)
+	if err != nil {
+		t.Fatalf("user %d writing %q: %v", userID, text, err)
+	}
+	return id
+}
+
 // control calls the control API and decodes the answer into out (if not nil); it returns the status.
 func (e *env) control(t *testing.T, method, path string, body any, out any) int {
 	t.Helper()

@@ -36,11 +36,11 @@ func sendPaced(t *testing.T, e *env, chats []int64, n int, interval time.Duratio
 	return errs
 }
 
-func manyChats(e *env, n int) []int64 {
+func manyChats(t *testing.T, e *env, n int) []int64 {
 	ids := make([]int64, n)
 	for i := range ids {
 		ids[i] = int64(1000 + i)
-		e.sim.EnsureUser(sim.User{ID: ids[i]})
+		e.user(t, sim.User{ID: ids[i]})
 	}
 	return ids
 }
@@ -48,7 +48,7 @@ func manyChats(e *env, n int) []int64 {
 func TestGlobalLimitNeverFlagsAPacedClient(t *testing.T) {
 	// A burst of 10 at 100/s absorbs 100 ms of arrival jitter (the race detector adds plenty).
 	e := newEnv(t, sim.Options{GlobalRate: 100, GlobalBurst: 10, PerChatRate: -1})
-	errs := sendPaced(t, e, manyChats(e, 50), 150, 10*time.Millisecond) // exactly 100/s for 1.5 s
+	errs := sendPaced(t, e, manyChats(t, e, 50), 150, 10*time.Millisecond) // exactly 100/s for 1.5 s
 	if len(errs) != 0 {
 		t.Fatalf("a client at the limit got %d errors, first %v", len(errs), errs[0])
 	}
@@ -59,7 +59,7 @@ func TestGlobalLimitNeverFlagsAPacedClient(t *testing.T) {
 
 func TestGlobalLimitFlagsAClientOverIt(t *testing.T) {
 	e := newEnv(t, sim.Options{GlobalRate: 100, GlobalBurst: 5, PerChatRate: -1})
-	chats := manyChats(e, 50)
+	chats := manyChats(t, e, 50)
 	// 40 sends at once: the burst passes, the rest is over the limit.
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -95,7 +95,7 @@ func TestGlobalLimitFlagsAClientOverIt(t *testing.T) {
 func TestGlobalLimitFlagsASustainedExcess(t *testing.T) {
 	// 125/s against 100/s (+5 % tolerance): the burst of 5 drains in 5/20 s.
 	e := newEnv(t, sim.Options{GlobalRate: 100, GlobalBurst: 5, PerChatRate: -1})
-	errs := sendPaced(t, e, manyChats(e, 50), 150, 8*time.Millisecond)
+	errs := sendPaced(t, e, manyChats(t, e, 50), 150, 8*time.Millisecond)
 	if st := e.sim.Stats(); st.LimitViolations == 0 || int64(len(errs)) != st.LimitViolations {
 		t.Errorf("a client 25%% over the limit: %d errors, stats %+v", len(errs), st)
 	}
@@ -104,7 +104,7 @@ func TestGlobalLimitFlagsASustainedExcess(t *testing.T) {
 func TestPerChatLimit(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, sim.Options{GlobalRate: -1, PerChatRate: 1, PerChatBurst: 3})
-	chats := manyChats(e, 2)
+	chats := manyChats(t, e, 2)
 	for i := range 3 {
 		if _, err := e.send(t, chats[0], "x"); err != nil {
 			t.Fatalf("send %d of the burst: %v", i+1, err)
@@ -130,7 +130,7 @@ func TestPerChatLimit(t *testing.T) {
 func TestPerChatLimitNeverFlagsAOnePerSecondClient(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, sim.Options{GlobalRate: -1, PerChatRate: 1})
-	errs := sendPaced(t, e, manyChats(e, 1), 4, time.Second)
+	errs := sendPaced(t, e, manyChats(t, e, 1), 4, time.Second)
 	if len(errs) != 0 || e.sim.Stats().LimitViolations != 0 {
 		t.Fatalf("one message per second per chat was flagged: %v", errs)
 	}

@@ -29,10 +29,10 @@ func TestRunServesUntilCanceled(t *testing.T) {
 	waitFor(t, "the simulator to listen", func() bool { _, err := c.GetMe(t.Context()); return err == nil })
 
 	// A long poll in progress must not hold up the shutdown.
-	pollErr := make(chan error, 1)
+	pollEnded := make(chan struct{})
 	go func() {
-		_, err := c.GetUpdates(context.Background(), 0, 30, nil)
-		pollErr <- err
+		_, _ = c.GetUpdates(context.Background(), 0, 30, nil) // whatever it answers, it must end
+		close(pollEnded)
 	}()
 	time.Sleep(50 * time.Millisecond)
 	cancel()
@@ -45,7 +45,7 @@ func TestRunServesUntilCanceled(t *testing.T) {
 		t.Fatal("Run did not stop within 5 s")
 	}
 	select {
-	case <-pollErr:
+	case <-pollEnded:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the long poll was not released")
 	}
@@ -75,7 +75,7 @@ func TestHandlerWorksUnderAPrefix(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: mux}
-	go srv.Serve(l)
+	go func() { _ = srv.Serve(l) }()
 	defer srv.Close()
 	c := messenger.New("http://"+l.Addr().String()+"/messenger-sim", s.Token(), nil)
 	if me, err := c.GetMe(t.Context()); err != nil || me.Username != sim.DefaultBotUsername {
@@ -85,10 +85,12 @@ func TestHandlerWorksUnderAPrefix(t *testing.T) {
 
 func TestStatsResetAndHelp(t *testing.T) {
 	e := newEnv(t, sim.Options{})
-	e.sim.EnsureUser(sim.User{ID: 1})
-	e.send(t, 1, "x")
-	e.sim.SendText(1, "y")
-	e.sim.SetFaults(sim.Faults{LatencyMS: 1})
+	e.user(t, sim.User{ID: 1})
+	if _, err := e.send(t, 1, "x"); err != nil {
+		t.Fatal(err)
+	}
+	e.sendText(t, 1, "y")
+	noError(t, e.sim.SetFaults(sim.Faults{LatencyMS: 1}))
 	var st sim.Stats
 	e.mustControl(t, "GET", "/sim/stats", nil, &st)
 	if st.Sends != 1 || st.Delivered != 1 || st.UpdatesGenerated != 1 || st.UpdatesPending != 1 || st.PeakSendsPerSecond != 1 {
@@ -118,8 +120,11 @@ func TestStatsResetAndHelp(t *testing.T) {
 
 func TestWaitMessages(t *testing.T) {
 	e := newEnv(t, sim.Options{})
-	e.sim.EnsureUser(sim.User{ID: 1})
-	time.AfterFunc(50*time.Millisecond, func() { e.client.SendMessage(context.Background(), messenger.SendMessageRequest{ChatID: 1, Text: "a"}) })
+	e.user(t, sim.User{ID: 1})
+	// Its error shows as the message not arriving.
+	time.AfterFunc(50*time.Millisecond, func() {
+		_, _ = e.client.SendMessage(context.Background(), messenger.SendMessageRequest{ChatID: 1, Text: "a"})
+	})
 	msgs, err := e.sim.WaitMessages(t.Context(), 1, 1)
 	if err != nil || len(msgs) != 1 || msgs[0].Text != "a" {
 		t.Fatalf("WaitMessages = %+v, %v", msgs, err)

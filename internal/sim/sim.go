@@ -4,7 +4,7 @@
 // It also plays a tenant's endpoint for status callbacks (callbacks.go), verifying their signatures.
 //
 // Bot API:   POST {base}/bot{token}/{getMe|sendMessage|setWebhook|deleteWebhook|getWebhookInfo|getUpdates}
-// Control:   see routes() in control.go; every action is also a method of *Server for in-process tests.
+// Control:   see routes.go; every action is also a method of *Server for in-process tests.
 //
 // State lives in memory. Update ids keep increasing across Reset, and by default start from the clock, so
 // a receiver that deduplicates update ids never mistakes a new update for one it saw before a restart.

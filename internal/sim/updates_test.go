@@ -48,14 +48,16 @@ func TestGetUpdatesOffsetsConfirm(t *testing.T) {
 func TestGetUpdatesNegativeOffsetAndLimit(t *testing.T) {
 	e := newEnv(t, sim.Options{})
 	for range 5 {
-		e.sim.SendText(1, "x")
+		e.sendText(t, 1, "x")
 	}
 	resp, err := http.Post(e.srv.URL+"/bot"+e.sim.Token()+"/getUpdates", "application/json", strings.NewReader(`{"limit":2}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var r struct{ Result []json.RawMessage }
-	json.NewDecoder(resp.Body).Decode(&r)
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		t.Fatal(err)
+	}
 	resp.Body.Close()
 	if len(r.Result) != 2 {
 		t.Errorf("limit 2 returned %d", len(r.Result))
@@ -71,7 +73,7 @@ func TestGetUpdatesNegativeOffsetAndLimit(t *testing.T) {
 func TestGetUpdatesLongPolls(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, sim.Options{})
-	time.AfterFunc(150*time.Millisecond, func() { e.sim.StartUser(1, "late") })
+	time.AfterFunc(150*time.Millisecond, func() { _, _ = e.sim.StartUser(1, "late") }) // an error shows as no update
 	start := time.Now()
 	u, err := e.client.GetUpdates(t.Context(), 0, 5, nil)
 	if err != nil {
@@ -121,11 +123,11 @@ func TestANewerPollEndsAnOlderOne(t *testing.T) {
 
 func TestAllowedUpdatesFilter(t *testing.T) {
 	e := newEnv(t, sim.Options{})
-	e.sim.EnsureUser(sim.User{ID: 1})
+	e.user(t, sim.User{ID: 1})
 	if _, err := e.client.GetUpdates(t.Context(), 0, 0, []string{"message"}); err != nil {
 		t.Fatal(err)
 	}
-	e.sim.Block(1) // my_chat_member: filtered out
+	noError(t, e.sim.Block(1)) // my_chat_member: filtered out
 	id, _ := e.sim.StartUser(1, "x")
 	u := e.poll(t, 0)
 	if len(u) != 1 || u[0].UpdateID != id {
@@ -259,8 +261,8 @@ func TestWebhookDropsAnUpdateRefusedTooOften(t *testing.T) {
 		}
 		return 200
 	})
-	e.client.SetWebhook(t.Context(), rc.srv.URL, "s", nil)
-	e.sim.SendText(1, "poison")
+	noError(t, e.client.SetWebhook(t.Context(), rc.srv.URL, "s", nil))
+	e.sendText(t, 1, "poison")
 	second, _ := e.sim.SendText(1, "fine")
 	waitFor(t, "the second update", func() bool { u, _ := rc.received(); return len(u) == 1 })
 	got, _ := rc.received()
@@ -274,7 +276,7 @@ func TestWebhookDropsAnUpdateRefusedTooOften(t *testing.T) {
 
 func TestDeleteWebhookReturnsToPolling(t *testing.T) {
 	e := newEnv(t, sim.Options{})
-	e.client.SetWebhook(t.Context(), "http://127.0.0.1:1/unreachable", "s", nil)
+	noError(t, e.client.SetWebhook(t.Context(), "http://127.0.0.1:1/unreachable", "s", nil))
 	if err := e.client.DeleteWebhook(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -295,14 +297,14 @@ func TestSetWebhookValidatesAndDropsPending(t *testing.T) {
 			t.Errorf("setWebhook(%q, %q) = %v, want 400", tc.url, tc.secret, err)
 		}
 	}
-	e.sim.SendText(1, "old")
-	e.sim.SendText(1, "older")
+	e.sendText(t, 1, "old")
+	e.sendText(t, 1, "older")
 	// An unreachable URL keeps the updates pending, then drop_pending_updates discards them.
 	err := e.client.SetWebhookWith(t.Context(), messenger.SetWebhookRequest{URL: "http://127.0.0.1:1/", DropPendingUpdates: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.client.DeleteWebhook(t.Context())
+	noError(t, e.client.DeleteWebhook(t.Context()))
 	if u := e.poll(t, 0); len(u) != 0 {
 		t.Errorf("drop_pending_updates left %d updates", len(u))
 	}

@@ -156,7 +156,7 @@ func (rc *Receiver) devStatus(ctx context.Context, tenantIDs []string, args stri
 	}
 	id, err := uuid.Parse(fields[0])
 	if err != nil {
-		return textDevStatusUsage, nil
+		return textDevStatusUsage, nil //nolint:nilerr // not a tracking id: the developer gets the usage as the answer
 	}
 	v, err := rc.store.FindTenantNotification(ctx, tenantIDs, id.String())
 	if errors.Is(err, store.ErrNotFound) {

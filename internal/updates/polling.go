@@ -28,7 +28,7 @@ func Poll(ctx context.Context, client *messenger.Client, rc *Receiver, logger *s
 	}
 	if err := client.DeleteWebhook(ctx); err != nil {
 		if ctx.Err() != nil {
-			return nil
+			return nil //nolint:nilerr // stopped: ending is not an error
 		}
 		return fmt.Errorf("while removing the webhook before polling: %w", err)
 	}
@@ -58,13 +58,13 @@ func Poll(ctx context.Context, client *messenger.Client, rc *Receiver, logger *s
 				sleep(ctx, backoff.next())
 			}
 			if ctx.Err() != nil {
-				return nil
+				return nil //nolint:nilerr // stopped: ending is not an error
 			}
 			backoff.reset()
 			offset = u.UpdateID + 1
 		}
 	}
-	return nil
+	return nil //nolint:nilerr // the loop ends when ctx does: stopping is not an error
 }
 
 // backoff doubles from 100 ms up to 30 s.

@@ -167,7 +167,7 @@ func (p *Proc) Term(timeout time.Duration) (time.Duration, error) {
 	case <-p.Exited():
 		took := time.Since(start)
 		if err := p.ExitErr(); err != nil {
-			return took, fmt.Errorf("%s exited after SIGTERM with %v", p.Name, err)
+			return took, fmt.Errorf("%s exited after SIGTERM with %w", p.Name, err)
 		}
 		return took, nil
 	case <-time.After(timeout):
@@ -229,6 +229,7 @@ func (p *Proc) WaitLog(ctx context.Context, re *regexp.Regexp) (string, error) {
 			return string(last[0]), nil
 		}
 		if !p.Running() {
+			//nolint:errorlint // the exit status, nil after a clean exit, says how it ended; it is not the cause
 			return "", fmt.Errorf("%s exited (%v) before logging %q", p.Name, p.ExitErr(), re)
 		}
 		if err := pause(ctx, 50*time.Millisecond); err != nil {
@@ -251,6 +252,7 @@ func (p *Proc) WaitHTTP(ctx context.Context, path string) error {
 			last = fmt.Sprintf("status %d", status)
 		}
 		if !p.Running() {
+			//nolint:errorlint // the exit status, nil after a clean exit, says how it ended; it is not the cause
 			return fmt.Errorf("%s exited (%v) before GET %s answered 200", p.Name, p.ExitErr(), path)
 		}
 		if err := pause(ctx, 100*time.Millisecond); err != nil {

@@ -87,9 +87,10 @@ func benchmark() int {
 	defer os.RemoveAll(dir)
 	pg, err := pglocal.Start(ctx, pglocal.Options{Dir: dir, MaxConnections: 300})
 	if err != nil {
-		log.Fatalf("starting PostgreSQL: %v", err)
+		log.Printf("starting PostgreSQL: %v", err)
+		return 1
 	}
-	defer pg.Stop()
+	defer func() { _ = pg.Stop() }()
 
 	host, _ := os.Hostname()
 	load, _ := os.ReadFile("/proc/loadavg")
@@ -507,6 +508,6 @@ func serve(h http.Handler) (string, func(), error) {
 		return "", nil, err
 	}
 	srv := &http.Server{Handler: h}
-	go srv.Serve(ln)
+	go func() { _ = srv.Serve(ln) }()
 	return "http://" + ln.Addr().String(), func() { srv.Close() }, nil
 }

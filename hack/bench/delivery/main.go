@@ -73,9 +73,10 @@ func benchmark() int {
 	defer os.RemoveAll(dir)
 	pg, err := pglocal.Start(ctx, pglocal.Options{Dir: dir, MaxConnections: 300})
 	if err != nil {
-		log.Fatalf("starting PostgreSQL: %v", err)
+		log.Printf("starting PostgreSQL: %v", err)
+		return 1
 	}
-	defer pg.Stop()
+	defer func() { _ = pg.Stop() }()
 
 	host, _ := os.Hostname()
 	fmt.Printf("machine: %s, %s/%s, %d CPUs, %s\n", host, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
@@ -371,7 +372,7 @@ func serve(h http.Handler) (string, func(), error) {
 		return "", nil, err
 	}
 	srv := &http.Server{Handler: h}
-	go srv.Serve(ln)
+	go func() { _ = srv.Serve(ln) }()
 	return "http://" + ln.Addr().String(), func() { srv.Close() }, nil
 }
 

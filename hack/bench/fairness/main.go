@@ -389,6 +389,6 @@ func serve(h http.Handler) (string, func(), error) {
 		return "", nil, err
 	}
 	srv := &http.Server{Handler: h}
-	go srv.Serve(ln)
+	go func() { _ = srv.Serve(ln) }()
 	return "http://" + ln.Addr().String(), func() { srv.Close() }, nil
 }

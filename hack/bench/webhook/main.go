@@ -118,7 +118,7 @@ func run(o options) error {
 	defer producer.Close()
 
 	// The receiver logs like production (JSON, info: one access line per request), to nowhere.
-	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	logger := slog.New(slog.DiscardHandler)
 	ob := outbox.New(st, producer, outbox.Options{Logger: logger})
 	defer ob.Close()
 	rc := updates.New(st, ob, updates.Options{

@@ -6,6 +6,7 @@ package httpprobe
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -76,8 +77,8 @@ func StartTrickle(t testing.TB, addr string, n int, interval time.Duration) *Tri
 }
 
 func isTimeout(err error) bool {
-	ne, ok := err.(net.Error)
-	return ok && ne.Timeout()
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // Closed is how many of the connections the server has closed (or answered) so far.

@@ -114,10 +114,10 @@ func (d *Doc) ValidateResponse(method, path string, status int, contentType stri
 	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("%s %s %d: body is not JSON: %v", strings.ToUpper(method), path, status, err)
+		return fmt.Errorf("%s %s %d: body is not JSON: %w", strings.ToUpper(method), path, status, err)
 	}
 	if err := schema.Validate(inst); err != nil {
-		return fmt.Errorf("%s %s %d: body %s does not match the document: %v", strings.ToUpper(method), path, status, body, err)
+		return fmt.Errorf("%s %s %d: body %s does not match the document: %w", strings.ToUpper(method), path, status, body, err)
 	}
 	return nil
 }
@@ -134,10 +134,10 @@ func (d *Doc) ValidateWebhook(name string, body []byte) error {
 	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("webhook %s: body is not JSON: %v", name, err)
+		return fmt.Errorf("webhook %s: body is not JSON: %w", name, err)
 	}
 	if err := schema.Validate(inst); err != nil {
-		return fmt.Errorf("webhook %s: body %s does not match the document: %v", name, body, err)
+		return fmt.Errorf("webhook %s: body %s does not match the document: %w", name, body, err)
 	}
 	return nil
 }
