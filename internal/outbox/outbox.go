@@ -35,6 +35,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/heraldhq/herald/internal/batch"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/tracing"
@@ -164,11 +165,11 @@ func (o *Outbox) Send(ctx context.Context, tenantID string, items []Item, idem *
 			if it.Refused != nil {
 				continue
 			}
-			status := store.StatusQueued
+			status := notification.Queued
 			if it.SendAt != nil && it.SendAt.After(time.Now()) {
-				status = store.StatusScheduled
+				status = notification.Scheduled
 			}
-			r.ns = append(r.ns, store.NewNotification{TrackingID: newTrackingID(), Kind: store.KindTenant, TenantID: tenantID,
+			r.ns = append(r.ns, store.NewNotification{TrackingID: newTrackingID(), Kind: notification.KindTenant, TenantID: tenantID,
 				UserID: it.UserID, Priority: it.Priority, Body: it.Body, Status: status, Metadata: it.Metadata,
 				SendAt: it.SendAt, ExpiresAt: it.ExpiresAt})
 			r.pos = append(r.pos, i)
@@ -300,7 +301,7 @@ func (o *Outbox) sendTogether(reqs []*request) ([]answer, error) {
 				continue
 			}
 			ids = append(ids, n.TrackingID)
-			if n.Status != store.StatusScheduled {
+			if n.Status != notification.Scheduled {
 				n.ChatID = chat
 				envs = append(envs, outgoing(n, r.headers))
 			}
@@ -391,7 +392,7 @@ func (o *Outbox) settleKeys(ctx context.Context, reqs []*request, out []answer, 
 // publishes reports whether the request stored a notification to publish now (queued, not scheduled).
 func publishes(r *request, accepted map[string]int64) bool {
 	for _, n := range r.ns {
-		if isAccepted(accepted, n.TrackingID) && n.Status != store.StatusScheduled {
+		if isAccepted(accepted, n.TrackingID) && n.Status != notification.Scheduled {
 			return true
 		}
 	}
