@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/heraldhq/herald/internal/config"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 )
 
@@ -84,7 +85,7 @@ func (c *notificationsListCmd) Run(e runEnv) error {
 func (c *notificationsListCmd) filter() (store.ListFilter, error) {
 	var f store.ListFilter
 	for _, name := range c.Status {
-		st, ok := store.ParseStatus(name)
+		st, ok := notification.ParseStatus(name)
 		if !ok {
 			return f, fmt.Errorf("--status: %q is not a notification state (%s)", name, statusNames())
 		}
@@ -115,8 +116,8 @@ func orDash(t *time.Time) string {
 }
 
 func statusNames() string {
-	names := make([]string, len(store.Statuses))
-	for i, st := range store.Statuses {
+	names := make([]string, len(notification.Statuses))
+	for i, st := range notification.Statuses {
 		names[i] = string(st)
 	}
 	return strings.Join(names, ", ")

@@ -28,9 +28,15 @@ import (
 
 	"github.com/heraldhq/herald/internal/egress"
 	"github.com/heraldhq/herald/internal/metriclabel"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/signing"
 	"github.com/heraldhq/herald/internal/store"
 )
+
+// DefaultBackoff is the retry schedule of an endpoint's failed attempts: 5 s, 10 s, 20 s, … 42 m 40 s, then
+// every hour: about 1 h 25 m over the first eleven failures, then hourly until the event is older than
+// Options.RetryFor (24 h) and is dropped at its next failure — some 34 attempts in all.
+var DefaultBackoff = notification.Backoff{Base: 5 * time.Second, Max: time.Hour, Jitter: 0.2}
 
 // Options configure a Sender. Zero values take the defaults given in each comment.
 type Options struct {
@@ -39,17 +45,17 @@ type Options struct {
 	Policy egress.Policy // where callbacks may go
 	Logger *slog.Logger  // slog.Default()
 
-	Concurrency         int           // attempts in flight in this sender; 256
-	EndpointConcurrency int           // attempts in flight per endpoint, across senders; 8
-	Timeout             time.Duration // one attempt, connection included; 10 s (the contract)
-	Lease               time.Duration // how long a claimed event may stay in flight before it is due again; Timeout + 20 s
-	Backoff             Backoff       // DefaultBackoff
-	RetryFor            time.Duration // how long an event is retried before it is dropped; 24 h
-	PollInterval        time.Duration // how often every endpoint is looked at for due events; 500 ms
-	ClaimInterval       time.Duration // the least time between two claims of the endpoints whose attempts ended; 10 ms
-	StatsInterval       time.Duration // how often the outbox gauges are refreshed; 15 s
-	GracePeriod         time.Duration // shutdown: how long attempts in flight may finish; 15 s
-	ResponseLimit       int64         // bytes of a response body read (then discarded); 1 KiB
+	Concurrency         int                  // attempts in flight in this sender; 256
+	EndpointConcurrency int                  // attempts in flight per endpoint, across senders; 8
+	Timeout             time.Duration        // one attempt, connection included; 10 s (the contract)
+	Lease               time.Duration        // how long a claimed event may stay in flight before it is due again; Timeout + 20 s
+	Backoff             notification.Backoff // DefaultBackoff
+	RetryFor            time.Duration        // how long an event is retried before it is dropped; 24 h
+	PollInterval        time.Duration        // how often every endpoint is looked at for due events; 500 ms
+	ClaimInterval       time.Duration        // the least time between two claims of the endpoints whose attempts ended; 10 ms
+	StatsInterval       time.Duration        // how often the outbox gauges are refreshed; 15 s
+	GracePeriod         time.Duration        // shutdown: how long attempts in flight may finish; 15 s
+	ResponseLimit       int64                // bytes of a response body read (then discarded); 1 KiB
 
 	// LookupIP replaces the system resolver (tests: a name that resolves to a forbidden address).
 	LookupIP func(ctx context.Context, host string) ([]netip.Addr, error)
@@ -344,7 +350,7 @@ func (s *Sender) attempt(ctx context.Context, ev store.CallbackEvent) {
 	log.Info("callback attempt failed", "outcome", outcome, "error", msg, "duration", elapsed)
 	s.record(log, ev, store.CallbackResult{
 		Status: status, Error: msg, Payload: ev.Payload,
-		RetryIn: s.opts.Backoff.Wait(ev.Attempts), RetryFor: s.opts.RetryFor,
+		RetryIn: s.opts.Backoff.Delay(ev.Attempts), RetryFor: s.opts.RetryFor,
 	}, outcome)
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/heraldhq/herald/internal/callback"
 	"github.com/heraldhq/herald/internal/egress"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/signing"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
@@ -112,7 +113,7 @@ func (e *env) options() callback.Options {
 		EndpointConcurrency: 4,
 		Timeout:             2 * time.Second,
 		Lease:               3 * time.Second,
-		Backoff:             callback.Backoff{Base: 50 * time.Millisecond, Max: 200 * time.Millisecond, Jitter: 0.2},
+		Backoff:             notification.Backoff{Base: 50 * time.Millisecond, Max: 200 * time.Millisecond, Jitter: 0.2},
 		PollInterval:        20 * time.Millisecond,
 		StatsInterval:       100 * time.Millisecond,
 		GracePeriod:         2 * time.Second,

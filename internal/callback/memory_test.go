@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/internal/callback"
+	"github.com/heraldhq/herald/internal/notification"
 )
 
 // hugeHeaders is a receiver that reads each request and answers 200 with size bytes of headers: what a
@@ -94,7 +94,7 @@ func TestHugeResponseHeadersDoNotExhaustTheSendersMemory(t *testing.T) {
 	opts.Concurrency = 64
 	opts.EndpointConcurrency = perEndpoint
 	opts.Timeout, opts.Lease = 30*time.Second, 40*time.Second
-	opts.Backoff = callback.Backoff{Base: time.Hour, Max: time.Hour} // one attempt each during the test
+	opts.Backoff = notification.Backoff{Base: time.Hour, Max: time.Hour} // one attempt each during the test
 
 	var before, after runtime.MemStats
 	runtime.GC()

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/heraldhq/herald/internal/resource"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 )
 
@@ -46,14 +46,14 @@ func (s *Sender) render(ctx context.Context, evs []store.CallbackEvent) error {
 		if ev.Payload != nil {
 			continue
 		}
-		p := payload{Type: ev.Type, Timestamp: resource.Timestamp(ev.CreatedAt)}
+		p := payload{Type: ev.Type, Timestamp: notification.Timestamp(ev.CreatedAt)}
 		switch {
 		case ev.TrackingID != "":
 			v, ok := views[ev.TrackingID]
 			if !ok || v.TenantID != ev.TenantID {
 				continue // gone; never another tenant's
 			}
-			p.Data = resource.NewNotification(v.NotificationView)
+			p.Data = v.Resource()
 		case ev.UserID != "":
 			p.Data = userData{UserID: ev.UserID}
 		default:

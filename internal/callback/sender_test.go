@@ -17,6 +17,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/heraldhq/herald/internal/callback"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/signing"
 	"github.com/heraldhq/herald/internal/store"
 )
@@ -298,7 +299,7 @@ func TestQueueGaugesFollowTheOutbox(t *testing.T) {
 	ep, _ := e.endpoint("acme", rc.srv.URL)
 	e.pings("acme", ep, 3)
 	opts := e.options()
-	opts.Backoff = callback.Backoff{Base: time.Hour, Max: time.Hour}
+	opts.Backoff = notification.Backoff{Base: time.Hour, Max: time.Hour}
 	e.start(opts)
 	eventually(t, 10*time.Second, "the gauges", func() bool {
 		return value(callback.QueueDepth.WithLabelValues("retrying")) == 3 &&
@@ -319,7 +320,7 @@ func TestEndpointFailuresAreReportedByTenant(t *testing.T) {
 	e.pings("acme", b, 1)
 	e.pings("other", o, 2)
 	opts := e.options()
-	opts.Backoff = callback.Backoff{Base: time.Hour, Max: time.Hour}
+	opts.Backoff = notification.Backoff{Base: time.Hour, Max: time.Hour}
 	e.start(opts)
 	eventually(t, 10*time.Second, `failures {tenant="acme"} 3 and {tenant="other"} 2, and nothing else`, func() bool {
 		return maps.Equal(series(callback.EndpointFailures), map[string]float64{`tenant="acme"`: 3, `tenant="other"`: 2})
@@ -354,10 +355,10 @@ func series(c prometheus.Collector) map[string]float64 {
 }
 
 func TestTheBackoffDoublesUpToItsMaximumWithJitter(t *testing.T) {
-	b := callback.Backoff{Base: 5 * time.Second, Max: time.Hour, Jitter: 0.2}
+	b := notification.Backoff{Base: 5 * time.Second, Max: time.Hour, Jitter: 0.2}
 	for attempt, want := range map[int]time.Duration{1: 5 * time.Second, 2: 10 * time.Second, 5: 80 * time.Second, 11: time.Hour, 500: time.Hour} {
 		for range 50 {
-			got := b.Wait(attempt)
+			got := b.Delay(attempt)
 			if got < want*8/10 || got > want*12/10 {
 				t.Fatalf("wait after attempt %d: %s, want %s ±20%%", attempt, got, want)
 			}
@@ -366,7 +367,7 @@ func TestTheBackoffDoublesUpToItsMaximumWithJitter(t *testing.T) {
 	// The default schedule retries for at least the 24 hours of the contract before the window drops it.
 	total, n := time.Duration(0), 0
 	for n = 1; total < 24*time.Hour; n++ {
-		total += callback.DefaultBackoff.Wait(n) * 10 / 12 // the shortest the jitter makes it
+		total += callback.DefaultBackoff.Delay(n) * 10 / 12 // the shortest the jitter makes it
 	}
 	if n > 60 {
 		t.Errorf("%d attempts in 24 hours", n)

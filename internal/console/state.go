@@ -3,7 +3,7 @@ package console
 import (
 	"context"
 
-	"github.com/heraldhq/herald/internal/resource"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/sim"
 )
 
@@ -17,15 +17,15 @@ const (
 // state is what the page renders, pushed whole whenever it changes. Timestamps are RFC 3339 UTC with
 // milliseconds, as in the API.
 type state struct {
-	Notifications []notification `json:"notifications"`
-	Users         []tenantUser   `json:"users"`
-	Chats         []chat         `json:"chats"`  // the simulated messenger users; empty without the simulator
-	Faults        *sim.Faults    `json:"faults"` // nil without the simulator
-	Stats         *simStats      `json:"stats"`
+	Notifications []notificationRow `json:"notifications"`
+	Users         []tenantUser      `json:"users"`
+	Chats         []chat            `json:"chats"`  // the simulated messenger users; empty without the simulator
+	Faults        *sim.Faults       `json:"faults"` // nil without the simulator
+	Stats         *simStats         `json:"stats"`
 }
 
-// notification is the Notification resource of the API, plus when the next attempt is due.
-type notification struct {
+// notificationRow is the Notification resource of the API, plus when the next attempt is due.
+type notificationRow struct {
 	TrackingID         string  `json:"tracking_id"`
 	UserID             string  `json:"user_id"`
 	Priority           int     `json:"priority"`
@@ -72,13 +72,13 @@ type simStats struct {
 }
 
 func (c *Console) state(ctx context.Context) (state, error) {
-	st := state{Notifications: []notification{}, Users: []tenantUser{}, Chats: []chat{}}
+	st := state{Notifications: []notificationRow{}, Users: []tenantUser{}, Chats: []chat{}}
 	ns, err := c.opts.Store.RecentNotifications(ctx, c.opts.TenantID, maxNotifications)
 	if err != nil {
 		return st, err
 	}
 	for _, n := range ns {
-		st.Notifications = append(st.Notifications, notification{
+		st.Notifications = append(st.Notifications, notificationRow{
 			TrackingID: n.TrackingID, UserID: n.UserID, Priority: n.Priority, Status: string(n.Status), Attempts: n.Attempts,
 			CreatedAt: timestamp(n.CreatedAt), UpdatedAt: timestamp(n.UpdatedAt), NextAttemptAt: optionalTimestamp(n.NextAttemptAt),
 			MessengerMessageID: n.MessengerMessageID, LastErrorCode: n.LastErrorCode, LastErrorMessage: n.LastErrorMessage,
@@ -115,8 +115,8 @@ func (c *Console) state(ctx context.Context) (state, error) {
 	return st, nil
 }
 
-// timestamp and optionalTimestamp render times as every resource does.
+// timestamp and optionalTimestamp render times as every answer of the API does.
 var (
-	timestamp         = resource.Timestamp
-	optionalTimestamp = resource.OptionalTimestamp
+	timestamp         = notification.Timestamp
+	optionalTimestamp = notification.OptionalTimestamp
 )

@@ -10,17 +10,17 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/heraldhq/herald/internal/apierror"
-	"github.com/heraldhq/herald/internal/resource"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/store"
 )
 
 var writeJSON = server.WriteJSON
 
-// timestamp and optionalTimestamp render times as every resource does.
+// timestamp and optionalTimestamp render times as every answer does.
 var (
-	timestamp         = resource.Timestamp
-	optionalTimestamp = resource.OptionalTimestamp
+	timestamp         = notification.Timestamp
+	optionalTimestamp = notification.OptionalTimestamp
 )
 
 // status is GET /v1/status/{tracking_id}. A malformed id cannot name a notification, so it is not_found
@@ -37,7 +37,7 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, resource.NewNotification(v))
+	writeJSON(w, http.StatusOK, v.Resource())
 	return nil
 }
 

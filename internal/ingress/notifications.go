@@ -12,7 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/heraldhq/herald/internal/apierror"
-	"github.com/heraldhq/herald/internal/resource"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 )
 
@@ -33,12 +33,12 @@ func (a *API) cancelNotification(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
-	writeJSON(w, http.StatusOK, resource.NewNotification(v))
+	writeJSON(w, http.StatusOK, v.Resource())
 	return nil
 }
 
 type listResponse struct {
-	Data       []resource.Notification `json:"data"`
+	Data       []notification.Resource `json:"data"`
 	NextCursor *string                 `json:"next_cursor"`
 }
 
@@ -57,9 +57,9 @@ func (a *API) listNotifications(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := listResponse{Data: make([]resource.Notification, len(page))}
+	out := listResponse{Data: make([]notification.Resource, len(page))}
 	for i, v := range page {
-		out.Data[i] = resource.NewNotification(v)
+		out.Data[i] = v.Resource()
 	}
 	if next != nil {
 		c := next.Encode(f)
@@ -100,7 +100,7 @@ func parseListQuery(q url.Values) (store.ListFilter, int, *store.ListCursor, err
 	var f store.ListFilter
 	if s := q.Get("status"); q.Has("status") {
 		for _, name := range strings.Split(s, ",") {
-			st, ok := store.ParseStatus(strings.TrimSpace(name))
+			st, ok := notification.ParseStatus(strings.TrimSpace(name))
 			if !ok {
 				return f, 0, nil, apierror.InvalidRequest.With("status %q is not a notification state (%s)", truncate(name, 64), statesList())
 			}
@@ -153,8 +153,8 @@ func queryTimestamp(q url.Values, name string) (*time.Time, error) {
 
 // statesList names every notification state, for messages.
 func statesList() string {
-	names := make([]string, len(store.Statuses))
-	for i, st := range store.Statuses {
+	names := make([]string, len(notification.Statuses))
+	for i, st := range notification.Statuses {
 		names[i] = string(st)
 	}
 	return strings.Join(names, ", ")

@@ -143,7 +143,7 @@ func (a *API) send(w http.ResponseWriter, r *http.Request) error {
 	}
 	res := results[0]
 	if !res.Accepted() {
-		if res.Code == outbox.CodeQueueError {
+		if res.Code == apierror.QueueError.Code {
 			a.log.Warn("send not queued: the broker did not acknowledge", "tenant_id", p.TenantID)
 		}
 		return apierror.ByCode(res.Code).With("%s", res.Message)
@@ -242,7 +242,7 @@ func (a *API) sendBatch(w http.ResponseWriter, r *http.Request) error {
 	}
 	failed := 0
 	for _, res := range results {
-		if res.Code == outbox.CodeQueueError {
+		if res.Code == apierror.QueueError.Code {
 			failed++
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/internal/apierror"
 	"github.com/heraldhq/herald/internal/batch"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
@@ -93,7 +94,7 @@ func TestARequestPostgreSQLRefusesFailsAlone(t *testing.T) {
 				if s.err == nil || store.IsUnavailable(s.err) || errors.Is(s.err, outbox.ErrOverloaded) {
 					t.Errorf("round %d: %s: %+v, %v; want it to fail on its own data", round, s.name, s.res, s.err)
 				}
-			case s.err != nil || !s.res[0].Accepted() || (len(s.res) > 1 && s.res[1].Code != outbox.CodeUnverified):
+			case s.err != nil || !s.res[0].Accepted() || (len(s.res) > 1 && s.res[1].Code != apierror.PhoneUnverified.Code):
 				t.Errorf("round %d: %s failed beside a request PostgreSQL refuses: %+v, %v", round, s.name, s.res, s.err)
 			}
 		}

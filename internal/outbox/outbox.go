@@ -15,7 +15,7 @@
 //   - scheduling: an item whose send_at is still ahead is stored as scheduled and not published; the
 //     scheduler (ReleaseScheduled, in the worker) publishes it when it is due;
 //   - the answer per item: queued or scheduled, refused by the gate (phone unverified), or not queued
-//     (queue error).
+//     (queue error), the two refusals as errors of the API's catalogue (internal/apierror).
 //
 // Handlers call Send or, for system messages inserted in their own transaction, Publish; the worker's loops
 // call ReleaseScheduled and Republisher. None of them sees Kafka.
@@ -34,16 +34,12 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/heraldhq/herald/internal/apierror"
 	"github.com/heraldhq/herald/internal/batch"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/tracing"
-)
-
-// Outcomes of an item, as codes of the API's error catalogue (internal/apierror) where they are errors.
-const (
-	CodeUnverified = "phone_unverified" // the user has no link or no verified phone: nothing stored
-	CodeQueueError = "queue_error"      // the broker did not acknowledge in time: nothing stored
 )
 
 // Options configure an Outbox. Zero values take the defaults given in each comment.
@@ -107,7 +103,9 @@ type Item struct {
 	Refused *Result
 }
 
-// Result is the answer for one item: TrackingID and Status when it was accepted, Code and Message when not.
+// Result is the answer for one item: TrackingID and Status when it was accepted, Code and Message when not
+// (an error of the API's catalogue: apierror.PhoneUnverified when the user has no link or no verified phone,
+// apierror.QueueError when the broker did not acknowledge in time; nothing was stored of either).
 type Result struct {
 	TrackingID string `json:"tracking_id,omitempty"`
 	Status     string `json:"status,omitempty"`
@@ -153,7 +151,7 @@ type answer struct {
 // answer again (replayed), once the first request's publish has ended.
 //
 // Errors: ErrIdempotencyConflict; ErrOverloaded, ErrClosed; a store error (PostgreSQL unavailable). A
-// failed publish is not an error but the answer CodeQueueError for every accepted item of the request:
+// failed publish is not an error but the answer apierror.QueueError for every accepted item of the request:
 // its scheduled items too, which are taken back with the others, so that a request is either stored
 // whole (as far as the gate let it) or not at all, and its retry — with the same Idempotency-Key too —
 // starts afresh.
@@ -164,11 +162,11 @@ func (o *Outbox) Send(ctx context.Context, tenantID string, items []Item, idem *
 			if it.Refused != nil {
 				continue
 			}
-			status := store.StatusQueued
+			status := notification.Queued
 			if it.SendAt != nil && it.SendAt.After(time.Now()) {
-				status = store.StatusScheduled
+				status = notification.Scheduled
 			}
-			r.ns = append(r.ns, store.NewNotification{TrackingID: newTrackingID(), Kind: store.KindTenant, TenantID: tenantID,
+			r.ns = append(r.ns, store.NewNotification{TrackingID: newTrackingID(), Kind: notification.KindTenant, TenantID: tenantID,
 				UserID: it.UserID, Priority: it.Priority, Body: it.Body, Status: status, Metadata: it.Metadata,
 				SendAt: it.SendAt, ExpiresAt: it.ExpiresAt})
 			r.pos = append(r.pos, i)
@@ -300,7 +298,7 @@ func (o *Outbox) sendTogether(reqs []*request) ([]answer, error) {
 				continue
 			}
 			ids = append(ids, n.TrackingID)
-			if n.Status != store.StatusScheduled {
+			if n.Status != notification.Scheduled {
 				n.ChatID = chat
 				envs = append(envs, outgoing(n, r.headers))
 			}
@@ -391,7 +389,7 @@ func (o *Outbox) settleKeys(ctx context.Context, reqs []*request, out []answer, 
 // publishes reports whether the request stored a notification to publish now (queued, not scheduled).
 func publishes(r *request, accepted map[string]int64) bool {
 	for _, n := range r.ns {
-		if isAccepted(accepted, n.TrackingID) && n.Status != store.StatusScheduled {
+		if isAccepted(accepted, n.TrackingID) && n.Status != notification.Scheduled {
 			return true
 		}
 	}
@@ -414,9 +412,9 @@ func results(r *request, accepted map[string]int64, lost map[string]bool) []Resu
 		i := r.pos[j]
 		switch {
 		case !isAccepted(accepted, n.TrackingID):
-			res[i] = Result{Code: CodeUnverified, Message: fmt.Sprintf("user %q has no verified phone: link the user and complete phone verification first", n.UserID)}
+			res[i] = refused(apierror.PhoneUnverified.With("user %q has no verified phone: link the user and complete phone verification first", n.UserID))
 		case lost[n.TrackingID]:
-			res[i] = Result{Code: CodeQueueError, Message: "the notification could not be queued; nothing was stored, retry later"}
+			res[i] = refused(apierror.QueueError)
 		default:
 			res[i] = Result{TrackingID: n.TrackingID, Status: string(n.Status)}
 		}
@@ -472,3 +470,6 @@ func (o *Outbox) replay(ctx context.Context, tenantID string, idem *Idempotency)
 		}
 	}
 }
+
+// refused is the answer for an item that e refused.
+func refused(e *apierror.Error) Result { return Result{Code: e.Code, Message: e.Message} }

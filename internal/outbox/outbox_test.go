@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/heraldhq/herald/internal/apierror"
 	"github.com/heraldhq/herald/internal/batch"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
@@ -97,8 +98,8 @@ func TestSendAnswersEachItemInOrder(t *testing.T) {
 	if !res[0].Accepted() || res[0].Status != "queued" || !res[3].Accepted() {
 		t.Errorf("verified items answered %+v and %+v, want queued", res[0], res[3])
 	}
-	if res[1].Code != outbox.CodeUnverified {
-		t.Errorf("unverified item answered %+v, want %s", res[1], outbox.CodeUnverified)
+	if res[1].Code != apierror.PhoneUnverified.Code {
+		t.Errorf("unverified item answered %+v, want %s", res[1], apierror.PhoneUnverified.Code)
 	}
 	if res[2] != *refused {
 		t.Errorf("refused item answered %+v, want the caller's answer", res[2])
@@ -123,7 +124,7 @@ func TestPublishFailureTakesTheItemsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res[0].Code != outbox.CodeQueueError || res[1].Code != outbox.CodeUnverified {
+	if res[0].Code != apierror.QueueError.Code || res[1].Code != apierror.PhoneUnverified.Code {
 		t.Errorf("answers %+v, want queue_error then phone_unverified", res)
 	}
 	if n := e.count(`SELECT count(*) FROM notifications`); n != 0 {
@@ -194,7 +195,7 @@ func TestDuplicateWaitsForTheFirstPublish(t *testing.T) {
 	<-entered
 	second, replayed, err := e.ob.Send(context.Background(), "acme", []outbox.Item{item("ok")}, idem)
 	first := <-firstDone
-	if first.err != nil || first.res[0].Code != outbox.CodeQueueError {
+	if first.err != nil || first.res[0].Code != apierror.QueueError.Code {
 		t.Fatalf("first request: %+v, want queue_error", first)
 	}
 	if err != nil || replayed || !second[0].Accepted() {
@@ -340,7 +341,7 @@ func TestAFailedPublishThatAWorkerClaimedAfterAllIsAnsweredAccepted(t *testing.T
 	if !res[0].Accepted() || res[0].TrackingID != id {
 		t.Errorf("the claimed item answered %+v, want accepted as %s", res[0], id)
 	}
-	if res[1].Code != outbox.CodeQueueError {
+	if res[1].Code != apierror.QueueError.Code {
 		t.Errorf("the item taken back answered %+v, want queue_error", res[1])
 	}
 	if n := e.count(`SELECT count(*) FROM notifications`); n != 1 {
@@ -403,7 +404,7 @@ func TestPublishFailureTakesTheWholeRequestBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if mixed[0].Code != outbox.CodeQueueError || mixed[1].Code != outbox.CodeQueueError || mixed[2].Code != outbox.CodeUnverified {
+	if mixed[0].Code != apierror.QueueError.Code || mixed[1].Code != apierror.QueueError.Code || mixed[2].Code != apierror.PhoneUnverified.Code {
 		t.Fatalf("mixed request answered %+v, want queue_error, queue_error, phone_unverified", mixed)
 	}
 	if n := e.count(`SELECT count(*) FROM notifications`); n != 1 {

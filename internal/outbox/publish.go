@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/tracing"
@@ -30,7 +31,7 @@ type SystemMessage struct {
 // System builds the stored form of a system message, with a fresh tracking id, for a caller that inserts
 // it in its own transaction (the webhook's updates, the verification start) and then calls Publish.
 func System(m SystemMessage) store.NewNotification {
-	return store.NewNotification{TrackingID: newTrackingID(), Kind: store.KindSystem, TenantID: m.TenantID,
+	return store.NewNotification{TrackingID: newTrackingID(), Kind: notification.KindSystem, TenantID: m.TenantID,
 		ChatID: m.ChatID, Priority: SystemPriority, Body: m.Body, ReplyMarkup: m.ReplyMarkup}
 }
 

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/heraldhq/herald/internal/notification"
 )
 
 // HighPriorityThreshold is the priority from which a notification goes to the high topic.
@@ -71,14 +73,12 @@ type Outgoing struct {
 	Headers  []kafka.Header
 }
 
-// NewOutgoing is the one constructor of an envelope and the one place of the partition-key rule: every
-// message is keyed by the chat it goes to ("chat/<id>"), so that all of one chat's messages — a tenant's
-// notifications, another tenant's to the same messenger user, and Herald's own system messages — share a
-// partition and so one worker, which keeps them in order and paces the chat alone. A tenant notification
-// stored before its chat was recorded on the row (chatID 0) is keyed by tenant and user ("tenant/user"),
-// which keeps one user's messages together as before.
+// NewOutgoing is the one constructor of an envelope: every message is keyed by the chat it goes to
+// (notification.ChatKey, the partition-key rule). A tenant notification stored before its chat was recorded
+// on the row (chatID 0) is keyed by tenant and user ("tenant/user"), which keeps one user's messages
+// together as before.
 func NewOutgoing(trackingID, tenantID, userID string, chatID int64, priority int) Outgoing {
-	key := "chat/" + strconv.FormatInt(chatID, 10)
+	key := notification.ChatKey(chatID)
 	if chatID == 0 && userID != "" {
 		key = tenantID + "/" + userID
 	}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhq/herald/internal/notification"
 )
 
 // Callback event types (spec v1-extensions §7).
@@ -23,10 +25,10 @@ const (
 )
 
 // NotificationEvent is the type of the event that reports a notification reaching the terminal state s.
-func NotificationEvent(s Status) string { return "notification." + string(s) }
+func NotificationEvent(s notification.Status) string { return "notification." + string(s) }
 
 // EventTypes lists every event type an endpoint may subscribe to, in the contract's order. Each terminal
-// Status has its notification.<status> here (a test checks it).
+// notification.Status has its notification.<status> here (a test checks it).
 var EventTypes = []string{
 	"notification.delivered", "notification.failed", "notification.blocked", "notification.unlinked",
 	"notification.expired", "notification.cancelled", EventUserLinked, EventUserVerified, EventPing,
@@ -76,7 +78,7 @@ const notificationEventColumns = `tracking_id, kind, tenant_id, status, updated_
 
 // notificationEvents is the hook every change of a notification's state goes through: changed names a
 // CTE of the changed notifications rows, RETURNING notificationEventColumns. Tenant notifications that
-// reached a terminal state (terminalSQL, from status.go) become notification.<status> events; anything
+// reached a terminal state (notification.TerminalSQL) become notification.<status> events; anything
 // else (a retry, a system message) becomes nothing. Use:
 //
 //	WITH changed AS (UPDATE notifications SET status = … WHERE … RETURNING `+notificationEventColumns+`),
@@ -85,7 +87,7 @@ const notificationEventColumns = `tracking_id, kind, tenant_id, status, updated_
 func notificationEvents(changed string) string {
 	return changed + `_src AS (
 		SELECT tenant_id, 'notification.' || status AS type, tracking_id, NULL::text AS user_id, updated_at AS at
-		FROM ` + changed + ` WHERE kind = 'tenant' AND ` + terminalSQL + `),
+		FROM ` + changed + ` WHERE kind = ` + notification.KindTenantSQL + ` AND ` + notification.TerminalSQL() + `),
 	` + emitEvents(changed+"_events", changed+"_src")
 }
 

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhq/herald/internal/notification"
 )
 
 // ErrNotClaimable: the notification exists but is terminal, not yet due, or leased by another worker.
@@ -20,7 +22,7 @@ var ErrNotClaimable = errors.New("not claimable")
 // NotClaimable describes a notification a claim refused.
 type NotClaimable struct {
 	TrackingID string
-	Status     Status
+	Status     notification.Status
 	// Leased: another attempt holds it (status delivering under a live lease): a worker that received the
 	// same envelope during a partition handover, or a redelivered copy.
 	Leased bool
@@ -35,29 +37,8 @@ func (e *NotClaimable) Error() string {
 // Is makes errors.Is(err, ErrNotClaimable) hold.
 func (e *NotClaimable) Is(target error) bool { return target == ErrNotClaimable }
 
-// Delivery is a notification a worker has claimed: everything it needs to send it.
-type Delivery struct {
-	TrackingID string
-	Kind       string
-	TenantID   string
-	UserID     string
-	// ChatID is where to send: a system message's own chat, or for a tenant notification the chat recorded
-	// when it was accepted — the verified owner's — while the user's link still leads there; 0 when the
-	// user has no link any more, or linked another account since (Relinked).
-	ChatID int64
-	// Relinked: the user's link now leads to another chat than the one the notification was accepted for
-	// (a relink while this notification was being delivered): nothing may be sent (CodeRelinked).
-	Relinked    bool
-	Priority    int
-	Body        string
-	ReplyMarkup json.RawMessage
-	// Attempts counts this attempt too. It identifies the claim: a status write for an older attempt (a
-	// worker whose lease ran out and was redriven) matches nothing.
-	Attempts int
-	// ExpiresAt is the tenant's expires_at (nil: none). The claim happened before it; an attempt that
-	// fails transiently after it ends expired (internal/delivery.Decide).
-	ExpiresAt *time.Time
-}
+// claimSQL is notification.Claim's condition: the rows a claim may take now.
+var claimSQL = notification.Claim.SQL()
 
 // ClaimDelivery moves a notification to delivering (attempts + 1, leased until now + lease) in one
 // statement, when it is queued, a due retry, or delivering under an expired lease, and its expires_at (if
@@ -66,7 +47,7 @@ type Delivery struct {
 // *NotClaimable when it exists but must not be sent now (terminal — cancelled included —, scheduled, retry
 // not due, leased by someone). One whose expires_at has passed is moved to expired here (the expiry
 // transition, lifecycle.go), and refused as expired: no attempt starts after expires_at.
-func (s *Store) ClaimDelivery(ctx context.Context, trackingID string, lease time.Duration) (Delivery, error) {
+func (s *Store) ClaimDelivery(ctx context.Context, trackingID string, lease time.Duration) (notification.Delivery, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	for try := 0; ; try++ {
@@ -84,7 +65,7 @@ func (s *Store) ClaimDelivery(ctx context.Context, trackingID string, lease time
 		var age float64
 		err = s.pool.QueryRow(ctx, `
 			SELECT status, `+claimSQL+`, COALESCE(`+expirableSQL+`, false),
-			       status = 'delivering' AND lease_expires_at >= now(),
+			       status = `+notification.Delivering.SQL()+` AND lease_expires_at >= now(),
 			       extract(epoch FROM now() - updated_at)
 			FROM notifications WHERE tracking_id = $1`, trackingID).Scan(&nc.Status, &claimable, &expirable, &nc.Leased, &age)
 		if err != nil {
@@ -97,7 +78,7 @@ func (s *Store) ClaimDelivery(ctx context.Context, trackingID string, lease time
 				return d, translate(err, "expiring notification "+trackingID)
 			}
 			if expired {
-				nc.Status, nc.Age = StatusExpired, 0
+				nc.Status, nc.Age = notification.Expire.To(), 0
 				return d, nc
 			}
 			claimable = true // it changed meanwhile: look again
@@ -113,21 +94,21 @@ func (s *Store) ClaimDelivery(ctx context.Context, trackingID string, lease time
 // statement has ended the notification if it was waiting, or makes this claim Relinked if an attempt was
 // running then (its retry); one that commits after it ends nothing this attempt holds, which then goes to
 // the verified owner's chat.
-func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Duration) (Delivery, error) {
-	var d Delivery
+func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Duration) (notification.Delivery, error) {
+	var d notification.Delivery
 	var markup *string
 	err := s.pool.QueryRow(ctx, `
 		WITH c AS (
 			UPDATE notifications
-			SET status = 'delivering', attempts = attempts + 1,
+			SET status = `+notification.Claim.To().SQL()+`, attempts = attempts + 1,
 			    lease_expires_at = now() + make_interval(secs => $2), updated_at = now()
 			WHERE tracking_id = $1 AND `+claimSQL+`
 			RETURNING tracking_id, kind, tenant_id, user_id, chat_id, priority, body, reply_markup, attempts, expires_at)
 		SELECT c.tracking_id::text, c.kind, COALESCE(c.tenant_id, ''), COALESCE(c.user_id, ''),
-		       CASE WHEN c.kind = 'system' OR l.chat_id = c.chat_id THEN c.chat_id ELSE 0 END,
+		       CASE WHEN c.kind = `+notification.KindSystemSQL+` OR l.chat_id = c.chat_id THEN c.chat_id ELSE 0 END,
 		       COALESCE(l.chat_id <> c.chat_id, false),
 		       c.priority, c.body, c.reply_markup::text, c.attempts, c.expires_at
-		FROM c LEFT JOIN links l ON c.kind = 'tenant' AND l.tenant_id = c.tenant_id AND l.user_id = c.user_id`,
+		FROM c LEFT JOIN links l ON c.kind = `+notification.KindTenantSQL+` AND l.tenant_id = c.tenant_id AND l.user_id = c.user_id`,
 		trackingID, lease.Seconds()).
 		Scan(&d.TrackingID, &d.Kind, &d.TenantID, &d.UserID, &d.ChatID, &d.Relinked, &d.Priority, &d.Body, &markup, &d.Attempts, &d.ExpiresAt)
 	if err == nil && markup != nil {
@@ -136,35 +117,20 @@ func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Dur
 	return d, err
 }
 
-// DeliveryResult is the status write that ends one attempt.
-type DeliveryResult struct {
-	Status             Status // delivered, retrying, blocked, unlinked, failed or expired
-	MessengerMessageID string // delivered only
-	ErrorCode          int    // 0 for delivered
-	ErrorMessage       string
-	RetryIn            time.Duration // retrying: next_attempt_at = now + RetryIn
-	// RemoveLink (unlinked by the platform): delete the link the attempt used and reset the user's phone
-	// verification, so the tenant must link again.
-	RemoveLink bool
-	// Release (retrying only): the attempt never reached the platform (shutdown before the send), so it
-	// is not counted and the last error is left as it was.
-	Release bool
-}
-
 // finishUpdateSQL ends an attempt: the status write, guarded by the attempt number. A tenant notification
 // without a chat is one whose user was erased during the attempt (a claim sends none that has no chat):
 // the platform's message id is not recorded on it.
-const finishUpdateSQL = `
+var finishUpdateSQL = `
 	UPDATE notifications
 	SET status = $3,
 	    attempts = attempts - CASE WHEN $8 THEN 1 ELSE 0 END,
-	    messenger_message_id = CASE WHEN kind = 'tenant' AND chat_id IS NULL THEN NULL ELSE COALESCE($4, messenger_message_id) END,
+	    messenger_message_id = CASE WHEN kind = ` + notification.KindTenantSQL + ` AND chat_id IS NULL THEN NULL ELSE COALESCE($4, messenger_message_id) END,
 	    last_error_code = CASE WHEN $8 THEN last_error_code ELSE $5 END,
 	    last_error_message = CASE WHEN $8 THEN last_error_message ELSE $6 END,
-	    next_attempt_at = CASE WHEN $3 = 'retrying' THEN now() + make_interval(secs => $7) END,
-	    delivered_at = CASE WHEN $3 = 'delivered' THEN now() END,
+	    next_attempt_at = CASE WHEN $3 = ` + notification.Retry.To().SQL() + ` THEN now() + make_interval(secs => $7) END,
+	    delivered_at = CASE WHEN $3 = ` + notification.Deliver.To().SQL() + ` THEN now() END,
 	    lease_expires_at = NULL, published_at = NULL, updated_at = now()
-	WHERE tracking_id = $1 AND status = 'delivering' AND attempts = $2
+	WHERE tracking_id = $1 AND ` + notification.OutcomeSQL() + ` AND attempts = $2
 	RETURNING ` + notificationEventColumns
 
 // finishSQL is the status write with the callback events of a terminal state, in one statement; it returns
@@ -177,7 +143,7 @@ var finishSQL = `WITH changed AS (` + finishUpdateSQL + `),
 // no longer delivering under that attempt (its lease ran out and another worker claimed it): the write is
 // then dropped, and the newer attempt's result will stand. A terminal state records its callback events
 // (notification.<status>) for the tenant's subscribed endpoints in the same statement.
-func (s *Store) FinishDelivery(ctx context.Context, d Delivery, r DeliveryResult) (bool, error) {
+func (s *Store) FinishDelivery(ctx context.Context, d notification.Delivery, r notification.DeliveryResult) (bool, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	var msgID, errMsg *string
@@ -227,7 +193,7 @@ func (s *Store) FinishDelivery(ctx context.Context, d Delivery, r DeliveryResult
 // DeliveryRecorded reports whether the notification already shows the result r of attempt d.Attempts: a
 // status write whose answer was lost (the connection broke after the commit) and whose retry then matched
 // nothing.
-func (s *Store) DeliveryRecorded(ctx context.Context, d Delivery, r DeliveryResult) (bool, error) {
+func (s *Store) DeliveryRecorded(ctx context.Context, d notification.Delivery, r notification.DeliveryResult) (bool, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	attempts := d.Attempts
@@ -248,7 +214,7 @@ type Pending struct {
 	UserID     string
 	ChatID     int64
 	Priority   int
-	Status     Status
+	Status     notification.Status
 }
 
 func scanPending(row pgx.CollectableRow) (Pending, error) {
@@ -268,7 +234,7 @@ func (s *Store) RepublishDueRetries(ctx context.Context, limit int, quiet time.D
 	return s.republish(ctx, `
 		SELECT tracking_id::text, kind, COALESCE(tenant_id, ''), COALESCE(user_id, ''), COALESCE(chat_id, 0), priority, status
 		FROM notifications
-		WHERE status = 'retrying' AND next_attempt_at <= now()
+		WHERE status = `+notification.Retrying.SQL()+` AND next_attempt_at <= now()
 		  AND (published_at IS NULL OR published_at < now() - make_interval(secs => $2))
 		ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED`, publish, limit, quiet.Seconds())
 }
@@ -279,7 +245,7 @@ func (s *Store) RepublishUnpublished(ctx context.Context, limit int, publish Rep
 	return s.republish(ctx, `
 		SELECT tracking_id::text, kind, COALESCE(tenant_id, ''), COALESCE(user_id, ''), COALESCE(chat_id, 0), priority, status
 		FROM notifications
-		WHERE status = 'queued' AND published_at IS NULL
+		WHERE status = `+notification.Queued.SQL()+` AND published_at IS NULL
 		ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED`, publish, limit)
 }
 
@@ -289,9 +255,9 @@ func (s *Store) RepublishStuck(ctx context.Context, limit int, queuedAfter, quie
 	return s.republish(ctx, `
 		SELECT tracking_id::text, kind, COALESCE(tenant_id, ''), COALESCE(user_id, ''), COALESCE(chat_id, 0), priority, status
 		FROM notifications
-		WHERE status IN ('queued', 'delivering')
-		  AND ((status = 'queued' AND updated_at < now() - make_interval(secs => $2))
-		       OR (status = 'delivering' AND lease_expires_at < now()))
+		WHERE `+notification.StatusIn(notification.Queued, notification.Delivering)+`
+		  AND ((status = `+notification.Queued.SQL()+` AND updated_at < now() - make_interval(secs => $2))
+		       OR `+notification.Redrive.SQL()+`)
 		  AND (published_at IS NULL OR published_at < now() - make_interval(secs => $3))
 		ORDER BY updated_at LIMIT $1 FOR UPDATE SKIP LOCKED`, publish, limit, queuedAfter.Seconds(), quiet.Seconds())
 }

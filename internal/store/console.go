@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhq/herald/internal/notification"
 )
 
 // Reads for the dev console of herald dev (internal/console), and for nothing tenant-facing: a tenant's
@@ -12,7 +14,7 @@ import (
 
 // RecentNotification is a notification's metadata and when its next attempt is due.
 type RecentNotification struct {
-	NotificationView
+	notification.View
 	NextAttemptAt *time.Time
 }
 
@@ -21,14 +23,14 @@ func (s *Store) RecentNotifications(ctx context.Context, tenantID string, limit 
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	rows, err := s.pool.Query(ctx, `SELECT `+viewColumns+`, next_attempt_at
-		FROM notifications WHERE tenant_id = $1 AND kind = 'tenant'
+		FROM notifications WHERE tenant_id = $1 AND kind = `+notification.KindTenantSQL+`
 		ORDER BY created_at DESC, tracking_id DESC LIMIT $2`, tenantID, limit)
 	if err != nil {
 		return nil, translate(err, "listing notifications")
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RecentNotification, error) {
 		var n RecentNotification
-		err := r.Scan(append(n.scanArgs(), &n.NextAttemptAt)...)
+		err := r.Scan(append(viewScanArgs(&n.View), &n.NextAttemptAt)...)
 		return n, err
 	})
 	return out, translate(err, "listing notifications")
@@ -58,8 +60,8 @@ func (s *Store) UsersProgress(ctx context.Context, tenantID string, limit int) (
 		     LEFT JOIN phone_verifications v USING (tenant_id, user_id)
 		     LEFT JOIN notifications p ON p.tracking_id = v.prompt_tracking_id
 		     CROSS JOIN LATERAL (
-		       SELECT count(*) AS sent, count(*) FILTER (WHERE n.status = 'delivered') AS delivered
-		       FROM notifications n WHERE n.tenant_id = u.tenant_id AND n.user_id = u.user_id AND n.kind = 'tenant') c
+		       SELECT count(*) AS sent, count(*) FILTER (WHERE n.status = `+notification.Delivered.SQL()+`) AS delivered
+		       FROM notifications n WHERE n.tenant_id = u.tenant_id AND n.user_id = u.user_id AND n.kind = `+notification.KindTenantSQL+`) c
 		WHERE u.tenant_id = $1
 		ORDER BY u.created_at DESC, u.user_id LIMIT $2`, tenantID, limit)
 	if err != nil {
@@ -68,7 +70,7 @@ func (s *Store) UsersProgress(ctx context.Context, tenantID string, limit int) (
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (UserProgress, error) {
 		var u UserProgress
 		var p PromptDelivery
-		var promptStatus *Status
+		var promptStatus *notification.Status
 		var promptCode *int
 		var promptUpdatedAt *time.Time
 		err := r.Scan(&u.UserID, &u.CreatedAt, &u.MessengerUserID, &u.Verification, &u.PhoneLast4,

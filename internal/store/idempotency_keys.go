@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhq/herald/internal/notification"
 )
 
 // IdempotencyWindow is how long an Idempotency-Key is remembered; an older key is taken over by the next
@@ -123,7 +125,7 @@ func (s *Store) ReadIdempotencyKey(ctx context.Context, k IdempotencyKey) (Idemp
 	var hash []byte
 	err := s.pool.QueryRow(ctx, `
 		SELECT request_hash,
-		       COALESCE(results, jsonb_build_array(jsonb_build_object('tracking_id', tracking_id, 'status', 'queued')))::text,
+		       COALESCE(results, jsonb_build_array(jsonb_build_object('tracking_id', tracking_id, 'status', `+notification.Queued.SQL()+`)))::text,
 		       published OR created_at < now() - $3::interval
 		FROM idempotency_keys WHERE tenant_id = $1 AND key = $2`, k.TenantID, k.Key, PublishWindow.String()).
 		Scan(&hash, &r.Results, &r.Settled)

@@ -5,8 +5,9 @@ package store
 // (scheduled, queued, retrying, or delivering whose worker died → expired) and the relink's (scheduled,
 // queued, retrying → unlinked, when the user links another messenger account). Each transition is one SQL
 // update, written once below (releaseSQL, cancelUpdate, expireUpdate, relinkUpdate), guarded by the states
-// it may leave (status.go), and returning the rows it moved: a caller that must record more in the same
-// transaction (an event per change) has them at hand.
+// it may leave and the conditions it needs, both rendered by internal/notification from its table of
+// transitions, and returning the rows it moved: a caller that must record more in the same transaction (an
+// event per change) has them at hand.
 
 import (
 	"context"
@@ -15,44 +16,45 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhq/herald/internal/notification"
 )
+
+// moveTo is the SET clause of a transition to state to that ends any lease.
+func moveTo(to notification.Status) string {
+	return `UPDATE notifications SET status = ` + to.SQL() + `, lease_expires_at = NULL, updated_at = now()`
+}
 
 // cancelUpdate is the cancel transition for the rows cond selects: only those in a cancellable state move.
 func cancelUpdate(cond string) string {
-	return `UPDATE notifications SET status = 'cancelled', lease_expires_at = NULL, updated_at = now()
-		WHERE ` + cond + ` AND ` + cancellableSQL
+	return moveTo(notification.Cancel.To()) + `
+		WHERE ` + cond + ` AND ` + notification.Cancel.SQL()
 }
 
 // expireUpdate is the expiry transition for the rows cond selects: only those whose expires_at has passed
 // and on which no attempt is running move.
 func expireUpdate(cond string) string {
-	return `UPDATE notifications SET status = 'expired', lease_expires_at = NULL, updated_at = now()
+	return moveTo(notification.Expire.To()) + `
 		WHERE ` + cond + ` AND ` + expirableSQL
 }
 
-// CodeRelinked and RelinkedMessage are the last_error_code and last_error_message of a tenant notification
-// that ended unlinked because its user linked another messenger account after it was accepted: a
-// notification only ever reaches the chat whose owner was verified when it was accepted. The relink ends
-// the waiting ones (relinkUpdate); a claim that finds the link moved ends the one whose attempt was running
-// then (Delivery.Relinked). A gateway-side code, beside internal/delivery's CodeNoLink (1100).
-const (
-	CodeRelinked    = 1101
-	RelinkedMessage = "the user linked another messenger account"
-)
+// expirableSQL is notification.Expire's condition. It names the states it leaves with IN, as the partial
+// index notifications_expiry_idx does, so that the sweep can use that index.
+var expirableSQL = notification.Expire.SQL()
 
 // relinkUpdate is the relink's transition for the rows cond selects: those in a state no attempt is running
-// in (the cancel's) whose chat is not newChat (a SQL expression) end unlinked. A notification being
-// delivered is its attempt's: it goes to the chat recorded at acceptance, and a retry is refused by the
-// claim.
+// in whose chat is not newChat (a SQL expression) end unlinked, with notification.CodeRelinked. A
+// notification being delivered is its attempt's: it goes to the chat recorded at acceptance, and a retry
+// is refused by the claim.
 func relinkUpdate(cond, newChat string) string {
-	return `UPDATE notifications SET status = 'unlinked', lease_expires_at = NULL, updated_at = now(),
-		last_error_code = ` + strconv.Itoa(CodeRelinked) + `, last_error_message = '` + RelinkedMessage + `'
-		WHERE ` + cond + ` AND ` + cancellableSQL + ` AND chat_id IS DISTINCT FROM ` + newChat
+	return moveTo(notification.Relink.To()) + `,
+		last_error_code = ` + strconv.Itoa(notification.CodeRelinked) + `, last_error_message = '` + notification.RelinkedMessage + `'
+		WHERE ` + cond + ` AND ` + notification.Relink.SQL() + ` AND chat_id IS DISTINCT FROM ` + newChat
 }
 
 // cancelOneSQL cancels one tenant notification ($1, of tenant $2) with its notification.cancelled event, and
 // returns it as its view.
-var cancelOneSQL = `WITH c AS (` + cancelUpdate(`tracking_id = $1 AND tenant_id = $2 AND kind = 'tenant'`) + ` RETURNING *),
+var cancelOneSQL = `WITH c AS (` + cancelUpdate(`tracking_id = $1 AND tenant_id = $2 AND kind = `+notification.KindTenantSQL) + ` RETURNING *),
 	` + notificationEvents("c") + `
 	SELECT ` + viewColumns + ` FROM c`
 
@@ -64,7 +66,7 @@ var expireOneSQL = `WITH changed AS (` + expireUpdate(`tracking_id = $1`) + ` RE
 
 // NotCancellable describes a notification a cancel refused: it is delivering or already terminal.
 type NotCancellable struct {
-	Status Status
+	Status notification.Status
 }
 
 func (e *NotCancellable) Error() string {
@@ -76,7 +78,7 @@ func (e *NotCancellable) Error() string {
 // *NotCancellable when it is delivering or terminal. Cancelled is terminal, so a worker that receives the
 // notification's envelope afterwards (published before the cancel, or a due retry) does not claim it; a
 // worker that claimed it first holds it delivering, and the cancel is refused.
-func (s *Store) CancelNotification(ctx context.Context, tenantID, trackingID string) (NotificationView, error) {
+func (s *Store) CancelNotification(ctx context.Context, tenantID, trackingID string) (notification.View, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	for try := 0; ; try++ {
@@ -108,15 +110,15 @@ const schedulerLock int64 = 0x6865_7261_6c64_7363
 // key): a user who linked another account meanwhile had it ended by the relink. It reads the partial index
 // notifications_scheduled_idx only. The selection is a materialized CTE, so that it runs once (see
 // expireDueSQL).
-const releaseSQL = `
+var releaseSQL = `
 	WITH due AS MATERIALIZED (
 		SELECT tracking_id FROM notifications
-		WHERE status = 'scheduled' AND send_at <= now() AND ` + notExpiredSQL + `
+		WHERE ` + notification.Release.SQL() + `
 		ORDER BY send_at LIMIT $1 FOR UPDATE SKIP LOCKED)
 	UPDATE notifications n
-	SET status = 'queued', published_at = now(), updated_at = now()
+	SET status = ` + notification.Release.To().SQL() + `, published_at = now(), updated_at = now()
 	FROM due
-	WHERE n.tracking_id = due.tracking_id AND n.status = 'scheduled'
+	WHERE n.tracking_id = due.tracking_id AND ` + notification.StatusIn(notification.Release.From()...) + `
 	RETURNING n.tracking_id::text, n.kind, n.tenant_id, n.user_id, COALESCE(n.chat_id, 0), n.priority, n.status`
 
 // ReleaseScheduled moves up to limit due scheduled notifications to queued and commits, and returns them

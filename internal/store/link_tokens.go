@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhq/herald/internal/notification"
 )
 
 // LinkTokenTTL is the lifetime of a link token, fixed by the spec.
@@ -132,7 +134,7 @@ func RedeemLinkToken(updateID int64, r Redemption, reply func(LinkResult) NewNot
 				res.TenantID, res.UserID, r.MessengerUserID, r.ChatID)
 			// The notifications accepted for another chat: they were for the account verified then, not for
 			// this one. (Also when no link was left to replace: the platform's "chat not found" removed it.)
-			b.Queue(`WITH changed AS (`+relinkUpdate(`tenant_id = $1 AND user_id = $2 AND kind = 'tenant'`, `$3`)+`
+			b.Queue(`WITH changed AS (`+relinkUpdate(`tenant_id = $1 AND user_id = $2 AND kind = `+notification.KindTenantSQL, `$3`)+`
 					RETURNING `+notificationEventColumns+`),
 				`+notificationEvents("changed")+`
 				SELECT count(*) FROM changed`, res.TenantID, res.UserID, r.ChatID).QueryRow(func(row pgx.Row) error {

@@ -17,18 +17,14 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-)
 
-// Notification kinds.
-const (
-	KindTenant = "tenant"
-	KindSystem = "system"
+	"github.com/heraldhq/herald/internal/notification"
 )
 
 // NewNotification is a notification to insert.
 type NewNotification struct {
 	TrackingID  string
-	Kind        string
+	Kind        string // notification.KindTenant or KindSystem
 	TenantID    string // empty for a system message of no tenant
 	UserID      string // tenant notifications
 	ChatID      int64  // system messages; for tenant notifications, set from the link when stored
@@ -36,9 +32,10 @@ type NewNotification struct {
 	Body        string          // branded snapshot
 	ReplyMarkup json.RawMessage // system messages: keyboards
 
-	// Tenant notifications only (the options of a send). Status is StatusQueued (the default when empty:
-	// published at once) or StatusScheduled (it waits for SendAt in PostgreSQL and is not published now).
-	Status    Status
+	// Tenant notifications only (the options of a send). Status is notification.Queued (the default when
+	// empty: published at once; notification.Accept) or Scheduled (it waits for SendAt in PostgreSQL and is
+	// not published now; notification.Schedule).
+	Status    notification.Status
 	Metadata  map[string]string // nil or empty: none
 	SendAt    *time.Time        // as the tenant gave it, also when already due
 	ExpiresAt *time.Time
@@ -59,7 +56,7 @@ type NewNotification struct {
 // waiting ones: RedeemLinkToken), and republishing keys it alike. Queued rows are inserted with
 // published_at set (their publish follows the commit); scheduled ones are not published until the
 // scheduler releases them (ReleaseScheduled).
-const insertTenantSQL = `
+var insertTenantSQL = `
 	WITH r AS (
 		SELECT r.tracking_id, r.tenant_id, r.user_id, r.priority, r.body, r.status, r.metadata, r.send_at,
 		       r.expires_at, l.chat_id
@@ -71,8 +68,8 @@ const insertTenantSQL = `
 		WHERE v.status = 'verified')
 	INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, chat_id, priority, body, status, published_at,
 	                           metadata, send_at, expires_at)
-	SELECT tracking_id, 'tenant', tenant_id, user_id, chat_id, priority, body, status,
-	       CASE WHEN status = 'queued' THEN now() END, metadata::jsonb, send_at, expires_at
+	SELECT tracking_id, ` + notification.KindTenantSQL + `, tenant_id, user_id, chat_id, priority, body, status,
+	       CASE WHEN status = ` + notification.Queued.SQL() + ` THEN now() END, metadata::jsonb, send_at, expires_at
 	FROM r
 	RETURNING tracking_id::text, chat_id`
 
@@ -133,7 +130,7 @@ func insertTenant(ctx context.Context, q querier, ns []NewNotification) (map[str
 	expiresAt := make([]*time.Time, len(ns))
 	for i, n := range ns {
 		ids[i], tenants[i], users[i], prios[i], bodies[i] = n.TrackingID, n.TenantID, n.UserID, int16(n.Priority), n.Body
-		statuses[i] = string(StatusQueued)
+		statuses[i] = string(notification.Accept.To())
 		if n.Status != "" {
 			statuses[i] = string(n.Status)
 		}
@@ -177,9 +174,9 @@ func insertTenant(ctx context.Context, q querier, ns []NewNotification) (map[str
 }
 
 // insertSystemSQL inserts a system message in state queued; systemArgs are its arguments.
-const insertSystemSQL = `
+var insertSystemSQL = `
 	INSERT INTO notifications (tracking_id, kind, tenant_id, chat_id, priority, body, reply_markup, status, published_at)
-	VALUES ($1, 'system', NULLIF($2, ''), $3, $4, $5, $6::jsonb, 'queued', now())`
+	VALUES ($1, ` + notification.KindSystemSQL + `, NULLIF($2, ''), $3, $4, $5, $6::jsonb, ` + notification.Accept.To().SQL() + `, now())`
 
 func systemArgs(n NewNotification) []any {
 	var markup any
@@ -203,6 +200,11 @@ func (s *Store) InsertSystemMessage(ctx context.Context, n NewNotification) erro
 	return translate(insertSystem(ctx, s.pool, n), "inserting a system message")
 }
 
+// discardSQL deletes the notifications $1 that are still in the state a send stored them in.
+var discardSQL = `DELETE FROM notifications WHERE tracking_id = ANY($1::uuid[])
+	AND ` + notification.StatusIn(notification.Accept.To(), notification.Schedule.To()) + `
+	RETURNING tracking_id::text`
+
 // DiscardNotifications deletes the notifications whose publish failed (queued ones, and the scheduled
 // ones of the same requests), so that the 502 their tenant receives is true, and returns the ones it
 // deleted. One it did not delete was claimed by a worker
@@ -211,8 +213,7 @@ func (s *Store) InsertSystemMessage(ctx context.Context, n NewNotification) erro
 func (s *Store) DiscardNotifications(ctx context.Context, trackingIDs []string) (map[string]bool, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	rows, err := s.pool.Query(ctx, `DELETE FROM notifications WHERE tracking_id = ANY($1::uuid[]) AND status IN ('queued', 'scheduled')
-		RETURNING tracking_id::text`, trackingIDs)
+	rows, err := s.pool.Query(ctx, discardSQL, trackingIDs)
 	if err != nil {
 		return nil, translate(err, "discarding unpublished notifications")
 	}
@@ -226,43 +227,26 @@ func (s *Store) DiscardNotifications(ctx context.Context, trackingIDs []string) 
 func (s *Store) MarkUnpublished(ctx context.Context, trackingIDs []string) error {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	_, err := s.pool.Exec(ctx, `UPDATE notifications SET published_at = NULL WHERE tracking_id = ANY($1::uuid[]) AND status = 'queued'`, trackingIDs)
+	_, err := s.pool.Exec(ctx, `UPDATE notifications SET published_at = NULL WHERE tracking_id = ANY($1::uuid[]) AND status = `+notification.Queued.SQL(), trackingIDs)
 	return translate(err, "marking notifications unpublished")
 }
 
-// NotificationView is the tenant-visible metadata of a notification (never the body).
-type NotificationView struct {
-	TrackingID         string
-	UserID             string
-	Priority           int
-	Status             Status
-	Attempts           int
-	CreatedAt          time.Time
-	UpdatedAt          time.Time
-	MessengerMessageID *string
-	LastErrorCode      int
-	LastErrorMessage   *string
-	Metadata           map[string]string // never nil: empty when none
-	SendAt             *time.Time
-	ExpiresAt          *time.Time
-	DeliveredAt        *time.Time
-	NextAttemptAt      *time.Time // when a retry is due; set only while retrying
-}
-
-const viewColumns = `tracking_id::text, user_id, priority, status, attempts, created_at, updated_at,
+// viewColumns are the columns of a notification.View, in the order of viewScanArgs.
+var viewColumns = `tracking_id::text, user_id, priority, status, attempts, created_at, updated_at,
 	messenger_message_id, last_error_code, last_error_message, COALESCE(metadata, '{}'::jsonb), send_at, expires_at,
-	delivered_at, CASE WHEN status = 'retrying' THEN next_attempt_at END`
+	delivered_at, CASE WHEN status = ` + notification.Retrying.SQL() + ` THEN next_attempt_at END`
 
-func (v *NotificationView) scanArgs() []any {
+// viewScanArgs are the destinations of viewColumns in v.
+func viewScanArgs(v *notification.View) []any {
 	return []any{&v.TrackingID, &v.UserID, &v.Priority, &v.Status, &v.Attempts, &v.CreatedAt, &v.UpdatedAt,
 		&v.MessengerMessageID, &v.LastErrorCode, &v.LastErrorMessage, &v.Metadata, &v.SendAt, &v.ExpiresAt,
 		&v.DeliveredAt, &v.NextAttemptAt}
 }
 
 // scanView reads one row of viewColumns.
-func scanView(row pgx.CollectableRow) (NotificationView, error) {
-	var v NotificationView
-	err := row.Scan(v.scanArgs()...)
+func scanView(row pgx.CollectableRow) (notification.View, error) {
+	var v notification.View
+	err := row.Scan(viewScanArgs(&v)...)
 	if v.Metadata == nil {
 		v.Metadata = map[string]string{}
 	}
@@ -271,15 +255,15 @@ func scanView(row pgx.CollectableRow) (NotificationView, error) {
 
 // GetNotification reads a tenant notification of this tenant; ErrNotFound for another tenant's, a system
 // message, or an unknown id.
-func (s *Store) GetNotification(ctx context.Context, tenantID, trackingID string) (NotificationView, error) {
+func (s *Store) GetNotification(ctx context.Context, tenantID, trackingID string) (notification.View, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	return getView(ctx, s.pool, tenantID, trackingID)
 }
 
-func getView(ctx context.Context, q querier, tenantID, trackingID string) (NotificationView, error) {
+func getView(ctx context.Context, q querier, tenantID, trackingID string) (notification.View, error) {
 	rows, _ := q.Query(ctx, `SELECT `+viewColumns+`
-		FROM notifications WHERE tracking_id = $1 AND tenant_id = $2 AND kind = 'tenant'`, trackingID, tenantID)
+		FROM notifications WHERE tracking_id = $1 AND tenant_id = $2 AND kind = `+notification.KindTenantSQL, trackingID, tenantID)
 	v, err := pgx.CollectExactlyOneRow(rows, scanView)
 	return v, translate(err, "reading notification")
 }
@@ -287,7 +271,7 @@ func getView(ctx context.Context, q querier, tenantID, trackingID string) (Notif
 // TenantNotification is a tenant notification's metadata with its tenant (never the body).
 type TenantNotification struct {
 	TenantID string
-	NotificationView
+	notification.View
 }
 
 // FindTenantNotification reads the metadata of a tenant notification that belongs to one of tenantIDs
@@ -296,10 +280,10 @@ func (s *Store) FindTenantNotification(ctx context.Context, tenantIDs []string, 
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	rows, _ := s.pool.Query(ctx, `SELECT tenant_id, `+viewColumns+`
-		FROM notifications WHERE tracking_id = $1 AND kind = 'tenant' AND tenant_id = ANY ($2)`, trackingID, tenantIDs)
+		FROM notifications WHERE tracking_id = $1 AND kind = `+notification.KindTenantSQL+` AND tenant_id = ANY ($2)`, trackingID, tenantIDs)
 	v, err := pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (TenantNotification, error) {
 		var v TenantNotification
-		err := row.Scan(append([]any{&v.TenantID}, v.scanArgs()...)...)
+		err := row.Scan(append([]any{&v.TenantID}, viewScanArgs(&v.View)...)...)
 		if v.Metadata == nil {
 			v.Metadata = map[string]string{}
 		}
@@ -323,10 +307,10 @@ const (
 
 // ListFilter selects a tenant's notifications; zero fields select everything.
 type ListFilter struct {
-	Statuses      []Status   // any of these states
-	UserID        string     // this user only
-	CreatedAfter  *time.Time // created strictly after
-	CreatedBefore *time.Time // created strictly before
+	Statuses      []notification.Status // any of these states
+	UserID        string                // this user only
+	CreatedAfter  *time.Time            // created strictly after
+	CreatedBefore *time.Time            // created strictly before
 }
 
 // fingerprint identifies the filter, so that a cursor is not used with another one.
@@ -401,7 +385,7 @@ func DecodeListCursor(s string, f ListFilter) (ListCursor, error) {
 
 // ListNotifications returns up to limit of the tenant's notifications matching f, newest first, after the
 // cursor (nil: from the newest), and the cursor after the page (nil when it was the last).
-func (s *Store) ListNotifications(ctx context.Context, tenantID string, f ListFilter, limit int, after *ListCursor) ([]NotificationView, *ListCursor, error) {
+func (s *Store) ListNotifications(ctx context.Context, tenantID string, f ListFilter, limit int, after *ListCursor) ([]notification.View, *ListCursor, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	limit = max(1, min(limit, MaxListLimit))
@@ -427,7 +411,7 @@ func listSQL(tenantID string, f ListFilter, limit int, after *ListCursor) (strin
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))
 	}
-	where := []string{"tenant_id = $1", "kind = 'tenant'"}
+	where := []string{"tenant_id = $1", "kind = " + notification.KindTenantSQL}
 	if len(f.Statuses) > 0 {
 		statuses := make([]string, len(f.Statuses))
 		for i, st := range f.Statuses {
@@ -457,7 +441,7 @@ func listSQL(tenantID string, f ListFilter, limit int, after *ListCursor) (strin
 // StatusCount is the number of a tenant's notifications in one status.
 type StatusCount struct {
 	TenantID string
-	Status   Status
+	Status   notification.Status
 	Count    int64
 }
 
@@ -468,7 +452,7 @@ func (s *Store) NotificationStats(ctx context.Context, tenantIDs []string, windo
 	defer cancel()
 	rows, err := s.pool.Query(ctx, `
 		SELECT tenant_id, status, count(*) FROM notifications
-		WHERE kind = 'tenant' AND tenant_id = ANY ($1) AND created_at > now() - $2::interval
+		WHERE kind = `+notification.KindTenantSQL+` AND tenant_id = ANY ($1) AND created_at > now() - $2::interval
 		GROUP BY tenant_id, status ORDER BY tenant_id, status`, tenantIDs, window.String())
 	if err != nil {
 		return nil, translate(err, "counting notifications")
@@ -506,13 +490,13 @@ func (s *Store) TenantNotifications(ctx context.Context, trackingIDs []string) (
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	rows, err := s.pool.Query(ctx, `SELECT tenant_id, `+viewColumns+`
-		FROM notifications WHERE tracking_id = ANY ($1::uuid[]) AND kind = 'tenant'`, trackingIDs)
+		FROM notifications WHERE tracking_id = ANY ($1::uuid[]) AND kind = `+notification.KindTenantSQL, trackingIDs)
 	if err != nil {
 		return nil, translate(err, "reading notifications")
 	}
 	out := map[string]TenantNotification{}
 	var v TenantNotification
-	_, err = pgx.ForEachRow(rows, append([]any{&v.TenantID}, v.scanArgs()...), func() error {
+	_, err = pgx.ForEachRow(rows, append([]any{&v.TenantID}, viewScanArgs(&v.View)...), func() error {
 		out[v.TrackingID] = v
 		return nil
 	})

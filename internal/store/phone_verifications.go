@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhq/herald/internal/notification"
 )
 
 // VerificationTTL is the lifetime of a phone verification session, fixed by the spec.
@@ -62,7 +64,7 @@ type Verification struct {
 // PromptDelivery is what became of a verification prompt: its delivery state and last error (a user who
 // blocked the bot: blocked, 403), never its text.
 type PromptDelivery struct {
-	Status           Status
+	Status           notification.Status
 	LastErrorCode    int
 	LastErrorMessage *string
 	UpdatedAt        time.Time
@@ -76,7 +78,7 @@ func (s *Store) GetVerification(ctx context.Context, tenantID, userID string) (V
 	defer cancel()
 	v := Verification{UserID: userID}
 	var p PromptDelivery
-	var promptStatus *Status
+	var promptStatus *notification.Status
 	var promptUpdatedAt *time.Time
 	var promptCode *int
 	err := s.pool.QueryRow(ctx, `
@@ -92,7 +94,7 @@ func (s *Store) GetVerification(ctx context.Context, tenantID, userID string) (V
 }
 
 // from completes p with the columns of a LEFT JOINed prompt; nil when there is none.
-func (p *PromptDelivery) from(status *Status, code *int, updatedAt *time.Time) *PromptDelivery {
+func (p *PromptDelivery) from(status *notification.Status, code *int, updatedAt *time.Time) *PromptDelivery {
 	if status == nil || code == nil || updatedAt == nil {
 		return nil
 	}

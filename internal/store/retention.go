@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhq/herald/internal/notification"
 )
 
 // Retention: how long Herald keeps what it stores, for every table in one place (the purge job that runs
@@ -21,8 +23,8 @@ import (
 //	callback events          deleted RetentionPolicy.CallbackEvents after they were delivered or dropped
 //	                         (pending ones end within their 24-hour retry window, and are never purged)
 //
-// "Final" is Status.Terminal (terminalSQL), so a terminal state added later is purged without a change
-// here. A notification's updated_at is the time it reached its final state: a terminal row never changes
+// "Final" is notification.Status.Terminal (notification.TerminalSQL), so a terminal state added later is
+// purged without a change here. A notification's updated_at is the time it reached its final state: a terminal row never changes
 // again. Each statement handles at most a batch of rows, oldest first, skipping rows another transaction
 // holds, so it never waits on the hot path nor holds locks for long.
 
@@ -63,7 +65,11 @@ var DefaultRetention = RetentionPolicy{Bodies: 7 * 24 * time.Hour, Notifications
 
 // inFlightSQL names the states that are not terminal, as the predicate of notifications_body_kept_idx
 // (migrations 00006 and 00008) does; a query must repeat it for PostgreSQL to use that index.
-const inFlightSQL = `status NOT IN ('scheduled', 'queued', 'delivering', 'retrying')`
+// terminalSQL is the same condition, as IN.
+var (
+	inFlightSQL = notification.InFlightSQL()
+	terminalSQL = notification.TerminalSQL()
+)
 
 // purgeRule is one kind's statements: purge removes up to $2 rows due under the age $1; oldest reads the
 // time the oldest row still due became due (NULL when none is).

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhq/herald/internal/notification"
 )
 
 // User is what a tenant may read about one of its users: never the chat id or the phone number.
@@ -50,7 +52,7 @@ type Erasure struct {
 
 // erasedNotifications selects the user's notifications ($1 the tenant, $2 the user) in the statements of
 // an erasure.
-const erasedNotifications = `tenant_id = $1 AND user_id = $2 AND kind = 'tenant'`
+const erasedNotifications = `tenant_id = $1 AND user_id = $2 AND kind = ` + notification.KindTenantSQL
 
 // The statements of an erasure that count what they did; each takes the tenant ($1) and the user ($2), but
 // eraseSystemMessagesSQL, which takes the tenant and the user's chats.
@@ -73,7 +75,7 @@ var (
 	// worker finishes it, and retention purges it). A waiting one becomes an orphan, which a worker drops.
 	eraseSystemMessagesSQL = `WITH gone AS (
 		DELETE FROM notifications n
-		WHERE n.kind = 'system' AND n.tenant_id = $1 AND n.chat_id = ANY ($2::bigint[]) AND n.status <> 'delivering'
+		WHERE n.kind = ` + notification.KindSystemSQL + ` AND n.tenant_id = $1 AND n.chat_id = ANY ($2::bigint[]) AND n.status <> ` + notification.Delivering.SQL() + `
 		  AND NOT EXISTS (SELECT 1 FROM links l WHERE l.tenant_id = n.tenant_id AND l.chat_id = n.chat_id)
 		RETURNING 1)
 		SELECT count(*) FROM gone`

@@ -27,6 +27,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/benchutil"
 )
@@ -160,7 +161,7 @@ func measure(ctx context.Context, st *store.Store, o options, variant string) re
 				ns := make([]store.NewNotification, o.batch)
 				for i := range ns {
 					n := int(seq.Add(1))
-					ns[i] = store.NewNotification{TrackingID: uuid.Must(uuid.NewV7()).String(), Kind: store.KindTenant, TenantID: "bench",
+					ns[i] = store.NewNotification{TrackingID: uuid.Must(uuid.NewV7()).String(), Kind: notification.KindTenant, TenantID: "bench",
 						UserID: "user-" + strconv.Itoa(n%o.users), Priority: n % 10, Body: "A message from Bench\nYour order " + strconv.Itoa(n) + " has shipped"}
 				}
 				t0 := time.Now()

@@ -1,0 +1,86 @@
+package notification
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"time"
+)
+
+// Delivery is a notification a worker has claimed: everything it needs to send it.
+type Delivery struct {
+	TrackingID string
+	Kind       string
+	TenantID   string
+	UserID     string
+	// ChatID is where to send: a system message's own chat, or for a tenant notification the chat recorded
+	// when it was accepted — the verified owner's — while the user's link still leads there; 0 when the
+	// user has no link any more, or linked another account since (Relinked).
+	ChatID int64
+	// Relinked: the user's link now leads to another chat than the one the notification was accepted for
+	// (a relink while this notification was being delivered): nothing may be sent (CodeRelinked).
+	Relinked    bool
+	Priority    int
+	Body        string
+	ReplyMarkup json.RawMessage
+	// Attempts counts this attempt too. It identifies the claim: a status write for an older attempt (a
+	// worker whose lease ran out and was redriven) matches nothing.
+	Attempts int
+	// ExpiresAt is the tenant's expires_at (nil: none). The claim happened before it; an attempt that
+	// fails transiently after it lapses (internal/delivery.Decide).
+	ExpiresAt *time.Time
+}
+
+// DeliveryResult is the status write that ends one attempt: the To of one of Outcomes.
+type DeliveryResult struct {
+	Status             Status // delivered, retrying, blocked, unlinked, failed or expired
+	MessengerMessageID string // delivered only
+	ErrorCode          int    // 0 for delivered
+	ErrorMessage       string
+	RetryIn            time.Duration // retrying: next_attempt_at = now + RetryIn
+	// RemoveLink (unlinked by the platform): delete the link the attempt used and reset the user's phone
+	// verification, so the tenant must link again.
+	RemoveLink bool
+	// Release (retrying only): the attempt never reached the platform (shutdown before the send), so it
+	// is not counted and the last error is left as it was.
+	Release bool
+}
+
+// The gateway-side last_error_code and last_error_message of the outcomes that are the lifecycle's, not
+// the platform's: a tenant notification that ends unlinked without a send. They lie outside the HTTP range
+// the platform's error_code uses, beside the codes of sends the platform did not answer
+// (internal/messenger: 1001–1004).
+const (
+	// CodeNoLink: the user had no link when the notification's turn came (the link was removed after the
+	// send was accepted).
+	CodeNoLink    = 1100
+	NoLinkMessage = "the user has no link to a messenger chat"
+	// CodeRelinked: the user linked another messenger account after the notification was accepted. A
+	// notification only ever reaches the chat whose owner was verified when it was accepted: the relink
+	// ends the waiting ones (Relink); a claim that finds the link moved ends the one whose attempt was
+	// running then (Delivery.Relinked).
+	CodeRelinked    = 1101
+	RelinkedMessage = "the user linked another messenger account"
+)
+
+// Backoff is a retry schedule, a notification's after transient failures that come without a retry_after
+// (5xx, timeouts, network errors) and a callback event's after its endpoint failed: after the attempt n
+// fails, the next one waits Base × 2^(n−1), at most Max, spread by ±Jitter at random so that a burst of
+// failures does not come back as a burst.
+type Backoff struct {
+	Base   time.Duration
+	Max    time.Duration
+	Jitter float64 // a fraction: 0.2 is ±20 %
+}
+
+// Delay is the wait after the given failed attempt (1 = the first attempt failed).
+func (b Backoff) Delay(attempt int) time.Duration {
+	d := b.Base
+	for i := 1; i < attempt && d < b.Max; i++ {
+		d *= 2
+	}
+	d = min(d, b.Max)
+	if b.Jitter > 0 {
+		d = time.Duration(float64(d) * (1 + b.Jitter*(2*rand.Float64()-1)))
+	}
+	return d
+}

@@ -1,0 +1,59 @@
+package notification
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+// The wait doubles from Base, stops at Max, and the jitter spreads it by at most ±Jitter.
+func TestTheBackoffDoublesUpToItsMaximum(t *testing.T) {
+	b := Backoff{Base: time.Second, Max: time.Minute}
+	for attempt, want := range map[int]time.Duration{0: time.Second, 1: time.Second, 2: 2 * time.Second, 6: 32 * time.Second, 7: time.Minute, 1000: time.Minute} {
+		if got := b.Delay(attempt); got != want {
+			t.Errorf("delay after attempt %d: %s, want %s", attempt, got, want)
+		}
+	}
+	if got := (Backoff{Base: time.Hour, Max: time.Minute}).Delay(1); got != time.Minute {
+		t.Errorf("a base above the cap waits %s, want the cap", got)
+	}
+	b.Jitter = 0.2
+	for range 200 {
+		if got := b.Delay(2); got < 1600*time.Millisecond || got > 2400*time.Millisecond {
+			t.Fatalf("jittered delay %s, want 2 s ± 20 %%", got)
+		}
+	}
+}
+
+// A chat's key names the chat, and nothing else reads as one.
+func TestChatKeys(t *testing.T) {
+	for _, chat := range []int64{1, -1001234567890, 0} {
+		if got, ok := ParseChatKey(ChatKey(chat)); !ok || got != chat {
+			t.Errorf("ParseChatKey(ChatKey(%d)) = %d, %v", chat, got, ok)
+		}
+	}
+	if ChatKey(42) != "chat/42" {
+		t.Errorf("ChatKey(42) = %q, want chat/42 (the key of every envelope already on Kafka)", ChatKey(42))
+	}
+	for _, key := range []string{"acme/u1", "chat/", "chat/x", "chat/1/2", "Chat/1", ""} {
+		if chat, ok := ParseChatKey(key); ok {
+			t.Errorf("ParseChatKey(%q) = %d, want no chat", key, chat)
+		}
+	}
+}
+
+// The resource renders every timestamp in UTC to the millisecond, absent ones as null, and metadata as {}
+// when there is none.
+func TestTheResource(t *testing.T) {
+	created := time.Date(2026, 1, 2, 15, 4, 5, 123456789, time.FixedZone("x", 3600))
+	b, err := json.Marshal(View{TrackingID: "t", UserID: "u", Priority: 5, Status: Queued, CreatedAt: created, UpdatedAt: created}.Resource())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"tracking_id":"t","user_id":"u","priority":5,"status":"queued","attempts":0,` +
+		`"created_at":"2026-01-02T14:04:05.123Z","updated_at":"2026-01-02T14:04:05.123Z","messenger_message_id":null,` +
+		`"last_error_code":0,"last_error_message":null,"metadata":{},"send_at":null,"expires_at":null,"delivered_at":null,"next_attempt_at":null}`
+	if string(b) != want {
+		t.Errorf("resource\n%s\nwant\n%s", b, want)
+	}
+}
