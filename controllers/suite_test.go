@@ -124,7 +124,15 @@ func (h *harness) run(opts operator.Options) {
 	}
 	opts.MetricsAddr, opts.ProbeAddr = "0", "0"
 	opts.SkipControllerNameValidation = true
-	opts.Logger = logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	// The operator's log, kept at Info and shown only when the test fails: what each reconcile did is how a
+	// failure that depends on timing is understood.
+	var logs lockedBuffer
+	opts.Logger = logr.FromSlogHandler(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	h.t.Cleanup(func() {
+		if h.t.Failed() {
+			h.t.Logf("the operator's log:\n%s", logs.tail(64<<10))
+		}
+	})
 	cfg := restConfig
 	if opts.RestConfig != nil {
 		cfg = opts.RestConfig // the operator as a ServiceAccount (internal/testing/rbactest)
@@ -459,4 +467,24 @@ func reconcileCount(t *testing.T) float64 {
 		}
 	}
 	return n
+}
+
+// lockedBuffer is a log destination that several goroutines write to and a test reads.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+// tail is the last n bytes written.
+func (b *lockedBuffer) tail(n int) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf[max(0, len(b.buf)-n):])
 }
