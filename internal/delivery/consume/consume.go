@@ -32,6 +32,10 @@ type Handler interface {
 type Message struct {
 	kafka.Message
 	Priority rate.Priority // its topic's
+	// Envelope is the message's value, decoded once, at fetch (queue.ParseEnvelope); EnvelopeErr says why
+	// it is not an envelope.
+	Envelope    queue.Envelope
+	EnvelopeErr error
 }
 
 // Options configure a Group. Every field is required.

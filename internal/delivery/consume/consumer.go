@@ -212,7 +212,8 @@ func (c *consumer) fetchLoop(fetchCtx, workCtx context.Context) {
 		c.g.view.sawPartition(c.topic, m.Partition)
 		c.keepPreviousHoldersPace(m)
 		f := c.tracker.add(m)
-		f.tenant = tenantLabel(m.Value)
+		f.env, f.envErr = queue.ParseEnvelope(m.Value)
+		f.tenant = tenantLabel(f.env, f.envErr)
 		f.gen = gen
 		tenantBacklog.WithLabelValues(f.tenant, c.prio.String()).Inc()
 		c.dispatch(workCtx, f)
@@ -295,9 +296,8 @@ func (c *consumer) commit(ctx context.Context) error {
 }
 
 // tenantLabel is the metric label of a message's tenant: its id (capped, see internal/metriclabel), "system"
-// for a system message of no tenant, or "" when the envelope does not parse (handle drops it).
-func tenantLabel(value []byte) string {
-	env, err := queue.ParseEnvelope(value)
+// for a system message of no tenant, or "" when the envelope does not parse (err; the sender drops it).
+func tenantLabel(env queue.Envelope, err error) string {
 	switch {
 	case err != nil:
 		return ""

@@ -40,7 +40,8 @@ func (c *consumer) lane(workCtx context.Context, key string) {
 		f := q[0]
 		c.mu.Unlock()
 
-		if f.gen.Err() == nil && c.g.opts.Handler.Handle(f.gen, workCtx, Message{Message: f.msg, Priority: c.prio}, &lane) {
+		m := Message{Message: f.msg, Priority: c.prio, Envelope: f.env, EnvelopeErr: f.envErr}
+		if f.gen.Err() == nil && c.g.opts.Handler.Handle(f.gen, workCtx, m, &lane) {
 			c.tracker.done(f)
 		}
 		c.g.buffered.Release(c.prio)

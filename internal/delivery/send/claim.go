@@ -1,6 +1,6 @@
 package send
 
-// The claim step: parse the envelope, claim the notification in PostgreSQL, and decide what to do with a
+// The claim step: check the envelope, claim the notification in PostgreSQL, and decide what to do with a
 // message whose notification cannot be claimed now.
 
 import (
@@ -13,7 +13,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/heraldhq/herald/internal/delivery/consume"
-	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/tracing"
 )
@@ -27,7 +26,8 @@ import (
 // The waits end with startCtx (the worker stops starting deliveries); the delivery itself runs under ctx.
 func (s *Sender) Handle(startCtx, ctx context.Context, m consume.Message, lane *consume.Lane) bool {
 	p := m.Priority
-	env, err := queue.ParseEnvelope(m.Value)
+	// The consumer decoded the envelope at fetch (its tenant labels the backlog); it is not decoded again.
+	env, err := m.Envelope, m.EnvelopeErr
 	if err == nil {
 		_, err = uuid.Parse(env.TrackingID)
 	}
