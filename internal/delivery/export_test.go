@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -20,9 +21,26 @@ func (w *Worker) ClientID() string { return w.clientID }
 // Rate is the worker's current share of the global rate.
 func (w *Worker) Rate() float64 { return w.limiter.Rate() }
 
-// GenerationsEnded is how many consumer group generations the process's readers saw end.
+// GenerationsEnded is how many consumer group generations the process's readers saw end
+// (herald_worker_generations_total{event="ended"}, the consumer's).
 func GenerationsEnded() float64 {
-	return counter(generations.WithLabelValues("ended"))
+	families, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		panic(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "herald_worker_generations_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "event" && l.GetValue() == "ended" {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
 
 // RedriveFound is herald_worker_redrive_found_total{status}.
@@ -40,19 +58,10 @@ func counter(c interface{ Write(*dto.Metric) error }) float64 {
 
 // CaughtUpTo reports whether the group has consumed every message produced before t.
 func (w *Worker) CaughtUpTo(ctx context.Context, t time.Time) (bool, error) {
-	return w.group.caughtUpTo(ctx, t)
+	return w.group.CaughtUpTo(ctx, t)
 }
-
-// Allocate is allocate: the split of the global rate by demand.
-var Allocate = allocate
 
 // Partitions are the partitions of topic this worker held at the last reading of the group.
 func (w *Worker) Partitions(topic string) map[int]bool {
-	w.group.mu.Lock()
-	defer w.group.mu.Unlock()
-	out := map[int]bool{}
-	for p := range w.group.known[topic] {
-		out[p] = true
-	}
-	return out
+	return w.group.Partitions(topic)
 }

@@ -26,7 +26,7 @@ func every(ctx context.Context, interval time.Duration, f func(ctx context.Conte
 
 // pruneChats forgets chats whose per-chat slot is long past.
 func (w *Worker) pruneChats(ctx context.Context) {
-	w.chats.prune(time.Now().Add(-time.Minute))
+	w.chats.Prune(time.Now().Add(-time.Minute))
 }
 
 // refreshWeights gives the limiter the tenants' delivery weights (spec.limits.deliveryWeight).

@@ -47,7 +47,7 @@ func (w *Worker) republishAll(ctx context.Context, what string, batch func(ctx c
 // within about half a minute instead of ten.
 func (w *Worker) redrive(ctx context.Context) {
 	queuedAfter, quiet := w.opts.QueuedRedriveAfter, w.opts.Lease
-	if caughtUp, err := w.group.caughtUpTo(ctx, time.Now().Add(-w.opts.LostPublishAfter)); err == nil && caughtUp {
+	if caughtUp, err := w.group.CaughtUpTo(ctx, time.Now().Add(-w.opts.LostPublishAfter)); err == nil && caughtUp {
 		queuedAfter, quiet = min(queuedAfter, 2*w.opts.LostPublishAfter), min(quiet, 2*w.opts.LostPublishAfter)
 	} else if err != nil && ctx.Err() == nil {
 		w.log.Debug("could not tell whether the group has caught up", "err", err)

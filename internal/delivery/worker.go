@@ -1,9 +1,15 @@
 // Package delivery is the delivery worker behind `herald worker`: a Kafka consumer group over the two
 // priority topics that claims each notification in PostgreSQL, sends it through the messenger within the
-// bot's rate limits, and records the outcome. Retries are scheduled in PostgreSQL and re-published when
-// due; a redrive loop re-publishes notifications that look lost. Scheduled notifications are released when
-// their send_at comes, and notifications past their expires_at expire (schedule.go). The state machine is
-// in state.go.
+// bot's rate limits, and records the outcome. Its parts, one package each, are wired here (Worker):
+//   - consume: the topics, the consumer group, the offsets, and the lanes that hand each key's messages
+//     on one at a time;
+//   - send: the claim, the platform call and the decision on its answer (send.Decide), for one message;
+//   - rate: who may send now — the bot's global rate, shared with the other workers by lease, and its
+//     per-chat interval.
+//
+// The worker's own loops run beside them: retries are scheduled in PostgreSQL and re-published when due,
+// and a redrive re-publishes notifications that look lost (republish.go); scheduled notifications are
+// released when their send_at comes, and notifications past their expires_at expire (schedule.go).
 package delivery
 
 import (
@@ -11,30 +17,32 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/heraldhq/herald/internal/messenger"
+	"github.com/heraldhq/herald/internal/delivery/consume"
+	"github.com/heraldhq/herald/internal/delivery/rate"
+	"github.com/heraldhq/herald/internal/delivery/send"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/store"
 )
 
-// Sender sends one message; *messenger.Client is the production one.
-type Sender interface {
-	SendMessage(ctx context.Context, req messenger.SendMessageRequest) (int64, error)
-}
+// Backoff is the type of Options.Backoff: the sender's retry schedule for transient failures.
+type Backoff = send.Backoff
+
+// DefaultBackoff is the production retry schedule.
+var DefaultBackoff = send.DefaultBackoff
 
 // Options configure a Worker. Zero values take the defaults given in each comment.
 type Options struct {
-	Store       *store.Store // required
-	Sender      Sender       // required
-	Brokers     []string     // required
-	TopicPrefix string       // "herald"
-	GroupID     string       // "herald-workers"
+	Store       *store.Store  // required
+	Sender      send.Platform // required: *messenger.Client in production
+	Brokers     []string      // required
+	TopicPrefix string        // "herald"
+	GroupID     string        // "herald-workers"
 	// Outbox re-publishes due retries, failed publishes and redriven notifications; when nil one is built
 	// on a producer from Brokers and TopicPrefix, and closed by Run.
 	Outbox *outbox.Outbox
@@ -75,7 +83,7 @@ type Options struct {
 	LagInterval        time.Duration // how often the consumer lag gauge is refreshed; 15 s
 	AssignmentInterval time.Duration // how often the partitions held are re-read besides rebalances; 5 s
 	// RateLeaseInterval is how often the worker renews its lease on part of the global rate, saying what
-	// it could use (ratelease.go); 250 ms. RateLeaseTTL is how long a lease holds: a worker that stops
+	// it could use (rate.Lease); 250 ms. RateLeaseTTL is how long a lease holds: a worker that stops
 	// renewing stops sending a second and a twelfth of it earlier, and the others may take its part after
 	// all of it; 3 s, at least 2 s.
 	RateLeaseInterval time.Duration
@@ -156,17 +164,13 @@ type Worker struct {
 	owned    func() // closes the outbox and producer New built
 	clientID string
 
-	limiter *Limiter
-	chats   *chatLimiter
-	rates   *rateKeeper
-	group   *groupView
-
-	// buffered bounds the messages fetched and not finished, inflight the deliveries between their grant
-	// and their status write (slots.go).
-	buffered *slotPool
-	inflight *slotPool
-
-	consumers []*consumer
+	// The bot's pace (rate), this worker's part in the consumer group (consume), and the sender that
+	// delivers what the group fetches (send).
+	limiter *rate.Limiter
+	chats   *rate.Chats
+	lease   *rate.Lease
+	group   *consume.Group
+	sender  *send.Sender
 
 	// killed and killCtx are the test hook for a crash (export_test.go): stop at once, write nothing more.
 	killed  atomic.Bool
@@ -187,10 +191,8 @@ func New(opts Options) (*Worker, error) {
 		topics:   queue.TopicsFor(opts.TopicPrefix),
 		outbox:   opts.Outbox,
 		clientID: "herald-worker-" + hex.EncodeToString(b[:]),
-		limiter:  NewLimiter(0, opts.HighWeight),
-		chats:    newChatLimiter(opts.PerChatInterval),
-		buffered: newSlotPool(opts.Buffer, bufferedGauge),
-		inflight: newSlotPool(opts.Concurrency, inFlight),
+		limiter:  rate.NewLimiter(0, opts.HighWeight),
+		chats:    rate.NewChats(opts.PerChatInterval),
 	}
 	if w.outbox == nil {
 		p := queue.NewProducer(opts.Brokers, opts.TopicPrefix)
@@ -198,8 +200,25 @@ func New(opts Options) (*Worker, error) {
 		w.owned = func() { w.outbox.Close(); p.Close() }
 	}
 	w.killCtx, w.kill = context.WithCancel(context.Background())
-	w.rates = newRateKeeper(w)
-	w.group = newGroupView(w)
+	w.sender = send.New(send.Options{
+		Store: opts.Store, Platform: opts.Sender, Limiter: w.limiter, Chats: w.chats, Logger: w.log,
+		PerChatInterval: opts.PerChatInterval, MaxAttempts: opts.MaxAttempts, Concurrency: opts.Concurrency,
+		Lease: opts.Lease, Backoff: opts.Backoff, SendTimeout: opts.SendTimeout, HandoverWait: opts.HandoverWait,
+		Killed: w.killed.Load,
+	})
+	w.group = consume.New(consume.Options{
+		Brokers: opts.Brokers, GroupID: opts.GroupID, ClientID: w.clientID, Topics: w.topics,
+		Buffer: opts.Buffer, Concurrency: opts.Concurrency,
+		SessionTimeout: opts.SessionTimeout, HeartbeatInterval: opts.HeartbeatInterval,
+		AssignmentInterval: opts.AssignmentInterval, CommitInterval: opts.CommitInterval,
+		Chats: w.chats, PerChatInterval: opts.PerChatInterval, Handler: w.sender, Logger: w.log,
+	})
+	// One consumer group, one bot: the workers of the group share its rate.
+	w.lease = rate.NewLease(w.limiter, rate.LeaseOptions{
+		Store: opts.Store, Pool: "bot:" + opts.GroupID, Holder: w.clientID, Limit: opts.RateLimit,
+		PerChatInterval: opts.PerChatInterval, Interval: opts.RateLeaseInterval, TTL: opts.RateLeaseTTL,
+		Lanes: w.group.ActiveLanes, Killed: w.killed.Load, Logger: w.log,
+	})
 	return w, nil
 }
 
@@ -232,39 +251,28 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	var bg sync.WaitGroup
 	bg.Go(func() { w.limiter.Run(bgCtx) })
-	for _, p := range []Priority{High, Normal} {
-		w.consumers = append(w.consumers, w.newConsumer(p))
-	}
-	bg.Go(func() { w.rates.run(bgCtx) })
-	bg.Go(func() { w.group.run(bgCtx) })
+	w.group.Join()
+	bg.Go(func() { w.lease.Run(bgCtx) })
+	bg.Go(func() { w.group.Watch(bgCtx) })
 	bg.Go(func() { every(bgCtx, time.Minute, w.pruneChats) })
 	var loops sync.WaitGroup
 	loops.Go(func() { every(fetchCtx, w.opts.SchedulerInterval, w.republishDue) })
 	loops.Go(func() { every(fetchCtx, w.opts.ScheduleInterval, w.releaseScheduled) })
 	loops.Go(func() { every(fetchCtx, w.opts.ExpireInterval, w.expireDue) })
 	loops.Go(func() { every(fetchCtx, w.opts.RedriveInterval, w.redrive) })
-	loops.Go(func() { every(fetchCtx, w.opts.LagInterval, w.updateLag) })
+	loops.Go(func() { every(fetchCtx, w.opts.LagInterval, w.group.UpdateLag) })
 	loops.Go(func() { every(fetchCtx, 10*time.Second, w.refreshWeights) })
 
-	var fetchers sync.WaitGroup
-	for _, c := range w.consumers {
-		bg.Go(func() { every(bgCtx, w.opts.CommitInterval, c.commitOffsets) })
-		fetchers.Go(func() { c.fetchLoop(fetchCtx, workCtx) })
-	}
 	w.log.Info("delivery worker started", "group", w.opts.GroupID, "client_id", w.clientID,
 		"topics", []string{w.topics.High, w.topics.Normal}, "rate_limit", w.opts.RateLimit, "concurrency", w.opts.Concurrency, "buffer", w.opts.Buffer)
-
-	<-fetchCtx.Done()
-	fetchers.Wait()
+	w.group.Fetch(fetchCtx, workCtx) // until fetchCtx ends
 	loops.Wait()
 	if !w.killed.Load() {
 		w.log.Info("delivery worker stopping: draining in-flight deliveries", "grace_period", w.opts.GracePeriod)
 	}
 	drained := make(chan struct{})
 	go func() {
-		for _, c := range w.consumers {
-			c.lanes.Wait()
-		}
+		w.group.WaitLanes()
 		close(drained)
 	}()
 	select {
@@ -276,19 +284,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	stopBG()
 	bg.Wait()
-	var errs []error
-	for _, c := range w.consumers {
-		if !w.killed.Load() {
-			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if err := c.commit(cctx); err != nil {
-				errs = append(errs, err)
-			}
-			cancel()
-		}
-		if err := c.reader.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("while closing the %s reader: %w", c.topic, err))
-		}
-	}
+	err := w.group.Leave(!w.killed.Load())
 	w.log.Info("delivery worker stopped")
-	return errors.Join(errs...)
+	return err
 }

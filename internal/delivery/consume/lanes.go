@@ -1,4 +1,4 @@
-package delivery
+package consume
 
 // Lanes: one key's messages (one tenant user, or one chat) go one at a time, in fetch order; different keys
 // go in parallel.
@@ -10,15 +10,15 @@ import (
 	"time"
 )
 
-// laneState is what a lane carries from one message to the next.
-type laneState struct {
-	// chat is where the lane's last message went (0: not known yet): its next message waits for that
+// Lane is what a lane carries from one message to the next, for its Handler.
+type Lane struct {
+	// Chat is where the lane's last message went (0: not known yet): its next message waits for that
 	// chat's interval before it asks for a turn, so that waiting holds no in-flight slot and no share of
 	// the global rate.
-	chat int64
-	// handover is when another worker last acted on the chat, as far as this lane saw (see claim): the
-	// lane's next send keeps the per-chat interval from it.
-	handover time.Time
+	Chat int64
+	// Handover is when another worker last acted on the chat, as far as this lane saw (the sender's
+	// claim): the lane's next send keeps the per-chat interval from it.
+	Handover time.Time
 }
 
 // lane delivers the messages of one key in order until its queue is empty. A message starts only while the
@@ -28,7 +28,7 @@ type laneState struct {
 // grace period). A message that did not start stays uncommitted, and the partition's next owner reads it
 // again.
 func (c *consumer) lane(workCtx context.Context, key string) {
-	ls := laneState{chat: chatOfKey(key)}
+	lane := Lane{Chat: chatOfKey(key)}
 	for {
 		c.mu.Lock()
 		q := c.queues[key]
@@ -40,10 +40,11 @@ func (c *consumer) lane(workCtx context.Context, key string) {
 		f := q[0]
 		c.mu.Unlock()
 
-		if f.gen.Err() == nil && c.w.handle(f.gen, workCtx, c.prio, f.msg, &ls) {
+		m := Message{Message: f.msg, Priority: c.prio, Envelope: f.env, EnvelopeErr: f.envErr}
+		if f.gen.Err() == nil && c.g.opts.Handler.Handle(f.gen, workCtx, m, &lane) {
 			c.tracker.done(f)
 		}
-		c.w.buffered.release(c.prio)
+		c.g.buffered.Release(c.prio)
 		tenantBacklog.WithLabelValues(f.tenant, c.prio.String()).Dec()
 
 		c.mu.Lock()

@@ -1,4 +1,4 @@
-package delivery
+package consume
 
 import (
 	"context"
@@ -12,11 +12,11 @@ import (
 
 // groupView reads the consumer group's state from the broker: the partitions this worker holds (the
 // herald_worker_partitions gauge), the group's lag, and whether it has caught up to a moment (the fast
-// redrive, republish.go). It reads this worker's partitions after every rebalance its readers report, when
+// redrive, delivery's republish.go). It reads this worker's partitions after every rebalance its readers report, when
 // a message arrives from a partition it did not know it had, and every AssignmentInterval. Members are
 // recognised by the worker's client id.
 type groupView struct {
-	w      *Worker
+	g      *Group
 	client *kafka.Client
 	// transport is the client's own: after a broker outage its pooled connections are dead, and kafka-go
 	// keeps handing them out until they idle out (30 s by default). Every failed call closes them
@@ -28,12 +28,12 @@ type groupView struct {
 	refresh chan struct{}
 }
 
-func newGroupView(w *Worker) *groupView {
-	t := &kafka.Transport{DialTimeout: 5 * time.Second, IdleTimeout: 10 * time.Second, ClientID: w.clientID}
+func newGroupView(g *Group) *groupView {
+	t := &kafka.Transport{DialTimeout: 5 * time.Second, IdleTimeout: 10 * time.Second, ClientID: g.opts.ClientID}
 	return &groupView{
-		w:         w,
+		g:         g,
 		transport: t,
-		client:    &kafka.Client{Addr: kafka.TCP(w.opts.Brokers...), Timeout: 10 * time.Second, Transport: t},
+		client:    &kafka.Client{Addr: kafka.TCP(g.opts.Brokers...), Timeout: 10 * time.Second, Transport: t},
 		known:     map[string]map[int]bool{},
 		refresh:   make(chan struct{}, 1),
 	}
@@ -69,7 +69,7 @@ func (s *groupView) run(ctx context.Context) {
 	// Readers report rebalances through their stats; polling them is how a rebalance is noticed quickly.
 	watch := time.NewTicker(100 * time.Millisecond)
 	defer watch.Stop()
-	periodic := time.NewTicker(s.w.opts.AssignmentInterval)
+	periodic := time.NewTicker(s.g.opts.AssignmentInterval)
 	defer periodic.Stop()
 	defer s.transport.CloseIdleConnections()
 	retry := time.Duration(0)
@@ -83,7 +83,7 @@ func (s *groupView) run(ctx context.Context) {
 			return
 		case <-watch.C:
 			rebalanced := false
-			for _, c := range s.w.consumers {
+			for _, c := range s.g.readers {
 				if c.reader.Stats().Rebalances > 0 {
 					rebalanced = true
 				}
@@ -97,7 +97,7 @@ func (s *groupView) run(ctx context.Context) {
 		}
 		if err := s.update(ctx); err != nil {
 			// Unstable while a rebalance is in progress: look again soon.
-			s.w.log.Debug("partition assignment not read", "err", err)
+			s.g.log.Debug("partition assignment not read", "err", err)
 			retry = 200 * time.Millisecond
 			continue
 		}
@@ -115,7 +115,7 @@ func (s *groupView) update(ctx context.Context) error {
 func (s *groupView) updateOnce(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	resp, err := s.client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{s.w.opts.GroupID}})
+	resp, err := s.client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{s.g.opts.GroupID}})
 	if err != nil {
 		return fmt.Errorf("while describing the consumer group: %w", err)
 	}
@@ -129,7 +129,7 @@ func (s *groupView) updateOnce(ctx context.Context) error {
 	known := map[string]map[int]bool{}
 	mine := 0
 	for _, m := range g.Members {
-		if m.ClientID != s.w.clientID {
+		if m.ClientID != s.g.opts.ClientID {
 			continue
 		}
 		for _, t := range m.MemberAssignments.Topics {
@@ -149,15 +149,15 @@ func (s *groupView) updateOnce(ctx context.Context) error {
 	return nil
 }
 
-// updateLag sets herald_worker_consumer_lag from the group's committed offsets and the topics' end offsets.
+// UpdateLag sets herald_worker_consumer_lag from the group's committed offsets and the topics' end offsets.
 // Every replica reports the same group-wide figure; autoscaling takes the maximum.
-func (w *Worker) updateLag(ctx context.Context) {
+func (g *Group) UpdateLag(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	lags, err := w.group.lag(ctx)
+	lags, err := g.view.lag(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			w.log.Warn("could not compute the consumer lag", "err", err)
+			g.log.Warn("could not compute the consumer lag", "err", err)
 		}
 		return
 	}
@@ -174,7 +174,7 @@ func (s *groupView) lag(ctx context.Context) (map[string]int64, error) {
 }
 
 func (s *groupView) lagOnce(ctx context.Context) (map[string]int64, error) {
-	topics := []string{s.w.topics.High, s.w.topics.Normal}
+	topics := []string{s.g.opts.Topics.High, s.g.opts.Topics.Normal}
 	meta, err := s.client.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
 	if err != nil {
 		return nil, fmt.Errorf("while reading topic metadata: %w", err)
@@ -188,7 +188,7 @@ func (s *groupView) lagOnce(ctx context.Context) (map[string]int64, error) {
 			starts[t.Name] = append(starts[t.Name], kafka.FirstOffsetOf(p.ID))
 		}
 	}
-	committed, err := s.client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: s.w.opts.GroupID, Topics: parts})
+	committed, err := s.client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: s.g.opts.GroupID, Topics: parts})
 	if err != nil {
 		return nil, fmt.Errorf("while fetching committed offsets: %w", err)
 	}
@@ -223,6 +223,24 @@ func (s *groupView) lagOnce(ctx context.Context) (map[string]int64, error) {
 	return out, nil
 }
 
+// CaughtUpTo reports whether the group has committed, on every partition of both topics, past every
+// message produced before t (by the messages' timestamps): then no envelope published before t is still
+// waiting in Kafka (the redrive's fast path).
+func (g *Group) CaughtUpTo(ctx context.Context, t time.Time) (bool, error) {
+	return g.view.caughtUpTo(ctx, t)
+}
+
+// Partitions are the partitions of topic this worker held at the last reading of the group.
+func (g *Group) Partitions(topic string) map[int]bool {
+	g.view.mu.Lock()
+	defer g.view.mu.Unlock()
+	out := map[int]bool{}
+	for p := range g.view.known[topic] {
+		out[p] = true
+	}
+	return out
+}
+
 // caughtUpTo reports whether the group has committed, on every partition of both topics, past every
 // message produced before t (by the messages' timestamps): then no envelope published before t is still
 // waiting in Kafka.
@@ -234,7 +252,7 @@ func (s *groupView) caughtUpTo(ctx context.Context, t time.Time) (bool, error) {
 func (s *groupView) caughtUpOnce(ctx context.Context, t time.Time) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	topics := []string{s.w.topics.High, s.w.topics.Normal}
+	topics := []string{s.g.opts.Topics.High, s.g.opts.Topics.Normal}
 	meta, err := s.client.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
 	if err != nil {
 		return false, fmt.Errorf("while reading topic metadata: %w", err)
@@ -251,7 +269,7 @@ func (s *groupView) caughtUpOnce(ctx context.Context, t time.Time) (bool, error)
 	if len(parts) != len(topics) {
 		return false, fmt.Errorf("while reading topic metadata: %d of %d topics", len(parts), len(topics))
 	}
-	committed, err := s.client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: s.w.opts.GroupID, Topics: parts})
+	committed, err := s.client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: s.g.opts.GroupID, Topics: parts})
 	if err != nil {
 		return false, fmt.Errorf("while fetching committed offsets: %w", err)
 	}

@@ -1,4 +1,4 @@
-package delivery
+package rate
 
 import (
 	"context"
@@ -6,8 +6,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/segmentio/kafka-go"
 )
 
 func TestLimiterGrantsAtTheRate(t *testing.T) {
@@ -97,71 +95,6 @@ func TestLimiterPauseAndAbandon(t *testing.T) {
 	}
 	if waited := time.Since(start); waited < 200*time.Millisecond {
 		t.Errorf("granted after %v during a 300 ms pause", waited)
-	}
-}
-
-func TestChatLimiterSpacesAndThrottles(t *testing.T) {
-	c := newChatLimiter(100 * time.Millisecond)
-	ctx := t.Context()
-	start := time.Now()
-	for range 3 {
-		if err := c.Wait(ctx, 7); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if elapsed := time.Since(start); elapsed < 190*time.Millisecond {
-		t.Errorf("three sends to one chat took %v, want at least 200 ms", elapsed)
-	}
-	if err := c.Wait(ctx, 8); err != nil || time.Since(start) > 400*time.Millisecond {
-		t.Error("another chat must not wait for chat 7")
-	}
-	if c.Throttle(9, time.Second) {
-		t.Error("one throttled chat is not a flood")
-	}
-	if c.Throttle(10, time.Second) || c.Throttle(9, time.Second) {
-		t.Error("429s on two chats within a second are not a flood: a rebalance's overlap does that")
-	}
-	if !c.Throttle(11, time.Second) {
-		t.Error("429s on three chats within a second are a flood")
-	}
-	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	defer cancel()
-	if err := c.Wait(short, 9); err == nil {
-		t.Error("a throttled chat must wait for retry_after")
-	}
-}
-
-func TestOffsetTrackerCommitsOnlyContiguouslyFinished(t *testing.T) {
-	tr := newOffsetTracker()
-	msg := func(p int, off int64) kafka.Message { return kafka.Message{Partition: p, Offset: off} }
-	a, b, c := tr.add(msg(0, 10)), tr.add(msg(0, 11)), tr.add(msg(0, 12))
-	other := tr.add(msg(1, 5))
-	tr.done(b)
-	tr.done(c)
-	if got := tr.committable(); len(got) != 0 {
-		t.Fatalf("committable = %v before offset 10 finished, want nothing", got)
-	}
-	tr.done(a)
-	got := tr.committable()
-	if len(got) != 1 || got[0].Offset != 12 {
-		t.Fatalf("committable = %v, want partition 0 up to offset 12", got)
-	}
-	if tr.pendingCount() != 1 {
-		t.Errorf("pending = %d, want 1 (partition 1)", tr.pendingCount())
-	}
-	tr.restore(got)
-	if again := tr.committable(); len(again) != 1 || again[0].Offset != 12 {
-		t.Errorf("a failed commit must be retried: %v", again)
-	}
-	// A rebalance rewinds partition 1: the old copy no longer counts.
-	again := tr.add(msg(1, 5))
-	tr.done(other)
-	if got := tr.committable(); len(got) != 0 {
-		t.Errorf("a stale copy made %v committable", got)
-	}
-	tr.done(again)
-	if got := tr.committable(); len(got) != 1 || got[0].Partition != 1 || got[0].Offset != 5 {
-		t.Errorf("committable = %v, want partition 1 offset 5", got)
 	}
 }
 

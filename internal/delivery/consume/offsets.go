@@ -1,10 +1,12 @@
-package delivery
+package consume
 
 import (
 	"context"
 	"sync"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/heraldhq/herald/internal/queue"
 )
 
 // offsetTracker finds, per partition, the last message up to which everything fetched has finished: the
@@ -30,6 +32,8 @@ type fetched struct {
 	part   *partitionOffsets
 	epoch  int
 	done   bool
+	env    queue.Envelope  // its value, decoded at fetch
+	envErr error           // why the value is not an envelope
 	tenant string          // the metric label of its tenant
 	gen    context.Context // the group generation it was fetched in (consumer.go)
 }

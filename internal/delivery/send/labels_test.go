@@ -1,4 +1,4 @@
-package delivery
+package send
 
 import (
 	"math/rand/v2"

@@ -1,7 +1,7 @@
-package delivery
+package send
 
 // The send step: wait for the chat's interval and the bot's rate, call sendMessage, and record the
-// outcome the state machine (state.go) decides.
+// outcome the state machine (decide.go) decides.
 
 import (
 	"context"
@@ -10,37 +10,38 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/heraldhq/herald/internal/delivery/rate"
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/tracing"
 )
 
 // deliver sends a claimed notification and records the outcome.
-func (w *Worker) deliver(ctx context.Context, p Priority, d store.Delivery) bool {
+func (s *Sender) deliver(ctx context.Context, p rate.Priority, d store.Delivery) bool {
 	if d.Kind == store.KindTenant && d.ChatID == 0 {
-		w.limiter.Refund()
+		s.opts.Limiter.Refund()
 		if d.Relinked {
-			return w.finish(d, Relinked())
+			return s.finish(d, Relinked())
 		}
-		return w.finish(d, NoLink())
+		return s.finish(d, NoLink())
 	}
 	// The chat's slot is reserved now (the lane waited for it already, unless this is its first message or
 	// another lane sends to the same chat: one messenger user linked by two tenants).
 	start := time.Now()
-	if err := w.chats.Wait(ctx, d.ChatID); err != nil {
-		return w.finish(d, Release(false))
+	if err := s.opts.Chats.Wait(ctx, d.ChatID); err != nil {
+		return s.finish(d, Release(false))
 	}
 	limiterWait.WithLabelValues("chat", p.String()).Observe(time.Since(start).Seconds())
-	// The last moment before the request leaves: see Limiter.Admit.
-	if err := w.limiter.Admit(ctx); err != nil {
-		return w.finish(d, Release(false))
+	// The last moment before the request leaves: see rate.Limiter.Admit.
+	if err := s.opts.Limiter.Admit(ctx); err != nil {
+		return s.finish(d, Release(false))
 	}
 
 	sent := time.Now()
-	w.chats.Sent(d.ChatID, sent)
-	sendCtx, cancel := context.WithTimeout(ctx, w.opts.SendTimeout)
+	s.opts.Chats.Sent(d.ChatID, sent)
+	sendCtx, cancel := context.WithTimeout(ctx, s.opts.SendTimeout)
 	sendCtx, sendSpan := tracing.Tracer().Start(sendCtx, "sendMessage", trace.WithSpanKind(trace.SpanKindClient))
-	msgID, err := w.opts.Sender.SendMessage(sendCtx, messenger.SendMessageRequest{ChatID: d.ChatID, Text: d.Body, ReplyMarkup: d.ReplyMarkup})
+	msgID, err := s.opts.Platform.SendMessage(sendCtx, messenger.SendMessageRequest{ChatID: d.ChatID, Text: d.Body, ReplyMarkup: d.ReplyMarkup})
 	if err != nil {
 		sendSpan.SetStatus(codes.Error, messenger.Classify(err).String())
 	}
@@ -49,36 +50,36 @@ func (w *Worker) deliver(ctx context.Context, p Priority, d store.Delivery) bool
 	// The platform had the request before it answered: counting the chat's interval from the answer too
 	// keeps two sends to one chat apart by at least the interval where the platform measures it, however
 	// late this one reached it (a busy CPU, a slow network).
-	w.chats.Sent(d.ChatID, time.Now())
+	s.opts.Chats.Sent(d.ChatID, time.Now())
 	elapsed := time.Since(sent)
 	if err != nil && ctx.Err() != nil {
 		// Shutdown interrupted the call: the platform may or may not have the message.
-		return w.finish(d, Release(true))
+		return s.finish(d, Release(true))
 	}
 	class := messenger.Classify(err).String()
 	platformLatency.WithLabelValues(class).Observe(elapsed.Seconds())
-	dec := Decide(msgID, err, d.Attempts, w.opts.MaxAttempts, w.opts.Backoff, Expired(d, time.Now()))
+	dec := Decide(msgID, err, d.Attempts, s.opts.MaxAttempts, s.opts.Backoff, Expired(d, time.Now()))
 	if dec.Throttle == ThrottleChat {
-		if w.chats.Throttle(d.ChatID, dec.Wait) {
+		if s.opts.Chats.Throttle(d.ChatID, dec.Wait) {
 			throttles.WithLabelValues("bot").Inc()
-			w.limiter.Pause(time.Now().Add(dec.Wait))
-			w.log.Warn("the platform throttles the whole bot", "retry_after", dec.Wait)
+			s.opts.Limiter.Pause(time.Now().Add(dec.Wait))
+			s.log.Warn("the platform throttles the whole bot", "retry_after", dec.Wait)
 		} else {
 			throttles.WithLabelValues("chat").Inc()
 		}
 	}
-	return w.finish(d, dec)
+	return s.finish(d, dec)
 }
 
 // finish writes the decision. A write that keeps failing is given up after a few tries: the lease then
 // runs out and the redrive loop sends the notification again (the one way a delivered message can be sent
 // twice, besides a timeout the platform actually served).
-func (w *Worker) finish(d store.Delivery, dec Decision) bool {
-	if w.killed.Load() {
+func (s *Sender) finish(d store.Delivery, dec Decision) bool {
+	if s.opts.Killed() {
 		return false // a dead worker writes nothing
 	}
 	r := dec.Result
-	log := w.log.With("tracking_id", d.TrackingID, "attempt", d.Attempts, "status", r.Status)
+	log := s.log.With("tracking_id", d.TrackingID, "attempt", d.Attempts, "status", r.Status)
 	var err error
 	for try := range 4 {
 		if try > 0 {
@@ -86,12 +87,12 @@ func (w *Worker) finish(d store.Delivery, dec Decision) bool {
 		}
 		var ok bool
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		ok, err = w.opts.Store.FinishDelivery(ctx, d, r)
+		ok, err = s.opts.Store.FinishDelivery(ctx, d, r)
 		if err == nil && !ok && try > 0 {
 			// An earlier try may have committed and lost only its answer (the connection broke): then the
 			// row already shows this result, and nobody took the claim over.
 			var recorded bool
-			if recorded, err = w.opts.Store.DeliveryRecorded(ctx, d, r); recorded {
+			if recorded, err = s.opts.Store.DeliveryRecorded(ctx, d, r); recorded {
 				ok = true
 			}
 		}

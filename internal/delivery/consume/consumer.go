@@ -1,4 +1,4 @@
-package delivery
+package consume
 
 // The consumer: one kafka-go group reader per priority topic, fetching while a buffer slot is free (far
 // ahead of what is being sent, so that tenants can be served in turn), handing each message to the lane of
@@ -23,14 +23,15 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/heraldhq/herald/internal/delivery/rate"
 	"github.com/heraldhq/herald/internal/metriclabel"
 	"github.com/heraldhq/herald/internal/queue"
 )
 
 // consumer reads one priority topic.
 type consumer struct {
-	w       *Worker
-	prio    Priority
+	g       *Group
+	prio    rate.Priority
 	topic   string
 	reader  *kafka.Reader
 	tracker *offsetTracker
@@ -53,34 +54,34 @@ type consumer struct {
 	queues map[string][]*fetched
 }
 
-func (w *Worker) newConsumer(p Priority) *consumer {
-	topic := w.topics.Normal
-	if p == High {
-		topic = w.topics.High
+func (g *Group) newConsumer(p rate.Priority) *consumer {
+	topic := g.opts.Topics.Normal
+	if p == rate.High {
+		topic = g.opts.Topics.High
 	}
-	log := w.log.With("topic", topic)
+	log := g.log.With("topic", topic)
 	cfg := kafka.ReaderConfig{
-		Brokers: w.opts.Brokers,
-		GroupID: w.opts.GroupID,
+		Brokers: g.opts.Brokers,
+		GroupID: g.opts.GroupID,
 		Topic:   topic,
 		// The client id names this worker's members in the group, which is how it finds its partitions
 		// (group.go).
-		Dialer:            &kafka.Dialer{ClientID: w.clientID, Timeout: 10 * time.Second, DualStack: true},
+		Dialer:            &kafka.Dialer{ClientID: g.opts.ClientID, Timeout: 10 * time.Second, DualStack: true},
 		MinBytes:          1,
 		MaxBytes:          10 << 20,
 		MaxWait:           2 * time.Second,
-		QueueCapacity:     max(100, w.opts.Concurrency),
+		QueueCapacity:     max(100, g.opts.Concurrency),
 		StartOffset:       kafka.FirstOffset,
 		CommitInterval:    0, // synchronous: commitOffsets batches
-		HeartbeatInterval: w.opts.HeartbeatInterval,
-		SessionTimeout:    w.opts.SessionTimeout,
+		HeartbeatInterval: g.opts.HeartbeatInterval,
+		SessionTimeout:    g.opts.SessionTimeout,
 		JoinGroupBackoff:  time.Second,
 		GroupBalancers:    groupBalancers,
 		ReadBackoffMin:    50 * time.Millisecond,
 		ReadBackoffMax:    time.Second,
 		ErrorLogger:       kafka.LoggerFunc(func(f string, a ...any) { log.Warn(fmt.Sprintf(f, a...)) }),
 	}
-	c := &consumer{w: w, prio: p, topic: topic, tracker: newOffsetTracker(), queues: map[string][]*fetched{},
+	c := &consumer{g: g, prio: p, topic: topic, tracker: newOffsetTracker(), queues: map[string][]*fetched{},
 		genChange: make(chan struct{})}
 	cfg.Logger = generationLogger{c: c, log: log}
 	c.reader = kafka.NewReader(cfg)
@@ -141,8 +142,8 @@ func (c *consumer) beginGeneration() {
 	close(c.genChange)
 	c.genChange = make(chan struct{})
 	c.mu.Unlock()
-	if c.w.group != nil {
-		c.w.group.poke()
+	if c.g.view != nil {
+		c.g.view.poke()
 	}
 	generations.WithLabelValues("began").Inc()
 }
@@ -182,7 +183,7 @@ func (c *consumer) fetchLoop(fetchCtx, workCtx context.Context) {
 		if err != nil {
 			return
 		}
-		if err := c.w.buffered.acquire(gen, c.prio); err != nil {
+		if err := c.g.buffered.Acquire(gen, c.prio); err != nil {
 			if fetchCtx.Err() != nil {
 				return
 			}
@@ -194,21 +195,25 @@ func (c *consumer) fetchLoop(fetchCtx, workCtx context.Context) {
 			err = gen.Err()
 		}
 		if err != nil {
-			c.w.buffered.release(c.prio)
+			c.g.buffered.Release(c.prio)
 			if fetchCtx.Err() != nil {
 				return
 			}
 			if gen.Err() != nil {
 				continue // the next generation reads it again if this worker still holds its partition
 			}
-			c.w.log.Warn("fetch failed", "topic", c.topic, "err", err)
-			_ = sleepUntil(fetchCtx, time.Now().Add(time.Second))
+			c.g.log.Warn("fetch failed", "topic", c.topic, "err", err)
+			select {
+			case <-fetchCtx.Done():
+			case <-time.After(time.Second):
+			}
 			continue
 		}
-		c.w.group.sawPartition(c.topic, m.Partition)
+		c.g.view.sawPartition(c.topic, m.Partition)
 		c.keepPreviousHoldersPace(m)
 		f := c.tracker.add(m)
-		f.tenant = tenantLabel(m.Value)
+		f.env, f.envErr = queue.ParseEnvelope(m.Value)
+		f.tenant = tenantLabel(f.env, f.envErr)
 		f.gen = gen
 		tenantBacklog.WithLabelValues(f.tenant, c.prio.String()).Inc()
 		c.dispatch(workCtx, f)
@@ -224,17 +229,17 @@ func (c *consumer) keepPreviousHoldersPace(m kafka.Message) {
 	c.mu.Lock()
 	c.heldParts[m.Partition] = true
 	fresh := !c.prevParts[m.Partition]
-	until := c.genBegan.Add(c.w.opts.PerChatInterval)
+	until := c.genBegan.Add(c.g.opts.PerChatInterval)
 	c.mu.Unlock()
 	if !fresh || !time.Now().Before(until) {
 		return
 	}
 	if chat := chatOfKey(strconv.Itoa(m.Partition) + "/" + string(m.Key)); chat != 0 {
-		c.w.chats.NotBefore(chat, until)
+		c.g.opts.Chats.NotBefore(chat, until)
 	}
 }
 
-// activeLanes is how many keys have messages fetched and not finished: chats with work (ratelease.go).
+// activeLanes is how many keys have messages fetched and not finished: chats with work (rate.Lease).
 func (c *consumer) activeLanes() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -257,10 +262,24 @@ func (c *consumer) dispatch(workCtx context.Context, f *fetched) {
 	c.lanes.Go(func() { c.lane(workCtx, key) })
 }
 
-// commitOffsets commits finished offsets; it runs every CommitInterval.
+// commitLoop commits finished offsets at once and then every interval until ctx ends.
+func (c *consumer) commitLoop(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		c.commitOffsets(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// commitOffsets commits finished offsets, logging a failure (the next round tries again).
 func (c *consumer) commitOffsets(ctx context.Context) {
 	if err := c.commit(ctx); err != nil && ctx.Err() == nil {
-		c.w.log.Warn("commit failed", "topic", c.topic, "err", err)
+		c.g.log.Warn("commit failed", "topic", c.topic, "err", err)
 	}
 }
 
@@ -277,9 +296,8 @@ func (c *consumer) commit(ctx context.Context) error {
 }
 
 // tenantLabel is the metric label of a message's tenant: its id (capped, see internal/metriclabel), "system"
-// for a system message of no tenant, or "" when the envelope does not parse (handle drops it).
-func tenantLabel(value []byte) string {
-	env, err := queue.ParseEnvelope(value)
+// for a system message of no tenant, or "" when the envelope does not parse (err; the sender drops it).
+func tenantLabel(env queue.Envelope, err error) string {
 	switch {
 	case err != nil:
 		return ""

@@ -1,4 +1,4 @@
-package delivery
+package send
 
 import (
 	"math/rand/v2"
@@ -28,7 +28,7 @@ import (
 // instead), so a redelivered Kafka message for anything else — a cancelled notification included — is
 // dropped without a send. The states themselves are store.Status; the transitions that are not an
 // attempt's (release, cancel, expiry) are store's (lifecycle.go), run by the scheduler and the expiry sweep
-// (schedule.go) and by the tenant API.
+// (internal/delivery/schedule.go) and by the tenant API.
 
 // CodeNoLink is the gateway-side last_error_code of a tenant notification whose user had no link when its
 // turn came (the link was removed after the send was accepted). The other gateway-side codes, for sends

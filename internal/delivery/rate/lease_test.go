@@ -1,11 +1,11 @@
-package delivery_test
+package rate_test
 
 import (
 	"fmt"
 	"maps"
 	"testing"
 
-	"github.com/heraldhq/herald/internal/delivery"
+	"github.com/heraldhq/herald/internal/delivery/rate"
 )
 
 func TestAllocateSharesTheRateByDemand(t *testing.T) {
@@ -31,7 +31,7 @@ func TestAllocateSharesTheRateByDemand(t *testing.T) {
 		{"no holders", 50, map[string]float64{}, map[string]float64{}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got := delivery.Allocate(c.limit, c.demands)
+			got := rate.Allocate(c.limit, c.demands)
 			if !maps.Equal(got, c.want) {
 				t.Errorf("allocate(%v, %v) = %v, want %v", c.limit, c.demands, got, c.want)
 			}
@@ -48,7 +48,7 @@ func TestAllocateAddsUpToTheLimit(t *testing.T) {
 			for i := range n {
 				demands[fmt.Sprintf("w%02d", i)] = float64((seed*7+i*13)%60) + float64(i)/3
 			}
-			got := delivery.Allocate(47.5, demands)
+			got := rate.Allocate(47.5, demands)
 			sum := 0.0
 			for h, r := range got {
 				if r < 0 || r != float64(int(r)) || (n <= 47 && r < 1) {

@@ -1,7 +1,7 @@
-package delivery
+package rate
 
 // The bot's global rate, shared between the workers by demand. Every worker holds a lease on part of it in
-// PostgreSQL (store.ShareRate, table rate_leases) and renews it every RateLeaseInterval, saying what it
+// PostgreSQL (store.ShareRate, table rate_leases) and renews it every LeaseOptions.Interval, saying what it
 // could use now. The parts follow the demands (allocate): with a backlog everywhere, in proportion to the
 // chats each worker has work for, so every chat gets the same rate whichever worker holds it. A worker
 // whose partitions carry most of the traffic gets most of the rate — the consumer group's murmur2
@@ -15,14 +15,15 @@ package delivery
 //     the commit that gave it more; what it records is the highest rate it had over the last second (the
 //     platform's window), so what it gives up reaches the others once its last sends at the old rate have
 //     left the platform's window;
-//   - a lease is good locally until the renewal's start + RateLeaseTTL - 1 s - RateLeaseTTL/12, by this
-//     process's clock, while the others may take its part only after the database's now() at the renewal
-//     + RateLeaseTTL: a worker that stops renewing (frozen, cut off from PostgreSQL, killed) has stopped
-//     sending for more than a window before anyone counts on its part. The limiter checks the lease at
-//     every grant and admission (Limiter.SetLease).
+//   - a lease is good locally until the renewal's start + TTL - 1 s - TTL/12, by this process's clock,
+//     while the others may take its part only after the database's now() at the renewal + TTL: a worker
+//     that stops renewing (frozen, cut off from PostgreSQL, killed) has stopped sending for more than a
+//     window before anyone counts on its part. The limiter checks the lease at every grant and admission
+//     (Limiter.SetLease).
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"slices"
 	"sync"
@@ -31,9 +32,31 @@ import (
 	"github.com/heraldhq/herald/internal/store"
 )
 
-// rateKeeper renews this worker's lease and keeps the limiter to it.
-type rateKeeper struct {
-	w *Worker
+// LeaseOptions configure a Lease. Every field is required.
+type LeaseOptions struct {
+	Store *store.Store
+	// Pool names the rate the workers share: one pool, one bot.
+	Pool string
+	// Holder names this worker among the pool's holders.
+	Holder string
+	// Limit is the bot's global messages per second, shared by all workers.
+	Limit float64
+	// PerChatInterval is the bot's minimum spacing of two sends to one chat: a chat with work could use one
+	// message per interval (demand).
+	PerChatInterval time.Duration
+	// Interval is how often the lease is renewed; TTL how long a renewal holds.
+	Interval, TTL time.Duration
+	// Lanes counts this worker's keys with messages fetched and not finished: its chats with work.
+	Lanes func() int
+	// Killed reports whether the worker was killed (the tests' crash): a dead worker writes nothing more.
+	Killed func() bool
+	Logger *slog.Logger
+}
+
+// Lease renews this worker's lease on part of the bot's global rate and keeps the limiter to it.
+type Lease struct {
+	opts    LeaseOptions
+	limiter *Limiter
 
 	mu      sync.Mutex
 	current float64        // the rate in force in the limiter
@@ -58,23 +81,21 @@ type demandSample struct {
 // so a demand does not drop between two messages of a steady stream.
 const demandWindow = 4
 
-func newRateKeeper(w *Worker) *rateKeeper {
-	return &rateKeeper{w: w}
+// NewLease returns the lease that keeps limiter to this worker's part of the pool's rate. Call Run to hold it.
+func NewLease(limiter *Limiter, opts LeaseOptions) *Lease {
+	return &Lease{opts: opts, limiter: limiter}
 }
 
-// pool names the rate the workers of one consumer group share: one group, one bot.
-func (k *rateKeeper) pool() string { return "bot:" + k.w.opts.GroupID }
-
-// run renews the lease every RateLeaseInterval until ctx ends (after the worker drained), then releases
-// it: the others may take its part one platform window later.
-func (k *rateKeeper) run(ctx context.Context) {
-	tick := time.NewTicker(k.w.opts.RateLeaseInterval)
+// Run renews the lease every Interval until ctx ends (after the worker drained), then releases it: the
+// others may take its part one platform window later.
+func (l *Lease) Run(ctx context.Context) {
+	tick := time.NewTicker(l.opts.Interval)
 	defer tick.Stop()
 	for {
-		k.renew(ctx)
+		l.renew(ctx)
 		select {
 		case <-ctx.Done():
-			k.release()
+			l.release()
 			return
 		case <-tick.C:
 		}
@@ -83,19 +104,19 @@ func (k *rateKeeper) run(ctx context.Context) {
 
 // release stops this worker's sends and shortens its lease to one platform window, unless the worker was
 // killed (a dead worker writes nothing; its lease lapses).
-func (k *rateKeeper) release() {
-	k.mu.Lock()
-	k.setLocked(0, time.Now(), true)
-	recorded := k.recentMax(time.Now())
-	k.mu.Unlock()
+func (l *Lease) release() {
+	l.mu.Lock()
+	l.setLocked(0, time.Now(), true)
+	recorded := l.recentMax(time.Now())
+	l.mu.Unlock()
 	rateShare.Set(0)
-	if k.w.killed.Load() {
+	if l.opts.Killed() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := k.w.opts.Store.ReleaseRate(ctx, k.pool(), k.w.clientID, recorded, platformWindow); err != nil {
-		k.w.log.Warn("could not release the rate lease; it lapses by itself", "err", err)
+	if err := l.opts.Store.ReleaseRate(ctx, l.opts.Pool, l.opts.Holder, recorded, platformWindow); err != nil {
+		l.opts.Logger.Warn("could not release the rate lease; it lapses by itself", "err", err)
 	}
 }
 
@@ -107,52 +128,52 @@ const platformWindow = time.Second
 // good is how long after a renewal's start its lease may be used here: a window and a margin short of its
 // TTL, so that a worker that stops renewing has stopped sending, and its last sends have left the
 // platform's window, before the lease lapses in the database and another worker may take its part.
-func (k *rateKeeper) good() time.Duration {
-	return k.w.opts.RateLeaseTTL - platformWindow - k.w.opts.RateLeaseTTL/12
+func (l *Lease) good() time.Duration {
+	return l.opts.TTL - platformWindow - l.opts.TTL/12
 }
 
 // setLocked puts rate in force in the limiter (with lease, good until start + good()) and remembers it
-// for recentMax. k.mu is held.
-func (k *rateKeeper) setLocked(rate float64, start time.Time, lease bool) {
+// for recentMax. l.mu is held.
+func (l *Lease) setLocked(rate float64, start time.Time, lease bool) {
 	if lease {
-		k.w.limiter.SetLease(rate, start.Add(k.good()))
+		l.limiter.SetLease(rate, start.Add(l.good()))
 	} else {
-		k.w.limiter.SetRate(rate)
+		l.limiter.SetRate(rate)
 	}
-	k.current = rate
-	k.history = append(k.history, rateAt{at: time.Now(), rate: rate})
+	l.current = rate
+	l.history = append(l.history, rateAt{at: time.Now(), rate: rate})
 }
 
-// recentMax is the highest rate in force here at any moment of the last platform window. k.mu is held.
-func (k *rateKeeper) recentMax(now time.Time) float64 {
+// recentMax is the highest rate in force here at any moment of the last platform window. l.mu is held.
+func (l *Lease) recentMax(now time.Time) float64 {
 	from := now.Add(-platformWindow)
 	// Keep the last change before the window (in force at its start) and those inside it.
 	first := 0
-	for i, h := range k.history {
+	for i, h := range l.history {
 		if !h.at.After(from) {
 			first = i
 		}
 	}
-	k.history = k.history[first:]
+	l.history = l.history[first:]
 	m := 0.0
-	for _, h := range k.history {
+	for _, h := range l.history {
 		m = max(m, h.rate)
 	}
 	return m
 }
 
-// renew takes this worker's part of the rate for the next RateLeaseTTL.
+// renew takes this worker's part of the rate for the next TTL.
 //
 // What it records is not only the rate it will send at but the highest it sent at over the last platform
 // window: a worker that lowers its rate may have sent at the old one less than a second ago, and another
 // worker that took the difference at once could put more than the limit into one of the platform's
 // sliding windows. So capacity given up reaches the others one window later.
-func (k *rateKeeper) renew(ctx context.Context) {
+func (l *Lease) renew(ctx context.Context) {
 	start := time.Now()
-	demand := k.demand(start)
-	limit := math.Floor(k.w.opts.RateLimit)
+	demand := l.demand(start)
+	limit := math.Floor(l.opts.Limit)
 	var next float64
-	_, err := k.w.opts.Store.ShareRate(ctx, k.pool(), k.w.clientID, demand, k.w.opts.RateLeaseTTL,
+	_, err := l.opts.Store.ShareRate(ctx, l.opts.Pool, l.opts.Holder, demand, l.opts.TTL,
 		func(mine store.RateLease, others []store.RateLease) float64 {
 			demands := map[string]float64{mine.Holder: demand}
 			taken := 0.0
@@ -161,31 +182,31 @@ func (k *rateKeeper) renew(ctx context.Context) {
 				taken += o.Rate
 			}
 			next = min(allocate(limit, demands)[mine.Holder], max(0, limit-taken))
-			k.mu.Lock()
-			defer k.mu.Unlock()
-			if next < k.current {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if next < l.current {
 				// Before the commit: the others may count on what is given up once it leaves the record.
-				k.setLocked(next, start, false)
+				l.setLocked(next, start, false)
 			}
-			return max(next, k.recentMax(time.Now()))
+			return max(next, l.recentMax(time.Now()))
 		})
-	k.mu.Lock()
-	defer k.mu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if err != nil {
-		if ctx.Err() == nil && !k.failing {
-			k.w.log.Warn("could not renew the rate lease; sends stop when it lapses", "err", err, "lapses_in", k.good())
+		if ctx.Err() == nil && !l.failing {
+			l.opts.Logger.Warn("could not renew the rate lease; sends stop when it lapses", "err", err, "lapses_in", l.good())
 		}
-		k.failing = true
+		l.failing = true
 		return
 	}
-	if k.failing {
-		k.w.log.Info("rate lease renewed again", "rate", next)
-		k.failing = false
+	if l.failing {
+		l.opts.Logger.Info("rate lease renewed again", "rate", next)
+		l.failing = false
 	}
-	if next != k.current {
-		k.w.log.Debug("rate lease changed", "from", k.current, "to", next, "demand", demand)
+	if next != l.current {
+		l.opts.Logger.Debug("rate lease changed", "from", l.current, "to", next, "demand", demand)
 	}
-	k.setLocked(next, start, true)
+	l.setLocked(next, start, true)
 	rateShare.Set(next)
 	rateDemand.Set(demand)
 }
@@ -199,32 +220,29 @@ func (k *rateKeeper) renew(ctx context.Context) {
 // and at least one message per second, so that a worker that falls idle still sends its next message
 // without waiting for a renewal. It is not capped at the limit, so that with a backlog everywhere it weighs
 // this worker's chats against the others'.
-func (k *rateKeeper) demand(now time.Time) float64 {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	lanes := 0
-	for _, c := range k.w.consumers {
-		lanes += c.activeLanes()
+func (l *Lease) demand(now time.Time) float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lanes := l.opts.Lanes()
+	l.samples = append(l.samples, demandSample{at: now, admitted: l.limiter.admitted.Load(), lanes: lanes})
+	if len(l.samples) > demandWindow+1 {
+		l.samples = l.samples[len(l.samples)-demandWindow-1:]
 	}
-	k.samples = append(k.samples, demandSample{at: now, admitted: k.w.limiter.admitted.Load(), lanes: lanes})
-	if len(k.samples) > demandWindow+1 {
-		k.samples = k.samples[len(k.samples)-demandWindow-1:]
-	}
-	oldest := k.samples[0]
+	oldest := l.samples[0]
 	used := 0.0
 	if d := now.Sub(oldest.at).Seconds(); d > 0 {
-		used = float64(k.samples[len(k.samples)-1].admitted-oldest.admitted) / d
+		used = float64(l.samples[len(l.samples)-1].admitted-oldest.admitted) / d
 	}
 	peak := 0
-	for _, s := range k.samples[max(0, len(k.samples)-demandWindow):] {
+	for _, s := range l.samples[max(0, len(l.samples)-demandWindow):] {
 		peak = max(peak, s.lanes)
 	}
 	byLanes := 0.0
 	if peak > 0 {
-		if iv := k.w.opts.PerChatInterval; iv > 0 {
+		if iv := l.opts.PerChatInterval; iv > 0 {
 			byLanes = float64(peak) / iv.Seconds()
 		} else {
-			byLanes = k.w.opts.RateLimit // no per-chat bound: any work could use the whole rate
+			byLanes = l.opts.Limit // no per-chat bound: any work could use the whole rate
 		}
 	}
 	return max(1, byLanes, used)

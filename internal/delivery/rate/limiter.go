@@ -1,4 +1,12 @@
-package delivery
+// Package rate decides who may send now: the bot's pace, which the platform enforces and Herald keeps to
+// by itself (docs/delivery.md, "Rate limits"). One bot has one of each of its parts, values built by the
+// worker:
+//   - Limiter: the bot's global rate as this worker may use it — the turns between priorities and
+//     tenants (Wait), and the moment a request leaves (Admit);
+//   - Chats: the interval between two sends to one chat, and the chats the platform throttled;
+//   - Lease: this worker's part of the global rate, shared with the other workers by demand through a
+//     lease in PostgreSQL; it keeps the Limiter to that part.
+package rate
 
 import (
 	"context"
@@ -52,7 +60,7 @@ type Limiter struct {
 	weights     map[string]int // per tenant grants per turn; 1 when absent
 	highRun     int            // grants to high in a row while normal waited
 	wake        chan struct{}
-	admitted    atomic.Int64 // requests admitted, ever: the rate this worker uses (ratelease.go)
+	admitted    atomic.Int64 // requests admitted, ever: the rate this worker uses (lease.go)
 }
 
 type waiter struct {
@@ -140,7 +148,7 @@ func (l *Limiter) SetRate(rate float64) {
 	l.poke()
 }
 
-// SetLease sets the rate until a moment (a lease of the global rate, ratelease.go): past it the limiter
+// SetLease sets the rate until a moment (a lease of the global rate, lease.go): past it the limiter
 // grants and admits nothing until the next SetLease. The limiter checks it itself, at each grant and each
 // admission, so a process that was frozen past its lease cannot send on it when it wakes, whatever its
 // other goroutines have not noticed yet.
@@ -338,105 +346,6 @@ func (l *Limiter) grantOne(now time.Time) time.Duration {
 	l.next = tat.Add(interval)
 	close(w.granted)
 	return 0
-}
-
-// chatLimiter spaces the sends to one chat by interval, and holds a chat the platform throttled. Each
-// Wait reserves a slot, so concurrent deliveries to one chat (one messenger user linked to two tenants)
-// queue up rather than arrive together.
-type chatLimiter struct {
-	interval time.Duration
-
-	mu     sync.Mutex
-	next   map[int64]time.Time // earliest next send per chat
-	recent []throttled         // recent 429s, to tell a flood from one busy chat
-}
-
-type throttled struct {
-	chat int64
-	at   time.Time
-}
-
-func newChatLimiter(interval time.Duration) *chatLimiter {
-	return &chatLimiter{interval: interval, next: map[int64]time.Time{}}
-}
-
-// Wait reserves the chat's next slot and sleeps until it.
-func (c *chatLimiter) Wait(ctx context.Context, chat int64) error {
-	c.mu.Lock()
-	now := time.Now()
-	t := c.next[chat]
-	if t.Before(now) {
-		t = now
-	}
-	c.next[chat] = t.Add(c.interval)
-	c.mu.Unlock()
-	return sleepUntil(ctx, t)
-}
-
-// WaitFree sleeps until the chat's next slot without reserving it: a lane waits for its chat's interval
-// before it asks for a turn at the global rate, holding nothing meanwhile.
-func (c *chatLimiter) WaitFree(ctx context.Context, chat int64) error {
-	c.mu.Lock()
-	t := c.next[chat]
-	c.mu.Unlock()
-	return sleepUntil(ctx, t)
-}
-
-// NotBefore holds the chat until t (another worker may have sent to it until shortly before).
-func (c *chatLimiter) NotBefore(chat int64, t time.Time) {
-	c.mu.Lock()
-	if t.After(c.next[chat]) {
-		c.next[chat] = t
-	}
-	c.mu.Unlock()
-}
-
-// Sent records the moment the request left: the global limiter may have held it past its slot, and the
-// next send to the chat must keep its distance from the real one.
-func (c *chatLimiter) Sent(chat int64, at time.Time) {
-	c.mu.Lock()
-	if t := at.Add(c.interval); t.After(c.next[chat]) {
-		c.next[chat] = t
-	}
-	c.mu.Unlock()
-}
-
-// floodChats is how many different chats answering 429 within a second make a flood of the whole bot.
-// The platform does not say which limit a 429 is for. Two is not enough: a rebalance can briefly have two
-// workers pacing the same chats, and each of two chats sent to twice is throttled on its own; a bot over
-// its global limit has every send refused, so a third chat follows within the second.
-const floodChats = 3
-
-// Throttle holds the chat until now + wait and reports whether 429s on floodChats different chats within
-// the last second make this a flood of the whole bot.
-func (c *chatLimiter) Throttle(chat int64, wait time.Duration) (flood bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := time.Now()
-	if t := now.Add(wait); t.After(c.next[chat]) {
-		c.next[chat] = t
-	}
-	keep := c.recent[:0]
-	chats := map[int64]bool{chat: true}
-	for _, r := range c.recent {
-		if now.Sub(r.at) < time.Second {
-			keep = append(keep, r)
-			chats[r.chat] = true
-		}
-	}
-	c.recent = append(keep, throttled{chat: chat, at: now})
-	return len(chats) >= floodChats
-}
-
-// prune forgets chats whose slot is long past, so the map stays as small as the set of active chats.
-func (c *chatLimiter) prune(before time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for chat, t := range c.next {
-		if t.Before(before) {
-			delete(c.next, chat)
-		}
-	}
 }
 
 func sleepUntil(ctx context.Context, t time.Time) error {

@@ -1,0 +1,31 @@
+package consume
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+// The consumer's metrics (the worker's, by name: herald_worker_*). herald_worker_consumer_lag is the
+// autoscaling signal: the group's backlog per topic.
+var (
+	consumerLag = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "herald_worker_consumer_lag",
+		Help: "Messages on the topic not yet committed by the worker group (end offset minus committed offset, summed over partitions).",
+	}, []string{"topic"})
+	assignedPartitions = promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "herald_worker_partitions",
+		Help: "Partitions of the two priority topics this worker holds in the consumer group.",
+	})
+	tenantBacklog = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "herald_worker_tenant_backlog",
+		Help: "Messages this worker holds per tenant (tenant label capped at 100 names, then \"other\"; \"system\" for messages of no tenant), by priority: a tenant's backlog waiting for its turn.",
+	}, []string{"tenant", "priority"})
+	bufferedGauge = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "herald_worker_buffered",
+		Help: "Messages fetched and not finished (waiting for their chat, their turn, or in flight), by priority.",
+	}, []string{"priority"})
+	generations = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_worker_generations_total",
+		Help: "Consumer group generations this worker's readers saw end and begin (a rebalance ends one): at each end, fetched messages that had not started are dropped for the partitions' next owner.",
+	}, []string{"event"})
+)

@@ -1,0 +1,71 @@
+package send
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/heraldhq/herald/internal/messenger"
+	"github.com/heraldhq/herald/internal/store"
+)
+
+// The sender's metrics (the worker's, by name: herald_worker_*).
+var (
+	outcomes = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_worker_deliveries_total",
+		Help: "Delivery attempts by resulting status and last_error_code (0 = none; codes Herald does not know are counted as 4xx, 5xx or other).",
+	}, []string{"status", "error_code"})
+	platformLatency = promauto.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "herald_worker_platform_latency_seconds",
+		Help:    "Latency of sendMessage calls to the messaging platform, by outcome class.",
+		Buckets: []float64{.01, .025, .05, .075, .1, .25, .5, 1, 2.5, 5, 10},
+	}, []string{"outcome"})
+	limiterWait = promauto.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "herald_worker_ratelimit_wait_seconds",
+		Help:    "Time a delivery waited for the rate limiter, by limiter (global, chat) and priority.",
+		Buckets: []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+	}, []string{"limiter", "priority"})
+	inFlight = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "herald_worker_in_flight",
+		Help: "Fetched messages not yet finished, by priority.",
+	}, []string{"priority"})
+	skipped = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_worker_skipped_total",
+		Help: "Kafka messages dropped without a send, by reason (not_claimable, leased, not_found, bad_envelope, stale_result).",
+	}, []string{"reason"})
+	throttles = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_worker_throttled_total",
+		Help: "429 answers from the platform, by scope (chat, bot).",
+	}, []string{"scope"})
+)
+
+func init() {
+	// The series the alerts count exist from the start at 0, so that increase() and rate() see a process's
+	// first event: a series born at 1 has no earlier sample to increase from, and an alert would miss it.
+	for _, scope := range []string{"chat", "bot"} {
+		throttles.WithLabelValues(scope)
+	}
+}
+
+// recordOutcome counts a recorded attempt.
+func recordOutcome(status store.Status, code int) {
+	outcomes.WithLabelValues(string(status), errorCodeLabel(code)).Inc()
+}
+
+// errorCodeLabel is the error_code label of an attempt. The platform's error_code is any integer the other
+// end sends, so only the codes Herald knows are labels of their own; the rest are counted by class.
+func errorCodeLabel(code int) string {
+	switch code {
+	case 0, 400, 401, 403, 404, 409, 413, 420, 429, 500, 502, 503, 504,
+		messenger.CodeTimeout, messenger.CodeNetwork, messenger.CodeBadResponse, messenger.CodeCanceled, CodeNoLink:
+		return strconv.Itoa(code)
+	}
+	switch {
+	case code >= 400 && code < 500:
+		return "4xx"
+	case code >= 500 && code < 600:
+		return "5xx"
+	}
+	return "other"
+}
