@@ -7,7 +7,9 @@ import (
 
 	"github.com/heraldhq/herald/internal/config"
 	"github.com/heraldhq/herald/internal/delivery"
+	"github.com/heraldhq/herald/internal/delivery/send"
 	"github.com/heraldhq/herald/internal/messenger"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/retention"
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/store"
@@ -40,7 +42,7 @@ func (c *workerCmd) Run(e runEnv) error {
 		Concurrency:     c.WorkerConcurrency,
 		Buffer:          c.WorkerBuffer,
 		Lease:           c.WorkerLease,
-		Backoff:         delivery.Backoff{Base: c.WorkerBackoffBase, Max: c.WorkerBackoffMax, Jitter: delivery.DefaultBackoff.Jitter},
+		Backoff:         notification.Backoff{Base: c.WorkerBackoffBase, Max: c.WorkerBackoffMax, Jitter: send.DefaultBackoff.Jitter},
 	})
 	if err != nil {
 		return err

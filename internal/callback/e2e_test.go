@@ -15,6 +15,7 @@ import (
 	"github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/internal/ingress"
 	"github.com/heraldhq/herald/internal/messenger"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
@@ -68,7 +69,7 @@ func newGateway(t *testing.T) *gateway {
 	w, err := delivery.New(delivery.Options{
 		Store: e.st, Sender: client, Brokers: b.Addrs(), TopicPrefix: prefix, GroupID: "workers", Outbox: ob, Logger: logger,
 		RateLimit: 1000, PerChatInterval: 10 * time.Millisecond, MaxAttempts: 2, Lease: 3 * time.Second,
-		Backoff:     delivery.Backoff{Base: 50 * time.Millisecond, Max: 100 * time.Millisecond},
+		Backoff:     notification.Backoff{Base: 50 * time.Millisecond, Max: 100 * time.Millisecond},
 		SendTimeout: 2 * time.Second, SchedulerInterval: 50 * time.Millisecond, RedriveInterval: 500 * time.Millisecond,
 		GracePeriod: 2 * time.Second, CommitInterval: 100 * time.Millisecond, SessionTimeout: 6 * time.Second,
 	})

@@ -22,6 +22,7 @@ import (
 	"github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/internal/ingress"
 	"github.com/heraldhq/herald/internal/messenger"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
@@ -106,7 +107,7 @@ func (e *env) fastOptions() delivery.Options {
 		PerChatInterval:    time.Second,
 		MaxAttempts:        8,
 		Lease:              3 * time.Second,
-		Backoff:            delivery.Backoff{Base: 50 * time.Millisecond, Max: 200 * time.Millisecond, Jitter: 0.2},
+		Backoff:            notification.Backoff{Base: 50 * time.Millisecond, Max: 200 * time.Millisecond, Jitter: 0.2},
 		SendTimeout:        2 * time.Second,
 		SchedulerInterval:  50 * time.Millisecond,
 		RedriveInterval:    200 * time.Millisecond,

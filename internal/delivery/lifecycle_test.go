@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/internal/delivery"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/sim"
 )
 
@@ -91,7 +91,7 @@ func TestExpiresWhileRetrying(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, sim.Options{})
 	opts := e.fastOptions()
-	opts.Backoff = delivery.Backoff{Base: time.Minute, Max: time.Minute} // the retry would come long after expires_at
+	opts.Backoff = notification.Backoff{Base: time.Minute, Max: time.Minute} // the retry would come long after expires_at
 	e.start(opts)
 	e.warmUp(5200)
 	e.user("u1", 5201, true)
@@ -222,7 +222,7 @@ func TestEraseCancelsScheduledAndRetrying(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, sim.Options{})
 	opts := e.fastOptions()
-	opts.Backoff = delivery.Backoff{Base: 2 * time.Second, Max: 2 * time.Second}
+	opts.Backoff = notification.Backoff{Base: 2 * time.Second, Max: 2 * time.Second}
 	e.start(opts)
 	e.warmUp(5700)
 	e.user("u1", 5701, true)

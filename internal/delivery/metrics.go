@@ -4,7 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
-	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/notification"
 )
 
 // The metrics of the worker's loops. The consumer's, the sender's and the rate lease's are theirs
@@ -31,7 +31,7 @@ var (
 func init() {
 	// The series the alerts count exist from the start at 0, so that increase() and rate() see a process's
 	// first event: a series born at 1 has no earlier sample to increase from, and an alert would miss it.
-	for _, s := range []store.Status{store.StatusQueued, store.StatusDelivering} {
+	for _, s := range []notification.Status{notification.Queued, notification.Delivering} {
 		redriveFound.WithLabelValues(string(s))
 	}
 }

@@ -25,16 +25,11 @@ import (
 	"github.com/heraldhq/herald/internal/delivery/consume"
 	"github.com/heraldhq/herald/internal/delivery/rate"
 	"github.com/heraldhq/herald/internal/delivery/send"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/store"
 )
-
-// Backoff is the type of Options.Backoff: the sender's retry schedule for transient failures.
-type Backoff = send.Backoff
-
-// DefaultBackoff is the production retry schedule.
-var DefaultBackoff = send.DefaultBackoff
 
 // Options configure a Worker. Zero values take the defaults given in each comment.
 type Options struct {
@@ -48,15 +43,15 @@ type Options struct {
 	Outbox *outbox.Outbox
 	Logger *slog.Logger // slog.Default()
 
-	RateLimit       float64       // the bot's global messages per second, shared by all workers; 30
-	PerChatInterval time.Duration // minimum spacing of two sends to one chat; 1 s
-	MaxAttempts     int           // attempts before a transient failure becomes failed; 8
-	Concurrency     int           // deliveries in flight (claim, call, status write); 256 (normal at most 3/4)
-	Buffer          int           // messages fetched and not finished; 10,000 (normal at most 3/4)
-	HighWeight      int           // high-priority grants per normal one while both wait; 9
-	Lease           time.Duration // how long a claim may stay in flight before it is redriven; 2 m
-	Backoff         Backoff       // transient-failure schedule; DefaultBackoff
-	SendTimeout     time.Duration // one sendMessage call; min(10 s, Lease/2), so a slow call never outlives its lease
+	RateLimit       float64              // the bot's global messages per second, shared by all workers; 30
+	PerChatInterval time.Duration        // minimum spacing of two sends to one chat; 1 s
+	MaxAttempts     int                  // attempts before a transient failure becomes failed; 8
+	Concurrency     int                  // deliveries in flight (claim, call, status write); 256 (normal at most 3/4)
+	Buffer          int                  // messages fetched and not finished; 10,000 (normal at most 3/4)
+	HighWeight      int                  // high-priority grants per normal one while both wait; 9
+	Lease           time.Duration        // how long a claim may stay in flight before it is redriven; 2 m
+	Backoff         notification.Backoff // transient-failure schedule; send.DefaultBackoff
+	SendTimeout     time.Duration        // one sendMessage call; min(10 s, Lease/2), so a slow call never outlives its lease
 
 	SchedulerInterval time.Duration // how often due retries and failed publishes are re-published; 1 s
 	// ScheduleInterval is how often scheduled notifications whose send_at has come are released; 250 ms, so
@@ -130,7 +125,7 @@ func (o *Options) defaults() error {
 	defInt(&o.RepublishBatch, 500)
 	def(&o.Lease, 2*time.Minute)
 	if o.Backoff.Base <= 0 {
-		o.Backoff = DefaultBackoff
+		o.Backoff = send.DefaultBackoff
 	}
 	if o.Backoff.Max < o.Backoff.Base {
 		o.Backoff.Max = o.Backoff.Base

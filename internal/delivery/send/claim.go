@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/heraldhq/herald/internal/delivery/consume"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/tracing"
 )
@@ -108,7 +109,7 @@ func (s *Sender) Handle(startCtx, ctx context.Context, m consume.Message, lane *
 // attempt ended (by the database's clock, translated to ours), the last moment another worker may have
 // sent to the chat. settledAt is also set when the notification is not claimable and its last attempt
 // ended less than the per-chat interval ago.
-func (s *Sender) claim(ctx context.Context, trackingID string) (d store.Delivery, settledAt time.Time, err error) {
+func (s *Sender) claim(ctx context.Context, trackingID string) (d notification.Delivery, settledAt time.Time, err error) {
 	handoverDeadline := time.Now().Add(s.opts.HandoverWait)
 	waitedForLease := false
 	wait := 10 * time.Millisecond

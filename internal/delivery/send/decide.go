@@ -1,12 +1,11 @@
 package send
 
 import (
-	"math/rand/v2"
 	"strconv"
 	"time"
 
 	"github.com/heraldhq/herald/internal/messenger"
-	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/notification"
 )
 
 // The delivery state machine, in one place. Statuses are the values of notifications.status:
@@ -23,44 +22,21 @@ import (
 //	scheduled, queued, retrying ──expires_at──▶ expired              (the expiry sweep, or the claim)
 //	scheduled, queued, retrying ──relink──▶ unlinked                 (the user linked another account)
 //
-// Claiming is one UPDATE (store.ClaimDelivery) that accepts only the states store.Status.Claimable allows
+// Claiming is one UPDATE (store.ClaimDelivery) that accepts only the states notification.Status.Claimable allows
 // (queued, a due retry, delivering with an expired lease; none after expires_at, which it moves to expired
 // instead), so a redelivered Kafka message for anything else — a cancelled notification included — is
-// dropped without a send. The states themselves are store.Status; the transitions that are not an
+// dropped without a send. The states themselves are notification.Status; the transitions that are not an
 // attempt's (release, cancel, expiry) are store's (lifecycle.go), run by the scheduler and the expiry sweep
 // (internal/delivery/schedule.go) and by the tenant API.
 
-// CodeNoLink is the gateway-side last_error_code of a tenant notification whose user had no link when its
-// turn came (the link was removed after the send was accepted). The other gateway-side codes, for sends
-// the platform did not answer, are messenger.CodeTimeout (1001), CodeNetwork (1002), CodeBadResponse
-// (1003) and CodeCanceled (1004).
-const CodeNoLink = 1100
+// The gateway-side codes of the lifecycle (1100 no link, 1101 relinked) are internal/notification's; those
+// for sends the platform did not answer are messenger.CodeTimeout (1001), CodeNetwork (1002),
+// CodeBadResponse (1003) and CodeCanceled (1004).
 
-// Backoff is the retry schedule for transient failures that come without a retry_after (5xx, timeouts,
-// network errors): Base × 2^(attempt-1), capped at Max, with ±Jitter of it at random so that a burst of
-// failures does not come back as a burst. With the defaults (15 s, ×2, 8 attempts) the seven waits add
-// up to about 32 minutes.
-type Backoff struct {
-	Base   time.Duration
-	Max    time.Duration
-	Jitter float64 // fraction, e.g. 0.2 = ±20 %
-}
-
-// DefaultBackoff is the production schedule.
-var DefaultBackoff = Backoff{Base: 15 * time.Second, Max: 30 * time.Minute, Jitter: 0.2}
-
-// Delay is the wait after the given failed attempt (1 = the first attempt failed).
-func (b Backoff) Delay(attempt int) time.Duration {
-	d := b.Base
-	for i := 1; i < attempt && d < b.Max; i++ {
-		d *= 2
-	}
-	d = min(d, b.Max)
-	if b.Jitter > 0 {
-		d = time.Duration(float64(d) * (1 + b.Jitter*(2*rand.Float64()-1)))
-	}
-	return d
-}
+// DefaultBackoff is the worker's retry schedule for transient failures that come without a retry_after
+// (5xx, timeouts, network errors): 15 s × 2^(attempt-1), capped at 30 minutes, ±20 % at random. With 8
+// attempts the seven waits add up to about 32 minutes.
+var DefaultBackoff = notification.Backoff{Base: 15 * time.Second, Max: 30 * time.Minute, Jitter: 0.2}
 
 // Throttle is what an answer asks of the rate limiter besides the notification's own retry.
 type Throttle int
@@ -72,7 +48,7 @@ const (
 
 // Decision is what one attempt leads to.
 type Decision struct {
-	Result   store.DeliveryResult
+	Result   notification.DeliveryResult
 	Throttle Throttle
 	// Wait is the platform's retry_after (429 only).
 	Wait time.Duration
@@ -86,28 +62,28 @@ type Decision struct {
 // (by the worker's clock, when the answer came): a transient failure then ends the notification as
 // expired, since no attempt may start after expires_at. A delivered, blocked, unlinked or failed answer
 // stands whenever it comes.
-func Decide(messageID int64, err error, attempts, maxAttempts int, backoff Backoff, expired bool) Decision {
+func Decide(messageID int64, err error, attempts, maxAttempts int, backoff notification.Backoff, expired bool) Decision {
 	d := decide(messageID, err, attempts, maxAttempts, backoff, expired)
 	d.Cause = err
 	return d
 }
 
-func decide(messageID int64, err error, attempts, maxAttempts int, backoff Backoff, expired bool) Decision {
+func decide(messageID int64, err error, attempts, maxAttempts int, backoff notification.Backoff, expired bool) Decision {
 	code, msg := messenger.ErrorCode(err), messenger.ErrorMessage(err)
 	switch messenger.Classify(err) {
 	case messenger.Delivered:
-		return Decision{Result: store.DeliveryResult{Status: store.StatusDelivered, MessengerMessageID: strconv.FormatInt(messageID, 10)}}
+		return Decision{Result: notification.DeliveryResult{Status: notification.Delivered, MessengerMessageID: strconv.FormatInt(messageID, 10)}}
 	case messenger.Blocked:
-		return Decision{Result: store.DeliveryResult{Status: store.StatusBlocked, ErrorCode: code, ErrorMessage: msg}}
+		return Decision{Result: notification.DeliveryResult{Status: notification.Blocked, ErrorCode: code, ErrorMessage: msg}}
 	case messenger.Unlinked:
-		return Decision{Result: store.DeliveryResult{Status: store.StatusUnlinked, ErrorCode: code, ErrorMessage: msg, RemoveLink: true}}
+		return Decision{Result: notification.DeliveryResult{Status: notification.Unlinked, ErrorCode: code, ErrorMessage: msg, RemoveLink: true}}
 	case messenger.Failed:
-		return Decision{Result: store.DeliveryResult{Status: store.StatusFailed, ErrorCode: code, ErrorMessage: msg}}
+		return Decision{Result: notification.DeliveryResult{Status: notification.Failed, ErrorCode: code, ErrorMessage: msg}}
 	}
 	// Transient. Past expires_at there is no next attempt: expired, keeping the error that ended it (also
 	// on the last allowed attempt: the contract names expiry as what ends it).
 	if expired {
-		d := Decision{Result: store.DeliveryResult{Status: store.StatusExpired, ErrorCode: code, ErrorMessage: msg}}
+		d := Decision{Result: notification.DeliveryResult{Status: notification.Expired, ErrorCode: code, ErrorMessage: msg}}
 		if wait := messenger.RetryAfter(err); wait > 0 {
 			d.Throttle, d.Wait = ThrottleChat, wait // the chat is throttled whatever becomes of this one
 		}
@@ -115,9 +91,9 @@ func decide(messageID int64, err error, attempts, maxAttempts int, backoff Backo
 	}
 	// The last allowed attempt fails for good, keeping the error that ended it.
 	if attempts >= maxAttempts {
-		return Decision{Result: store.DeliveryResult{Status: store.StatusFailed, ErrorCode: code, ErrorMessage: msg}}
+		return Decision{Result: notification.DeliveryResult{Status: notification.Failed, ErrorCode: code, ErrorMessage: msg}}
 	}
-	d := Decision{Result: store.DeliveryResult{Status: store.StatusRetrying, ErrorCode: code, ErrorMessage: msg}}
+	d := Decision{Result: notification.DeliveryResult{Status: notification.Retrying, ErrorCode: code, ErrorMessage: msg}}
 	if wait := messenger.RetryAfter(err); wait > 0 {
 		// The platform said when: exactly then, never sooner, and the chat waits as long.
 		d.Result.RetryIn, d.Throttle, d.Wait = wait, ThrottleChat, wait
@@ -128,29 +104,29 @@ func decide(messageID int64, err error, attempts, maxAttempts int, backoff Backo
 }
 
 // Expired reports whether a claimed notification's expires_at has passed at now.
-func Expired(d store.Delivery, now time.Time) bool {
+func Expired(d notification.Delivery, now time.Time) bool {
 	return d.ExpiresAt != nil && !now.Before(*d.ExpiresAt)
 }
 
 // NoLink is the decision for a tenant notification whose user has no link at delivery time. The link is
 // already gone, so there is nothing to remove.
 func NoLink() Decision {
-	return Decision{Result: store.DeliveryResult{Status: store.StatusUnlinked, ErrorCode: CodeNoLink,
-		ErrorMessage: "the user has no link to a messenger chat"}}
+	return Decision{Result: notification.DeliveryResult{Status: notification.Unlinked, ErrorCode: notification.CodeNoLink,
+		ErrorMessage: notification.NoLinkMessage}}
 }
 
 // Relinked is the decision for a tenant notification whose user linked another messenger account after it
-// was accepted: it is not sent to the new account, whose owner nobody verified (store.CodeRelinked).
+// was accepted: it is not sent to the new account, whose owner nobody verified (notification.CodeRelinked).
 func Relinked() Decision {
-	return Decision{Result: store.DeliveryResult{Status: store.StatusUnlinked, ErrorCode: store.CodeRelinked,
-		ErrorMessage: store.RelinkedMessage}}
+	return Decision{Result: notification.DeliveryResult{Status: notification.Unlinked, ErrorCode: notification.CodeRelinked,
+		ErrorMessage: notification.RelinkedMessage}}
 }
 
 // Release is the decision for a claimed notification that shutdown interrupted: retry at once (another
 // worker, or this one after a restart, picks it up). sent says whether the request had left, in which
 // case the platform may have delivered it and the attempt counts.
 func Release(sent bool) Decision {
-	r := store.DeliveryResult{Status: store.StatusRetrying, Release: !sent}
+	r := notification.DeliveryResult{Status: notification.Retrying, Release: !sent}
 	if sent {
 		r.ErrorCode, r.ErrorMessage = messenger.CodeCanceled, "the worker shut down before the platform answered"
 	}

@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/messenger"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 )
 
 func TestDecideFollowsTheStateMachine(t *testing.T) {
-	b := Backoff{Base: time.Second, Max: time.Minute}
+	b := notification.Backoff{Base: time.Second, Max: time.Minute}
 	apiErr := func(code int, desc string, retryAfter time.Duration) error {
 		return &messenger.APIError{Method: "sendMessage", Code: code, Description: desc, RetryAfter: retryAfter}
 	}
@@ -103,7 +104,7 @@ func TestDefaultBackoffSpansAboutHalfAnHour(t *testing.T) {
 			t.Fatalf("first delay %v is outside 15 s ± 20 %%", d)
 		}
 	}
-	if capped := (Backoff{Base: time.Second, Max: 5 * time.Second}).Delay(30); capped != 5*time.Second {
+	if capped := (notification.Backoff{Base: time.Second, Max: 5 * time.Second}).Delay(30); capped != 5*time.Second {
 		t.Errorf("delay after many attempts = %v, want the cap", capped)
 	}
 }
@@ -115,7 +116,7 @@ func TestReleaseCountsOnlyAttemptsThatLeft(t *testing.T) {
 	if r := Release(true).Result; r.Status != store.StatusRetrying || r.Release || r.ErrorCode != messenger.CodeCanceled {
 		t.Errorf("release during the send = %+v, want retrying with code %d", r, messenger.CodeCanceled)
 	}
-	if r := NoLink().Result; r.Status != store.StatusUnlinked || r.ErrorCode != CodeNoLink || r.RemoveLink {
-		t.Errorf("no link = %+v, want unlinked with code %d", r, CodeNoLink)
+	if r := NoLink().Result; r.Status != store.StatusUnlinked || r.ErrorCode != notification.CodeNoLink || r.RemoveLink {
+		t.Errorf("no link = %+v, want unlinked with code %d", r, notification.CodeNoLink)
 	}
 }

@@ -12,13 +12,13 @@ import (
 
 	"github.com/heraldhq/herald/internal/delivery/rate"
 	"github.com/heraldhq/herald/internal/messenger"
-	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/tracing"
 )
 
 // deliver sends a claimed notification and records the outcome.
-func (s *Sender) deliver(ctx context.Context, p rate.Priority, d store.Delivery) bool {
-	if d.Kind == store.KindTenant && d.ChatID == 0 {
+func (s *Sender) deliver(ctx context.Context, p rate.Priority, d notification.Delivery) bool {
+	if d.Kind == notification.KindTenant && d.ChatID == 0 {
 		s.opts.Limiter.Refund()
 		if d.Relinked {
 			return s.finish(d, Relinked())
@@ -74,7 +74,7 @@ func (s *Sender) deliver(ctx context.Context, p rate.Priority, d store.Delivery)
 // finish writes the decision. A write that keeps failing is given up after a few tries: the lease then
 // runs out and the redrive loop sends the notification again (the one way a delivered message can be sent
 // twice, besides a timeout the platform actually served).
-func (s *Sender) finish(d store.Delivery, dec Decision) bool {
+func (s *Sender) finish(d notification.Delivery, dec Decision) bool {
 	if s.opts.Killed() {
 		return false // a dead worker writes nothing
 	}
@@ -103,7 +103,7 @@ func (s *Sender) finish(d store.Delivery, dec Decision) bool {
 				log.Warn("status not recorded: the claim was taken over after its lease ran out")
 			} else {
 				recordOutcome(r.Status, r.ErrorCode)
-				if r.Status == store.StatusDelivered {
+				if r.Status == notification.Delivered {
 					log.Debug("delivered") // not the platform's message id: it identifies the user's chat message
 				} else {
 					// The full error, which may name hosts and addresses; tenants see only r.ErrorMessage.

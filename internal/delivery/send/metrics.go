@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/heraldhq/herald/internal/messenger"
-	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/notification"
 )
 
 // The sender's metrics (the worker's, by name: herald_worker_*).
@@ -49,7 +49,7 @@ func init() {
 }
 
 // recordOutcome counts a recorded attempt.
-func recordOutcome(status store.Status, code int) {
+func recordOutcome(status notification.Status, code int) {
 	outcomes.WithLabelValues(string(status), errorCodeLabel(code)).Inc()
 }
 
@@ -58,7 +58,7 @@ func recordOutcome(status store.Status, code int) {
 func errorCodeLabel(code int) string {
 	switch code {
 	case 0, 400, 401, 403, 404, 409, 413, 420, 429, 500, 502, 503, 504,
-		messenger.CodeTimeout, messenger.CodeNetwork, messenger.CodeBadResponse, messenger.CodeCanceled, CodeNoLink:
+		messenger.CodeTimeout, messenger.CodeNetwork, messenger.CodeBadResponse, messenger.CodeCanceled, notification.CodeNoLink:
 		return strconv.Itoa(code)
 	}
 	switch {

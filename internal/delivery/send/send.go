@@ -12,6 +12,7 @@ import (
 	"github.com/heraldhq/herald/internal/delivery/consume"
 	"github.com/heraldhq/herald/internal/delivery/rate"
 	"github.com/heraldhq/herald/internal/messenger"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 )
 
@@ -30,12 +31,12 @@ type Options struct {
 	Chats   *rate.Chats
 	Logger  *slog.Logger
 
-	PerChatInterval time.Duration // minimum spacing of two sends to one chat
-	MaxAttempts     int           // attempts before a transient failure becomes failed
-	Concurrency     int           // deliveries in flight (claim, call, status write)
-	Lease           time.Duration // how long a claim may stay in flight before it is redriven
-	Backoff         Backoff       // transient-failure schedule
-	SendTimeout     time.Duration // one sendMessage call
+	PerChatInterval time.Duration        // minimum spacing of two sends to one chat
+	MaxAttempts     int                  // attempts before a transient failure becomes failed
+	Concurrency     int                  // deliveries in flight (claim, call, status write)
+	Lease           time.Duration        // how long a claim may stay in flight before it is redriven
+	Backoff         notification.Backoff // transient-failure schedule
+	SendTimeout     time.Duration        // one sendMessage call
 	// HandoverWait bounds how long a claim waits for a notification that another attempt holds under a
 	// live lease (claim).
 	HandoverWait time.Duration
