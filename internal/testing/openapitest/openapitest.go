@@ -34,7 +34,7 @@ type Doc struct {
 func Load(t testing.TB) *Doc {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
-	path := filepath.Join(filepath.Dir(file), "..", "..", "docs", "openapi.yaml")
+	path := filepath.Join(filepath.Dir(file), "..", "..", "..", "docs", "openapi.yaml")
 	y, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("openapitest: %v", err)
