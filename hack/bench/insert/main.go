@@ -29,6 +29,7 @@ import (
 
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/benchutil"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 )
 
 // beforeSQL is the send's insert before the v1 extensions (internal/store/notifications.go at 4789db3).
@@ -86,28 +87,17 @@ func run(o options) error {
 		return err
 	}
 	defer st.Close()
-	if err := st.CreateTenant(ctx, "bench", "Bench"); err != nil {
+	if err := fixture.CreateTenant(ctx, st, "bench", fixture.DeveloperName("Bench")); err != nil {
 		return err
 	}
-	if _, err := st.Pool().Exec(ctx, `
-		WITH u AS (SELECT 'user-' || g AS user_id, g FROM generate_series(0, $1 - 1) g),
-		     i1 AS (INSERT INTO users (tenant_id, user_id) SELECT 'bench', user_id FROM u),
-		     i2 AS (INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) SELECT 'bench', user_id, 100000 + g, 100000 + g FROM u)
-		INSERT INTO phone_verifications (tenant_id, user_id, status, phone_last4, verified_at) SELECT 'bench', user_id, 'verified', '1234', now() FROM u`, o.users); err != nil {
+	if err := fixture.VerifiedUsers(ctx, st, "bench", "user-", 0, o.users, 100000); err != nil {
 		return err
 	}
 	fmt.Printf("%d callers, statements of %d sends, %v each, %d rounds\n", o.callers, o.batch, o.duration, o.rounds)
 	compare(ctx, st, o, "empty table")
 	if o.backlog > 0 {
 		start := time.Now()
-		if _, err := st.Pool().Exec(ctx, `
-			INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status, send_at)
-			SELECT gen_random_uuid(), 'tenant', 'bench', 'user-' || (g % $2), 5, 'A message from Bench' || chr(10) || 'later ' || g,
-			       'scheduled', now() + interval '30 days' + make_interval(secs => g % 86400)
-			FROM generate_series(1, $1) g`, o.backlog, o.users); err != nil {
-			return err
-		}
-		if _, err := st.Pool().Exec(ctx, `VACUUM ANALYZE notifications`); err != nil {
+		if err := benchutil.ScheduledBacklog(ctx, st, "bench", "user-", o.users, o.backlog); err != nil {
 			return err
 		}
 		fmt.Printf("\nstored a backlog of %d scheduled notifications in %v\n", o.backlog, time.Since(start).Round(time.Second))

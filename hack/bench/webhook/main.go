@@ -39,12 +39,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/heraldhq/herald/internal/kafkalocal"
-	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/benchutil"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/updates"
 )
 
@@ -104,24 +103,15 @@ func run(o options) error {
 		return err
 	}
 	defer stopPG()
-	broker, err := kafkalocal.Start(prefix, 0, queue.DefaultPartitions)
-	if err != nil {
-		return err
-	}
-	defer broker.Close()
-	st, err := store.Open(ctx, dbURL, int32(o.pool))
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	producer := queue.NewProducer(broker.Addrs(), prefix)
-	defer producer.Close()
-
 	// The receiver logs like production (JSON, info: one access line per request), to nowhere.
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	ob := outbox.New(st, producer, outbox.Options{Logger: logger})
-	defer ob.Close()
-	rc := updates.New(st, ob, updates.Options{
+	b, err := benchutil.StartBackend(ctx, dbURL, int32(o.pool), prefix, logger)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	st := b.Store
+	rc := updates.New(st, b.Outbox, updates.Options{
 		Secret: secret, PhoneHashKey: []byte("bench-phone-hash-key-0123456789"), Logger: logger,
 	})
 	defer rc.Close()
@@ -217,8 +207,10 @@ func (g *generator) pick() int {
 func (g *generator) prepare(ctx context.Context, st *store.Store, n int) ([]update, error) {
 	if g.nextID == 0 {
 		g.nextID = 1_000_000
-		if _, err := st.Pool().Exec(ctx, `INSERT INTO tenants (id, developer_name) SELECT 't' || i, 'Developer ' || i FROM generate_series(0, $1 - 1) i`, tenants); err != nil {
-			return nil, err
+		for i := range tenants {
+			if err := fixture.CreateTenant(ctx, st, "t"+strconv.Itoa(i), fixture.DeveloperName("Developer "+strconv.Itoa(i))); err != nil {
+				return nil, err
+			}
 		}
 	}
 	out := make([]update, n)

@@ -1,9 +1,10 @@
-// Package benchutil holds what Herald's benchmark programs (hack/bench/*) share: a private PostgreSQL
-// with the schema, latency summaries, and process RSS readings.
+// Package benchutil holds what Herald's benchmark programs (hack/bench/*) share: private PostgreSQL
+// clusters with the schema, the components they run in process (harness.go), the HTTP load generator
+// (load.go), latency summaries, and process RSS readings. The data a benchmark seeds comes from
+// internal/testing/fixture.
 package benchutil
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"runtime"
@@ -11,34 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/heraldhq/herald/internal/pglocal"
-	"github.com/heraldhq/herald/internal/store"
 )
-
-// Postgres starts a private, durable (fsync on) cluster in a temporary directory with a migrated
-// database "herald", and returns its URL and a stop function.
-func Postgres(ctx context.Context) (url string, stop func(), err error) {
-	dir, err := os.MkdirTemp("", "herald-bench-pg-")
-	if err != nil {
-		return "", nil, err
-	}
-	c, err := pglocal.Start(ctx, pglocal.Options{Dir: dir, Durable: true})
-	if err != nil {
-		return "", nil, err
-	}
-	stop = func() { _ = c.Stop(); _ = os.RemoveAll(dir) }
-	if err := c.CreateDatabase(ctx, "herald", ""); err != nil {
-		stop()
-		return "", nil, err
-	}
-	url = c.URL("herald")
-	if err := store.Migrate(ctx, url); err != nil {
-		stop()
-		return "", nil, err
-	}
-	return url, stop, nil
-}
 
 // Latencies summarises a set of durations.
 type Latencies []time.Duration
