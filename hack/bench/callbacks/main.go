@@ -29,7 +29,6 @@ import (
 	"net/http"
 	"os"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -98,14 +97,7 @@ func benchmark() int {
 			r.eventsRecorded, r.eventsWant)
 		results = append(results, r)
 	}
-	med := func(f func(result) float64) float64 {
-		v := make([]float64, len(results))
-		for i, r := range results {
-			v[i] = f(r)
-		}
-		sort.Float64s(v)
-		return v[len(v)/2]
-	}
+	med := func(f func(result) float64) float64 { return benchutil.Median(results, f) }
 	costs := med(func(r result) float64 { return -pct(r.on, r.off) })
 	fmt.Printf("median of %d runs: sender %.0f events/s; delivery off %.0f/s, on %.0f/s, on + sender %.0f/s; cost of recording the events %.1f %% (target ≤ 10 %%), with the sender on the same machine %.1f %%\n",
 		len(results), med(func(r result) float64 { return r.eventsPerSec }), med(func(r result) float64 { return r.off }),

@@ -82,14 +82,7 @@ func benchmark() int {
 			i+1, r.throughput, r.p50.Round(100*time.Microsecond), r.p95.Round(100*time.Microsecond), r.violations)
 		results = append(results, r)
 	}
-	med := func(f func(result) float64) float64 {
-		v := make([]float64, len(results))
-		for i, r := range results {
-			v[i] = f(r)
-		}
-		sort.Float64s(v)
-		return v[len(v)/2]
-	}
+	med := func(f func(result) float64) float64 { return benchutil.Median(results, f) }
 	var violations int64
 	for _, r := range results {
 		violations += r.violations

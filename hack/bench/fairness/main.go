@@ -20,7 +20,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -50,10 +49,7 @@ var (
 
 func main() {
 	flag.Parse()
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "bench-fairness:", err)
-		os.Exit(1)
-	}
+	benchutil.Main("bench-fairness", run)
 }
 
 // pipeline is one set of components on a fresh database.
@@ -163,14 +159,7 @@ func (p *pipeline) deliveredAt(ctx context.Context, id string, within time.Durat
 	}
 }
 
-func run() error {
-	ctx := context.Background()
-	fmt.Println("machine:", benchutil.Machine())
-	url, stopPG, err := benchutil.Postgres(ctx)
-	if err != nil {
-		return err
-	}
-	defer stopPG()
+func run(ctx context.Context, url string) error {
 	if err := quietTenant(ctx, url); err != nil {
 		return err
 	}

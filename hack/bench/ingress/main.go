@@ -98,20 +98,10 @@ func main() {
 	flag.BoolVar(&o.settle, "settle", true, "before each of phases 2-6, have the kernel write back what the earlier phases left dirty (sync), so that a phase does not pay for the writes of the ones before (-settle=false: the machine's own writeback, which lands the closed loop's and the floor's pages in phase 4)")
 	flag.IntVar(&o.scheduledBacklog, "scheduled-backlog", 0, "store this many scheduled notifications (due in 30 days) before phase 1")
 	flag.Parse()
-	if err := run(o); err != nil {
-		fmt.Fprintln(os.Stderr, "bench-ingress:", err)
-		os.Exit(1)
-	}
+	benchutil.Main("bench-ingress", func(ctx context.Context, dbURL string) error { return run(ctx, dbURL, o) })
 }
 
-func run(o options) error {
-	ctx := context.Background()
-	fmt.Println("machine:", benchutil.Machine())
-	dbURL, stopPG, err := benchutil.Postgres(ctx)
-	if err != nil {
-		return err
-	}
-	defer stopPG()
+func run(ctx context.Context, dbURL string, o options) error {
 	broker, err := kafkalocal.Start("bench", 0, queue.DefaultPartitions)
 	if err != nil {
 		return err

@@ -19,7 +19,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -68,20 +67,10 @@ func main() {
 	flag.IntVar(&o.backlog, "backlog", 1_000_000, "scheduled notifications stored before the second half (0 skips it)")
 	flag.DurationVar(&o.duration, "duration", 8*time.Second, "length of each measurement")
 	flag.Parse()
-	if err := run(o); err != nil {
-		fmt.Fprintln(os.Stderr, "bench-insert:", err)
-		os.Exit(1)
-	}
+	benchutil.Main("bench-insert", func(ctx context.Context, dbURL string) error { return run(ctx, dbURL, o) })
 }
 
-func run(o options) error {
-	ctx := context.Background()
-	fmt.Println("machine:", benchutil.Machine())
-	dbURL, stop, err := benchutil.Postgres(ctx)
-	if err != nil {
-		return err
-	}
-	defer stop()
+func run(ctx context.Context, dbURL string, o options) error {
 	st, err := store.Open(ctx, dbURL, int32(o.callers+2))
 	if err != nil {
 		return err
@@ -195,14 +184,8 @@ func insert(ctx context.Context, st *store.Store, variant string, ns []store.New
 	return int(tag.RowsAffected()), err
 }
 
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
+func median(v []float64) float64 { return benchutil.Median(v, func(x float64) float64 { return x }) }
 
 func medianD(v []time.Duration) time.Duration {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
+	return time.Duration(benchutil.Median(v, func(d time.Duration) float64 { return float64(d) }))
 }

@@ -27,7 +27,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"time"
 
@@ -51,20 +50,10 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 3, "runs of every measurement")
 	flag.IntVar(&o.repeat, "repeat", 300, "requests of each repeated measurement (first page, filters)")
 	flag.Parse()
-	if err := run(o); err != nil {
-		fmt.Fprintln(os.Stderr, "bench-list:", err)
-		os.Exit(1)
-	}
+	benchutil.Main("bench-list", func(ctx context.Context, dbURL string) error { return run(ctx, dbURL, o) })
 }
 
-func run(o options) error {
-	ctx := context.Background()
-	fmt.Println("machine:", benchutil.Machine())
-	dbURL, stopPG, err := benchutil.Postgres(ctx)
-	if err != nil {
-		return err
-	}
-	defer stopPG()
+func run(ctx context.Context, dbURL string, o options) error {
 	logger := slog.New(slog.DiscardHandler)
 	b, err := benchutil.StartBackend(ctx, dbURL, 8, "bench", logger)
 	if err != nil {

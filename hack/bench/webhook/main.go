@@ -80,10 +80,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench-webhook: -mix must be three weights like 40,30,30")
 		os.Exit(2)
 	}
-	if err := run(o); err != nil {
-		fmt.Fprintln(os.Stderr, "bench-webhook:", err)
-		os.Exit(1)
-	}
+	benchutil.Main("bench-webhook", func(ctx context.Context, dbURL string) error { return run(ctx, dbURL, o) })
 }
 
 // kinds of generated updates.
@@ -95,14 +92,7 @@ const (
 
 var kindNames = [...]string{"start", "contact", "ignored"}
 
-func run(o options) error {
-	ctx := context.Background()
-	fmt.Println("machine:", benchutil.Machine())
-	dbURL, stopPG, err := benchutil.Postgres(ctx)
-	if err != nil {
-		return err
-	}
-	defer stopPG()
+func run(ctx context.Context, dbURL string, o options) error {
 	// The receiver logs like production (JSON, info: one access line per request), to nowhere.
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	b, err := benchutil.StartBackend(ctx, dbURL, int32(o.pool), prefix, logger)

@@ -5,6 +5,7 @@
 package benchutil
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"runtime"
@@ -77,4 +78,34 @@ func Machine() string {
 		}
 	}
 	return fmt.Sprintf("%d CPUs (%s), %s/%s, %s", runtime.NumCPU(), model, runtime.GOOS, runtime.GOARCH, runtime.Version())
+}
+
+// Main runs a benchmark on a private, durable PostgreSQL (Postgres): it prints the report's first line (the
+// machine), starts the cluster, runs run with the database's URL and stops the cluster; when either failed
+// it says why on stderr, as "name: error", and exits 1.
+func Main(name string, run func(ctx context.Context, dbURL string) error) {
+	ctx := context.Background()
+	fmt.Println("machine:", Machine())
+	err := func() error {
+		url, stop, err := Postgres(ctx)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		return run(ctx, url)
+	}()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(1)
+	}
+}
+
+// Median is the median of f over xs (the upper one of an even count).
+func Median[T any](xs []T, f func(T) float64) float64 {
+	v := make([]float64, len(xs))
+	for i, x := range xs {
+		v[i] = f(x)
+	}
+	sort.Float64s(v)
+	return v[len(v)/2]
 }
