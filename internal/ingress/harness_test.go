@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/kafkatest"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
+	"github.com/heraldhq/herald/internal/testing/syncbuf"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -35,26 +35,8 @@ type env struct {
 	broker *kafkatest.Broker
 	srv    *httptest.Server
 	api    *ingress.API
-	logs   *logBuffer   // what the API logged
-	key    *signing.Key // seals the callback secrets
-}
-
-// logBuffer collects log output for assertions.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	logs   *syncbuf.Buffer // what the API logged
+	key    *signing.Key    // seals the callback secrets
 }
 
 func newEnv(t testing.TB) *env {
@@ -69,7 +51,7 @@ func newEnvWith(t testing.TB, opts func(*ingress.Options)) *env {
 	b := kafkatest.New(t, prefix)
 	p := queue.NewProducer(b.Addrs(), prefix)
 	t.Cleanup(func() { p.Close() })
-	logs := &logBuffer{}
+	logs := &syncbuf.Buffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
 	ob := outbox.New(st, p, outbox.Options{Logger: logger})
 	t.Cleanup(ob.Close)

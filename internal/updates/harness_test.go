@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"sort"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,6 +23,7 @@ import (
 	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/kafkatest"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
+	"github.com/heraldhq/herald/internal/testing/syncbuf"
 	"github.com/heraldhq/herald/internal/updates"
 )
 
@@ -45,25 +45,8 @@ type env struct {
 	rc     *updates.Receiver
 	router chi.Router
 	srv    *httptest.Server
-	logs   *syncBuffer
+	logs   *syncbuf.Buffer
 	nextID atomic.Int64
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func newEnv(t *testing.T) *env {
@@ -72,7 +55,7 @@ func newEnv(t *testing.T) *env {
 	b := kafkatest.New(t, prefix)
 	p := queue.NewProducer(b.Addrs(), prefix)
 	t.Cleanup(func() { p.Close() })
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	// Debug level: the test about phone numbers must see every line the receiver can write.
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ob := outbox.New(st, p, outbox.Options{ProduceTimeout: time.Second, Logger: logger})
