@@ -40,7 +40,6 @@ import (
 	"github.com/heraldhq/herald/internal/egress"
 	"github.com/heraldhq/herald/internal/ingress"
 	"github.com/heraldhq/herald/internal/messenger"
-	"github.com/heraldhq/herald/internal/pglocal"
 	"github.com/heraldhq/herald/internal/signing"
 	"github.com/heraldhq/herald/internal/sim"
 	"github.com/heraldhq/herald/internal/store"
@@ -72,30 +71,20 @@ func main() { os.Exit(benchmark()) }
 func benchmark() int {
 	flag.Parse()
 	log.SetFlags(0)
-	ctx := context.Background()
-	pg, err := benchutil.StartCluster(ctx, pglocal.Options{MaxConnections: 300})
-	if err != nil {
-		log.Fatalf("starting PostgreSQL: %v", err)
-	}
-	defer pg.Stop()
-
 	host, _ := os.Hostname()
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Printf("machine: %s, %s/%s, %d CPUs, %s, load average at start %s\n", host, runtime.GOOS, runtime.GOARCH,
 		runtime.NumCPU(), runtime.Version(), strings.Join(strings.Fields(string(load))[:3], " "))
 	fmt.Printf("sender: %d events, %d endpoints, receiver answers in %v; delivery: %d pairs of phases of %d notifications, %d endpoints per tenant when on, limit %.0f/s, simulator answers at once\n",
 		*events, *endpoints, *latency, *pairs, *backlog, *onEPs, *limit)
-	var results []result
-	for i := range *runs {
-		r, err := run(ctx, pg, i)
-		if err != nil {
-			log.Printf("run %d: %v", i+1, err)
-			return 1
-		}
+	results, err := benchutil.Runs(context.Background(), *runs, run, func(i int, r result) {
 		fmt.Printf("run %d: sender %.0f events/s (duplicates %d, bad signatures %d); delivery off %.0f/s, on %.0f/s (%+.1f %%), on + sender %.0f/s (%+.1f %%); events recorded %d of %d\n",
 			i+1, r.eventsPerSec, r.duplicates, r.badSignatures, r.off, r.on, pct(r.on, r.off), r.onSender, pct(r.onSender, r.off),
 			r.eventsRecorded, r.eventsWant)
-		results = append(results, r)
+	})
+	if err != nil {
+		log.Print(err)
+		return 1
 	}
 	med := func(f func(result) float64) float64 { return benchutil.Median(results, f) }
 	costs := med(func(r result) float64 { return -pct(r.on, r.off) })
@@ -156,12 +145,8 @@ func (rc *receiver) count() int {
 	return len(rc.seen)
 }
 
-func run(ctx context.Context, pg *benchutil.Cluster, i int) (result, error) {
+func run(ctx context.Context, url string, i int) (result, error) {
 	var res result
-	url, err := pg.Database(ctx, "bench_"+strconv.Itoa(i))
-	if err != nil {
-		return res, err
-	}
 	quiet := slog.New(slog.DiscardHandler)
 	logger := quiet
 	if *verbose {

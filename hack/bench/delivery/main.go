@@ -31,7 +31,6 @@ import (
 	"github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/internal/ingress"
 	"github.com/heraldhq/herald/internal/messenger"
-	"github.com/heraldhq/herald/internal/pglocal"
 	"github.com/heraldhq/herald/internal/sim"
 	"github.com/heraldhq/herald/internal/testing/benchutil"
 	"github.com/heraldhq/herald/internal/testing/fixture"
@@ -56,31 +55,21 @@ type result struct {
 
 func main() { os.Exit(benchmark()) }
 
-// benchmark returns the exit status, so that the deferred clean-up (the private PostgreSQL) always runs.
+// benchmark runs the benchmark and returns the exit status.
 func benchmark() int {
 	flag.Parse()
 	log.SetFlags(0)
-	ctx := context.Background()
-	pg, err := benchutil.StartCluster(ctx, pglocal.Options{MaxConnections: 300})
-	if err != nil {
-		log.Fatalf("starting PostgreSQL: %v", err)
-	}
-	defer pg.Stop()
-
 	host, _ := os.Hostname()
 	fmt.Printf("machine: %s, %s/%s, %d CPUs, %s\n", host, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
 	fmt.Printf("simulator: %d ms latency, global limit %.0f/s, 1/s per chat; backlog %d; latency phase %d/s for %v\n",
 		*latencyMS, *limit, *backlog, *rate, *duration)
-	var results []result
-	for i := range *runs {
-		r, err := run(ctx, pg, i)
-		if err != nil {
-			log.Printf("run %d: %v", i+1, err)
-			return 1
-		}
+	results, err := benchutil.Runs(context.Background(), *runs, run, func(i int, r result) {
 		fmt.Printf("run %d: throughput %.0f deliveries/s, latency p50 %v p95 %v, limit violations %d\n",
 			i+1, r.throughput, r.p50.Round(100*time.Microsecond), r.p95.Round(100*time.Microsecond), r.violations)
-		results = append(results, r)
+	})
+	if err != nil {
+		log.Print(err)
+		return 1
 	}
 	med := func(f func(result) float64) float64 { return benchutil.Median(results, f) }
 	var violations int64
@@ -100,12 +89,8 @@ func benchmark() int {
 	return 0
 }
 
-func run(ctx context.Context, pg *benchutil.Cluster, i int) (result, error) {
+func run(ctx context.Context, url string, i int) (result, error) {
 	var res result
-	url, err := pg.Database(ctx, "bench_"+strconv.Itoa(i))
-	if err != nil {
-		return res, err
-	}
 	quiet := slog.New(slog.DiscardHandler)
 	b, err := benchutil.StartBackend(ctx, url, 64, "bench"+strconv.Itoa(i), quiet)
 	if err != nil {
