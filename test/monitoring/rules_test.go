@@ -14,7 +14,7 @@ const runbookBase = "https://github.com/heraldhq/herald/blob/main/docs/operation
 
 // unitTests is the promtool unit test file of the rules.
 func unitTestsPath(t testing.TB) string {
-	return filepath.Join(repoRoot(t), "internal", "monitoring", "testdata", "herald-rules.test.yaml")
+	return filepath.Join(repoRoot(t), "test", "monitoring", "testdata", "herald-rules.test.yaml")
 }
 
 // TestRulesPassPromtoolCheck: the shipped rules file parses, and its expressions and templates are valid.
