@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -19,18 +18,16 @@ import (
 	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/operator"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 )
 
 // linkVerifiedUser makes user a linked user of tenant with a verified phone, as the webhook would after a
 // /start and a shared contact, with the link token it redeemed.
 func (h *harness) linkVerifiedUser(tenant, user string, chatID int64) {
 	h.t.Helper()
-	h.exec(`INSERT INTO users (tenant_id, user_id) VALUES ($1, $2)`, tenant, user)
-	h.exec(`INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ($1, $2, $3, $3)`, tenant, user, chatID)
-	h.exec(`INSERT INTO phone_verifications (tenant_id, user_id, status, phone_last4, verified_at) VALUES ($1, $2, 'verified', '1234', now())`, tenant, user)
-	tok := apikey.New() // any 32 random bytes will do as a link token digest
-	h.exec(`INSERT INTO link_tokens (digest, tenant_id, user_id, label, expires_at, used_at) VALUES ($1, $2, $3, 'Acme', now(), now())`,
-		tok.Digest[:], tenant, user)
+	h.fx.VerifiedUser(h.t, tenant, user, chatID, fixture.PhoneLast4("1234"))
+	now := time.Now()
+	h.fx.LinkToken(h.t, tenant, user, fixture.TokenLabel("Acme"), fixture.TokenExpiredAt(now), fixture.TokenUsedAt(now))
 	if v, err := h.st.GetVerification(h.ctx, tenant, user); err != nil || v.Status != "verified" {
 		h.t.Fatalf("setting up user %s: verification %+v, %v", user, v, err)
 	}
@@ -38,10 +35,15 @@ func (h *harness) linkVerifiedUser(tenant, user string, chatID int64) {
 
 func (h *harness) queueNotification(tenant, user string) string {
 	h.t.Helper()
-	id := uuid.NewString()
-	h.exec(`INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status) VALUES ($1, 'tenant', $2, $3, 5, 'hi', 'queued')`,
-		id, tenant, user)
-	return id
+	return h.fx.Notification(h.t, fixture.For(tenant, user), fixture.Body("hi"))
+}
+
+// resumeTenant lifts the suspension of a tenant's row, as the purge of a deleted Tenant leaves it.
+func (h *harness) resumeTenant(name string) {
+	h.t.Helper()
+	if err := h.st.SetTenantSuspended(h.ctx, name, false); err != nil {
+		h.t.Fatal(err)
+	}
 }
 
 func (h *harness) deleteTenant(name string) {
@@ -128,8 +130,7 @@ func TestARecreatedTenantInheritsNothingOfTheDeletedOne(t *testing.T) {
 	key := h.apiKey("app", tn.Name)
 	h.waitKey(key, metav1.ConditionTrue, notifyv1alpha1.ReasonKeyActive)
 	old := h.secretKey(key)
-	cli := apikey.New() // a key made with the admin CLI
-	h.exec(`INSERT INTO api_keys (tenant_id, digest, prefix) VALUES ($1, $2, $3)`, tn.Name, cli.Digest[:], cli.Prefix)
+	cli := h.cliKey(tn.Name)
 	h.linkVerifiedUser(tn.Name, "user-1", 5001)
 	queued := h.queueNotification(tn.Name, "user-1")
 	tn = h.getTenant(tn.Name)
@@ -158,9 +159,8 @@ func TestARecreatedTenantPurgesWhatOutlivedTheDeletedOne(t *testing.T) {
 	h.deleteTenant(tn.Name)
 
 	// Written after the purge, as if the Tenant had gone without it.
-	h.exec(`UPDATE tenants SET suspended = false WHERE id = $1`, tn.Name)
-	cli := apikey.New()
-	h.exec(`INSERT INTO api_keys (tenant_id, digest, prefix) VALUES ($1, $2, $3)`, tn.Name, cli.Digest[:], cli.Prefix)
+	h.resumeTenant(tn.Name)
+	cli := h.cliKey(tn.Name)
 	h.linkVerifiedUser(tn.Name, "user-1", 5001)
 	queued := h.queueNotification(tn.Name, "user-1")
 	if !h.usable(cli.Secret) {
@@ -204,7 +204,7 @@ func TestAStaleCopyOfADeletedTenantPurgesNothing(t *testing.T) {
 	}
 
 	// What the same name holds after the real purge.
-	h.exec(`UPDATE tenants SET suspended = false WHERE id = $1`, tn.Name)
+	h.resumeTenant(tn.Name)
 	h.linkVerifiedUser(tn.Name, "user-1", 5001)
 
 	rec := events.NewFakeRecorder(10)

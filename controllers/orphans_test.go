@@ -34,7 +34,9 @@ func (h *harness) consistently(d time.Duration, what string, check func() error)
 func (h *harness) cliKey(tenant string) apikey.Key {
 	h.t.Helper()
 	k := apikey.New()
-	h.exec(`INSERT INTO api_keys (tenant_id, digest, prefix) VALUES ($1, $2, $3)`, tenant, k.Digest[:], k.Prefix)
+	if _, err := h.st.InsertAPIKey(h.ctx, tenant, k.Digest, k.Prefix, nil, nil); err != nil {
+		h.t.Fatalf("a key of the admin CLI: %v", err)
+	}
 	return k
 }
 

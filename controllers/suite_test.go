@@ -30,6 +30,7 @@ import (
 	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/operator"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
 
@@ -85,6 +86,7 @@ type harness struct {
 	t       *testing.T
 	ctx     context.Context
 	st      *store.Store
+	fx      *fixture.F
 	dbURL   string
 	ns      string
 	suffix  string
@@ -101,7 +103,7 @@ type harness struct {
 func start(t *testing.T, opts operator.Options) *harness {
 	t.Helper()
 	st, url := pgtest.NewStore(t)
-	h := &harness{t: t, ctx: context.Background(), st: st, dbURL: url, suffix: randomSuffix()}
+	h := &harness{t: t, ctx: context.Background(), st: st, fx: fixture.New(st), dbURL: url, suffix: randomSuffix()}
 	h.run(opts)
 	h.ns = "ns-" + h.suffix
 	h.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: h.ns}})

@@ -91,8 +91,7 @@ func TestTenantCountsActiveKeys(t *testing.T) {
 		return nil
 	})
 	// A key made with the admin CLI counts too; the resync picks it up.
-	k := apikey.New()
-	h.exec(`INSERT INTO api_keys (tenant_id, digest, prefix) VALUES ($1, $2, $3)`, tn.Name, k.Digest[:], k.Prefix)
+	h.cliKey(tn.Name)
 	if err := k8s.Delete(h.ctx, a); err != nil {
 		t.Fatal(err)
 	}
@@ -136,8 +135,7 @@ func TestDeletingATenantRevokesEveryKeyBeforeItGoes(t *testing.T) {
 	key := h.apiKey("app", tn.Name)
 	h.waitKey(key, metav1.ConditionTrue, notifyv1alpha1.ReasonKeyActive)
 	secret := h.secretKey(key)
-	cli := apikey.New() // a key made with the admin CLI: revoked as well
-	h.exec(`INSERT INTO api_keys (tenant_id, digest, prefix) VALUES ($1, $2, $3)`, tn.Name, cli.Digest[:], cli.Prefix)
+	cli := h.cliKey(tn.Name) // a key made with the admin CLI: revoked as well
 	uid := h.getTenant(tn.Name).UID
 
 	if err := k8s.Delete(h.ctx, &notifyv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: tn.Name}}); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
 
@@ -18,19 +19,10 @@ func TestNotificationsListAndCancel(t *testing.T) {
 	st, url := pgtest.NewStore(t)
 	t.Setenv("HERALD_DATABASE_URL", url)
 	ctx := context.Background()
+	fx := fixture.New(st)
 	for _, tenant := range []string{"acme", "globex"} {
-		if err := st.CreateTenant(ctx, tenant, tenant); err != nil {
-			t.Fatal(err)
-		}
-		for _, q := range []string{
-			`INSERT INTO users (tenant_id, user_id) VALUES ($1, 'u1')`,
-			`INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ($1, 'u1', 1, 1)`,
-			`INSERT INTO phone_verifications (tenant_id, user_id, status) VALUES ($1, 'u1', 'verified')`,
-		} {
-			if _, err := st.Pool().Exec(ctx, q, tenant); err != nil {
-				t.Fatal(err)
-			}
-		}
+		fx.Tenant(t, tenant)
+		fx.VerifiedUser(t, tenant, "u1", 1)
 	}
 	var ns []store.NewNotification
 	for range 5 {

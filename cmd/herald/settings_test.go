@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"go/ast"
 	"go/parser"
@@ -14,13 +13,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/alecthomas/kong"
 
 	"github.com/heraldhq/herald/internal/testing/pgtest"
+	"github.com/heraldhq/herald/internal/testing/syncbuf"
 )
 
 // variableName is a HERALD_* variable; a family of them (HERALD_RETENTION_*) does not match.
@@ -95,24 +94,6 @@ func TestEveryVariableHeraldReadsIsInAHelp(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer that a running command writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // herald dev runs the callback sender: it reads the sender's settings as herald callbacks does, and its
 // --help lists them.
 func TestDevRunsTheCallbackSenderWithItsSettings(t *testing.T) {
@@ -120,7 +101,7 @@ func TestDevRunsTheCallbackSenderWithItsSettings(t *testing.T) {
 	t.Setenv("HERALD_CALLBACK_CONCURRENCY", "7")
 	t.Setenv("HERALD_CALLBACK_ENDPOINT_CONCURRENCY", "3")
 	ctx, cancel := context.WithCancel(context.Background())
-	var stderr syncBuffer
+	var stderr syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"dev", "--http-addr", "127.0.0.1:0", "--data-dir", t.TempDir()}, io.Discard, &stderr)

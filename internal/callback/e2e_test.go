@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/internal/ingress"
 	"github.com/heraldhq/herald/internal/messenger"
@@ -84,11 +83,7 @@ func newGateway(t *testing.T) *gateway {
 
 	g := &gateway{env: e, api: srv, sim: s, simS: simSrv, keys: map[string]string{}}
 	for _, tenant := range []string{"acme", "other"} {
-		k := apikey.New()
-		if _, err := e.st.InsertAPIKey(context.Background(), tenant, k.Digest, k.Prefix, nil, nil); err != nil {
-			t.Fatal(err)
-		}
-		g.keys[tenant] = k.Secret
+		g.keys[tenant] = e.fx.APIKey(t, tenant)
 	}
 	return g
 }
@@ -204,9 +199,7 @@ func TestEveryEventTypeArrivesOnceThroughTheRealComponents(t *testing.T) {
 	}
 	terminal["notification.failed"] = g.sendAndWait("alice", "failed")
 	// bob's chat is unknown to the platform: unlinked.
-	g.exec(`INSERT INTO users (tenant_id, user_id) VALUES ('acme', 'bob')`)
-	g.exec(`INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ('acme', 'bob', 4242, 4242)`)
-	g.exec(`INSERT INTO phone_verifications (tenant_id, user_id, status, verified_at) VALUES ('acme', 'bob', 'verified', now())`)
+	g.fx.VerifiedUser(t, "acme", "bob", 4242)
 	terminal["notification.unlinked"] = g.sendAndWait("bob", "unlinked")
 	// ping.
 	g.call("acme", "POST", "/v1/callbacks/"+created.ID+"/test", nil, http.StatusAccepted, nil)

@@ -12,13 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/heraldhq/herald/internal/callback"
 	"github.com/heraldhq/herald/internal/egress"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/signing"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
 
@@ -35,6 +34,7 @@ func testLogger() *slog.Logger {
 type env struct {
 	t   *testing.T
 	st  *store.Store
+	fx  *fixture.F
 	key *signing.Key
 	// rawKey is key in the form of HERALD_CALLBACK_SECRET_KEY.
 	rawKey string
@@ -43,32 +43,23 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	st, _ := pgtest.NewStore(t)
+	fx := fixture.New(st)
 	for _, id := range []string{"acme", "other"} {
-		if err := st.CreateTenant(context.Background(), id, id); err != nil {
-			t.Fatal(err)
-		}
+		fx.Tenant(t, id)
 	}
 	raw := signing.GenerateKey()
 	key, err := signing.ParseKey(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, st: st, key: key, rawKey: raw}
+	return &env{t: t, st: st, fx: fx, key: key, rawKey: raw}
 }
 
 // endpoint creates an endpoint of tenant for url (every event unless events are given) and returns its id
 // and secret.
 func (e *env) endpoint(tenant, url string, events ...string) (string, signing.Secret) {
 	e.t.Helper()
-	if len(events) == 0 {
-		events = store.EventTypes
-	}
-	id, secret := uuid.NewString(), signing.NewSecret()
-	if _, err := e.st.CreateCallbackEndpoint(context.Background(),
-		store.CallbackEndpoint{ID: id, TenantID: tenant, URL: url, Events: events}, e.key.Seal(secret, id)); err != nil {
-		e.t.Fatal(err)
-	}
-	return id, secret
+	return e.fx.CallbackEndpoint(e.t, e.key, tenant, url, events...)
 }
 
 // pings queues n ping events for the endpoint of tenant: the first through the test route's store call, the
@@ -81,8 +72,7 @@ func (e *env) pings(tenant, endpoint string, n int) {
 	if err := e.st.EnqueuePing(context.Background(), tenant, endpoint); err != nil {
 		e.t.Fatal(err)
 	}
-	e.exec(`INSERT INTO callback_events (event_id, endpoint_id, type) SELECT gen_random_uuid(), $1, 'ping' FROM generate_series(1, $2)`,
-		endpoint, n-1)
+	e.fx.CallbackEvents(e.t, endpoint, n-1)
 }
 
 func (e *env) exec(sql string, args ...any) {

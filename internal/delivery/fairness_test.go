@@ -2,6 +2,7 @@ package delivery_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -9,14 +10,14 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/sim"
+	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 )
 
 // userOf links a user of tenant to chat, verified, and makes the chat exist in the simulator.
 func (e *env) userOf(tenant, user string, chat int64) {
 	e.t.Helper()
-	e.exec(`INSERT INTO users (tenant_id, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, tenant, user)
-	e.exec(`INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ($1, $2, $3, $3)`, tenant, user, chat)
-	e.exec(`INSERT INTO phone_verifications (tenant_id, user_id, status, phone_last4, verified_at) VALUES ($1, $2, 'verified', '4567', now())`, tenant, user)
+	fixture.New(e.st).VerifiedUser(e.t, tenant, user, chat)
 	if _, err := e.sim.EnsureUser(sim.User{ID: chat}); err != nil {
 		e.t.Fatalf("sim user: %v", err)
 	}
@@ -61,7 +62,10 @@ func TestQuietTenantIsNotHeldBackByANoisyBacklog(t *testing.T) {
 
 	// The noisy tenant (whose limits at the door allow it) sends 3,000 notifications through the API: 100 s
 	// of the bot's rate.
-	e.exec(`UPDATE tenants SET sends_per_second = 100000, burst = 100000 WHERE id = 'acme'`)
+	noisyLimit := int32(100000)
+	if err := e.st.SetTenantLimits(context.Background(), "acme", store.TenantLimits{SendsPerSecond: &noisyLimit, Burst: &noisyLimit}); err != nil {
+		t.Fatal(err)
+	}
 	noisy := make([]string, noisyUsers*perUser)
 	parallel(len(noisy), 16, func(i int) { noisy[i] = e.sendAs(e.key, fmt.Sprintf("n%d", i%noisyUsers), "noisy") })
 	// Let the worker get into the backlog.

@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/internal/ingress"
@@ -28,6 +26,7 @@ import (
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/sim"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/kafkatest"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
@@ -181,9 +180,7 @@ func (e *env) exec(sql string, args ...any) {
 // found").
 func (e *env) user(user string, chat int64, simUser bool) {
 	e.t.Helper()
-	e.exec(`INSERT INTO users (tenant_id, user_id) VALUES ('acme', $1) ON CONFLICT DO NOTHING`, user)
-	e.exec(`INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ('acme', $1, $2, $2)`, user, chat)
-	e.exec(`INSERT INTO phone_verifications (tenant_id, user_id, status, phone_last4, verified_at) VALUES ('acme', $1, 'verified', '4567', now())`, user)
+	fixture.New(e.st).VerifiedUser(e.t, "acme", user, chat)
 	if simUser {
 		if _, err := e.sim.EnsureUser(sim.User{ID: chat}); err != nil {
 			e.t.Fatalf("sim user: %v", err)
@@ -253,10 +250,7 @@ func (e *env) send(user, message string, priority int) (string, time.Time) {
 // if any, as a send does.
 func (e *env) enqueueRaw(user, body string, priority int) string {
 	e.t.Helper()
-	id := uuid.Must(uuid.NewV7()).String()
-	e.exec(`INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, chat_id, priority, body, status, published_at)
-		VALUES ($1, 'tenant', 'acme', $2, (SELECT chat_id FROM links WHERE tenant_id = 'acme' AND user_id = $2), $3, $4, 'queued', now())`,
-		id, user, priority, body)
+	id := fixture.New(e.st).Notification(e.t, fixture.For("acme", user), fixture.Priority(priority), fixture.Body(body))
 	if err := e.producer.Publish(context.Background(), queue.NewOutgoing(id, "acme", user, 0, priority)); err != nil {
 		e.t.Fatalf("publish: %v", err)
 	}

@@ -5,10 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/internal/sim"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 )
 
 // An ingress killed between the commit and the publish leaves a row queued that no envelope points to.
@@ -24,10 +23,8 @@ func TestARowWhoseProducerDiedBeforePublishingIsDeliveredSoon(t *testing.T) {
 	warm, _ := e.send("u1", "warm-up", 5) // the group has joined and consumes
 	e.waitStatus(warm, "delivered", 30*time.Second)
 
-	lost := uuid.Must(uuid.NewV7()).String()
 	stored := time.Now()
-	e.exec(`INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, chat_id, priority, body, status, published_at)
-		VALUES ($1, 'tenant', 'acme', 'u1', 4501, 5, 'never published', 'queued', now())`, lost)
+	lost := fixture.New(e.st).Notification(t, fixture.For("acme", "u1"), fixture.Chat(4501), fixture.Body("never published"))
 	e.waitStatus(lost, "delivered", 20*time.Second)
 	if took := time.Since(stored); took < 2*opts.LostPublishAfter {
 		t.Errorf("redriven %v after it was stored, before 2 × LostPublishAfter: a publish in progress could still have arrived", took)

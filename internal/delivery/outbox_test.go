@@ -11,6 +11,8 @@ import (
 	"github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/sim"
+	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 )
 
 // An envelope whose row does not exist is one whose publish was given up (the request was answered 502
@@ -54,9 +56,7 @@ func TestRelayPublishesWhatFailedToPublish(t *testing.T) {
 	if _, err := e.sim.EnsureUser(sim.User{ID: 4201}); err != nil {
 		t.Fatal(err)
 	}
-	id := uuid.Must(uuid.NewV7()).String()
-	e.exec(`INSERT INTO notifications (tracking_id, kind, tenant_id, chat_id, priority, body, status, published_at)
-		VALUES ($1, 'system', 'acme', 4201, 9, 'relayed reply', 'queued', NULL)`, id)
+	id := fixture.New(e.st).Notification(t, fixture.System("acme", 4201), fixture.Body("relayed reply"), fixture.Unpublished())
 	e.start(e.fastOptions())
 	e.waitStatus(id, "delivered", 30*time.Second)
 	if got := e.texts(4201); len(got) != 1 || got[0] != "relayed reply" {
@@ -81,9 +81,9 @@ func TestHandoverWaitsForTheOtherAttemptAndKeepsThePace(t *testing.T) {
 	time.Sleep(interval)
 
 	// m1 is held by "another worker": delivering under a live lease, its envelope on u1's chat's key.
-	m1 := uuid.Must(uuid.NewV7()).String()
-	e.exec(`INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, chat_id, priority, body, status, attempts, lease_expires_at, published_at)
-		VALUES ($1, 'tenant', 'acme', 'u1', 4301, 5, 'm1', 'delivering', 1, now() + interval '1 minute', now())`, m1)
+	fx := fixture.New(e.st)
+	m1 := fx.Notification(t, fixture.For("acme", "u1"), fixture.Chat(4301), fixture.Body("m1"),
+		fixture.InState(store.StatusDelivering), fixture.Attempts(1), fixture.Lease(time.Now().Add(time.Minute)))
 	if err := e.producer.Publish(context.Background(), queue.NewOutgoing(m1, "acme", "u1", 4301, 5)); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestHandoverWaitsForTheOtherAttemptAndKeepsThePace(t *testing.T) {
 	}
 	// The other worker's send of m1 ends now.
 	settled := time.Now()
-	e.exec(`UPDATE notifications SET status = 'delivered', lease_expires_at = NULL, messenger_message_id = '1', updated_at = now() WHERE tracking_id = $1`, m1)
+	fx.SetNotification(t, m1, fixture.InState(store.StatusDelivered), fixture.NoLease(), fixture.MessageID("1"), fixture.UpdatedAt(time.Now()))
 
 	e.waitStatus(m2, "delivered", 30*time.Second)
 	msgs := e.sim.Messages(4301)
@@ -119,9 +119,8 @@ func TestHandoverWaitIsBounded(t *testing.T) {
 	opts.HandoverWait = 500 * time.Millisecond
 	opts.Lease = time.Minute // the stuck claim stays leased for the whole test
 	e.start(opts)
-	stuck := uuid.Must(uuid.NewV7()).String()
-	e.exec(`INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, chat_id, priority, body, status, attempts, lease_expires_at, published_at)
-		VALUES ($1, 'tenant', 'acme', 'u1', 4401, 5, 'stuck', 'delivering', 1, now() + interval '1 minute', now())`, stuck)
+	stuck := fixture.New(e.st).Notification(t, fixture.For("acme", "u1"), fixture.Chat(4401), fixture.Body("stuck"),
+		fixture.InState(store.StatusDelivering), fixture.Attempts(1), fixture.Lease(time.Now().Add(time.Minute)))
 	if err := e.producer.Publish(context.Background(), queue.NewOutgoing(stuck, "acme", "u1", 4401, 5)); err != nil {
 		t.Fatal(err)
 	}
@@ -149,9 +148,10 @@ func TestRedriveCountsWhatItFindsByStatus(t *testing.T) {
 	queuedBefore, deliveringBefore := delivery.RedriveFound("queued"), delivery.RedriveFound("delivering")
 
 	// Queued longer than QueuedRedriveAfter, with no envelope anywhere.
-	lost := uuid.Must(uuid.NewV7()).String()
-	e.exec(`INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, chat_id, priority, body, status, published_at, created_at, updated_at)
-		VALUES ($1, 'tenant', 'acme', 'lost', 4301, 5, 'lost envelope', 'queued', now() - interval '1 hour', now() - interval '1 hour', now() - interval '1 hour')`, lost)
+	fx := fixture.New(e.st)
+	hourAgo := time.Now().Add(-time.Hour)
+	lost := fx.Notification(t, fixture.For("acme", "lost"), fixture.Chat(4301), fixture.Body("lost envelope"),
+		fixture.PublishedAt(hourAgo), fixture.CreatedAt(hourAgo), fixture.UpdatedAt(hourAgo))
 	e.start(opts)
 	e.waitStatus(lost, "delivered", 30*time.Second)
 	if got := delivery.RedriveFound("queued") - queuedBefore; got < 1 {
@@ -162,9 +162,8 @@ func TestRedriveCountsWhatItFindsByStatus(t *testing.T) {
 	}
 
 	// Left delivering by a worker that died: its lease has expired.
-	dead := uuid.Must(uuid.NewV7()).String()
-	e.exec(`INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, chat_id, priority, body, status, attempts, lease_expires_at, published_at)
-		VALUES ($1, 'tenant', 'acme', 'dead', 4302, 5, 'dead worker', 'delivering', 1, now() - interval '1 minute', now() - interval '1 hour')`, dead)
+	dead := fx.Notification(t, fixture.For("acme", "dead"), fixture.Chat(4302), fixture.Body("dead worker"),
+		fixture.InState(store.StatusDelivering), fixture.Attempts(1), fixture.Lease(time.Now().Add(-time.Minute)), fixture.PublishedAt(hourAgo))
 	e.waitStatus(dead, "delivered", 30*time.Second)
 	if got := delivery.RedriveFound("delivering") - deliveringBefore; got < 1 {
 		t.Errorf("herald_worker_redrive_found_total{status=\"delivering\"} moved by %v after an expired lease, want at least 1", got)

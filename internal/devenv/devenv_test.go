@@ -22,6 +22,7 @@ import (
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/devtest"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
+	"github.com/heraldhq/herald/internal/testing/syncbuf"
 )
 
 // TestDevRunsThePrintedWalkthrough starts `herald dev` on embedded defaults (a private PostgreSQL from the
@@ -197,7 +198,7 @@ func TestVerificationStatusShowsAPromptTheUserNeverGot(t *testing.T) {
 // dev is a running herald dev.
 type dev struct {
 	key, base string
-	out       *devtest.Buffer
+	out       *syncbuf.Buffer
 	stop      func()
 }
 

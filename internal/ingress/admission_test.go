@@ -70,7 +70,7 @@ func TestInFlightCapShedsWith503AndRetryAfter(t *testing.T) {
 	t.Parallel()
 	e := newEnvWith(t, func(o *ingress.Options) { o.MaxInFlight = 1 })
 	key := e.tenant("acme", "Acme", nil)
-	e.link("acme", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	send := map[string]any{"user_id": "u1", "message": "hello"}
 
 	body := `{"user_id":"u1","message":"held in flight"}`
@@ -106,7 +106,7 @@ func TestInFlightBytesShedWith503AndRetryAfter(t *testing.T) {
 	acme := e.tenant("acme", "Acme", nil)
 	globex := e.tenant("globex", "Globex", nil)
 	key := e.tenant("initech", "Initech", nil)
-	e.link("initech", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "initech", "u1", 1001)
 	send := map[string]any{"user_id": "u1", "message": "hello"}
 
 	held := e.hold("POST", "/v1/send/batch", acme, ingress.MaxBatchBodyBytes, `{"notifications":[{"user_id":"u1","message":"a"}]}`)

@@ -17,6 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/heraldhq/herald/internal/ingress"
+	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 
 	"github.com/heraldhq/herald/internal/apikey"
 )
@@ -43,7 +45,7 @@ func TestEveryRouteRejectsBadKeysWith401(t *testing.T) {
 	client := func() []string { clients++; return from(fmt.Sprintf("198.51.%d.%d", clients/250, clients%250+1)) }
 	ctx := context.Background()
 	valid := e.tenant("acme", "Acme", nil)
-	e.link("acme", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 
 	mk := func(mutate string) string {
 		k := apikey.New()
@@ -58,7 +60,7 @@ func TestEveryRouteRejectsBadKeysWith401(t *testing.T) {
 		}
 		switch mutate {
 		case "disabled":
-			_, err = e.st.Pool().Exec(ctx, `UPDATE api_keys SET disabled = true WHERE id = $1`, id)
+			_, err = e.st.SetKeyState(ctx, id, store.KeyState{Disabled: true})
 		case "revoked":
 			_, err = e.st.RevokeAPIKeys(ctx, "acme", id)
 		}
@@ -117,7 +119,7 @@ func TestRevocationTakesEffectWithinTheCacheBound(t *testing.T) {
 	e := newEnv(t) // AuthCacheTTL is 500 ms in tests; production uses 2 s
 	ctx := context.Background()
 	key := e.tenant("acme", "Acme", nil)
-	e.link("acme", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	if r := e.do("GET", "/v1/phone-verification/status/u1", key, nil); r.status != http.StatusOK {
 		t.Fatalf("warm-up: %d %s", r.status, r.body)
 	}
@@ -134,7 +136,7 @@ func TestStatusReturnsExactlyTheContractFields(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	key := e.tenant("acme", "Acme", nil)
-	e.link("acme", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	sent := e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "secret body text", "priority": 8})
 	id := sent.json(t)["tracking_id"].(string)
 	r := e.do("GET", "/v1/status/"+id, key, nil)
@@ -239,7 +241,7 @@ func TestPhoneVerificationStartAndStatus(t *testing.T) {
 		t.Fatalf("a user with a token reads unverified: %d %s", st.status, st.body)
 	}
 
-	e.link("acme", "u1", 5005, "")
+	e.fx.User(e.t, "acme", "u1", fixture.LinkedTo(5005))
 	before := time.Now()
 	r := e.do("POST", "/v1/phone-verification/start", key, map[string]any{"user_id": "u1"})
 	if r.status != http.StatusAccepted {
@@ -285,14 +287,12 @@ func TestPhoneVerificationStartAndStatus(t *testing.T) {
 		t.Errorf("status after start: %s", st.body)
 	}
 	// Pending past its expiry reads as unverified.
-	if _, err := e.st.Pool().Exec(context.Background(), `UPDATE phone_verifications SET session_expires_at = now() - interval '1 second'`); err != nil {
-		t.Fatal(err)
-	}
+	e.fx.User(e.t, "acme", "u1", fixture.SessionExpired())
 	if got := e.do("GET", "/v1/phone-verification/status/u1", key, nil).json(t)["status"]; got != "unverified" {
 		t.Errorf("expired pending reads %v, want unverified", got)
 	}
 	// Verified shows only the last four digits.
-	e.link("acme", "u1", 5005, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 5005)
 	vm := e.do("GET", "/v1/phone-verification/status/"+url.PathEscape("u1"), key, nil).json(t)
 	if vm["status"] != "verified" || vm["phone_last4"] != "4567" || vm["verified_at"] == nil {
 		t.Errorf("verified status: %v", vm)
@@ -307,7 +307,7 @@ func TestAnotherTenantsDataIsNotFoundOnEveryRoute(t *testing.T) {
 	e := newEnv(t)
 	acme := e.tenant("acme", "Acme", nil)
 	globex := e.tenant("globex", "Globex", nil)
-	e.link("acme", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	sent := e.do("POST", "/v1/send", acme, map[string]any{"user_id": "u1", "message": "hi"})
 	id := sent.json(t)["tracking_id"].(string)
 
@@ -332,7 +332,7 @@ func TestSendAnswersQueueErrorWhenTheBrokerIsTooSlow(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	key := e.tenant("acme", "Acme", nil)
-	e.link("acme", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	// The broker holds every produce request longer than the 2 s budget.
 	e.broker.Cluster().ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
 		e.broker.Cluster().KeepControl()

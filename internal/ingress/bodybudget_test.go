@@ -88,7 +88,7 @@ func TestOneTenantsTrickledUploadsCannotRefuseAnotherTenantsSends(t *testing.T) 
 	e := newEnv(t) // the default budget
 	a := e.tenant("tenant-a", "A", nil)
 	b := e.tenant("tenant-b", "B", nil)
-	e.link("tenant-b", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "tenant-b", "u1", 1001)
 
 	var holding int64
 	if status := e.held(e.trickle("POST", "/v1/send/batch", a, ingress.MaxBatchBodyBytes), ingress.MaxBatchBodyBytes); status != 0 {
@@ -149,7 +149,7 @@ func TestOneTenantsTrickledUploadsCannotTakeEveryPlaceInFlight(t *testing.T) {
 			e := newEnvWith(t, tc.opts)
 			a := e.tenant("tenant-a", "A", nil)
 			b := e.tenant("tenant-b", "B", nil)
-			e.link("tenant-b", "u1", 1001, "verified")
+			e.fx.VerifiedUser(e.t, "tenant-b", "u1", 1001)
 			const declared = 100
 			let := 0
 			for {
@@ -184,7 +184,7 @@ func TestATenantOverItsLimitIsRefusedBeforeItsBodyIsRead(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	key := e.tenant("acme", "Acme", nil)
-	e.link("acme", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	e.limit("acme", store.TenantLimits{SendsPerSecond: int32p(1), Burst: int32p(1), RequestsPerSecond: int32p(1)})
 	send := map[string]any{"user_id": "u1", "message": "hi"}
 	for _, tc := range []struct {

@@ -256,7 +256,7 @@ func TestWithoutACallbackKeyTheRoutesThatMakeASecretAreUnavailable(t *testing.T)
 	if r := e.do("GET", "/v1/callbacks", key, nil); r.status != http.StatusOK {
 		t.Errorf("listing without a key: %d %s", r.status, r.body)
 	}
-	e.link("acme", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	if r := e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "hi"}); r.status != http.StatusAccepted {
 		t.Errorf("a send without a callback key: %d %s", r.status, r.body)
 	}

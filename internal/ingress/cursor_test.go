@@ -27,7 +27,7 @@ func TestListRefusesForgedCursors(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	key := e.tenant("acme", "Acme", nil)
-	e.link("acme", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	for range 3 {
 		e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "hi"})
 	}
@@ -72,7 +72,7 @@ func FuzzListCursor(f *testing.F) {
 	// Fuzzing lists faster than a tenant's default request rate (the most a Tenant may set).
 	e := newEnvWith(f, func(o *ingress.Options) { o.RequestsPerSecond = 100_000 })
 	key := e.tenant("acme", "Acme", nil)
-	e.link("acme", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	for range 3 {
 		e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "hi"})
 	}

@@ -13,7 +13,7 @@ func TestOversizedBodiesAre413(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	key := e.tenant("acme", "Acme", nil)
-	e.link("acme", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	pad := func(total int) string {
 		head, tail := `{"user_id":"u1","message":"`, `"}`
 		return head + strings.Repeat("a", total-len(head)-len(tail)) + tail

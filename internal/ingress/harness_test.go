@@ -8,19 +8,19 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/ingress"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/signing"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/kafkatest"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
+	"github.com/heraldhq/herald/internal/testing/syncbuf"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -31,29 +31,12 @@ const prefix = "it"
 type env struct {
 	t      testing.TB // a *testing.F for a fuzz target's env: only before its Fuzz
 	st     *store.Store
+	fx     *fixture.F
 	broker *kafkatest.Broker
 	srv    *httptest.Server
 	api    *ingress.API
-	logs   *logBuffer   // what the API logged
-	key    *signing.Key // seals the callback secrets
-}
-
-// logBuffer collects log output for assertions.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	logs   *syncbuf.Buffer // what the API logged
+	key    *signing.Key    // seals the callback secrets
 }
 
 func newEnv(t testing.TB) *env {
@@ -68,7 +51,7 @@ func newEnvWith(t testing.TB, opts func(*ingress.Options)) *env {
 	b := kafkatest.New(t, prefix)
 	p := queue.NewProducer(b.Addrs(), prefix)
 	t.Cleanup(func() { p.Close() })
-	logs := &logBuffer{}
+	logs := &syncbuf.Buffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
 	ob := outbox.New(st, p, outbox.Options{Logger: logger})
 	t.Cleanup(ob.Close)
@@ -85,52 +68,25 @@ func newEnvWith(t testing.TB, opts func(*ingress.Options)) *env {
 	api.Routes(r)
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
-	return &env{t: t, st: st, broker: b, srv: srv, api: api, logs: logs, key: key}
+	return &env{t: t, st: st, fx: fixture.New(st), broker: b, srv: srv, api: api, logs: logs, key: key}
 }
 
-// tenant creates a tenant and returns a key for it (label nil: the developer name brands).
+// tenant creates a tenant, unless it exists, and returns a new key of it (label nil: the developer name
+// brands).
 func (e *env) tenant(id, developerName string, label *string) string {
 	e.t.Helper()
-	ctx := context.Background()
-	if err := e.st.CreateTenant(ctx, id, developerName); err != nil && !isConflict(err) {
+	if err := e.st.CreateTenant(context.Background(), id, developerName); err != nil && !isConflict(err) {
 		e.t.Fatalf("create tenant: %v", err)
 	}
-	k := apikey.New()
-	if _, err := e.st.InsertAPIKey(ctx, id, k.Digest, k.Prefix, label, nil); err != nil {
-		e.t.Fatalf("insert key: %v", err)
+	var opts []fixture.KeyOption
+	if label != nil {
+		opts = append(opts, fixture.KeyLabel(*label))
 	}
-	return k.Secret
+	return e.fx.APIKey(e.t, id, opts...)
 }
 
 func isConflict(err error) bool {
 	return err != nil && bytes.Contains([]byte(err.Error()), []byte("conflict"))
-}
-
-// link makes user_id of tenant linked to a messenger chat, and verified when verified is true.
-func (e *env) link(tenant, user string, chatID int64, verification string) {
-	e.t.Helper()
-	ctx := context.Background()
-	exec := func(sql string, args ...any) {
-		if _, err := e.st.Pool().Exec(ctx, sql, args...); err != nil {
-			e.t.Fatalf("fixture %q: %v", sql, err)
-		}
-	}
-	exec(`INSERT INTO users (tenant_id, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, tenant, user)
-	if chatID != 0 {
-		exec(`INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ($1, $2, $3, $3)
-			ON CONFLICT (tenant_id, user_id) DO UPDATE SET chat_id = $3, messenger_user_id = $3`, tenant, user, chatID)
-	}
-	switch verification {
-	case "verified":
-		exec(`INSERT INTO phone_verifications (tenant_id, user_id, status, phone_last4, verified_at) VALUES ($1, $2, 'verified', '4567', now())
-			ON CONFLICT (tenant_id, user_id) DO UPDATE SET status = 'verified', phone_last4 = '4567', verified_at = now()`, tenant, user)
-	case "pending":
-		exec(`INSERT INTO phone_verifications (tenant_id, user_id, status, session_expires_at) VALUES ($1, $2, 'pending', now() + interval '10 minutes')
-			ON CONFLICT (tenant_id, user_id) DO UPDATE SET status = 'pending', session_expires_at = now() + interval '10 minutes'`, tenant, user)
-	case "expired":
-		exec(`INSERT INTO phone_verifications (tenant_id, user_id, status, session_expires_at) VALUES ($1, $2, 'pending', now() - interval '1 second')
-			ON CONFLICT (tenant_id, user_id) DO UPDATE SET status = 'pending', session_expires_at = now() - interval '1 second'`, tenant, user)
-	}
 }
 
 type response struct {
@@ -229,10 +185,3 @@ func (e *env) envelopes(topic string) []queue.Envelope {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-func (e *env) exec(sql string, args ...any) {
-	e.t.Helper()
-	if _, err := e.st.Pool().Exec(context.Background(), sql, args...); err != nil {
-		e.t.Fatalf("%s: %v", sql, err)
-	}
-}

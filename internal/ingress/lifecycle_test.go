@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 )
 
 // The tenant side of v1 extensions §1-§6, over HTTP against a real PostgreSQL and broker.
@@ -32,7 +35,7 @@ func TestSendOptionsAreValidated(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	key := e.tenant("acme", "Acme", nil)
-	e.link("acme", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	cases := []struct {
 		name   string
 		extra  map[string]any
@@ -95,7 +98,7 @@ func TestScheduledSendIsStoredAndNotPublished(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	key := e.tenant("acme", "Acme", nil)
-	e.link("acme", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	sendAt, expiresAt := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond), time.Now().Add(2*time.Hour).UTC().Truncate(time.Millisecond)
 	r := e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "later", "priority": 8,
 		"send_at": sendAt.Format(time.RFC3339Nano), "expires_at": expiresAt.Format(time.RFC3339Nano),
@@ -116,15 +119,11 @@ func TestScheduledSendIsStoredAndNotPublished(t *testing.T) {
 	}
 	// The worker's states as the resource shows them: next_attempt_at only while retrying, delivered_at
 	// once delivered.
-	if _, err := e.st.Pool().Exec(context.Background(), `UPDATE notifications SET status = 'retrying', next_attempt_at = now() + interval '1 minute' WHERE tracking_id = $1`, id); err != nil {
-		t.Fatal(err)
-	}
+	e.fx.SetNotification(t, id, fixture.InState(store.StatusRetrying), fixture.NextAttemptAt(time.Now().Add(time.Minute)))
 	if m := e.do("GET", "/v1/status/"+id, key, nil).json(t); m["next_attempt_at"] == nil {
 		t.Errorf("a retrying notification shows no next_attempt_at: %v", m)
 	}
-	if _, err := e.st.Pool().Exec(context.Background(), `UPDATE notifications SET status = 'delivered', delivered_at = now() WHERE tracking_id = $1`, id); err != nil {
-		t.Fatal(err)
-	}
+	e.fx.SetNotification(t, id, fixture.InState(store.StatusDelivered), fixture.DeliveredAt(time.Now()))
 	if m := e.do("GET", "/v1/status/"+id, key, nil).json(t); m["delivered_at"] == nil || m["next_attempt_at"] != nil {
 		t.Errorf("a delivered notification: %v, want delivered_at and no next_attempt_at", m)
 	}
@@ -138,12 +137,10 @@ func TestCancelAnswersByState(t *testing.T) {
 	e := newEnv(t)
 	key := e.tenant("acme", "Acme", nil)
 	other := e.tenant("globex", "Globex", nil)
-	e.link("acme", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	for _, state := range []string{"scheduled", "queued", "retrying", "delivering", "delivered", "blocked", "failed", "unlinked", "cancelled", "expired"} {
 		id := e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "hi"}).json(t)["tracking_id"].(string)
-		if _, err := e.st.Pool().Exec(context.Background(), `UPDATE notifications SET status = $2, lease_expires_at = now() + interval '1 minute' WHERE tracking_id = $1`, id, state); err != nil {
-			t.Fatal(err)
-		}
+		e.fx.SetNotification(t, id, fixture.InState(store.Status(state)), fixture.Lease(time.Now().Add(time.Minute)))
 		expectError(t, e.do("POST", "/v1/notifications/"+id+"/cancel", other, nil), 404, "not_found")
 		r := e.do("POST", "/v1/notifications/"+id+"/cancel", key, nil)
 		switch state {
@@ -193,9 +190,9 @@ func TestListPages(t *testing.T) {
 	e := newEnv(t)
 	key := e.tenant("acme", "Acme", nil)
 	other := e.tenant("globex", "Globex", nil)
-	e.link("acme", "u1", 1001, "verified")
-	e.link("acme", "u2", 1002, "verified")
-	e.link("globex", "u1", 2001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
+	e.fx.VerifiedUser(e.t, "acme", "u2", 1002)
+	e.fx.VerifiedUser(e.t, "globex", "u1", 2001)
 	var mine []string
 	for i := range 60 {
 		user := []string{"u1", "u2"}[i%2]
@@ -265,8 +262,8 @@ func TestListPages(t *testing.T) {
 	if p, _ := e.list(key, "user_id=u2&limit=200"); len(p.Data) != 30 {
 		t.Errorf("user_id=u2: %d, want 30", len(p.Data))
 	}
-	if _, err := e.st.Pool().Exec(context.Background(), `UPDATE notifications SET status = 'failed' WHERE tracking_id = ANY($1::uuid[])`, mine[:5]); err != nil {
-		t.Fatal(err)
+	for _, id := range mine[:5] {
+		e.fx.SetNotification(t, id, fixture.InState(store.StatusFailed))
 	}
 	if p, _ := e.list(key, "status=failed,expired"); len(p.Data) != 5 {
 		t.Errorf("status=failed,expired: %d, want 5", len(p.Data))
@@ -301,8 +298,8 @@ func TestBatchAnswersEachItemInOrder(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	key := e.tenant("acme", "Acme", ptr("Acme Shop"))
-	e.link("acme", "u1", 1001, "verified")
-	e.link("acme", "u2", 1002, "")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
+	e.fx.User(e.t, "acme", "u2", fixture.LinkedTo(1002))
 	items := []any{
 		map[string]any{"user_id": "u1", "message": "one", "priority": 9},
 		map[string]any{"user_id": "u1", "message": "later", "send_at": ts(time.Hour), "metadata": map[string]string{"k": "v"}},
@@ -369,7 +366,7 @@ func TestBatchEnvelopeIsValidated(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	key := e.tenant("acme", "Acme", nil)
-	e.link("acme", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	item := map[string]any{"user_id": "u1", "message": "hi"}
 	many := func(n int) []any {
 		out := make([]any, n)
@@ -412,8 +409,8 @@ func TestBatchBrokerFailureStoresNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	key := e.tenant("acme", "Acme", nil)
-	e.link("acme", "u1", 1001, "verified")
-	e.link("acme", "u2", 1002, "")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
+	e.fx.User(e.t, "acme", "u2", fixture.LinkedTo(1002))
 	var failing = true
 	var mu sync.Mutex
 	// The broker holds the batch's produce past the 2 s budget: the rows are stored, then the publish fails.
@@ -466,8 +463,8 @@ func TestUsersGetAndErase(t *testing.T) {
 	key := e.tenant("acme", "Acme", nil)
 	other := e.tenant("globex", "Globex", nil)
 	const user = "alice@example.com"
-	e.link("acme", user, 777001, "verified")
-	e.link("acme", "pending-user", 1002, "pending")
+	e.fx.VerifiedUser(e.t, "acme", user, 777001)
+	e.fx.User(e.t, "acme", "pending-user", fixture.LinkedTo(1002), fixture.Pending())
 	e.do("POST", "/v1/link-token", key, map[string]any{"user_id": "new-user"})
 	path := "/v1/users/" + url.PathEscape(user)
 
@@ -529,7 +526,7 @@ func TestEraseRacingSends(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	key := e.tenant("acme", "Acme", nil)
-	e.link("acme", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	accepted := map[string]bool{}
@@ -575,7 +572,7 @@ func TestNewRoutesAreTenantScoped(t *testing.T) {
 	e := newEnv(t)
 	acme := e.tenant("acme", "Acme", nil)
 	globex := e.tenant("globex", "Globex", nil)
-	e.link("acme", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	id := e.do("POST", "/v1/send", acme, map[string]any{"user_id": "u1", "message": "hi", "send_at": ts(time.Hour)}).json(t)["tracking_id"].(string)
 	expectError(t, e.do("POST", "/v1/notifications/"+id+"/cancel", globex, nil), 404, "not_found")
 	expectError(t, e.do("GET", "/v1/users/u1", globex, nil), 404, "not_found")

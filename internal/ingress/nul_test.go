@@ -19,7 +19,7 @@ func TestNULIsRefusedAtTheDoorNamingTheField(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	key := e.tenant("acme", "Acme", nil)
-	e.link("acme", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	cases := []struct {
 		name, method, path, body string
 		status                   int
@@ -98,8 +98,8 @@ func TestNULSendsDoNotFailAnotherTenantsSends(t *testing.T) {
 	e := newEnv(t)
 	bad := e.tenant("mallory", "Mallory", nil)
 	good := e.tenant("acme", "Acme", nil)
-	e.link("mallory", "m1", 2001, "verified")
-	e.link("acme", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "mallory", "m1", 2001)
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	const rounds, each = 5, 20
 	for round := range rounds {
 		var wg sync.WaitGroup
@@ -138,7 +138,7 @@ func TestBlankMessagesAreRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	key := e.tenant("acme", "Acme", nil)
-	e.link("acme", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	blanks := []string{" ", "   ", "\n\t", "\r\n", "\u00a0", "\u3000\u2003", "\u0085\v\f"}
 	for _, m := range blanks {
 		r := e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": m})
@@ -180,7 +180,7 @@ func TestABatchOfOnlyInvalidItemsCostsARequestAndNoStatement(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	key := e.tenant("acme", "Acme", nil)
-	e.link("acme", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	e.limit("acme", store.TenantLimits{RequestsPerSecond: int32p(1)}) // burst twice the rate: 2
 	invalid := batchOf(map[string]any{"user_id": "u1", "message": "  "}, map[string]any{"user_id": "u1"}, "not an object",
 		map[string]any{"user_id": "u1", "message": "hi\u0000"})

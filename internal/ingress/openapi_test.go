@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/openapitest"
 )
 
@@ -20,8 +21,8 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 	doc := openapitest.Load(t)
 	e := newEnv(t)
 	key := e.tenant("acme", "Acme", ptr("Acme Shop"))
-	e.link("acme", "u1", 1001, "verified")
-	e.link("acme", "u2", 1002, "")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
+	e.fx.User(e.t, "acme", "u2", fixture.LinkedTo(1002))
 
 	check := func(method, template string, r response, want int) {
 		t.Helper()
@@ -117,7 +118,7 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 		e.do("POST", "/v1/callbacks", key, map[string]any{"url": "https://hooks.example.com/" + strings.Repeat("x", i+1)})
 	}
 	check("POST", "/v1/callbacks", e.do("POST", "/v1/callbacks", key, map[string]any{"url": "https://hooks.example.com/six"}), 409)
-	e.exec(`UPDATE callback_endpoints SET last_success_at = now(), last_failure_at = now() WHERE id = $1`, cbID)
+	e.fx.CallbackOutcomes(t, cbID, time.Now(), time.Now())
 	check("GET", "/v1/callbacks", e.do("GET", "/v1/callbacks", key, nil), 200)
 	check("GET", "/v1/callbacks", e.do("GET", "/v1/callbacks", "", nil), 401)
 	check("POST", "/v1/callbacks/{id}/rotate-secret", e.do("POST", "/v1/callbacks/"+cbID+"/rotate-secret", key, nil), 200)

@@ -9,13 +9,15 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+
+	"github.com/heraldhq/herald/internal/testing/fixture"
 )
 
 func TestSendQueuesBrandedNotificationAndProducesEnvelope(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	key := e.tenant("acme", "Acme Developer", ptr("Acme Shop"))
-	e.link("acme", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 
 	cases := []struct {
 		name     string
@@ -73,7 +75,7 @@ func TestSendBrandsWithDeveloperNameWhenKeyHasNoLabel(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	key := e.tenant("acme", "Acme Developer", nil)
-	e.link("acme", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	r := e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "hi"})
 	if r.status != http.StatusAccepted {
 		t.Fatalf("status %d %s", r.status, r.body)
@@ -91,7 +93,7 @@ func TestSendRejectsInvalidRequests(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	key := e.tenant("acme", "Acme", nil)
-	e.link("acme", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	long := strings.Repeat("é", 4097)
 	cases := []struct {
 		name, body string
@@ -154,7 +156,7 @@ func TestSendAcceptsLimitsExactly(t *testing.T) {
 	e := newEnv(t)
 	key := e.tenant("acme", "A", ptr("L")) // branding adds "A message from L\n" = 17 code points
 	user := strings.Repeat("ü", 128)
-	e.link("acme", user, 1001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", user, 1001)
 	cases := []struct {
 		name    string
 		message string
@@ -180,11 +182,11 @@ func TestSendIsGatedOnVerifiedPhone(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	key := e.tenant("acme", "Acme", nil)
-	e.link("acme", "unlinked-user", 0, "")
-	e.link("acme", "linked-unverified", 1002, "")
-	e.link("acme", "pending", 1003, "pending")
-	e.link("acme", "expired", 1004, "expired")
-	e.link("acme", "verified-without-link", 0, "verified")
+	e.fx.User(e.t, "acme", "unlinked-user")
+	e.fx.User(e.t, "acme", "linked-unverified", fixture.LinkedTo(1002))
+	e.fx.User(e.t, "acme", "pending", fixture.LinkedTo(1003), fixture.Pending())
+	e.fx.User(e.t, "acme", "expired", fixture.LinkedTo(1004), fixture.SessionExpired())
+	e.fx.User(e.t, "acme", "verified-without-link", fixture.Verified())
 	for _, user := range []string{"nobody", "unlinked-user", "linked-unverified", "pending", "expired", "verified-without-link"} {
 		r := e.do("POST", "/v1/send", key, map[string]any{"user_id": user, "message": "hi"})
 		expectError(t, r, http.StatusConflict, "phone_unverified")
@@ -198,7 +200,7 @@ func TestSendAnswersQueueErrorAndStoresNothingWhenTheBrokerIsDown(t *testing.T) 
 	t.Parallel()
 	e := newEnv(t)
 	key := e.tenant("acme", "Acme", nil)
-	e.link("acme", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	e.broker.Close()
 	// Both paths: the batched one, and an idempotent send's own transaction.
 	r := e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "hi"})
@@ -218,8 +220,8 @@ func TestSendIdempotency(t *testing.T) {
 	e := newEnv(t)
 	key := e.tenant("acme", "Acme", nil)
 	other := e.tenant("globex", "Globex", nil)
-	e.link("acme", "u1", 1001, "verified")
-	e.link("globex", "u1", 1002, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
+	e.fx.VerifiedUser(e.t, "globex", "u1", 1002)
 
 	first := e.do("POST", "/v1/send", key, `{"user_id":"u1","message":"hi","priority":3}`, "Idempotency-Key", "order-1")
 	if first.status != http.StatusAccepted {
@@ -260,7 +262,7 @@ func TestSendIdempotencyUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	key := e.tenant("acme", "Acme", nil)
-	e.link("acme", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	const n = 16
 	ids := make([]string, n)
 	var wg sync.WaitGroup

@@ -38,7 +38,7 @@ func TestSendsOverTheTenantsLimitAreRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	key := e.tenant("acme", "Acme", nil)
-	e.link("acme", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	e.limit("acme", store.TenantLimits{SendsPerSecond: int32p(1), Burst: int32p(5)})
 	accepted, refused := 0, 0
 	for range 10 {
@@ -77,7 +77,7 @@ func TestABatchCountsItsItemsAgainstTheSendRate(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	key := e.tenant("acme", "Acme", nil)
-	e.link("acme", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	e.limit("acme", store.TenantLimits{SendsPerSecond: int32p(1), Burst: int32p(5)})
 	batch := func(n int) map[string]any {
 		items := make([]any, n)
@@ -105,7 +105,7 @@ func TestOtherRoutesCountAgainstRequestsPerSecond(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	key := e.tenant("acme", "Acme", nil)
-	e.link("acme", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	e.limit("acme", store.TenantLimits{RequestsPerSecond: int32p(2)}) // burst twice the rate: 4
 	refused := 0
 	for range 8 {
@@ -131,7 +131,7 @@ func TestAChangedLimitAppliesWithinSeconds(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	key := e.tenant("acme", "Acme", nil)
-	e.link("acme", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	e.limit("acme", store.TenantLimits{SendsPerSecond: int32p(1), Burst: int32p(1)})
 	send := func() int {
 		return e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "hi"}).status
@@ -156,7 +156,7 @@ func TestThreeReplicasHoldOneTenantsLimit(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	key := e.tenant("acme", "Acme", nil)
-	e.link("acme", "u1", 1001, "verified")
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	e.limit("acme", store.TenantLimits{SendsPerSecond: int32p(40), Burst: int32p(40)})
 	var urls []string
 	for range 3 {

@@ -14,6 +14,7 @@ import (
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 )
 
 // A request whose rows PostgreSQL refuses fails alone: the requests that shared its batch — other
@@ -22,12 +23,8 @@ import (
 // a future validation misses, one request must never take down the others in its batch.
 func TestARequestPostgreSQLRefusesFailsAlone(t *testing.T) {
 	e := newEnv(t)
-	if err := e.st.CreateTenant(context.Background(), "mallory", "Mallory"); err != nil {
-		t.Fatal(err)
-	}
-	e.exec(`INSERT INTO users (tenant_id, user_id) VALUES ('mallory', 'm')`)
-	e.exec(`INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ('mallory', 'm', 9, 9)`)
-	e.exec(`INSERT INTO phone_verifications (tenant_id, user_id, status) VALUES ('mallory', 'm', 'verified')`)
+	e.fx.Tenant(t, "mallory", fixture.DeveloperName("Mallory"))
+	e.fx.VerifiedUser(t, "mallory", "m", 9)
 	// One batch loop, so that the requests sent while it is held all wait for the same next batch.
 	p := queue.NewProducer(e.broker.Addrs(), prefix)
 	t.Cleanup(func() { p.Close() })

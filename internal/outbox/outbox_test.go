@@ -17,6 +17,7 @@ import (
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/kafkatest"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
@@ -28,6 +29,7 @@ const prefix = "ob"
 type env struct {
 	t      *testing.T
 	st     *store.Store
+	fx     *fixture.F
 	broker *kafkatest.Broker
 	ob     *outbox.Outbox
 }
@@ -42,21 +44,11 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(func() { p.Close() })
 	ob := outbox.New(st, p, outbox.Options{ProduceTimeout: 500 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	t.Cleanup(ob.Close)
-	e := &env{t: t, st: st, broker: b, ob: ob}
-	if err := st.CreateTenant(context.Background(), "acme", "Acme"); err != nil {
-		t.Fatal(err)
-	}
-	e.exec(`INSERT INTO users (tenant_id, user_id) VALUES ('acme', 'ok'), ('acme', 'no')`)
-	e.exec(`INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ('acme', 'ok', 1, 1), ('acme', 'no', 2, 2)`)
-	e.exec(`INSERT INTO phone_verifications (tenant_id, user_id, status) VALUES ('acme', 'ok', 'verified'), ('acme', 'no', 'unverified')`)
+	e := &env{t: t, st: st, fx: fixture.New(st), broker: b, ob: ob}
+	e.fx.Tenant(t, "acme", fixture.DeveloperName("Acme"))
+	e.fx.VerifiedUser(t, "acme", "ok", 1)
+	e.fx.User(t, "acme", "no", fixture.LinkedTo(2), fixture.Unverified())
 	return e
-}
-
-func (e *env) exec(q string, args ...any) {
-	e.t.Helper()
-	if _, err := e.st.Pool().Exec(context.Background(), q, args...); err != nil {
-		e.t.Fatalf("%s: %v", q, err)
-	}
 }
 
 func (e *env) count(q string, args ...any) int {
@@ -260,13 +252,9 @@ func TestRepeatsInOneBatchShareTheFirstAnswer(t *testing.T) {
 	// One loop, so that requests arriving while a batch runs wait together for the next one.
 	ob := outbox.New(st, p, outbox.Options{Logger: slog.New(slog.DiscardHandler), Batch: batch.Options{Loops: 1}})
 	t.Cleanup(ob.Close)
-	e := &env{t: t, st: st, broker: b, ob: ob}
-	if err := st.CreateTenant(context.Background(), "acme", "Acme"); err != nil {
-		t.Fatal(err)
-	}
-	e.exec(`INSERT INTO users (tenant_id, user_id) VALUES ('acme', 'ok')`)
-	e.exec(`INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ('acme', 'ok', 1, 1)`)
-	e.exec(`INSERT INTO phone_verifications (tenant_id, user_id, status) VALUES ('acme', 'ok', 'verified')`)
+	e := &env{t: t, st: st, fx: fixture.New(st), broker: b, ob: ob}
+	e.fx.Tenant(t, "acme", fixture.DeveloperName("Acme"))
+	e.fx.VerifiedUser(t, "acme", "ok", 1)
 
 	for round := range 5 {
 		idem := &outbox.Idempotency{Key: fmt.Sprintf("round-%d", round), RequestHash: [32]byte{byte(round)}}
@@ -315,9 +303,7 @@ func TestRepeatsInOneBatchShareTheFirstAnswer(t *testing.T) {
 // replays that answer; the item that was taken back is answered queue_error.
 func TestAFailedPublishThatAWorkerClaimedAfterAllIsAnsweredAccepted(t *testing.T) {
 	e := newEnv(t)
-	e.exec(`INSERT INTO users (tenant_id, user_id) VALUES ('acme', 'ok2')`)
-	e.exec(`INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ('acme', 'ok2', 3, 3)`)
-	e.exec(`INSERT INTO phone_verifications (tenant_id, user_id, status) VALUES ('acme', 'ok2', 'verified')`)
+	e.fx.VerifiedUser(t, "acme", "ok2", 3)
 	claimed := make(chan string, 1)
 	e.broker.Cluster().ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
 		e.broker.Cluster().KeepControl()

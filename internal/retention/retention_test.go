@@ -11,19 +11,13 @@ import (
 
 	"github.com/heraldhq/herald/internal/retention"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 var policy = store.RetentionPolicy{Bodies: 7 * 24 * time.Hour, Notifications: 90 * 24 * time.Hour, Expired: 24 * time.Hour}
-
-func exec(t *testing.T, s *store.Store, q string, args ...any) {
-	t.Helper()
-	if _, err := s.Pool().Exec(context.Background(), q, args...); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-}
 
 func count(t *testing.T, s *store.Store, q string) int {
 	t.Helper()
@@ -38,16 +32,14 @@ func count(t *testing.T, s *store.Store, q string) int {
 // moved back), and n link tokens expired two days ago.
 func seed(t *testing.T, s *store.Store, n int) {
 	t.Helper()
-	if err := s.CreateTenant(context.Background(), "acme", "Acme"); err != nil {
-		t.Fatal(err)
-	}
-	exec(t, s, `INSERT INTO users (tenant_id, user_id) VALUES ('acme', 'u')`)
-	for i := range n {
-		exec(t, s, `INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status, created_at, updated_at)
-			VALUES ($1, 'tenant', 'acme', 'u', 5, 'secret words', 'delivered', now() - interval '8 days', now() - interval '8 days')`,
-			uuid.Must(uuid.NewV7()).String())
-		exec(t, s, `INSERT INTO link_tokens (digest, tenant_id, user_id, label, expires_at) VALUES (sha256($1::bytea), 'acme', 'u', 'L', now() - interval '2 days')`,
-			[]byte{byte(i)})
+	fx := fixture.New(s)
+	fx.Tenant(t, "acme", fixture.DeveloperName("Acme"))
+	fx.User(t, "acme", "u")
+	delivered, expired := time.Now().Add(-8*24*time.Hour), time.Now().Add(-2*24*time.Hour)
+	for range n {
+		fx.Notification(t, fixture.For("acme", "u"), fixture.InState(store.StatusDelivered), fixture.Body("secret words"),
+			fixture.CreatedAt(delivered), fixture.UpdatedAt(delivered))
+		fx.LinkToken(t, "acme", "u", fixture.TokenLabel("L"), fixture.TokenExpiredAt(expired))
 	}
 }
 
@@ -199,11 +191,12 @@ func TestThePurgeJobDeletesFinishedCallbackEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The clock moved: delivered and dropped 8 days ago (due), delivered 6 days ago, pending for 30 days.
-	exec(t, s, `INSERT INTO callback_events (event_id, endpoint_id, type, state, created_at, finished_at) VALUES
-		(gen_random_uuid(), $1, 'ping', 'delivered', now() - interval '8 days', now() - interval '8 days'),
-		(gen_random_uuid(), $1, 'ping', 'dropped', now() - interval '9 days', now() - interval '8 days'),
-		(gen_random_uuid(), $1, 'ping', 'delivered', now() - interval '6 days', now() - interval '6 days'),
-		(gen_random_uuid(), $1, 'ping', 'pending', now() - interval '30 days', NULL)`, ep)
+	fx := fixture.New(s)
+	daysAgo := func(n int) time.Time { return time.Now().Add(-time.Duration(n) * 24 * time.Hour) }
+	fx.CallbackEvents(t, ep, 1, fixture.EventState(store.CallbackDelivered), fixture.EventCreatedAt(daysAgo(8)), fixture.EventFinishedAt(daysAgo(8)))
+	fx.CallbackEvents(t, ep, 1, fixture.EventState(store.CallbackDropped), fixture.EventCreatedAt(daysAgo(9)), fixture.EventFinishedAt(daysAgo(8)))
+	fx.CallbackEvents(t, ep, 1, fixture.EventState(store.CallbackDelivered), fixture.EventCreatedAt(daysAgo(6)), fixture.EventFinishedAt(daysAgo(6)))
+	fx.CallbackEvents(t, ep, 1, fixture.EventState(store.CallbackPending), fixture.EventCreatedAt(daysAgo(30)))
 	kind := map[string]string{"kind": "callback_events"}
 	before, _ := gauge(t, "herald_retention_purged_total", kind)
 	p := retention.New(retention.Options{Store: s, Policy: store.DefaultRetention, Logger: slog.New(slog.DiscardHandler), BatchSize: 1, Pause: -1})

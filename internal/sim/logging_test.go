@@ -1,37 +1,19 @@
 package sim_test
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/heraldhq/herald/internal/sim"
+	"github.com/heraldhq/herald/internal/testing/syncbuf"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // A /start payload is a link token: whoever reads it in a log can link their own account to the tenant's
 // user for 15 minutes. The simulator logs that a user started the bot, never the payload; nor the text of
 // messages, which is the user's.
 func TestTheSimulatorLogsNoStartTokenAndNoText(t *testing.T) {
-	var log lockedBuffer
+	var log syncbuf.Buffer
 	s := sim.New(sim.Options{Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	defer s.Close()
 	const token = "tok_Zq8Xv3mK0pL7rT2wY5uN9bC4dF6hJ1sA"

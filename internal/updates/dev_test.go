@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/google/uuid"
+	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 )
 
 const (
@@ -33,28 +35,28 @@ func (e *env) ask(from int64, text string) reply {
 // devEnv has three tenants with notifications: acme (developer 7001), globex (developer 7002), initech.
 func devEnv(t *testing.T) (e *env, acmeID, globexID, oldAcmeID string) {
 	e = newEnv(t)
-	e.tenant("acme", "Acme Dev", devAcme)
+	sendsPerSecond := int32(20)
+	e.fx.Tenant(t, "acme", fixture.DeveloperName("Acme Dev"), fixture.Developers(devAcme),
+		fixture.Limits(store.TenantLimits{SendsPerSecond: &sendsPerSecond})) // acme has a limit of its own
 	e.tenant("globex", "Globex Dev", devGlobex)
 	e.tenant("initech", "Initech Dev")
-	e.exec(`INSERT INTO users (tenant_id, user_id) VALUES ('acme', 'u1'), ('globex', 'g1')`)
-	insert := func(tenant, user, status, age string) string {
-		id := uuid.Must(uuid.NewV7()).String()
-		e.exec(`INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status, attempts, messenger_message_id, created_at, updated_at)
-			VALUES ($1, 'tenant', $2, $3, 5, 'A message from Acme'||chr(10)||'SECRET BODY', $4, 1, '77', now() - $5::interval, now())`,
-			id, tenant, user, status, age)
-		return id
+	e.fx.User(t, "acme", "u1")
+	e.fx.User(t, "globex", "g1")
+	insert := func(tenant, user string, status store.Status, age time.Duration, opts ...fixture.NotificationOption) string {
+		return e.fx.Notification(t, append([]fixture.NotificationOption{fixture.For(tenant, user), fixture.InState(status),
+			fixture.Body("A message from Acme\nSECRET BODY"), fixture.Attempts(1), fixture.MessageID("77"),
+			fixture.CreatedAt(time.Now().Add(-age)), fixture.UpdatedAt(time.Now())}, opts...)...)
 	}
-	acmeID = insert("acme", "u1", "delivered", "1 minute")
-	e.exec(`UPDATE notifications SET metadata = '{"order":"42"}', send_at = '2099-01-01T00:00:00Z', expires_at = '2099-01-02T00:00:00Z',
-		delivered_at = '2026-01-01T00:00:00Z' WHERE tracking_id = $1`, acmeID)
-	insert("acme", "u1", "delivered", "2 hours")
-	insert("acme", "u1", "failed", "3 hours")
-	oldAcmeID = insert("acme", "u1", "failed", "25 hours") // outside /dev_stats' window
-	globexID = insert("globex", "g1", "queued", "1 minute")
-	// acme has a limit of its own and was refused lately (the ingress records refusals per minute).
-	e.exec(`UPDATE tenants SET sends_per_second = 20 WHERE id = 'acme'`)
-	e.exec(`INSERT INTO rate_refusals (tenant_id, kind, minute, count) VALUES ('acme', 'sends', date_trunc('minute', now()), 7),
-		('acme', 'sends', date_trunc('minute', now()) - interval '2 hours', 100)`)
+	acmeID = insert("acme", "u1", store.StatusDelivered, time.Minute, fixture.Metadata(`{"order":"42"}`),
+		fixture.SendAt(time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)), fixture.ExpiresAt(time.Date(2099, 1, 2, 0, 0, 0, 0, time.UTC)),
+		fixture.DeliveredAt(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
+	insert("acme", "u1", store.StatusDelivered, 2*time.Hour)
+	insert("acme", "u1", store.StatusFailed, 3*time.Hour)
+	oldAcmeID = insert("acme", "u1", store.StatusFailed, 25*time.Hour) // outside /dev_stats' window
+	globexID = insert("globex", "g1", store.StatusQueued, time.Minute)
+	// acme was refused lately (the ingress records refusals per minute).
+	e.fx.Refusals(t, "acme", "sends", time.Now(), 7)
+	e.fx.Refusals(t, "acme", "sends", time.Now().Add(-2*time.Hour), 100)
 	return e, acmeID, globexID, oldAcmeID
 }
 

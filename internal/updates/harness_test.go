@@ -3,7 +3,6 @@ package updates_test
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -11,8 +10,6 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"sort"
-	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,8 +20,10 @@ import (
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/kafkatest"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
+	"github.com/heraldhq/herald/internal/testing/syncbuf"
 	"github.com/heraldhq/herald/internal/updates"
 )
 
@@ -41,29 +40,13 @@ const (
 type env struct {
 	t      *testing.T
 	st     *store.Store
+	fx     *fixture.F
 	broker *kafkatest.Broker
 	rc     *updates.Receiver
 	router chi.Router
 	srv    *httptest.Server
-	logs   *syncBuffer
+	logs   *syncbuf.Buffer
 	nextID atomic.Int64
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func newEnv(t *testing.T) *env {
@@ -72,7 +55,7 @@ func newEnv(t *testing.T) *env {
 	b := kafkatest.New(t, prefix)
 	p := queue.NewProducer(b.Addrs(), prefix)
 	t.Cleanup(func() { p.Close() })
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	// Debug level: the test about phone numbers must see every line the receiver can write.
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ob := outbox.New(st, p, outbox.Options{ProduceTimeout: time.Second, Logger: logger})
@@ -84,7 +67,7 @@ func newEnv(t *testing.T) *env {
 	rc.Routes(r)
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
-	e := &env{t: t, st: st, broker: b, rc: rc, router: r, srv: srv, logs: logs}
+	e := &env{t: t, st: st, fx: fixture.New(st), broker: b, rc: rc, router: r, srv: srv, logs: logs}
 	e.nextID.Store(1000)
 	return e
 }
@@ -189,65 +172,47 @@ func contactUpdate(updateID, from int64, phoneNumber string, contactUserID int64
 
 // Fixtures.
 
-func (e *env) exec(sql string, args ...any) {
-	e.t.Helper()
-	if _, err := e.st.Pool().Exec(context.Background(), sql, args...); err != nil {
-		e.t.Fatalf("fixture %q: %v", sql, err)
-	}
-}
-
 func (e *env) tenant(id, developerName string, developers ...int64) {
 	e.t.Helper()
-	if err := e.st.CreateTenant(context.Background(), id, developerName); err != nil {
-		e.t.Fatalf("create tenant: %v", err)
-	}
-	for _, d := range developers {
-		if err := e.st.AddTenantDeveloper(context.Background(), id, d); err != nil {
-			e.t.Fatalf("add developer: %v", err)
-		}
-	}
+	e.fx.Tenant(e.t, id, fixture.DeveloperName(developerName), fixture.Developers(developers...))
 }
-
-var tokenSeq atomic.Int64
 
 // token creates a link token for a tenant's user, with the label snapshot, and returns it. state "expired"
 // or "used" makes it so.
 func (e *env) token(tenantID, userID, label, state string) string {
 	e.t.Helper()
-	tok := "tok_" + time.Now().Format("150405") + "_" + itoa(tokenSeq.Add(1)) + "_aaaaaaaaaaaaaaaaaaaaaaaaa"
-	digest := digestOf(tok)
-	if _, err := e.st.CreateLinkToken(context.Background(), tenantID, userID, digest, label); err != nil {
-		e.t.Fatalf("create link token: %v", err)
-	}
+	opts := []fixture.TokenOption{fixture.TokenLabel(label)}
 	switch state {
 	case "expired":
-		e.exec(`UPDATE link_tokens SET expires_at = now() - interval '1 second' WHERE digest = $1`, digest[:])
+		opts = append(opts, fixture.TokenExpiredAt(time.Now().Add(-time.Second)))
 	case "used":
-		e.exec(`UPDATE link_tokens SET used_at = now() - interval '1 minute' WHERE digest = $1`, digest[:])
+		opts = append(opts, fixture.TokenUsedAt(time.Now().Add(-time.Minute)))
 	}
-	return tok
+	return e.fx.LinkToken(e.t, tenantID, userID, opts...)
 }
 
 // link makes the user linked to a messenger account directly.
 func (e *env) link(tenantID, userID string, messengerID int64) {
 	e.t.Helper()
-	e.exec(`INSERT INTO users (tenant_id, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, tenantID, userID)
-	e.exec(`INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ($1, $2, $3, $3)
-		ON CONFLICT (tenant_id, user_id) DO UPDATE SET messenger_user_id = $3, chat_id = $3`, tenantID, userID, messengerID)
+	e.fx.User(e.t, tenantID, userID, fixture.LinkedTo(messengerID))
 }
 
 // session sets the user's verification: "pending" (10 minutes ahead), "expired" (pending, past), or
 // "verified". label may be nil (the developer name brands).
 func (e *env) session(tenantID, userID, state string, label *string) {
 	e.t.Helper()
+	opts := []fixture.UserOption{fixture.SessionLabel(label)}
 	switch state {
 	case "pending":
-		e.exec(`INSERT INTO phone_verifications (tenant_id, user_id, status, session_expires_at, label) VALUES ($1, $2, 'pending', now() + interval '10 minutes', $3)`, tenantID, userID, label)
+		opts = append(opts, fixture.Pending())
 	case "expired":
-		e.exec(`INSERT INTO phone_verifications (tenant_id, user_id, status, session_expires_at, label) VALUES ($1, $2, 'pending', now() - interval '1 second', $3)`, tenantID, userID, label)
+		opts = append(opts, fixture.SessionExpired())
 	case "verified":
-		e.exec(`INSERT INTO phone_verifications (tenant_id, user_id, status, label, phone_last4, phone_hash, verified_at) VALUES ($1, $2, 'verified', $3, '9999', '\x00', now())`, tenantID, userID, label)
+		opts = append(opts, fixture.Verified(), fixture.PhoneLast4("9999"), fixture.PhoneHash([]byte{0}))
+	default:
+		e.t.Fatalf("no session state %q", state)
 	}
+	e.fx.User(e.t, tenantID, userID, opts...)
 }
 
 type linkRow struct {
@@ -372,10 +337,6 @@ func deref(s *string) string {
 	}
 	return *s
 }
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
-
-func digestOf(token string) [32]byte { return sha256.Sum256([]byte(token)) }
 
 var removeKeyboard = map[string]any{"remove_keyboard": true}
 

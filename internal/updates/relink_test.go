@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 )
 
 // relinkedCode and relinkedMessage are what a notification ended by a relink shows (docs/delivery.md).
@@ -32,11 +33,11 @@ func (e *env) notify(tenantID, userID string, status store.Status) string {
 	}
 	switch status {
 	case store.StatusRetrying:
-		e.exec(`UPDATE notifications SET status = 'retrying', attempts = 1, next_attempt_at = now() + interval '1 hour' WHERE tracking_id = $1`, n.TrackingID)
+		e.fx.SetNotification(e.t, n.TrackingID, fixture.InState(status), fixture.Attempts(1), fixture.NextAttemptAt(time.Now().Add(time.Hour)))
 	case store.StatusDelivering:
-		e.exec(`UPDATE notifications SET status = 'delivering', attempts = 1, lease_expires_at = now() + interval '1 minute' WHERE tracking_id = $1`, n.TrackingID)
+		e.fx.SetNotification(e.t, n.TrackingID, fixture.InState(status), fixture.Attempts(1), fixture.Lease(time.Now().Add(time.Minute)))
 	case store.StatusDelivered:
-		e.exec(`UPDATE notifications SET status = 'delivered', attempts = 1, messenger_message_id = '7', delivered_at = now() WHERE tracking_id = $1`, n.TrackingID)
+		e.fx.SetNotification(e.t, n.TrackingID, fixture.InState(status), fixture.Attempts(1), fixture.MessageID("7"), fixture.DeliveredAt(time.Now()))
 	}
 	return n.TrackingID
 }

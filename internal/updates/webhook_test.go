@@ -13,6 +13,7 @@ import (
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/kafkatest"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 	"github.com/heraldhq/herald/internal/updates"
@@ -227,7 +228,7 @@ func TestPublishFailureLeavesTheReplyToTheRelay(t *testing.T) {
 	rc.Routes(r)
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
-	e := &env{t: t, st: st, srv: srv, router: r}
+	e := &env{t: t, st: st, fx: fixture.New(st), srv: srv, router: r}
 	e.tenant("acme", "Acme Dev")
 	tok := e.token("acme", "u1", "Acme", "")
 

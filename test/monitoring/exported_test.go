@@ -16,7 +16,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -25,7 +24,9 @@ import (
 	"github.com/heraldhq/herald/internal/egress"
 	"github.com/heraldhq/herald/internal/operator"
 	"github.com/heraldhq/herald/internal/queue"
+	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/devtest"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/kafkatest"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
@@ -76,25 +77,16 @@ func TestEveryMetricTheDashboardAndAlertsReadIsExported(t *testing.T) {
 	ctx := context.Background()
 
 	// PostgreSQL and a broker of our own, so that the test can reach into both.
-	dbURL := pgtest.NewDatabase(t)
+	st, dbURL := pgtest.NewStore(t)
 	broker := kafkatest.New(t, "herald")
-	db, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(ctx)
 	// Two notifications the redrive must find when the worker starts: one queued for an hour whose envelope
 	// never reached Kafka, one left delivering by a worker that died (its lease expired).
-	for _, stmt := range []string{
-		`INSERT INTO notifications (tracking_id, kind, chat_id, priority, body, status, published_at, created_at, updated_at)
-		 VALUES ($1, 'system', 4242, 9, 'lost', 'queued', now() - interval '1 hour', now() - interval '1 hour', now() - interval '1 hour')`,
-		`INSERT INTO notifications (tracking_id, kind, chat_id, priority, body, status, attempts, lease_expires_at, published_at)
-		 VALUES ($1, 'system', 4243, 9, 'held by a dead worker', 'delivering', 1, now() - interval '1 minute', now() - interval '1 hour')`,
-	} {
-		if _, err := db.Exec(ctx, stmt, uuid.Must(uuid.NewV7()).String()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fx := fixture.New(st)
+	hourAgo := time.Now().Add(-time.Hour)
+	fx.Notification(t, fixture.System("", 4242), fixture.Body("lost"),
+		fixture.PublishedAt(hourAgo), fixture.CreatedAt(hourAgo), fixture.UpdatedAt(hourAgo))
+	fx.Notification(t, fixture.System("", 4243), fixture.Body("held by a dead worker"), fixture.InState(store.StatusDelivering),
+		fixture.Attempts(1), fixture.Lease(time.Now().Add(-time.Minute)), fixture.PublishedAt(hourAgo))
 
 	base, key := startDev(t, devenv.Options{DataDir: t.TempDir(), DatabaseURL: dbURL, KafkaBrokers: broker.Addrs(),
 		TopicPrefix: "herald", DeepLinkBase: "https://t.me", RateLimit: 30,

@@ -26,33 +26,25 @@ import (
 	"io"
 	"log"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
-
-	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/callback"
 	"github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/internal/egress"
 	"github.com/heraldhq/herald/internal/ingress"
-	"github.com/heraldhq/herald/internal/kafkalocal"
 	"github.com/heraldhq/herald/internal/messenger"
-	"github.com/heraldhq/herald/internal/outbox"
-	"github.com/heraldhq/herald/internal/pglocal"
-	"github.com/heraldhq/herald/internal/queue"
-	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/signing"
 	"github.com/heraldhq/herald/internal/sim"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/benchutil"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 )
 
 var (
@@ -79,45 +71,22 @@ func main() { os.Exit(benchmark()) }
 func benchmark() int {
 	flag.Parse()
 	log.SetFlags(0)
-	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "herald-bench-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	pg, err := pglocal.Start(ctx, pglocal.Options{Dir: dir, MaxConnections: 300})
-	if err != nil {
-		log.Printf("starting PostgreSQL: %v", err)
-		return 1
-	}
-	defer func() { _ = pg.Stop() }()
-
 	host, _ := os.Hostname()
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Printf("machine: %s, %s/%s, %d CPUs, %s, load average at start %s\n", host, runtime.GOOS, runtime.GOARCH,
 		runtime.NumCPU(), runtime.Version(), strings.Join(strings.Fields(string(load))[:3], " "))
 	fmt.Printf("sender: %d events, %d endpoints, receiver answers in %v; delivery: %d pairs of phases of %d notifications, %d endpoints per tenant when on, limit %.0f/s, simulator answers at once\n",
 		*events, *endpoints, *latency, *pairs, *backlog, *onEPs, *limit)
-	var results []result
-	for i := range *runs {
-		r, err := run(ctx, pg, i)
-		if err != nil {
-			log.Printf("run %d: %v", i+1, err)
-			return 1
-		}
+	results, err := benchutil.Runs(context.Background(), *runs, run, func(i int, r result) {
 		fmt.Printf("run %d: sender %.0f events/s (duplicates %d, bad signatures %d); delivery off %.0f/s, on %.0f/s (%+.1f %%), on + sender %.0f/s (%+.1f %%); events recorded %d of %d\n",
 			i+1, r.eventsPerSec, r.duplicates, r.badSignatures, r.off, r.on, pct(r.on, r.off), r.onSender, pct(r.onSender, r.off),
 			r.eventsRecorded, r.eventsWant)
-		results = append(results, r)
+	})
+	if err != nil {
+		log.Print(err)
+		return 1
 	}
-	med := func(f func(result) float64) float64 {
-		v := make([]float64, len(results))
-		for i, r := range results {
-			v[i] = f(r)
-		}
-		sort.Float64s(v)
-		return v[len(v)/2]
-	}
+	med := func(f func(result) float64) float64 { return benchutil.Median(results, f) }
 	costs := med(func(r result) float64 { return -pct(r.on, r.off) })
 	fmt.Printf("median of %d runs: sender %.0f events/s; delivery off %.0f/s, on %.0f/s, on + sender %.0f/s; cost of recording the events %.1f %% (target ≤ 10 %%), with the sender on the same machine %.1f %%\n",
 		len(results), med(func(r result) float64 { return r.eventsPerSec }), med(func(r result) float64 { return r.off }),
@@ -176,80 +145,50 @@ func (rc *receiver) count() int {
 	return len(rc.seen)
 }
 
-func run(ctx context.Context, pg *pglocal.Cluster, i int) (result, error) {
+func run(ctx context.Context, url string, i int) (result, error) {
 	var res result
-	db := "bench_" + strconv.Itoa(i)
-	if err := pg.CreateDatabase(ctx, db, ""); err != nil {
-		return res, err
-	}
-	url := pg.URL(db)
-	if err := store.Migrate(ctx, url); err != nil {
-		return res, err
-	}
-	st, err := store.Open(ctx, url, 64)
-	if err != nil {
-		return res, err
-	}
-	defer st.Close()
-	prefix := "bench" + strconv.Itoa(i)
-	broker, err := kafkalocal.Start(prefix, 0, queue.DefaultPartitions)
-	if err != nil {
-		return res, err
-	}
-	defer broker.Close()
-	producer := queue.NewProducer(broker.Addrs(), prefix)
-	defer producer.Close()
 	quiet := slog.New(slog.DiscardHandler)
 	logger := quiet
 	if *verbose {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	key, _ := signing.ParseKey(signing.GenerateKey())
-	policy := egress.Policy{AllowInsecure: true, AllowPrivate: true}
-
-	ob := outbox.New(st, producer, outbox.Options{Logger: quiet})
-	defer ob.Close()
-	api := ingress.New(st, ob, quiet, ingress.Options{DeepLinkBase: "https://t.me", BotUsername: "bench_bot", CallbackKey: key, CallbackPolicy: policy})
-	router := server.NewRouter(quiet)
-	api.Routes(router)
-	apiURL, stopAPI, err := serve(router)
+	b, err := benchutil.StartBackend(ctx, url, 64, "bench"+strconv.Itoa(i), quiet)
 	if err != nil {
 		return res, err
 	}
-	defer stopAPI()
-	s := sim.New(sim.Options{GlobalRate: *limit, PerChatRate: 100, PerChatBurst: 100, Logger: quiet})
-	defer s.Close()
-	simURL, stopSim, err := serve(s)
+	defer b.Close()
+	st := b.Store
+	key, _ := signing.ParseKey(signing.GenerateKey())
+	policy := egress.Policy{AllowInsecure: true, AllowPrivate: true}
+
+	api, err := benchutil.ServeAPI(b.Store, b.Outbox, quiet, ingress.Options{CallbackKey: key, CallbackPolicy: policy})
+	if err != nil {
+		return res, err
+	}
+	defer api.Close()
+	apiURL := api.URL()
+	s, simURL, stopSim, err := benchutil.ServeSimulator(sim.Options{GlobalRate: *limit, PerChatRate: 100, PerChatBurst: 100, Logger: quiet})
 	if err != nil {
 		return res, err
 	}
 	defer stopSim()
 	rc := &receiver{secrets: map[string]signing.Secret{}, latency: *latency, seen: map[string]bool{}}
-	rcURL, stopRC, err := serve(rc)
+	rcServed, err := benchutil.Serve(rc)
 	if err != nil {
 		return res, err
 	}
-	defer stopRC()
+	defer rcServed.Close()
+	rcURL := rcServed.URL()
 
-	unlimited := int32(1_000_000)
 	newTenant := func(id string) (string, error) {
-		if err := st.CreateTenant(ctx, id, id); err != nil {
+		if err := fixture.CreateTenant(ctx, st, id, fixture.Unlimited()); err != nil {
 			return "", err
 		}
-		if err := st.SetTenantLimits(ctx, id, store.TenantLimits{SendsPerSecond: &unlimited, Burst: &unlimited, RequestsPerSecond: &unlimited}); err != nil {
-			return "", err
-		}
-		k := apikey.New()
-		if _, err := st.InsertAPIKey(ctx, id, k.Digest, k.Prefix, nil, nil); err != nil {
-			return "", err
-		}
-		return k.Secret, nil
+		return fixture.CreateAPIKey(ctx, st, id)
 	}
 	addEndpoint := func(tenant, path string) (string, error) {
-		id, secret := uuid.NewString(), signing.NewSecret()
+		id, secret, err := fixture.CreateCallbackEndpoint(ctx, st, key, tenant, rcURL+path)
 		rc.secrets[path] = secret
-		_, err := st.CreateCallbackEndpoint(ctx, store.CallbackEndpoint{ID: id, TenantID: tenant, URL: rcURL + path, Events: store.EventTypes},
-			key.Seal(secret, id))
 		return id, err
 	}
 
@@ -284,19 +223,15 @@ func run(ctx context.Context, pg *pglocal.Cluster, i int) (result, error) {
 	if err != nil {
 		return res, err
 	}
-	sctx, stopSender := context.WithCancel(ctx)
-	sdone := make(chan error, 1)
-	go func() { sdone <- sender.Run(sctx) }()
-	defer func() { stopSender(); <-sdone }()
+	stopSender := benchutil.Run(ctx, sender)
+	defer stopSender()
 	if err := waitFor(5*time.Minute, func() bool { return rc.count() >= *events }); err != nil {
 		return res, fmt.Errorf("sender phase: %d of %d events: %w", rc.count(), *events, err)
 	}
 	rc.mu.Lock()
 	res.eventsPerSec = float64(*events-1) / rc.last.Sub(rc.first).Seconds()
 	rc.mu.Unlock()
-	stopSender()
-	<-sdone
-	sdone <- nil
+	_ = stopSender()
 
 	// Delivery phases.
 	users := 0
@@ -304,14 +239,8 @@ func run(ctx context.Context, pg *pglocal.Cluster, i int) (result, error) {
 	deliver := func(tenant, apiKey string, withSender bool) (time.Duration, error) {
 		first := users + 1
 		users += *backlog
-		for _, q := range []string{
-			`INSERT INTO users (tenant_id, user_id) SELECT $2, 'u' || g FROM generate_series($1::int, $3::int) g`,
-			`INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) SELECT $2, 'u' || g, 100000 + g, 100000 + g FROM generate_series($1::int, $3::int) g`,
-			`INSERT INTO phone_verifications (tenant_id, user_id, status, verified_at) SELECT $2, 'u' || g, 'verified', now() FROM generate_series($1::int, $3::int) g`,
-		} {
-			if _, err := st.Pool().Exec(ctx, q, first, tenant, users); err != nil {
-				return 0, err
-			}
+		if err := fixture.VerifiedUsers(ctx, st, tenant, "u", first, *backlog, 100000); err != nil {
+			return 0, err
 		}
 		for u := first; u <= users; u++ {
 			if _, err := s.EnsureUser(sim.User{ID: int64(100000 + u)}); err != nil {
@@ -321,31 +250,21 @@ func run(ctx context.Context, pg *pglocal.Cluster, i int) (result, error) {
 		if err := sendBacklog(apiURL, apiKey, first, users); err != nil {
 			return 0, err
 		}
-		var senderCtx context.Context
-		var stop context.CancelFunc
-		done := make(chan error, 1)
 		if withSender {
-			senderCtx, stop = context.WithCancel(ctx)
 			snd, err := callback.New(callback.Options{Store: st, Key: key, Policy: policy, Logger: logger})
 			if err != nil {
-				stop()
 				return 0, err
 			}
-			go func() { done <- snd.Run(senderCtx) }()
-			defer func() { stop(); <-done }()
+			defer benchutil.Run(ctx, snd)()
 		}
-		wctx, stopWorker := context.WithCancel(ctx)
 		w, err := delivery.New(delivery.Options{
-			Store: st, Sender: messenger.New(simURL, s.Token(), nil), Brokers: broker.Addrs(), TopicPrefix: prefix,
+			Store: st, Sender: messenger.New(simURL, s.Token(), nil), Brokers: b.Broker.Addrs(), TopicPrefix: b.Prefix,
 			GroupID: "bench", Logger: logger, RateLimit: *limit, LagInterval: time.Second,
 		})
 		if err != nil {
-			stopWorker()
 			return 0, err
 		}
-		wdone := make(chan error, 1)
-		go func() { wdone <- w.Run(wctx) }()
-		defer func() { stopWorker(); <-wdone }()
+		defer benchutil.Run(ctx, w)()
 		delivered[tenant] += *backlog
 		err = waitFor(5*time.Minute, func() bool {
 			var n int
@@ -499,15 +418,4 @@ func waitFor(timeout time.Duration, cond func() bool) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return nil
-}
-
-// serve serves h on a free local port.
-func serve(h http.Handler) (string, func(), error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	srv := &http.Server{Handler: h}
-	go func() { _ = srv.Serve(ln) }()
-	return "http://" + ln.Addr().String(), func() { srv.Close() }, nil
 }

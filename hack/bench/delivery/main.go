@@ -20,7 +20,6 @@ import (
 	"io"
 	"log"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"runtime"
@@ -29,17 +28,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/internal/ingress"
-	"github.com/heraldhq/herald/internal/kafkalocal"
 	"github.com/heraldhq/herald/internal/messenger"
-	"github.com/heraldhq/herald/internal/outbox"
-	"github.com/heraldhq/herald/internal/pglocal"
-	"github.com/heraldhq/herald/internal/queue"
-	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/sim"
-	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/benchutil"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 )
 
 var (
@@ -61,46 +55,23 @@ type result struct {
 
 func main() { os.Exit(benchmark()) }
 
-// benchmark returns the exit status, so that the deferred clean-up (the private PostgreSQL) always runs.
+// benchmark runs the benchmark and returns the exit status.
 func benchmark() int {
 	flag.Parse()
 	log.SetFlags(0)
-	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "herald-bench-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	pg, err := pglocal.Start(ctx, pglocal.Options{Dir: dir, MaxConnections: 300})
-	if err != nil {
-		log.Printf("starting PostgreSQL: %v", err)
-		return 1
-	}
-	defer func() { _ = pg.Stop() }()
-
 	host, _ := os.Hostname()
 	fmt.Printf("machine: %s, %s/%s, %d CPUs, %s\n", host, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
 	fmt.Printf("simulator: %d ms latency, global limit %.0f/s, 1/s per chat; backlog %d; latency phase %d/s for %v\n",
 		*latencyMS, *limit, *backlog, *rate, *duration)
-	var results []result
-	for i := range *runs {
-		r, err := run(ctx, pg, i)
-		if err != nil {
-			log.Printf("run %d: %v", i+1, err)
-			return 1
-		}
+	results, err := benchutil.Runs(context.Background(), *runs, run, func(i int, r result) {
 		fmt.Printf("run %d: throughput %.0f deliveries/s, latency p50 %v p95 %v, limit violations %d\n",
 			i+1, r.throughput, r.p50.Round(100*time.Microsecond), r.p95.Round(100*time.Microsecond), r.violations)
-		results = append(results, r)
+	})
+	if err != nil {
+		log.Print(err)
+		return 1
 	}
-	med := func(f func(result) float64) float64 {
-		v := make([]float64, len(results))
-		for i, r := range results {
-			v[i] = f(r)
-		}
-		sort.Float64s(v)
-		return v[len(v)/2]
-	}
+	med := func(f func(result) float64) float64 { return benchutil.Median(results, f) }
 	var violations int64
 	for _, r := range results {
 		violations += r.violations
@@ -118,44 +89,22 @@ func benchmark() int {
 	return 0
 }
 
-func run(ctx context.Context, pg *pglocal.Cluster, i int) (result, error) {
+func run(ctx context.Context, url string, i int) (result, error) {
 	var res result
-	db := "bench_" + strconv.Itoa(i)
-	if err := pg.CreateDatabase(ctx, db, ""); err != nil {
-		return res, err
-	}
-	url := pg.URL(db)
-	if err := store.Migrate(ctx, url); err != nil {
-		return res, err
-	}
-	st, err := store.Open(ctx, url, 64)
-	if err != nil {
-		return res, err
-	}
-	defer st.Close()
-	prefix := "bench" + strconv.Itoa(i)
-	broker, err := kafkalocal.Start(prefix, 0, queue.DefaultPartitions)
-	if err != nil {
-		return res, err
-	}
-	defer broker.Close()
-	producer := queue.NewProducer(broker.Addrs(), prefix)
-	defer producer.Close()
 	quiet := slog.New(slog.DiscardHandler)
-
-	ob := outbox.New(st, producer, outbox.Options{Logger: quiet})
-	defer ob.Close()
-	api := ingress.New(st, ob, quiet, ingress.Options{DeepLinkBase: "https://t.me", BotUsername: "bench_bot"})
-	router := server.NewRouter(quiet)
-	api.Routes(router)
-	apiURL, stopAPI, err := serve(router)
+	b, err := benchutil.StartBackend(ctx, url, 64, "bench"+strconv.Itoa(i), quiet)
 	if err != nil {
 		return res, err
 	}
-	defer stopAPI()
-	s := sim.New(sim.Options{GlobalRate: *limit, Logger: quiet})
-	defer s.Close()
-	simURL, stopSim, err := serve(s)
+	defer b.Close()
+	st := b.Store
+	api, err := benchutil.ServeAPI(b.Store, b.Outbox, quiet, ingress.Options{})
+	if err != nil {
+		return res, err
+	}
+	defer api.Close()
+	apiURL := api.URL()
+	s, simURL, stopSim, err := benchutil.ServeSimulator(sim.Options{GlobalRate: *limit, Logger: quiet})
 	if err != nil {
 		return res, err
 	}
@@ -166,27 +115,16 @@ func run(ctx context.Context, pg *pglocal.Cluster, i int) (result, error) {
 
 	// Tenant, key, and one linked, verified user per chat.
 	users := *backlog + *rate*int(duration.Seconds()) + 10
-	if err := st.CreateTenant(ctx, "bench", "Bench Developer"); err != nil {
-		return res, err
-	}
 	// The benchmark measures delivery, not the tenant's limits at the door.
-	unlimited := int32(1_000_000)
-	if err := st.SetTenantLimits(ctx, "bench", store.TenantLimits{SendsPerSecond: &unlimited, Burst: &unlimited, RequestsPerSecond: &unlimited}); err != nil {
+	if err := fixture.CreateTenant(ctx, st, "bench", fixture.DeveloperName("Bench Developer"), fixture.Unlimited()); err != nil {
 		return res, err
 	}
-	k := apikey.New()
-	label := "Bench"
-	if _, err := st.InsertAPIKey(ctx, "bench", k.Digest, k.Prefix, &label, nil); err != nil {
+	key, err := fixture.CreateAPIKey(ctx, st, "bench", fixture.KeyLabel("Bench"))
+	if err != nil {
 		return res, err
 	}
-	for _, q := range []string{
-		`INSERT INTO users (tenant_id, user_id) SELECT 'bench', 'u' || g FROM generate_series(1, $1) g`,
-		`INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) SELECT 'bench', 'u' || g, 100000 + g, 100000 + g FROM generate_series(1, $1) g`,
-		`INSERT INTO phone_verifications (tenant_id, user_id, status, verified_at) SELECT 'bench', 'u' || g, 'verified', now() FROM generate_series(1, $1) g`,
-	} {
-		if _, err := st.Pool().Exec(ctx, q, users); err != nil {
-			return res, err
-		}
+	if err := fixture.VerifiedUsers(ctx, st, "bench", "u", 1, users, 100000); err != nil {
+		return res, err
 	}
 	for u := 1; u <= users; u++ {
 		if _, err := s.EnsureUser(sim.User{ID: int64(100000 + u)}); err != nil {
@@ -197,7 +135,7 @@ func run(ctx context.Context, pg *pglocal.Cluster, i int) (result, error) {
 	send := func(user int, prio int) (string, time.Time, error) {
 		body, _ := json.Marshal(map[string]any{"user_id": "u" + strconv.Itoa(user), "message": "benchmark message", "priority": prio})
 		req, _ := http.NewRequest("POST", apiURL+"/v1/send", bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+k.Secret)
+		req.Header.Set("Authorization", "Bearer "+key)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := client.Do(req)
 		if err != nil {
@@ -250,18 +188,14 @@ func run(ctx context.Context, pg *pglocal.Cluster, i int) (result, error) {
 		}
 		defer stop()
 	}
-	wctx, stopWorker := context.WithCancel(ctx)
 	w, err := delivery.New(delivery.Options{
-		Store: st, Sender: messenger.New(simURL, s.Token(), nil), Brokers: broker.Addrs(), TopicPrefix: prefix,
+		Store: st, Sender: messenger.New(simURL, s.Token(), nil), Brokers: b.Broker.Addrs(), TopicPrefix: b.Prefix,
 		GroupID: "bench", Logger: workerLogger(quiet), RateLimit: *limit, LagInterval: time.Second,
 	})
 	if err != nil {
-		stopWorker()
 		return res, err
 	}
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	defer func() { stopWorker(); <-done }()
+	defer benchutil.Run(ctx, w)()
 
 	var first, last time.Time
 	deadline := time.Now().Add(5 * time.Minute)
@@ -363,17 +297,6 @@ func run(ctx context.Context, pg *pglocal.Cluster, i int) (result, error) {
 	res.p50, res.p95 = lat[len(lat)/2], lat[len(lat)*95/100]
 	res.violations = s.Stats().LimitViolations
 	return res, nil
-}
-
-// serve serves h on a free local port.
-func serve(h http.Handler) (string, func(), error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	srv := &http.Server{Handler: h}
-	go func() { _ = srv.Serve(ln) }()
-	return "http://" + ln.Addr().String(), func() { srv.Close() }, nil
 }
 
 func workerLogger(quiet *slog.Logger) *slog.Logger {

@@ -19,9 +19,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,17 +27,15 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/internal/ingress"
-	"github.com/heraldhq/herald/internal/kafkalocal"
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
-	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/sim"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/benchutil"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 )
 
 var (
@@ -53,21 +49,16 @@ var (
 
 func main() {
 	flag.Parse()
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "bench-fairness:", err)
-		os.Exit(1)
-	}
+	benchutil.Main("bench-fairness", run)
 }
 
 // pipeline is one set of components on a fresh database.
 type pipeline struct {
-	st       *store.Store
-	broker   *kafkalocal.Broker
-	producer *queue.Producer
-	api      string
-	sim      *sim.Server
-	simURL   string
-	stop     []func()
+	st     *store.Store
+	api    string
+	sim    *sim.Server
+	simURL string
+	stop   []func()
 }
 
 func (p *pipeline) close() {
@@ -80,83 +71,55 @@ func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func newPipeline(ctx context.Context, url string, globalRate float64) (*pipeline, error) {
 	p := &pipeline{}
-	st, err := store.Open(ctx, url, 64)
+	b, err := benchutil.StartBackend(ctx, url, 64, "fair"+strconv.FormatInt(time.Now().UnixNano()%1e6, 10), quiet())
 	if err != nil {
 		return nil, err
 	}
-	p.st = st
-	p.stop = append(p.stop, st.Close)
-	prefix := "fair" + strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
-	b, err := kafkalocal.Start(prefix, 0, queue.DefaultPartitions)
-	if err != nil {
-		p.close()
-		return nil, err
-	}
-	p.broker = b
+	p.st = b.Store
 	p.stop = append(p.stop, b.Close)
-	p.producer = queue.NewProducer(b.Addrs(), prefix)
-	p.stop = append(p.stop, func() { p.producer.Close() })
-	ob := outbox.New(st, p.producer, outbox.Options{Logger: quiet()})
-	p.stop = append(p.stop, ob.Close)
-	api := ingress.New(st, ob, quiet(), ingress.Options{DeepLinkBase: "https://t.me", BotUsername: "bench_bot"})
-	r := server.NewRouter(quiet())
-	api.Routes(r)
-	url, stop, err := serve(r)
+	api, err := benchutil.ServeAPI(b.Store, b.Outbox, quiet(), ingress.Options{})
 	if err != nil {
 		p.close()
 		return nil, err
 	}
-	p.api = url
-	p.stop = append(p.stop, stop)
-	p.sim = sim.New(sim.Options{GlobalRate: globalRate, Logger: quiet()})
-	p.stop = append(p.stop, func() { _ = p.sim.Close() })
-	if p.simURL, stop, err = serve(p.sim); err != nil {
+	p.api = api.URL()
+	p.stop = append(p.stop, api.Close)
+	var stopSim func()
+	if p.sim, p.simURL, stopSim, err = benchutil.ServeSimulator(sim.Options{GlobalRate: globalRate, Logger: quiet()}); err != nil {
 		p.close()
 		return nil, err
 	}
-	p.stop = append(p.stop, stop)
-	w, err := delivery.New(delivery.Options{Store: st, Sender: messenger.New(p.simURL, p.sim.Token(), nil), Brokers: b.Addrs(),
-		TopicPrefix: prefix, GroupID: "fair", Outbox: ob, Logger: quiet(), RateLimit: globalRate})
+	p.stop = append(p.stop, stopSim)
+	w, err := delivery.New(delivery.Options{Store: b.Store, Sender: messenger.New(p.simURL, p.sim.Token(), nil), Brokers: b.Broker.Addrs(),
+		TopicPrefix: b.Prefix, GroupID: "fair", Outbox: b.Outbox, Logger: quiet(), RateLimit: globalRate})
 	if err != nil {
 		p.close()
 		return nil, err
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	p.stop = append(p.stop, func() { cancel(); <-done })
+	stopWorker := benchutil.Run(ctx, w)
+	p.stop = append(p.stop, func() { _ = stopWorker() })
 	return p, nil
 }
 
 // tenant creates a tenant with limits high enough not to matter, users u0..u(n-1) linked to chats
 // base+i and verified, and returns its key.
 func (p *pipeline) tenant(ctx context.Context, id string, n int, base int64) (string, error) {
-	if err := p.st.CreateTenant(ctx, id, id); err != nil {
+	if err := fixture.CreateTenant(ctx, p.st, id, fixture.Unlimited()); err != nil {
 		return "", err
 	}
-	unlimited := int32(1_000_000)
-	if err := p.st.SetTenantLimits(ctx, id, store.TenantLimits{SendsPerSecond: &unlimited, Burst: &unlimited, RequestsPerSecond: &unlimited}); err != nil {
+	key, err := fixture.CreateAPIKey(ctx, p.st, id)
+	if err != nil {
 		return "", err
 	}
-	k := apikey.New()
-	if _, err := p.st.InsertAPIKey(ctx, id, k.Digest, k.Prefix, nil, nil); err != nil {
+	if err := fixture.VerifiedUsers(ctx, p.st, id, "u", 0, n, base); err != nil {
 		return "", err
-	}
-	for _, q := range []string{
-		`INSERT INTO users (tenant_id, user_id) SELECT $1, 'u' || g FROM generate_series(0, $2 - 1 + 0 * $3) g`,
-		`INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) SELECT $1, 'u' || g, $3 + g, $3 + g FROM generate_series(0, $2 - 1) g`,
-		`INSERT INTO phone_verifications (tenant_id, user_id, status, verified_at) SELECT $1, 'u' || g, 'verified', now() FROM generate_series(0, $2 - 1 + 0 * $3) g`,
-	} {
-		if _, err := p.st.Pool().Exec(ctx, q, id, n, base); err != nil {
-			return "", err
-		}
 	}
 	for i := range n {
 		if _, err := p.sim.EnsureUser(sim.User{ID: base + int64(i)}); err != nil {
 			return "", err
 		}
 	}
-	return k.Secret, nil
+	return key, nil
 }
 
 // send posts one notification and returns its tracking id.
@@ -196,14 +159,7 @@ func (p *pipeline) deliveredAt(ctx context.Context, id string, within time.Durat
 	}
 }
 
-func run() error {
-	ctx := context.Background()
-	fmt.Println("machine:", benchutil.Machine())
-	url, stopPG, err := benchutil.Postgres(ctx)
-	if err != nil {
-		return err
-	}
-	defer stopPG()
+func run(ctx context.Context, url string) error {
 	if err := quietTenant(ctx, url); err != nil {
 		return err
 	}
@@ -311,48 +267,40 @@ func busyChat(ctx context.Context, url string) error {
 
 // 3. Three replicas, one limit.
 func replicas(ctx context.Context, url string) error {
-	st, err := store.Open(ctx, url, 64)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	b, err := kafkalocal.Start("repl", 0, queue.DefaultPartitions)
+	b, err := benchutil.StartBackend(ctx, url, 64, "repl", quiet())
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	if err := st.CreateTenant(ctx, "limited", "Limited"); err != nil {
-		return err
-	}
+	st := b.Store
 	l := int32(*limit)
-	if err := st.SetTenantLimits(ctx, "limited", store.TenantLimits{SendsPerSecond: &l, Burst: &l}); err != nil {
+	if err := fixture.CreateTenant(ctx, st, "limited", fixture.DeveloperName("Limited"), fixture.Limits(store.TenantLimits{SendsPerSecond: &l, Burst: &l})); err != nil {
 		return err
 	}
-	k := apikey.New()
-	if _, err := st.InsertAPIKey(ctx, "limited", k.Digest, k.Prefix, nil, nil); err != nil {
+	key, err := fixture.CreateAPIKey(ctx, st, "limited")
+	if err != nil {
 		return err
 	}
-	for _, q := range []string{`INSERT INTO users (tenant_id, user_id) VALUES ('limited', 'u0')`, `INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ('limited', 'u0', 1, 1)`,
-		`INSERT INTO phone_verifications (tenant_id, user_id, status) VALUES ('limited', 'u0', 'verified')`} {
-		if _, err := st.Pool().Exec(ctx, q); err != nil {
-			return err
-		}
+	if err := fixture.VerifiedUsers(ctx, st, "limited", "u", 0, 1, 1); err != nil {
+		return err
 	}
-	var apis []string
-	for range 3 {
-		p := queue.NewProducer(b.Addrs(), "repl")
+	// Three replicas, each with its own producer and outbox, as each its own process.
+	outboxes := []*outbox.Outbox{b.Outbox}
+	for range 2 {
+		p := queue.NewProducer(b.Broker.Addrs(), "repl")
 		defer p.Close()
 		ob := outbox.New(st, p, outbox.Options{Logger: quiet()})
 		defer ob.Close()
-		api := ingress.New(st, ob, quiet(), ingress.Options{DeepLinkBase: "https://t.me", BotUsername: "bench_bot"})
-		r := server.NewRouter(quiet())
-		api.Routes(r)
-		u, stop, err := serve(r)
+		outboxes = append(outboxes, ob)
+	}
+	var apis []string
+	for _, ob := range outboxes {
+		api, err := benchutil.ServeAPI(st, ob, quiet(), ingress.Options{})
 		if err != nil {
 			return err
 		}
-		defer stop()
-		apis = append(apis, u)
+		defer api.Close()
+		apis = append(apis, api.URL())
 	}
 	fmt.Printf("\n== 3. three ingress replicas, one tenant limited to %d sends/s (burst %d), offered far more for %v ==\n", *limit, *limit, *duration)
 	for _, spread := range []struct {
@@ -367,7 +315,7 @@ func replicas(ctx context.Context, url string) error {
 			for range n {
 				wg.Go(func() {
 					for time.Now().Before(deadline) {
-						if _, err := send(apis[r], k.Secret, "u0", "x"); err == nil {
+						if _, err := send(apis[r], key, "u0", "x"); err == nil {
 							accepted.Add(1)
 						} else {
 							time.Sleep(2 * time.Millisecond)
@@ -381,14 +329,4 @@ func replicas(ctx context.Context, url string) error {
 		fmt.Printf("   %s: accepted %d, the limit allows %.0f: %.1f%%\n", spread.name, accepted.Load(), want, 100*float64(accepted.Load())/want)
 	}
 	return nil
-}
-
-func serve(h http.Handler) (string, func(), error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	srv := &http.Server{Handler: h}
-	go func() { _ = srv.Serve(ln) }()
-	return "http://" + ln.Addr().String(), func() { srv.Close() }, nil
 }

@@ -44,13 +44,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/brand"
 	"github.com/heraldhq/herald/internal/kafkalocal"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/benchutil"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 )
 
 type options struct {
@@ -98,20 +98,10 @@ func main() {
 	flag.BoolVar(&o.settle, "settle", true, "before each of phases 2-6, have the kernel write back what the earlier phases left dirty (sync), so that a phase does not pay for the writes of the ones before (-settle=false: the machine's own writeback, which lands the closed loop's and the floor's pages in phase 4)")
 	flag.IntVar(&o.scheduledBacklog, "scheduled-backlog", 0, "store this many scheduled notifications (due in 30 days) before phase 1")
 	flag.Parse()
-	if err := run(o); err != nil {
-		fmt.Fprintln(os.Stderr, "bench-ingress:", err)
-		os.Exit(1)
-	}
+	benchutil.Main("bench-ingress", func(ctx context.Context, dbURL string) error { return run(ctx, dbURL, o) })
 }
 
-func run(o options) error {
-	ctx := context.Background()
-	fmt.Println("machine:", benchutil.Machine())
-	dbURL, stopPG, err := benchutil.Postgres(ctx)
-	if err != nil {
-		return err
-	}
-	defer stopPG()
+func run(ctx context.Context, dbURL string, o options) error {
 	broker, err := kafkalocal.Start("bench", 0, queue.DefaultPartitions)
 	if err != nil {
 		return err
@@ -179,15 +169,15 @@ func run(o options) error {
 	benchutil.ClosedLoop(addr, o.concurrency, 2*time.Second, send)
 
 	// 1. The bare HTTP stack.
-	bareAddr, stopBare, err := bareServer()
+	bareSrv, err := benchutil.Serve(bareHandler())
 	if err != nil {
 		return err
 	}
-	bare := benchutil.ClosedLoop(bareAddr, o.concurrency, o.duration, func(i int) []byte {
+	bare := benchutil.ClosedLoop(bareSrv.Addr, o.concurrency, o.duration, func(i int) []byte {
 		body := fmt.Appendf(nil, `{"user_id":"user-%d","message":"Your order %d has shipped","priority":%d}`, i%o.users, i, i%10)
-		return benchutil.PostJSON(bareAddr, "/v1/send", body, "Authorization: Bearer "+key)
+		return benchutil.PostJSON(bareSrv.Addr, "/v1/send", body, "Authorization: Bearer "+key)
 	})
-	stopBare()
+	bareSrv.Close()
 	report("1. bare Go HTTP server (decode JSON, 202), closed loop", o.concurrency, bare)
 
 	settle(o)
@@ -304,13 +294,9 @@ func floorRun(st *store.Store, broker *kafkalocal.Broker, o options) benchutil.R
 	return res
 }
 
-// bareServer is the HTTP stack alone: decode the same body strictly and answer a 202 like Herald's.
-func bareServer() (addr string, stop func(), err error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// bareHandler is the HTTP stack alone: decode the same body strictly and answer a 202 like Herald's.
+func bareHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			UserID   string `json:"user_id"`
 			Message  string `json:"message"`
@@ -326,9 +312,7 @@ func bareServer() (addr string, stop func(), err error) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusAccepted)
 		_, _ = w.Write([]byte(`{"tracking_id":"0195d000-0000-7000-8000-000000000001","status":"queued"}` + "\n"))
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	return ln.Addr().String(), func() { _ = srv.Close() }, nil
+	})
 }
 
 // heapProfile writes the ingress's heap profile to file.suffix (nothing when file is empty).
@@ -385,24 +369,15 @@ func cpuProfile(pprofAddr, file string, d time.Duration) error {
 }
 
 func seed(ctx context.Context, st *store.Store, users int) (string, error) {
-	if err := st.CreateTenant(ctx, "bench", "Bench"); err != nil {
-		return "", err
-	}
 	// The benchmark measures the hot path at capacity: the tenant's own limit must not be what stops it.
-	unlimited := int32(1_000_000)
-	if err := st.SetTenantLimits(ctx, "bench", store.TenantLimits{SendsPerSecond: &unlimited, Burst: &unlimited, RequestsPerSecond: &unlimited}); err != nil {
+	if err := fixture.CreateTenant(ctx, st, "bench", fixture.DeveloperName("Bench"), fixture.Unlimited()); err != nil {
 		return "", err
 	}
-	k := apikey.New()
-	if _, err := st.InsertAPIKey(ctx, "bench", k.Digest, k.Prefix, nil, nil); err != nil {
+	key, err := fixture.CreateAPIKey(ctx, st, "bench")
+	if err != nil {
 		return "", err
 	}
-	_, err := st.Pool().Exec(ctx, `
-		WITH u AS (SELECT 'user-' || g AS user_id, g FROM generate_series(0, $1 - 1) g),
-		     i1 AS (INSERT INTO users (tenant_id, user_id) SELECT 'bench', user_id FROM u),
-		     i2 AS (INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) SELECT 'bench', user_id, 100000 + g, 100000 + g FROM u)
-		INSERT INTO phone_verifications (tenant_id, user_id, status, phone_last4, verified_at) SELECT 'bench', user_id, 'verified', '1234', now() FROM u`, users)
-	return k.Secret, err
+	return key, fixture.VerifiedUsers(ctx, st, "bench", "user-", 0, users, 100000)
 }
 
 func freeAddr() (string, error) {
@@ -466,22 +441,10 @@ func batchPhase(ctx context.Context, st *store.Store, addr, key string, o option
 }
 
 // seedScheduled stores n scheduled notifications of the bench tenant, due in 30 days (spread over a day),
-// in chunks, as a backlog that the sends must not feel.
+// as a backlog that the sends must not feel.
 func seedScheduled(ctx context.Context, st *store.Store, n, users int) error {
 	start := time.Now()
-	const chunk = 100_000
-	for done := 0; done < n; done += chunk {
-		k := min(chunk, n-done)
-		_, err := st.Pool().Exec(ctx, `
-			INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status, send_at)
-			SELECT gen_random_uuid(), 'tenant', 'bench', 'user-' || (g % $2), 5, 'A message from Bench' || chr(10) || 'later ' || g,
-			       'scheduled', now() + interval '30 days' + make_interval(secs => g % 86400)
-			FROM generate_series($1::bigint, $1::bigint + $3 - 1) g`, done, users, k)
-		if err != nil {
-			return fmt.Errorf("seeding scheduled notifications: %w", err)
-		}
-	}
-	if _, err := st.Pool().Exec(ctx, `VACUUM ANALYZE notifications`); err != nil {
+	if err := benchutil.ScheduledBacklog(ctx, st, "bench", "user-", users, n); err != nil {
 		return err
 	}
 	fmt.Printf("scheduled backlog: %d notifications stored in %v\n", n, time.Since(start).Round(time.Second))

@@ -19,7 +19,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -30,6 +29,7 @@ import (
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/benchutil"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 )
 
 // beforeSQL is the send's insert before the v1 extensions (internal/store/notifications.go at 4789db3).
@@ -68,47 +68,26 @@ func main() {
 	flag.IntVar(&o.backlog, "backlog", 1_000_000, "scheduled notifications stored before the second half (0 skips it)")
 	flag.DurationVar(&o.duration, "duration", 8*time.Second, "length of each measurement")
 	flag.Parse()
-	if err := run(o); err != nil {
-		fmt.Fprintln(os.Stderr, "bench-insert:", err)
-		os.Exit(1)
-	}
+	benchutil.Main("bench-insert", func(ctx context.Context, dbURL string) error { return run(ctx, dbURL, o) })
 }
 
-func run(o options) error {
-	ctx := context.Background()
-	fmt.Println("machine:", benchutil.Machine())
-	dbURL, stop, err := benchutil.Postgres(ctx)
-	if err != nil {
-		return err
-	}
-	defer stop()
+func run(ctx context.Context, dbURL string, o options) error {
 	st, err := store.Open(ctx, dbURL, int32(o.callers+2))
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if err := st.CreateTenant(ctx, "bench", "Bench"); err != nil {
+	if err := fixture.CreateTenant(ctx, st, "bench", fixture.DeveloperName("Bench")); err != nil {
 		return err
 	}
-	if _, err := st.Pool().Exec(ctx, `
-		WITH u AS (SELECT 'user-' || g AS user_id, g FROM generate_series(0, $1 - 1) g),
-		     i1 AS (INSERT INTO users (tenant_id, user_id) SELECT 'bench', user_id FROM u),
-		     i2 AS (INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) SELECT 'bench', user_id, 100000 + g, 100000 + g FROM u)
-		INSERT INTO phone_verifications (tenant_id, user_id, status, phone_last4, verified_at) SELECT 'bench', user_id, 'verified', '1234', now() FROM u`, o.users); err != nil {
+	if err := fixture.VerifiedUsers(ctx, st, "bench", "user-", 0, o.users, 100000); err != nil {
 		return err
 	}
 	fmt.Printf("%d callers, statements of %d sends, %v each, %d rounds\n", o.callers, o.batch, o.duration, o.rounds)
 	compare(ctx, st, o, "empty table")
 	if o.backlog > 0 {
 		start := time.Now()
-		if _, err := st.Pool().Exec(ctx, `
-			INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status, send_at)
-			SELECT gen_random_uuid(), 'tenant', 'bench', 'user-' || (g % $2), 5, 'A message from Bench' || chr(10) || 'later ' || g,
-			       'scheduled', now() + interval '30 days' + make_interval(secs => g % 86400)
-			FROM generate_series(1, $1) g`, o.backlog, o.users); err != nil {
-			return err
-		}
-		if _, err := st.Pool().Exec(ctx, `VACUUM ANALYZE notifications`); err != nil {
+		if err := benchutil.ScheduledBacklog(ctx, st, "bench", "user-", o.users, o.backlog); err != nil {
 			return err
 		}
 		fmt.Printf("\nstored a backlog of %d scheduled notifications in %v\n", o.backlog, time.Since(start).Round(time.Second))
@@ -206,14 +185,8 @@ func insert(ctx context.Context, st *store.Store, variant string, ns []store.New
 	return int(tag.RowsAffected()), err
 }
 
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
+func median(v []float64) float64 { return benchutil.Median(v, func(x float64) float64 { return x }) }
 
 func medianD(v []time.Duration) time.Duration {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
+	return time.Duration(benchutil.Median(v, func(d time.Duration) float64 { return float64(d) }))
 }

@@ -25,21 +25,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"time"
 
-	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/ingress"
-	"github.com/heraldhq/herald/internal/kafkalocal"
-	"github.com/heraldhq/herald/internal/outbox"
-	"github.com/heraldhq/herald/internal/queue"
-	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/benchutil"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 )
 
 type options struct {
@@ -56,47 +50,24 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 3, "runs of every measurement")
 	flag.IntVar(&o.repeat, "repeat", 300, "requests of each repeated measurement (first page, filters)")
 	flag.Parse()
-	if err := run(o); err != nil {
-		fmt.Fprintln(os.Stderr, "bench-list:", err)
-		os.Exit(1)
-	}
+	benchutil.Main("bench-list", func(ctx context.Context, dbURL string) error { return run(ctx, dbURL, o) })
 }
 
-func run(o options) error {
-	ctx := context.Background()
-	fmt.Println("machine:", benchutil.Machine())
-	dbURL, stopPG, err := benchutil.Postgres(ctx)
-	if err != nil {
-		return err
-	}
-	defer stopPG()
-	st, err := store.Open(ctx, dbURL, 8)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	broker, err := kafkalocal.Start("bench", 0, queue.DefaultPartitions)
-	if err != nil {
-		return err
-	}
-	defer broker.Close()
-	producer := queue.NewProducer(broker.Addrs(), "bench")
-	defer producer.Close()
+func run(ctx context.Context, dbURL string, o options) error {
 	logger := slog.New(slog.DiscardHandler)
-	ob := outbox.New(st, producer, outbox.Options{Logger: logger})
-	defer ob.Close()
-	router := server.NewRouter(logger)
-	// The tenant limits are out of the way: this measures a page, not the limiter.
-	ingress.New(st, ob, logger, ingress.Options{DeepLinkBase: "https://t.me", BotUsername: "bench_bot",
-		SendsPerSecond: 1e6, RequestsPerSecond: 1e6}).Routes(router)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	b, err := benchutil.StartBackend(ctx, dbURL, 8, "bench", logger)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: router}
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
-	base := "http://" + ln.Addr().String()
+	defer b.Close()
+	st := b.Store
+	// The tenant limits are out of the way: this measures a page, not the limiter.
+	api, err := benchutil.ServeAPI(st, b.Outbox, logger, ingress.Options{SendsPerSecond: 1e6, RequestsPerSecond: 1e6})
+	if err != nil {
+		return err
+	}
+	defer api.Close()
+	base := api.URL()
 
 	key, err := tenant(ctx, st, "caller")
 	if err != nil {
@@ -238,14 +209,10 @@ func (c *client) middle() string {
 }
 
 func tenant(ctx context.Context, st *store.Store, id string) (string, error) {
-	if err := st.CreateTenant(ctx, id, id); err != nil {
+	if err := fixture.CreateTenant(ctx, st, id); err != nil {
 		return "", err
 	}
-	k := apikey.New()
-	if _, err := st.InsertAPIKey(ctx, id, k.Digest, k.Prefix, nil, nil); err != nil {
-		return "", err
-	}
-	return k.Secret, nil
+	return fixture.CreateAPIKey(ctx, st, id)
 }
 
 // seed stores n notifications spread over tenants in turn (so that their rows interleave in the table as

@@ -39,12 +39,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/heraldhq/herald/internal/kafkalocal"
-	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/benchutil"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/updates"
 )
 
@@ -81,10 +80,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench-webhook: -mix must be three weights like 40,30,30")
 		os.Exit(2)
 	}
-	if err := run(o); err != nil {
-		fmt.Fprintln(os.Stderr, "bench-webhook:", err)
-		os.Exit(1)
-	}
+	benchutil.Main("bench-webhook", func(ctx context.Context, dbURL string) error { return run(ctx, dbURL, o) })
 }
 
 // kinds of generated updates.
@@ -96,32 +92,16 @@ const (
 
 var kindNames = [...]string{"start", "contact", "ignored"}
 
-func run(o options) error {
-	ctx := context.Background()
-	fmt.Println("machine:", benchutil.Machine())
-	dbURL, stopPG, err := benchutil.Postgres(ctx)
-	if err != nil {
-		return err
-	}
-	defer stopPG()
-	broker, err := kafkalocal.Start(prefix, 0, queue.DefaultPartitions)
-	if err != nil {
-		return err
-	}
-	defer broker.Close()
-	st, err := store.Open(ctx, dbURL, int32(o.pool))
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	producer := queue.NewProducer(broker.Addrs(), prefix)
-	defer producer.Close()
-
+func run(ctx context.Context, dbURL string, o options) error {
 	// The receiver logs like production (JSON, info: one access line per request), to nowhere.
-	logger := slog.New(slog.DiscardHandler)
-	ob := outbox.New(st, producer, outbox.Options{Logger: logger})
-	defer ob.Close()
-	rc := updates.New(st, ob, updates.Options{
+	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	b, err := benchutil.StartBackend(ctx, dbURL, int32(o.pool), prefix, logger)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	st := b.Store
+	rc := updates.New(st, b.Outbox, updates.Options{
 		Secret: secret, PhoneHashKey: []byte("bench-phone-hash-key-0123456789"), Logger: logger,
 	})
 	defer rc.Close()
@@ -217,8 +197,10 @@ func (g *generator) pick() int {
 func (g *generator) prepare(ctx context.Context, st *store.Store, n int) ([]update, error) {
 	if g.nextID == 0 {
 		g.nextID = 1_000_000
-		if _, err := st.Pool().Exec(ctx, `INSERT INTO tenants (id, developer_name) SELECT 't' || i, 'Developer ' || i FROM generate_series(0, $1 - 1) i`, tenants); err != nil {
-			return nil, err
+		for i := range tenants {
+			if err := fixture.CreateTenant(ctx, st, "t"+strconv.Itoa(i), fixture.DeveloperName("Developer "+strconv.Itoa(i))); err != nil {
+				return nil, err
+			}
 		}
 	}
 	out := make([]update, n)

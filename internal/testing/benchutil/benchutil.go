@@ -1,5 +1,7 @@
-// Package benchutil holds what Herald's benchmark programs (hack/bench/*) share: a private PostgreSQL
-// with the schema, latency summaries, and process RSS readings.
+// Package benchutil holds what Herald's benchmark programs (hack/bench/*) share: private PostgreSQL
+// clusters with the schema, the components they run in process (harness.go), the HTTP load generator
+// (load.go), latency summaries, and process RSS readings. The data a benchmark seeds comes from
+// internal/testing/fixture.
 package benchutil
 
 import (
@@ -11,34 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/heraldhq/herald/internal/pglocal"
-	"github.com/heraldhq/herald/internal/store"
 )
-
-// Postgres starts a private, durable (fsync on) cluster in a temporary directory with a migrated
-// database "herald", and returns its URL and a stop function.
-func Postgres(ctx context.Context) (url string, stop func(), err error) {
-	dir, err := os.MkdirTemp("", "herald-bench-pg-")
-	if err != nil {
-		return "", nil, err
-	}
-	c, err := pglocal.Start(ctx, pglocal.Options{Dir: dir, Durable: true})
-	if err != nil {
-		return "", nil, err
-	}
-	stop = func() { _ = c.Stop(); _ = os.RemoveAll(dir) }
-	if err := c.CreateDatabase(ctx, "herald", ""); err != nil {
-		stop()
-		return "", nil, err
-	}
-	url = c.URL("herald")
-	if err := store.Migrate(ctx, url); err != nil {
-		stop()
-		return "", nil, err
-	}
-	return url, stop, nil
-}
 
 // Latencies summarises a set of durations.
 type Latencies []time.Duration
@@ -103,4 +78,34 @@ func Machine() string {
 		}
 	}
 	return fmt.Sprintf("%d CPUs (%s), %s/%s, %s", runtime.NumCPU(), model, runtime.GOOS, runtime.GOARCH, runtime.Version())
+}
+
+// Main runs a benchmark on a private, durable PostgreSQL (Postgres): it prints the report's first line (the
+// machine), starts the cluster, runs run with the database's URL and stops the cluster; when either failed
+// it says why on stderr, as "name: error", and exits 1.
+func Main(name string, run func(ctx context.Context, dbURL string) error) {
+	ctx := context.Background()
+	fmt.Println("machine:", Machine())
+	err := func() error {
+		url, stop, err := Postgres(ctx)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		return run(ctx, url)
+	}()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(1)
+	}
+}
+
+// Median is the median of f over xs (the upper one of an even count).
+func Median[T any](xs []T, f func(T) float64) float64 {
+	v := make([]float64, len(xs))
+	for i, x := range xs {
+		v[i] = f(x)
+	}
+	sort.Float64s(v)
+	return v[len(v)/2]
 }

@@ -7,19 +7,19 @@ import (
 	"context"
 	"log/slog"
 	"regexp"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/heraldhq/herald/internal/devenv"
+	"github.com/heraldhq/herald/internal/testing/syncbuf"
 )
 
 // Dev is a running herald dev.
 type Dev struct {
-	Base string  // its URL, http://host:port
-	Key  string  // the demo tenant's API key
-	Out  *Buffer // what it printed: the walkthrough
+	Base string          // its URL, http://host:port
+	Key  string          // the demo tenant's API key
+	Out  *syncbuf.Buffer // what it printed: the walkthrough
 	stop func()
 }
 
@@ -39,7 +39,7 @@ func Start(t testing.TB, o devenv.Options, stopWithin time.Duration) *Dev {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	out := &Buffer{}
+	out := &syncbuf.Buffer{}
 	o.Stdout = out
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -71,22 +71,4 @@ func Start(t testing.TB, o devenv.Options, stopWithin time.Duration) *Dev {
 	}
 	m := keyLine.FindStringSubmatch(out.String())
 	return &Dev{Base: m[1], Key: m[2], Out: out, stop: stop}
-}
-
-// Buffer collects what herald dev prints while it writes from another goroutine.
-type Buffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *Buffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *Buffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
