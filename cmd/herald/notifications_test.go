@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
@@ -26,9 +27,9 @@ func TestNotificationsListAndCancel(t *testing.T) {
 	}
 	var ns []store.NewNotification
 	for range 5 {
-		ns = append(ns, store.NewNotification{TrackingID: newUUID(), Kind: store.KindTenant, TenantID: "acme", UserID: "u1", Priority: 5, Body: "secret body"})
+		ns = append(ns, store.NewNotification{TrackingID: newUUID(), Kind: notification.KindTenant, TenantID: "acme", UserID: "u1", Priority: 5, Body: "secret body"})
 	}
-	ns = append(ns, store.NewNotification{TrackingID: newUUID(), Kind: store.KindTenant, TenantID: "globex", UserID: "u1", Priority: 5, Body: "theirs"})
+	ns = append(ns, store.NewNotification{TrackingID: newUUID(), Kind: notification.KindTenant, TenantID: "globex", UserID: "u1", Priority: 5, Body: "theirs"})
 	if _, err := st.InsertTenantNotifications(ctx, ns); err != nil {
 		t.Fatal(err)
 	}

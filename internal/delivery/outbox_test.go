@@ -9,9 +9,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/heraldhq/herald/internal/delivery"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/sim"
-	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/fixture"
 )
 
@@ -83,7 +83,7 @@ func TestHandoverWaitsForTheOtherAttemptAndKeepsThePace(t *testing.T) {
 	// m1 is held by "another worker": delivering under a live lease, its envelope on u1's chat's key.
 	fx := fixture.New(e.st)
 	m1 := fx.Notification(t, fixture.For("acme", "u1"), fixture.Chat(4301), fixture.Body("m1"),
-		fixture.InState(store.StatusDelivering), fixture.Attempts(1), fixture.Lease(time.Now().Add(time.Minute)))
+		fixture.InState(notification.Delivering), fixture.Attempts(1), fixture.Lease(time.Now().Add(time.Minute)))
 	if err := e.producer.Publish(context.Background(), queue.NewOutgoing(m1, "acme", "u1", 4301, 5)); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestHandoverWaitsForTheOtherAttemptAndKeepsThePace(t *testing.T) {
 	}
 	// The other worker's send of m1 ends now.
 	settled := time.Now()
-	fx.SetNotification(t, m1, fixture.InState(store.StatusDelivered), fixture.NoLease(), fixture.MessageID("1"), fixture.UpdatedAt(time.Now()))
+	fx.SetNotification(t, m1, fixture.InState(notification.Delivered), fixture.NoLease(), fixture.MessageID("1"), fixture.UpdatedAt(time.Now()))
 
 	e.waitStatus(m2, "delivered", 30*time.Second)
 	msgs := e.sim.Messages(4301)
@@ -120,7 +120,7 @@ func TestHandoverWaitIsBounded(t *testing.T) {
 	opts.Lease = time.Minute // the stuck claim stays leased for the whole test
 	e.start(opts)
 	stuck := fixture.New(e.st).Notification(t, fixture.For("acme", "u1"), fixture.Chat(4401), fixture.Body("stuck"),
-		fixture.InState(store.StatusDelivering), fixture.Attempts(1), fixture.Lease(time.Now().Add(time.Minute)))
+		fixture.InState(notification.Delivering), fixture.Attempts(1), fixture.Lease(time.Now().Add(time.Minute)))
 	if err := e.producer.Publish(context.Background(), queue.NewOutgoing(stuck, "acme", "u1", 4401, 5)); err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestRedriveCountsWhatItFindsByStatus(t *testing.T) {
 
 	// Left delivering by a worker that died: its lease has expired.
 	dead := fx.Notification(t, fixture.For("acme", "dead"), fixture.Chat(4302), fixture.Body("dead worker"),
-		fixture.InState(store.StatusDelivering), fixture.Attempts(1), fixture.Lease(time.Now().Add(-time.Minute)), fixture.PublishedAt(hourAgo))
+		fixture.InState(notification.Delivering), fixture.Attempts(1), fixture.Lease(time.Now().Add(-time.Minute)), fixture.PublishedAt(hourAgo))
 	e.waitStatus(dead, "delivered", 30*time.Second)
 	if got := delivery.RedriveFound("delivering") - deliveringBefore; got < 1 {
 		t.Errorf("herald_worker_redrive_found_total{status=\"delivering\"} moved by %v after an expired lease, want at least 1", got)

@@ -17,6 +17,7 @@ import (
 	"github.com/heraldhq/herald/internal/apierror"
 	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/brand"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 )
 
@@ -260,7 +261,7 @@ func FuzzListQuery(f *testing.F) {
 			t.Fatalf("%q: limit %d", raw, limit)
 		}
 		for _, st := range filter.Statuses {
-			if _, ok := store.ParseStatus(string(st)); !ok {
+			if _, ok := notification.ParseStatus(string(st)); !ok {
 				t.Fatalf("%q: state %q", raw, st)
 			}
 		}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/testing/fixture"
 )
 
@@ -119,11 +119,11 @@ func TestScheduledSendIsStoredAndNotPublished(t *testing.T) {
 	}
 	// The worker's states as the resource shows them: next_attempt_at only while retrying, delivered_at
 	// once delivered.
-	e.fx.SetNotification(t, id, fixture.InState(store.StatusRetrying), fixture.NextAttemptAt(time.Now().Add(time.Minute)))
+	e.fx.SetNotification(t, id, fixture.InState(notification.Retrying), fixture.NextAttemptAt(time.Now().Add(time.Minute)))
 	if m := e.do("GET", "/v1/status/"+id, key, nil).json(t); m["next_attempt_at"] == nil {
 		t.Errorf("a retrying notification shows no next_attempt_at: %v", m)
 	}
-	e.fx.SetNotification(t, id, fixture.InState(store.StatusDelivered), fixture.DeliveredAt(time.Now()))
+	e.fx.SetNotification(t, id, fixture.InState(notification.Delivered), fixture.DeliveredAt(time.Now()))
 	if m := e.do("GET", "/v1/status/"+id, key, nil).json(t); m["delivered_at"] == nil || m["next_attempt_at"] != nil {
 		t.Errorf("a delivered notification: %v, want delivered_at and no next_attempt_at", m)
 	}
@@ -140,7 +140,7 @@ func TestCancelAnswersByState(t *testing.T) {
 	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	for _, state := range []string{"scheduled", "queued", "retrying", "delivering", "delivered", "blocked", "failed", "unlinked", "cancelled", "expired"} {
 		id := e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "hi"}).json(t)["tracking_id"].(string)
-		e.fx.SetNotification(t, id, fixture.InState(store.Status(state)), fixture.Lease(time.Now().Add(time.Minute)))
+		e.fx.SetNotification(t, id, fixture.InState(notification.Status(state)), fixture.Lease(time.Now().Add(time.Minute)))
 		expectError(t, e.do("POST", "/v1/notifications/"+id+"/cancel", other, nil), 404, "not_found")
 		r := e.do("POST", "/v1/notifications/"+id+"/cancel", key, nil)
 		switch state {
@@ -263,7 +263,7 @@ func TestListPages(t *testing.T) {
 		t.Errorf("user_id=u2: %d, want 30", len(p.Data))
 	}
 	for _, id := range mine[:5] {
-		e.fx.SetNotification(t, id, fixture.InState(store.StatusFailed))
+		e.fx.SetNotification(t, id, fixture.InState(notification.Failed))
 	}
 	if p, _ := e.list(key, "status=failed,expired"); len(p.Data) != 5 {
 		t.Errorf("status=failed,expired: %d, want 5", len(p.Data))

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/retention"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/fixture"
@@ -37,7 +38,7 @@ func seed(t *testing.T, s *store.Store, n int) {
 	fx.User(t, "acme", "u")
 	delivered, expired := time.Now().Add(-8*24*time.Hour), time.Now().Add(-2*24*time.Hour)
 	for range n {
-		fx.Notification(t, fixture.For("acme", "u"), fixture.InState(store.StatusDelivered), fixture.Body("secret words"),
+		fx.Notification(t, fixture.For("acme", "u"), fixture.InState(notification.Delivered), fixture.Body("secret words"),
 			fixture.CreatedAt(delivered), fixture.UpdatedAt(delivered))
 		fx.LinkToken(t, "acme", "u", fixture.TokenLabel("L"), fixture.TokenExpiredAt(expired))
 	}

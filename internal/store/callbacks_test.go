@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
@@ -58,7 +59,7 @@ func events(t *testing.T, s *store.Store) []eventRow {
 }
 
 // finish claims the notification and records result r.
-func finish(t *testing.T, s *store.Store, id string, r store.DeliveryResult) {
+func finish(t *testing.T, s *store.Store, id string, r notification.DeliveryResult) {
 	t.Helper()
 	d, err := s.ClaimDelivery(context.Background(), id, time.Minute)
 	if err != nil {
@@ -70,7 +71,7 @@ func finish(t *testing.T, s *store.Store, id string, r store.DeliveryResult) {
 }
 
 func TestEveryTerminalStateHasItsEventType(t *testing.T) {
-	for _, st := range store.Statuses {
+	for _, st := range notification.Statuses {
 		if st.Terminal() && !slices.Contains(store.EventTypes, store.NotificationEvent(st)) {
 			t.Errorf("terminal state %s has no event type %s in store.EventTypes", st, store.NotificationEvent(st))
 		}
@@ -91,7 +92,7 @@ func TestTerminalStatusWriteRecordsItsEventForTheSubscribedEndpointsOnly(t *test
 	endpoint(t, s, "other")
 
 	delivered := queued(t, s)
-	finish(t, s, delivered, store.DeliveryResult{Status: store.StatusDelivered, MessengerMessageID: "7"})
+	finish(t, s, delivered, notification.DeliveryResult{Status: notification.Delivered, MessengerMessageID: "7"})
 	// The status write records one narrow row in the inbox, whatever the number of endpoints.
 	if n := count(t, s, `SELECT count(*) FROM callback_inbox WHERE tenant_id = 'acme' AND type = 'notification.delivered' AND tracking_id = $1`, delivered); n != 1 {
 		t.Fatalf("%d inbox rows for one event", n)
@@ -102,12 +103,12 @@ func TestTerminalStatusWriteRecordsItsEventForTheSubscribedEndpointsOnly(t *test
 	}
 
 	retried := queued(t, s)
-	finish(t, s, retried, store.DeliveryResult{Status: store.StatusRetrying, ErrorCode: 502, RetryIn: time.Millisecond})
+	finish(t, s, retried, notification.DeliveryResult{Status: notification.Retrying, ErrorCode: 502, RetryIn: time.Millisecond})
 	if n := len(events(t, s)); n != 1 {
 		t.Fatalf("a retry recorded events: %d rows", n)
 	}
 	time.Sleep(5 * time.Millisecond)
-	finish(t, s, retried, store.DeliveryResult{Status: store.StatusFailed, ErrorCode: 400, ErrorMessage: "Bad Request"})
+	finish(t, s, retried, notification.DeliveryResult{Status: notification.Failed, ErrorCode: 400, ErrorMessage: "Bad Request"})
 	if n := count(t, s, `SELECT count(*) FROM callback_inbox`); n != 1 {
 		t.Fatalf("%d inbox rows for one event to two endpoints", n)
 	}
@@ -120,9 +121,9 @@ func TestTerminalStatusWriteRecordsItsEventForTheSubscribedEndpointsOnly(t *test
 		t.Error("two events share an event id")
 	}
 
-	for _, st := range []store.Status{store.StatusBlocked, store.StatusUnlinked} {
+	for _, st := range []notification.Status{notification.Blocked, notification.Unlinked} {
 		id := queued(t, s)
-		finish(t, s, id, store.DeliveryResult{Status: st, ErrorCode: 403})
+		finish(t, s, id, notification.DeliveryResult{Status: st, ErrorCode: 403})
 		last := events(t, s)
 		if e := last[len(last)-1]; e.Type != store.NotificationEvent(st) || e.TrackingID != id || e.EndpointID != all {
 			t.Errorf("after %s: last event %+v", st, e)
@@ -132,18 +133,18 @@ func TestTerminalStatusWriteRecordsItsEventForTheSubscribedEndpointsOnly(t *test
 	// A tenant whose endpoints want none of it records nothing, not even in the inbox.
 	exec(t, s, `UPDATE callback_endpoints SET events = '{ping}' WHERE tenant_id = 'acme'`)
 	ignored := queued(t, s)
-	finish(t, s, ignored, store.DeliveryResult{Status: store.StatusDelivered})
+	finish(t, s, ignored, notification.DeliveryResult{Status: notification.Delivered})
 	if n := count(t, s, `SELECT count(*) FROM callback_inbox`); n != 0 {
 		t.Errorf("%d inbox rows for a tenant subscribed to none of it", n)
 	}
 	exec(t, s, `UPDATE callback_endpoints SET events = $1 WHERE id = $2`, store.EventTypes, all)
 
-	sys := store.NewNotification{TrackingID: newID(), Kind: store.KindSystem, TenantID: "acme", ChatID: 1, Body: "x", Priority: 9}
+	sys := store.NewNotification{TrackingID: newID(), Kind: notification.KindSystem, TenantID: "acme", ChatID: 1, Body: "x", Priority: 9}
 	if err := s.InsertSystemMessage(ctx, sys); err != nil {
 		t.Fatal(err)
 	}
 	before := len(events(t, s))
-	finish(t, s, sys.TrackingID, store.DeliveryResult{Status: store.StatusDelivered})
+	finish(t, s, sys.TrackingID, notification.DeliveryResult{Status: notification.Delivered})
 	if after := len(events(t, s)); after != before {
 		t.Errorf("a system message recorded %d events", after-before)
 	}
@@ -160,13 +161,13 @@ func TestLinkAndVerificationRecordUserEvents(t *testing.T) {
 	}
 	eff, res := store.RedeemLinkToken(1, store.Redemption{Digest: digest, MessengerUserID: 30, ChatID: 30},
 		func(store.LinkResult) store.NewNotification {
-			return store.NewNotification{TrackingID: newID(), Kind: store.KindSystem, ChatID: 30, Body: "linked", Priority: 9}
+			return store.NewNotification{TrackingID: newID(), Kind: notification.KindSystem, ChatID: 30, Body: "linked", Priority: 9}
 		})
 	if err := s.ApplyUpdates(ctx, []*store.Effect{eff}); err != nil || res.Outcome != store.LinkLinked {
 		t.Fatalf("redeem: %v %+v", err, res)
 	}
 	if _, _, err := s.StartVerification(ctx, "acme", "carol", "Acme", func(chat int64) store.NewNotification {
-		return store.NewNotification{TrackingID: newID(), Kind: store.KindSystem, ChatID: chat, Body: "share", Priority: 9}
+		return store.NewNotification{TrackingID: newID(), Kind: notification.KindSystem, ChatID: chat, Body: "share", Priority: 9}
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -551,7 +552,7 @@ func BenchmarkFinishDelivery(b *testing.B) {
 				SELECT id, 'tenant', 'acme', 'u', 5, 'hello', 'delivering', 1, now() + interval '1 hour' FROM unnest($1::uuid[]) id`, ids); err != nil {
 				b.Fatal(err)
 			}
-			r := store.DeliveryResult{Status: store.StatusDelivered, MessengerMessageID: "1"}
+			r := notification.DeliveryResult{Status: notification.Delivered, MessengerMessageID: "1"}
 			b.ResetTimer()
 			for i := range b.N {
 				if c.bare {
@@ -561,7 +562,7 @@ func BenchmarkFinishDelivery(b *testing.B) {
 					}
 					continue
 				}
-				if ok, err := s.FinishDelivery(ctx, store.Delivery{TrackingID: ids[i], Kind: store.KindTenant, TenantID: "acme", UserID: "u", Attempts: 1}, r); !ok || err != nil {
+				if ok, err := s.FinishDelivery(ctx, notification.Delivery{TrackingID: ids[i], Kind: notification.KindTenant, TenantID: "acme", UserID: "u", Attempts: 1}, r); !ok || err != nil {
 					b.Fatal(ok, err)
 				}
 			}
@@ -584,7 +585,7 @@ func TestLifecycleTransitionsRecordTheirEvents(t *testing.T) {
 		}
 		return got[len(got)-1]
 	}
-	want := func(what string, st store.Status, id string) {
+	want := func(what string, st notification.Status, id string) {
 		t.Helper()
 		if e := last(); e.Type != store.NotificationEvent(st) || e.TrackingID != id || e.EndpointID != ep {
 			t.Errorf("after %s: last event %+v, want %s of %s", what, e, store.NotificationEvent(st), id)
@@ -595,7 +596,7 @@ func TestLifecycleTransitionsRecordTheirEvents(t *testing.T) {
 	if _, err := s.CancelNotification(ctx, "acme", cancelled); err != nil {
 		t.Fatal(err)
 	}
-	want("a cancel", store.StatusCancelled, cancelled)
+	want("a cancel", notification.Cancelled, cancelled)
 
 	expiring := func() string {
 		n := tenantNotification("ok")
@@ -611,17 +612,17 @@ func TestLifecycleTransitionsRecordTheirEvents(t *testing.T) {
 	if _, err := s.ClaimDelivery(ctx, claimed, time.Minute); err == nil {
 		t.Fatal("an expired notification was claimed")
 	}
-	want("a claim after expires_at", store.StatusExpired, claimed)
+	want("a claim after expires_at", notification.Expired, claimed)
 	if ids, err := s.ExpireDue(ctx, 10); err != nil || len(ids) != 1 || ids[0] != swept {
 		t.Fatalf("the sweep expired %v, %v; want %s", ids, err, swept)
 	}
-	want("the expiry sweep", store.StatusExpired, swept)
+	want("the expiry sweep", notification.Expired, swept)
 
 	erased := queued(t, s)
 	if _, err := s.EraseUser(ctx, "acme", "ok"); err != nil {
 		t.Fatal(err)
 	}
-	want("an erasure", store.StatusCancelled, erased)
+	want("an erasure", notification.Cancelled, erased)
 	if n := len(events(t, s)); n != 4 {
 		t.Errorf("%d events for four transitions", n)
 	}

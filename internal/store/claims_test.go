@@ -8,30 +8,31 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
 
-// A claim takes exactly the states store.Status.Claimable allows, and tells the others apart.
+// A claim takes exactly the states notification.Status.Claimable allows, and tells the others apart.
 func TestClaimFromEachState(t *testing.T) {
 	s := fixture(t)
 	ctx := context.Background()
 	cases := []struct {
 		name, set   string // an UPDATE … SET clause putting the row in the state
-		status      store.Status
+		status      notification.Status
 		next, lease string // next_attempt_at and lease_expires_at relative to now, as SQL
 		claimable   bool
 		leased      bool
 	}{
-		{"queued", "", store.StatusQueued, "", "", true, false},
-		{"retrying, due", "status = 'retrying', next_attempt_at = now() - interval '1 second'", store.StatusRetrying, "-1 second", "", true, false},
-		{"retrying, not due", "status = 'retrying', next_attempt_at = now() + interval '1 hour'", store.StatusRetrying, "1 hour", "", false, false},
-		{"delivering, live lease", "status = 'delivering', attempts = 1, lease_expires_at = now() + interval '1 hour'", store.StatusDelivering, "", "1 hour", false, true},
-		{"delivering, lease run out", "status = 'delivering', attempts = 1, lease_expires_at = now() - interval '1 second'", store.StatusDelivering, "", "-1 second", true, false},
-		{"delivered", "status = 'delivered'", store.StatusDelivered, "", "", false, false},
-		{"blocked", "status = 'blocked'", store.StatusBlocked, "", "", false, false},
-		{"failed", "status = 'failed'", store.StatusFailed, "", "", false, false},
-		{"unlinked", "status = 'unlinked'", store.StatusUnlinked, "", "", false, false},
+		{"queued", "", notification.Queued, "", "", true, false},
+		{"retrying, due", "status = 'retrying', next_attempt_at = now() - interval '1 second'", notification.Retrying, "-1 second", "", true, false},
+		{"retrying, not due", "status = 'retrying', next_attempt_at = now() + interval '1 hour'", notification.Retrying, "1 hour", "", false, false},
+		{"delivering, live lease", "status = 'delivering', attempts = 1, lease_expires_at = now() + interval '1 hour'", notification.Delivering, "", "1 hour", false, true},
+		{"delivering, lease run out", "status = 'delivering', attempts = 1, lease_expires_at = now() - interval '1 second'", notification.Delivering, "", "-1 second", true, false},
+		{"delivered", "status = 'delivered'", notification.Delivered, "", "", false, false},
+		{"blocked", "status = 'blocked'", notification.Blocked, "", "", false, false},
+		{"failed", "status = 'failed'", notification.Failed, "", "", false, false},
+		{"unlinked", "status = 'unlinked'", notification.Unlinked, "", "", false, false},
 	}
 	at := func(rel string) *time.Time {
 		if rel == "" {
@@ -81,7 +82,7 @@ func TestClaimFromEachState(t *testing.T) {
 func TestClaimSendsOnlyToTheChatOfAcceptance(t *testing.T) {
 	s := fixture(t)
 	ctx := context.Background()
-	claim := func(id string) store.Delivery {
+	claim := func(id string) notification.Delivery {
 		t.Helper()
 		d, err := s.ClaimDelivery(ctx, id, time.Minute)
 		if err != nil {
@@ -125,21 +126,21 @@ func TestStaleFinishAfterTheLeaseRanOut(t *testing.T) {
 	if second.Attempts != first.Attempts+1 {
 		t.Fatalf("attempts %d then %d, want one more", first.Attempts, second.Attempts)
 	}
-	ok, err := s.FinishDelivery(ctx, first, store.DeliveryResult{Status: store.StatusFailed, ErrorCode: 400, ErrorMessage: "late"})
+	ok, err := s.FinishDelivery(ctx, first, notification.DeliveryResult{Status: notification.Failed, ErrorCode: 400, ErrorMessage: "late"})
 	if err != nil || ok {
 		t.Fatalf("the stale finish matched (%v, %v); it must not", ok, err)
 	}
-	ok, err = s.FinishDelivery(ctx, second, store.DeliveryResult{Status: store.StatusDelivered, MessengerMessageID: "9"})
+	ok, err = s.FinishDelivery(ctx, second, notification.DeliveryResult{Status: notification.Delivered, MessengerMessageID: "9"})
 	if err != nil || !ok {
 		t.Fatalf("the current finish: %v %v", ok, err)
 	}
 	if n := count(t, s, `SELECT count(*) FROM notifications WHERE tracking_id = $1 AND status = 'delivered' AND attempts = 2 AND last_error_code = 0`, id); n != 1 {
 		t.Error("the row does not show the newer attempt's result")
 	}
-	if rec, err := s.DeliveryRecorded(ctx, second, store.DeliveryResult{Status: store.StatusDelivered}); err != nil || !rec {
+	if rec, err := s.DeliveryRecorded(ctx, second, notification.DeliveryResult{Status: notification.Delivered}); err != nil || !rec {
 		t.Errorf("DeliveryRecorded(current) = %v, %v; want true (a retried write whose answer was lost)", rec, err)
 	}
-	if rec, _ := s.DeliveryRecorded(ctx, first, store.DeliveryResult{Status: store.StatusFailed}); rec {
+	if rec, _ := s.DeliveryRecorded(ctx, first, notification.DeliveryResult{Status: notification.Failed}); rec {
 		t.Error("DeliveryRecorded matched the stale attempt")
 	}
 }

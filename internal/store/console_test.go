@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 )
 
@@ -23,7 +24,7 @@ func TestConsoleReadsOneTenantsNotificationsAndUsers(t *testing.T) {
 	exec(t, s, `INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ('other', 'ok', 3, 3)`)
 	// "no" starts a verification: its prompt is what the console shows.
 	prompt := func(chatID int64) store.NewNotification {
-		return store.NewNotification{TrackingID: newID(), Kind: store.KindSystem, TenantID: "acme", ChatID: chatID, Priority: 8, Body: "verify"}
+		return store.NewNotification{TrackingID: newID(), Kind: notification.KindSystem, TenantID: "acme", ChatID: chatID, Priority: 8, Body: "verify"}
 	}
 	if _, _, err := s.StartVerification(ctx, "acme", "no", "Acme", prompt); err != nil {
 		t.Fatal(err)
@@ -33,7 +34,7 @@ func TestConsoleReadsOneTenantsNotificationsAndUsers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ns) != 2 || ns[0].TrackingID != second || ns[1].TrackingID != first || ns[1].Status != store.StatusDelivered {
+	if len(ns) != 2 || ns[0].TrackingID != second || ns[1].TrackingID != first || ns[1].Status != notification.Delivered {
 		t.Errorf("recent notifications (newest first, tenant notifications only): %+v", ns)
 	}
 
@@ -49,7 +50,7 @@ func TestConsoleReadsOneTenantsNotificationsAndUsers(t *testing.T) {
 		ok.Sent != 2 || ok.Delivered != 1 || ok.Prompt != nil {
 		t.Errorf("user ok: %+v (of %d users)", ok, len(users))
 	}
-	if no := got["no"]; no.Verification != "pending" || no.Prompt == nil || no.Prompt.Status != store.StatusQueued || no.Sent != 0 {
+	if no := got["no"]; no.Verification != "pending" || no.Prompt == nil || no.Prompt.Status != notification.Queued || no.Sent != 0 {
 		t.Errorf("user no: %+v", no)
 	}
 }

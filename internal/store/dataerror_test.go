@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
@@ -22,7 +23,7 @@ func TestIsDataErrorTellsTheRowsFromTheDatabase(t *testing.T) {
 	exec(t, s, `INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ('acme', 'u', 1, 1)`)
 	exec(t, s, `INSERT INTO phone_verifications (tenant_id, user_id, status) VALUES ('acme', 'u', 'verified')`)
 	n := func(tenant, user, body string, metadata map[string]string) []store.NewNotification {
-		return []store.NewNotification{{TrackingID: "01900000-0000-7000-8000-000000000001", Kind: store.KindTenant,
+		return []store.NewNotification{{TrackingID: "01900000-0000-7000-8000-000000000001", Kind: notification.KindTenant,
 			TenantID: tenant, UserID: user, Priority: 5, Body: body, Metadata: metadata}}
 	}
 	for name, err := range map[string]error{

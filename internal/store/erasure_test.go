@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/notification"
 )
 
 // The erasure of a user leaves nothing of their messenger identity and no event naming them: their
@@ -58,7 +58,7 @@ func TestEraseUserLeavesNoMessengerIdentityNorUserEvents(t *testing.T) {
 	if n := count(t, s, `SELECT count(*) FROM notifications WHERE user_id = 'ok' AND (body <> '' OR chat_id IS NOT NULL OR messenger_message_id IS NOT NULL)`); n != 0 {
 		t.Errorf("%d of the user's notifications keep a body, a chat or a messenger message id", n)
 	}
-	if st := statusOf(t, s, waiting); st != store.StatusCancelled {
+	if st := statusOf(t, s, waiting); st != notification.Cancelled {
 		t.Errorf("the waiting notification is %s, want cancelled", st)
 	}
 	if n := count(t, s, `SELECT count(*) FROM notifications WHERE tracking_id = ANY($1::uuid[])`, []string{confirmation, prompt}); n != 0 {
@@ -88,7 +88,7 @@ func TestEraseUserLeavesNoMessengerIdentityNorUserEvents(t *testing.T) {
 	if n := count(t, s, `SELECT count(*) FROM callback_events WHERE endpoint_id = $1 AND user_id = 'ok'`, other); n != 1 {
 		t.Error("another tenant's event about its own user of the same id was touched")
 	}
-	if st := statusOf(t, s, delivering); st != store.StatusDelivering {
+	if st := statusOf(t, s, delivering); st != notification.Delivering {
 		t.Errorf("the notification being delivered is %s, want it left to its attempt", st)
 	}
 }
@@ -106,7 +106,7 @@ func TestAnAttemptEndingAfterTheErasureRecordsNoMessengerMessageID(t *testing.T)
 	if _, err := s.EraseUser(ctx, "acme", "ok"); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := s.FinishDelivery(ctx, d, store.DeliveryResult{Status: store.StatusDelivered, MessengerMessageID: "42"}); !ok || err != nil {
+	if ok, err := s.FinishDelivery(ctx, d, notification.DeliveryResult{Status: notification.Delivered, MessengerMessageID: "42"}); !ok || err != nil {
 		t.Fatalf("finish: %v %v", ok, err)
 	}
 	if n := count(t, s, `SELECT count(*) FROM notifications WHERE tracking_id = $1 AND status = 'delivered' AND messenger_message_id IS NULL AND chat_id IS NULL`, id); n != 1 {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
@@ -43,7 +44,7 @@ func count(t *testing.T, s *store.Store, q string, args ...any) int {
 func newID() string { return uuid.Must(uuid.NewV7()).String() }
 
 func tenantNotification(user string) store.NewNotification {
-	return store.NewNotification{TrackingID: newID(), Kind: store.KindTenant, TenantID: "acme", UserID: user, Priority: 5, Body: "hello"}
+	return store.NewNotification{TrackingID: newID(), Kind: notification.KindTenant, TenantID: "acme", UserID: user, Priority: 5, Body: "hello"}
 }
 
 // queued inserts a queued notification for user "ok" and returns its id.

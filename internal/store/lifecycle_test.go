@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 )
 
@@ -31,9 +32,9 @@ func insert(t *testing.T, s *store.Store, n store.NewNotification) string {
 	return n.TrackingID
 }
 
-func statusOf(t *testing.T, s *store.Store, id string) store.Status {
+func statusOf(t *testing.T, s *store.Store, id string) notification.Status {
 	t.Helper()
-	var st store.Status
+	var st notification.Status
 	if err := s.Pool().QueryRow(context.Background(), `SELECT status FROM notifications WHERE tracking_id = $1`, id).Scan(&st); err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +47,7 @@ func TestInsertStoresTheSendOptions(t *testing.T) {
 	s := fixture(t)
 	ctx := context.Background()
 	n := tenantNotification("ok")
-	n.Status, n.Metadata, n.SendAt, n.ExpiresAt = store.StatusScheduled, map[string]string{"order": "42", "a.b-c_d": "é"}, at(time.Hour), at(2*time.Hour)
+	n.Status, n.Metadata, n.SendAt, n.ExpiresAt = notification.Scheduled, map[string]string{"order": "42", "a.b-c_d": "é"}, at(time.Hour), at(2*time.Hour)
 	plain := tenantNotification("ok")
 	insert(t, s, n)
 	insert(t, s, plain)
@@ -54,7 +55,7 @@ func TestInsertStoresTheSendOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.Status != store.StatusScheduled || v.Metadata["order"] != "42" || v.Metadata["a.b-c_d"] != "é" || len(v.Metadata) != 2 ||
+	if v.Status != notification.Scheduled || v.Metadata["order"] != "42" || v.Metadata["a.b-c_d"] != "é" || len(v.Metadata) != 2 ||
 		v.SendAt == nil || !v.SendAt.Equal(n.SendAt.Truncate(time.Microsecond)) || v.ExpiresAt == nil {
 		t.Errorf("scheduled view %+v, want the options as given", v)
 	}
@@ -65,7 +66,7 @@ func TestInsertStoresTheSendOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Status != store.StatusQueued || p.Metadata == nil || len(p.Metadata) != 0 || p.SendAt != nil || p.ExpiresAt != nil || p.DeliveredAt != nil || p.NextAttemptAt != nil {
+	if p.Status != notification.Queued || p.Metadata == nil || len(p.Metadata) != 0 || p.SendAt != nil || p.ExpiresAt != nil || p.DeliveredAt != nil || p.NextAttemptAt != nil {
 		t.Errorf("plain view %+v, want queued, {} and nulls", p)
 	}
 	if c := count(t, s, `SELECT count(*) FROM notifications WHERE tracking_id = $1 AND metadata IS NULL AND send_at IS NULL AND expires_at IS NULL`, plain.TrackingID); c != 1 {
@@ -80,7 +81,7 @@ func TestReleaseScheduledMovesOnlyDueRowsOneSchedulerAtATime(t *testing.T) {
 	ctx := context.Background()
 	mk := func(sendIn, expiresIn time.Duration) string {
 		n := tenantNotification("ok")
-		n.Status, n.SendAt = store.StatusScheduled, at(time.Hour)
+		n.Status, n.SendAt = notification.Scheduled, at(time.Hour)
 		id := insert(t, s, n)
 		exec(t, s, `UPDATE notifications SET send_at = now() + make_interval(secs => $2) WHERE tracking_id = $1`, id, sendIn.Seconds())
 		if expiresIn != 0 {
@@ -114,10 +115,10 @@ func TestReleaseScheduledMovesOnlyDueRowsOneSchedulerAtATime(t *testing.T) {
 	if c := count(t, s, `SELECT count(*) FROM notifications WHERE tracking_id = $1 AND status = 'queued' AND published_at IS NOT NULL`, due); c != 1 {
 		t.Error("the released notification is not queued with a publish under way")
 	}
-	if st := statusOf(t, s, notDue); st != store.StatusScheduled {
+	if st := statusOf(t, s, notDue); st != notification.Scheduled {
 		t.Errorf("a notification not yet due is %s", st)
 	}
-	if st := statusOf(t, s, dueButExpired); st != store.StatusScheduled {
+	if st := statusOf(t, s, dueButExpired); st != notification.Scheduled {
 		t.Errorf("a due notification past its expires_at was released (%s); the sweep expires it", st)
 	}
 	if got, _, _ := s.ReleaseScheduled(ctx, 10); len(got) != 0 {
@@ -132,7 +133,7 @@ func TestReleaseScheduledInBatches(t *testing.T) {
 	var ns []store.NewNotification
 	for i := range 25 {
 		n := tenantNotification("ok")
-		n.Status, n.SendAt = store.StatusScheduled, at(-time.Duration(25-i)*time.Second)
+		n.Status, n.SendAt = notification.Scheduled, at(-time.Duration(25-i)*time.Second)
 		ns = append(ns, n)
 	}
 	if _, err := s.InsertTenantNotifications(ctx, ns); err != nil {
@@ -182,16 +183,16 @@ func TestExpireDueFromEachState(t *testing.T) {
 	ctx := context.Background()
 	cases := []struct {
 		name, set string
-		want      store.Status
+		want      notification.Status
 	}{
-		{"scheduled", "status = 'scheduled', published_at = NULL", store.StatusExpired},
-		{"queued", "", store.StatusExpired},
-		{"retrying", "status = 'retrying', attempts = 1, next_attempt_at = now() + interval '1 hour'", store.StatusExpired},
-		{"delivering, live lease", "status = 'delivering', attempts = 1, lease_expires_at = now() + interval '1 hour'", store.StatusDelivering},
-		{"delivering, worker dead", "status = 'delivering', attempts = 1, lease_expires_at = now() - interval '1 second'", store.StatusExpired},
-		{"delivered", "status = 'delivered'", store.StatusDelivered},
-		{"failed", "status = 'failed'", store.StatusFailed},
-		{"cancelled", "status = 'cancelled'", store.StatusCancelled},
+		{"scheduled", "status = 'scheduled', published_at = NULL", notification.Expired},
+		{"queued", "", notification.Expired},
+		{"retrying", "status = 'retrying', attempts = 1, next_attempt_at = now() + interval '1 hour'", notification.Expired},
+		{"delivering, live lease", "status = 'delivering', attempts = 1, lease_expires_at = now() + interval '1 hour'", notification.Delivering},
+		{"delivering, worker dead", "status = 'delivering', attempts = 1, lease_expires_at = now() - interval '1 second'", notification.Expired},
+		{"delivered", "status = 'delivered'", notification.Delivered},
+		{"failed", "status = 'failed'", notification.Failed},
+		{"cancelled", "status = 'cancelled'", notification.Cancelled},
 	}
 	ids := map[string]string{}
 	for _, c := range cases {
@@ -219,7 +220,7 @@ func TestExpireDueFromEachState(t *testing.T) {
 		t.Errorf("the sweep reports %d expired, want 4", n)
 	}
 	for _, id := range []string{notYet, never} {
-		if got := statusOf(t, s, id); got != store.StatusQueued {
+		if got := statusOf(t, s, id); got != notification.Queued {
 			t.Errorf("a notification not past its expires_at is %s", got)
 		}
 	}
@@ -249,10 +250,10 @@ func TestClaimRefusesAndExpiresAfterExpiresAt(t *testing.T) {
 		}
 		_, err := s.ClaimDelivery(ctx, id, time.Minute)
 		var nc *store.NotClaimable
-		if !errors.As(err, &nc) || nc.Status != store.StatusExpired {
+		if !errors.As(err, &nc) || nc.Status != notification.Expired {
 			t.Fatalf("claim after expires_at (%q): %v, want not claimable: expired", set, err)
 		}
-		if got := statusOf(t, s, id); got != store.StatusExpired {
+		if got := statusOf(t, s, id); got != notification.Expired {
 			t.Errorf("the refused notification is %s, want expired", got)
 		}
 	}
@@ -265,10 +266,10 @@ func TestClaimRefusesAndExpiresAfterExpiresAt(t *testing.T) {
 	}
 	// A scheduled notification is never claimable, even when its envelope arrives.
 	n := tenantNotification("ok")
-	n.Status, n.SendAt = store.StatusScheduled, at(time.Hour)
+	n.Status, n.SendAt = notification.Scheduled, at(time.Hour)
 	sid := insert(t, s, n)
 	var nc *store.NotClaimable
-	if _, err := s.ClaimDelivery(ctx, sid, time.Minute); !errors.As(err, &nc) || nc.Status != store.StatusScheduled {
+	if _, err := s.ClaimDelivery(ctx, sid, time.Minute); !errors.As(err, &nc) || nc.Status != notification.Scheduled {
 		t.Errorf("claim of a scheduled notification: %v, want not claimable", err)
 	}
 }
@@ -284,18 +285,18 @@ func TestCancelFromEachState(t *testing.T) {
 	cases := []struct {
 		name, set string
 		cancelled bool
-		status    store.Status // the state named by the refusal
+		status    notification.Status // the state named by the refusal
 	}{
 		{"scheduled", "status = 'scheduled', send_at = now() + interval '1 hour', published_at = NULL", true, ""},
 		{"queued", "", true, ""},
 		{"retrying", "status = 'retrying', attempts = 1, next_attempt_at = now() + interval '1 hour'", true, ""},
-		{"delivering", "status = 'delivering', attempts = 1, lease_expires_at = now() + interval '1 hour'", false, store.StatusDelivering},
-		{"delivered", "status = 'delivered'", false, store.StatusDelivered},
-		{"blocked", "status = 'blocked'", false, store.StatusBlocked},
-		{"failed", "status = 'failed'", false, store.StatusFailed},
-		{"unlinked", "status = 'unlinked'", false, store.StatusUnlinked},
-		{"cancelled", "status = 'cancelled'", false, store.StatusCancelled},
-		{"expired", "status = 'expired'", false, store.StatusExpired},
+		{"delivering", "status = 'delivering', attempts = 1, lease_expires_at = now() + interval '1 hour'", false, notification.Delivering},
+		{"delivered", "status = 'delivered'", false, notification.Delivered},
+		{"blocked", "status = 'blocked'", false, notification.Blocked},
+		{"failed", "status = 'failed'", false, notification.Failed},
+		{"unlinked", "status = 'unlinked'", false, notification.Unlinked},
+		{"cancelled", "status = 'cancelled'", false, notification.Cancelled},
+		{"expired", "status = 'expired'", false, notification.Expired},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -308,7 +309,7 @@ func TestCancelFromEachState(t *testing.T) {
 			}
 			v, err := s.CancelNotification(ctx, "acme", id)
 			if c.cancelled {
-				if err != nil || v.Status != store.StatusCancelled || v.TrackingID != id {
+				if err != nil || v.Status != notification.Cancelled || v.TrackingID != id {
 					t.Fatalf("cancel: %+v, %v; want the notification, cancelled", v, err)
 				}
 				return
@@ -322,7 +323,7 @@ func TestCancelFromEachState(t *testing.T) {
 			}
 		})
 	}
-	sys := store.NewNotification{TrackingID: newID(), Kind: store.KindSystem, TenantID: "acme", ChatID: 1, Priority: 9, Body: "reply"}
+	sys := store.NewNotification{TrackingID: newID(), Kind: notification.KindSystem, TenantID: "acme", ChatID: 1, Priority: 9, Body: "reply"}
 	if err := s.InsertSystemMessage(ctx, sys); err != nil {
 		t.Fatal(err)
 	}
@@ -360,11 +361,11 @@ func TestCancelRacesClaim(t *testing.T) {
 			var nc *store.NotClaimable
 			var ncc *store.NotCancellable
 			switch {
-			case cancelErr == nil && errors.As(claimErr, &nc) && nc.Status == store.StatusCancelled:
+			case cancelErr == nil && errors.As(claimErr, &nc) && nc.Status == notification.Cancelled:
 				mu.Lock()
 				cancelled++
 				mu.Unlock()
-			case claimErr == nil && errors.As(cancelErr, &ncc) && ncc.Status == store.StatusDelivering:
+			case claimErr == nil && errors.As(cancelErr, &ncc) && ncc.Status == notification.Delivering:
 				mu.Lock()
 				claimed++
 				mu.Unlock()
@@ -428,7 +429,7 @@ func TestListPagesEachNotificationOnceWhileInserting(t *testing.T) {
 
 	seen := map[string]int{}
 	var cursor *store.ListCursor
-	var prev *store.NotificationView
+	var prev *notification.View
 	pages := 0
 	for {
 		got, next, err := s.ListNotifications(ctx, "acme", store.ListFilter{}, 7, cursor)
@@ -500,7 +501,7 @@ func TestListFiltersAndCursorBinding(t *testing.T) {
 		return out
 	}
 	rev := func(ss []string) []string { c := slices.Clone(ss); slices.Reverse(c); return c }
-	if got := list(store.ListFilter{Statuses: []store.Status{store.StatusFailed, store.StatusCancelled}}); !slices.Equal(got, rev(ids[:4])) {
+	if got := list(store.ListFilter{Statuses: []notification.Status{notification.Failed, notification.Cancelled}}); !slices.Equal(got, rev(ids[:4])) {
 		t.Errorf("status=failed,cancelled listed %v, want %v", got, rev(ids[:4]))
 	}
 	if got := list(store.ListFilter{UserID: "ok2"}); len(got) != 6 {
@@ -570,7 +571,7 @@ func TestQueriesUseTheirIndexes(t *testing.T) {
 	now := time.Now()
 	filters := []store.ListFilter{
 		{},
-		{Statuses: []store.Status{store.StatusFailed}},
+		{Statuses: []notification.Status{notification.Failed}},
 		{UserID: "ok", CreatedAfter: &now, CreatedBefore: &now},
 	}
 	for i, f := range filters {
@@ -626,15 +627,15 @@ func TestEraseUser(t *testing.T) {
 	ctx := context.Background()
 	exec(t, s, `INSERT INTO link_tokens (digest, tenant_id, user_id, label, expires_at) VALUES (sha256('t'), 'acme', 'ok', 'L', now() + interval '1 hour')`)
 	sched := tenantNotification("ok")
-	sched.Status, sched.SendAt = store.StatusScheduled, at(time.Hour)
-	states := map[string]store.Status{
-		insert(t, s, sched): store.StatusCancelled,
-		queued(t, s):        store.StatusCancelled,
+	sched.Status, sched.SendAt = notification.Scheduled, at(time.Hour)
+	states := map[string]notification.Status{
+		insert(t, s, sched): notification.Cancelled,
+		queued(t, s):        notification.Cancelled,
 	}
 	retrying, delivered := queued(t, s), queued(t, s)
 	exec(t, s, `UPDATE notifications SET status = 'retrying', attempts = 1, next_attempt_at = now() + interval '1 hour' WHERE tracking_id = $1`, retrying)
 	exec(t, s, `UPDATE notifications SET status = 'delivered', attempts = 1, messenger_message_id = '7' WHERE tracking_id = $1`, delivered)
-	states[retrying], states[delivered] = store.StatusCancelled, store.StatusDelivered
+	states[retrying], states[delivered] = notification.Cancelled, notification.Delivered
 	other := tenantNotification("no") // another user of the tenant: untouched
 	exec(t, s, `UPDATE phone_verifications SET status = 'verified' WHERE user_id = 'no'`)
 	insert(t, s, other)
@@ -716,7 +717,7 @@ func TestEraseAndSendSerialiseOnTheGate(t *testing.T) {
 	if err := <-eraseDone; err != nil {
 		t.Fatal(err)
 	}
-	if got := statusOf(t, s, n.TrackingID); got != store.StatusCancelled {
+	if got := statusOf(t, s, n.TrackingID); got != notification.Cancelled {
 		t.Errorf("the send that completed before the erasure is %s, want cancelled", got)
 	}
 

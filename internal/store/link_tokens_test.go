@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 )
 
@@ -19,7 +20,7 @@ func TestLinkTokenSingleUseUnderConcurrency(t *testing.T) {
 		t.Fatal(err)
 	}
 	reply := func(store.LinkResult) store.NewNotification {
-		return store.NewNotification{TrackingID: newID(), Kind: store.KindSystem, ChatID: 1, Priority: 9, Body: "reply"}
+		return store.NewNotification{TrackingID: newID(), Kind: notification.KindSystem, ChatID: 1, Priority: 9, Body: "reply"}
 	}
 	outcomes := make([]store.LinkOutcome, 8)
 	var wg sync.WaitGroup
@@ -59,9 +60,9 @@ func TestLinkTokenSingleUseUnderConcurrency(t *testing.T) {
 func TestAnUpdateAppliesOnce(t *testing.T) {
 	s := fixture(t)
 	ctx := context.Background()
-	msg := store.NewNotification{TrackingID: newID(), Kind: store.KindSystem, ChatID: 1, Priority: 9, Body: "pong"}
+	msg := store.NewNotification{TrackingID: newID(), Kind: notification.KindSystem, ChatID: 1, Priority: 9, Body: "pong"}
 	first := store.ReplyEffect(77, msg)
-	again := store.ReplyEffect(77, store.NewNotification{TrackingID: newID(), Kind: store.KindSystem, ChatID: 1, Priority: 9, Body: "pong"})
+	again := store.ReplyEffect(77, store.NewNotification{TrackingID: newID(), Kind: notification.KindSystem, ChatID: 1, Priority: 9, Body: "pong"})
 	if err := s.ApplyUpdates(ctx, []*store.Effect{first, again}); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 )
 
@@ -74,7 +75,7 @@ func TestDiscardTakesQueuedRowsBack(t *testing.T) {
 func TestUnpublishedMessagesReachTheRelay(t *testing.T) {
 	s := fixture(t)
 	ctx := context.Background()
-	n := store.NewNotification{TrackingID: newID(), Kind: store.KindSystem, TenantID: "acme", ChatID: 1, Priority: 9, Body: "reply"}
+	n := store.NewNotification{TrackingID: newID(), Kind: notification.KindSystem, TenantID: "acme", ChatID: 1, Priority: 9, Body: "reply"}
 	if err := s.InsertSystemMessage(ctx, n); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
@@ -16,10 +17,10 @@ var policy = store.RetentionPolicy{Bodies: 7 * 24 * time.Hour, Notifications: 90
 
 // notification inserts a notification in a state, last changed age ago (the clock moved back), and
 // returns its id.
-func notification(t *testing.T, s *store.Store, kind string, status store.Status, age time.Duration, body string) string {
+func agedNotification(t *testing.T, s *store.Store, kind string, status notification.Status, age time.Duration, body string) string {
 	t.Helper()
 	id := newID()
-	if kind == store.KindSystem {
+	if kind == notification.KindSystem {
 		exec(t, s, `INSERT INTO notifications (tracking_id, kind, tenant_id, chat_id, priority, body, reply_markup, status, created_at, updated_at)
 			VALUES ($1, 'system', 'acme', 1, 9, $2, '{"keyboard":[]}', $3, now() - $4::interval, now() - $4::interval)`, id, body, string(status), age.String())
 		return id
@@ -58,16 +59,16 @@ func TestRetentionPurgesWhatIsDueAndNothingElse(t *testing.T) {
 	s := fixture(t)
 	ctx := context.Background()
 	day := 24 * time.Hour
-	bodyDue := notification(t, s, store.KindTenant, store.StatusDelivered, 8*day, "old enough")
-	bodyKept := notification(t, s, store.KindTenant, store.StatusDelivered, 6*day, "recent")
-	systemDue := notification(t, s, store.KindSystem, store.StatusDelivered, 8*day, "a prompt")
-	rowDue := notification(t, s, store.KindTenant, store.StatusFailed, 91*day, "")
-	rowAndBodyDue := notification(t, s, store.KindTenant, store.StatusBlocked, 91*day, "never erased")
-	rowKept := notification(t, s, store.KindTenant, store.StatusUnlinked, 89*day, "")
+	bodyDue := agedNotification(t, s, notification.KindTenant, notification.Delivered, 8*day, "old enough")
+	bodyKept := agedNotification(t, s, notification.KindTenant, notification.Delivered, 6*day, "recent")
+	systemDue := agedNotification(t, s, notification.KindSystem, notification.Delivered, 8*day, "a prompt")
+	rowDue := agedNotification(t, s, notification.KindTenant, notification.Failed, 91*day, "")
+	rowAndBodyDue := agedNotification(t, s, notification.KindTenant, notification.Blocked, 91*day, "never erased")
+	rowKept := agedNotification(t, s, notification.KindTenant, notification.Unlinked, 89*day, "")
 	var inFlight []string
-	for _, st := range store.Statuses {
+	for _, st := range notification.Statuses {
 		if !st.Terminal() {
-			inFlight = append(inFlight, notification(t, s, store.KindTenant, st, 100*day, "in flight"))
+			inFlight = append(inFlight, agedNotification(t, s, notification.KindTenant, st, 100*day, "in flight"))
 		}
 	}
 
@@ -178,7 +179,7 @@ func TestRetentionPurgesWhatIsDueAndNothingElse(t *testing.T) {
 }
 
 // The purge finds due bodies through a partial index whose predicate names the states that are not
-// terminal. A state added to store.Statuses that is not terminal must be named there too (a new migration),
+// terminal. A state added to notification.Statuses that is not terminal must be named there too (a new migration),
 // or its old notifications sit in the index and are re-read by every purge.
 func TestRetentionIndexesExcludeEveryNonTerminalState(t *testing.T) {
 	s, _ := pgtest.NewStore(t)
@@ -186,7 +187,7 @@ func TestRetentionIndexesExcludeEveryNonTerminalState(t *testing.T) {
 	if err := s.Pool().QueryRow(context.Background(), `SELECT indexdef FROM pg_indexes WHERE indexname = 'notifications_body_kept_idx'`).Scan(&def); err != nil {
 		t.Fatal(err)
 	}
-	for _, st := range store.Statuses {
+	for _, st := range notification.Statuses {
 		named := strings.Contains(def, "'"+string(st)+"'")
 		if !st.Terminal() && !named {
 			t.Errorf("state %s is not terminal but notifications_body_kept_idx does not exclude it: %s", st, def)

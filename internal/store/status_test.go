@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
 
-// The states the schema's CHECK constraint allows are exactly store.Statuses.
+// The states the schema's CHECK constraint allows are exactly notification.Statuses.
 func TestStatusesMatchTheSchema(t *testing.T) {
 	s, _ := pgtest.NewStore(t)
 	var def string
@@ -27,15 +27,15 @@ func TestStatusesMatchTheSchema(t *testing.T) {
 		}
 	}
 	var inGo []string
-	for _, st := range store.Statuses {
+	for _, st := range notification.Statuses {
 		inGo = append(inGo, string(st))
 	}
 	slices.Sort(inSchema)
 	slices.Sort(inGo)
 	if !slices.Equal(inSchema, inGo) {
-		t.Fatalf("schema allows %v, store.Statuses is %v (%s)", inSchema, inGo, def)
+		t.Fatalf("schema allows %v, notification.Statuses is %v (%s)", inSchema, inGo, def)
 	}
-	for _, st := range store.Statuses {
+	for _, st := range notification.Statuses {
 		if st.Terminal() && st.Claimable(nil, nil, nil, time.Time{}) {
 			t.Errorf("%s is both terminal and claimable", st)
 		}

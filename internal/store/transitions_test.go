@@ -8,8 +8,7 @@ import (
 	"testing"
 	"time"
 
-	// Named lifecycle here: this package's tests have a helper named notification.
-	lifecycle "github.com/heraldhq/herald/internal/notification"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 )
 
@@ -17,7 +16,7 @@ import (
 // NULL.
 type offsets struct{ sendAt, expiresAt, nextAttemptAt, leaseExpiresAt *time.Duration }
 
-func (o offsets) row(now time.Time) lifecycle.Row {
+func (o offsets) row(now time.Time) notification.Row {
 	at := func(d *time.Duration) *time.Time {
 		if d == nil {
 			return nil
@@ -25,13 +24,13 @@ func (o offsets) row(now time.Time) lifecycle.Row {
 		t := now.Add(*d)
 		return &t
 	}
-	return lifecycle.Row{SendAt: at(o.sendAt), ExpiresAt: at(o.expiresAt), NextAttemptAt: at(o.nextAttemptAt), LeaseExpiresAt: at(o.leaseExpiresAt)}
+	return notification.Row{SendAt: at(o.sendAt), ExpiresAt: at(o.expiresAt), NextAttemptAt: at(o.nextAttemptAt), LeaseExpiresAt: at(o.leaseExpiresAt)}
 }
 
 // stateRow is a notification put in a state with some offsets.
 type stateRow struct {
 	id      string
-	from    lifecycle.Status
+	from    notification.Status
 	name    string
 	offsets offsets
 }
@@ -60,9 +59,9 @@ func stateRows(t *testing.T, s *store.Store) []stateRow {
 		return &s
 	}
 	var rows []stateRow
-	for _, st := range lifecycle.Statuses {
+	for _, st := range notification.Statuses {
 		for _, v := range variants {
-			if st == lifecycle.Delivering && v.offsets.leaseExpiresAt == nil {
+			if st == notification.Delivering && v.offsets.leaseExpiresAt == nil {
 				continue // no such row: every claim sets a lease
 			}
 			id := queued(t, s)
@@ -105,21 +104,21 @@ func TestTheStoreMovesWhatTheStateMachineAllows(t *testing.T) {
 		}
 		return moved
 	}
-	finish := func(e lifecycle.Event) drive {
+	finish := func(e notification.Event) drive {
 		return perRow(func(s *store.Store, r stateRow) (bool, error) {
-			res := lifecycle.DeliveryResult{Status: e.To(), ErrorCode: 500, ErrorMessage: "x"}
+			res := notification.DeliveryResult{Status: e.To(), ErrorCode: 500, ErrorMessage: "x"}
 			switch e {
-			case lifecycle.Deliver:
-				res = lifecycle.DeliveryResult{Status: e.To(), MessengerMessageID: "7"}
-			case lifecycle.Retry:
+			case notification.Deliver:
+				res = notification.DeliveryResult{Status: e.To(), MessengerMessageID: "7"}
+			case notification.Retry:
 				res.RetryIn = time.Minute
 			}
-			d := lifecycle.Delivery{TrackingID: r.id, Kind: lifecycle.KindTenant, TenantID: "acme", UserID: "ok", ChatID: 1, Attempts: 1}
+			d := notification.Delivery{TrackingID: r.id, Kind: notification.KindTenant, TenantID: "acme", UserID: "ok", ChatID: 1, Attempts: 1}
 			return s.FinishDelivery(ctx, d, res)
 		})
 	}
-	drives := map[lifecycle.Event]drive{
-		lifecycle.Release: func(t *testing.T, s *store.Store, _ []stateRow) map[string]bool {
+	drives := map[notification.Event]drive{
+		notification.Release: func(t *testing.T, s *store.Store, _ []stateRow) map[string]bool {
 			released, locked, err := s.ReleaseScheduled(ctx, 1000)
 			if err != nil || !locked {
 				t.Fatalf("release: %v (locked %v)", err, locked)
@@ -130,14 +129,14 @@ func TestTheStoreMovesWhatTheStateMachineAllows(t *testing.T) {
 			}
 			return ids(list)
 		},
-		lifecycle.Claim: perRow(func(s *store.Store, r stateRow) (bool, error) {
+		notification.Claim: perRow(func(s *store.Store, r stateRow) (bool, error) {
 			_, err := s.ClaimDelivery(ctx, r.id, time.Minute)
 			if errors.Is(err, store.ErrNotClaimable) {
 				return false, nil
 			}
 			return err == nil, err
 		}),
-		lifecycle.Redrive: func(t *testing.T, s *store.Store, _ []stateRow) map[string]bool {
+		notification.Redrive: func(t *testing.T, s *store.Store, _ []stateRow) map[string]bool {
 			var handed []string
 			// Queued rows are handed out too once they have waited an hour (a lost envelope: the publish's
 			// rule, not a transition); none of these has.
@@ -152,13 +151,13 @@ func TestTheStoreMovesWhatTheStateMachineAllows(t *testing.T) {
 			}
 			return ids(handed)
 		},
-		lifecycle.Deliver: finish(lifecycle.Deliver),
-		lifecycle.Retry:   finish(lifecycle.Retry),
-		lifecycle.Block:   finish(lifecycle.Block),
-		lifecycle.Unlink:  finish(lifecycle.Unlink),
-		lifecycle.Fail:    finish(lifecycle.Fail),
-		lifecycle.Lapse:   finish(lifecycle.Lapse),
-		lifecycle.Cancel: perRow(func(s *store.Store, r stateRow) (bool, error) {
+		notification.Deliver: finish(notification.Deliver),
+		notification.Retry:   finish(notification.Retry),
+		notification.Block:   finish(notification.Block),
+		notification.Unlink:  finish(notification.Unlink),
+		notification.Fail:    finish(notification.Fail),
+		notification.Lapse:   finish(notification.Lapse),
+		notification.Cancel: perRow(func(s *store.Store, r stateRow) (bool, error) {
 			_, err := s.CancelNotification(ctx, "acme", r.id)
 			var nc *store.NotCancellable
 			if errors.As(err, &nc) {
@@ -166,7 +165,7 @@ func TestTheStoreMovesWhatTheStateMachineAllows(t *testing.T) {
 			}
 			return err == nil, err
 		}),
-		lifecycle.Expire: func(t *testing.T, s *store.Store, _ []stateRow) map[string]bool {
+		notification.Expire: func(t *testing.T, s *store.Store, _ []stateRow) map[string]bool {
 			expired, err := s.ExpireDue(ctx, 1000)
 			if err != nil {
 				t.Fatal(err)
@@ -174,7 +173,7 @@ func TestTheStoreMovesWhatTheStateMachineAllows(t *testing.T) {
 			return ids(expired)
 		},
 		// The user links another messenger account (chat 99): what waits for chat 1 ends.
-		lifecycle.Relink: func(t *testing.T, s *store.Store, rows []stateRow) map[string]bool {
+		notification.Relink: func(t *testing.T, s *store.Store, rows []stateRow) map[string]bool {
 			before := statuses(t, s)
 			digest := sha256.Sum256([]byte("relink"))
 			if _, err := s.CreateLinkToken(ctx, "acme", "ok", digest, "Acme"); err != nil {
@@ -182,7 +181,7 @@ func TestTheStoreMovesWhatTheStateMachineAllows(t *testing.T) {
 			}
 			effect, res := store.RedeemLinkToken(1, store.Redemption{Digest: digest, MessengerUserID: 99, ChatID: 99},
 				func(store.LinkResult) store.NewNotification {
-					return store.NewNotification{TrackingID: newID(), Kind: lifecycle.KindSystem, ChatID: 99, Priority: 9, Body: "linked"}
+					return store.NewNotification{TrackingID: newID(), Kind: notification.KindSystem, ChatID: 99, Priority: 9, Body: "linked"}
 				})
 			if err := s.ApplyUpdates(ctx, []*store.Effect{effect}); err != nil || res.Outcome != store.LinkLinked {
 				t.Fatalf("relink: %v, %+v", err, res)
@@ -200,8 +199,8 @@ func TestTheStoreMovesWhatTheStateMachineAllows(t *testing.T) {
 		},
 	}
 
-	for _, e := range lifecycle.Events {
-		if e == lifecycle.Accept || e == lifecycle.Schedule {
+	for _, e := range notification.Events {
+		if e == notification.Accept || e == notification.Schedule {
 			continue // from no row: TestTheStoreAcceptsAsTheStateMachineSays
 		}
 		t.Run(string(e), func(t *testing.T) {
@@ -214,7 +213,7 @@ func TestTheStoreMovesWhatTheStateMachineAllows(t *testing.T) {
 			now := time.Now()
 			moved := d(t, s, rows)
 			got := statuses(t, s)
-			var movedFrom []lifecycle.Status
+			var movedFrom []notification.Status
 			for _, r := range rows {
 				row := r.offsets.row(now)
 				allowed := e.Allows(r.from, row, now)
@@ -222,8 +221,8 @@ func TestTheStoreMovesWhatTheStateMachineAllows(t *testing.T) {
 				switch {
 				case allowed:
 					want = e.To()
-				case e == lifecycle.Claim && lifecycle.Expire.Allows(r.from, row, now):
-					want = lifecycle.Expire.To() // the claim expires what it may not take past its expires_at
+				case e == notification.Claim && notification.Expire.Allows(r.from, row, now):
+					want = notification.Expire.To() // the claim expires what it may not take past its expires_at
 				}
 				if got[r.id] != want {
 					t.Errorf("%s from %s (%s): %s, want %s", e, r.from, r.name, got[r.id], want)
@@ -235,8 +234,8 @@ func TestTheStoreMovesWhatTheStateMachineAllows(t *testing.T) {
 					movedFrom = append(movedFrom, r.from)
 				}
 			}
-			slices.SortFunc(movedFrom, func(a, b lifecycle.Status) int {
-				return slices.Index(lifecycle.Statuses, a) - slices.Index(lifecycle.Statuses, b)
+			slices.SortFunc(movedFrom, func(a, b notification.Status) int {
+				return slices.Index(notification.Statuses, a) - slices.Index(notification.Statuses, b)
 			})
 			if !slices.Equal(movedFrom, e.From()) {
 				t.Errorf("%s moved notifications from %v, the table from %v", e, movedFrom, e.From())
@@ -253,16 +252,16 @@ func TestTheStoreAcceptsAsTheStateMachineSays(t *testing.T) {
 	sendAt := time.Now().Add(time.Hour)
 	queuedID := queued(t, s)
 	scheduled := tenantNotification("ok")
-	scheduled.Status, scheduled.SendAt = lifecycle.Scheduled, &sendAt
+	scheduled.Status, scheduled.SendAt = notification.Scheduled, &sendAt
 	if got, err := s.InsertTenantNotifications(ctx, []store.NewNotification{scheduled}); err != nil || len(got) != 1 {
 		t.Fatalf("insert scheduled: %v %v", got, err)
 	}
-	system := store.NewNotification{TrackingID: newID(), Kind: lifecycle.KindSystem, ChatID: 1, Priority: 9, Body: "reply"}
+	system := store.NewNotification{TrackingID: newID(), Kind: notification.KindSystem, ChatID: 1, Priority: 9, Body: "reply"}
 	if err := s.InsertSystemMessage(ctx, system); err != nil {
 		t.Fatal(err)
 	}
 	got := statuses(t, s)
-	for id, want := range map[string]lifecycle.Status{queuedID: lifecycle.Accept.To(), scheduled.TrackingID: lifecycle.Schedule.To(), system.TrackingID: lifecycle.Accept.To()} {
+	for id, want := range map[string]notification.Status{queuedID: notification.Accept.To(), scheduled.TrackingID: notification.Schedule.To(), system.TrackingID: notification.Accept.To()} {
 		if got[id] != want {
 			t.Errorf("stored %s, want %s", got[id], want)
 		}
@@ -270,17 +269,17 @@ func TestTheStoreAcceptsAsTheStateMachineSays(t *testing.T) {
 }
 
 // statuses reads the state of every notification.
-func statuses(t *testing.T, s *store.Store) map[string]lifecycle.Status {
+func statuses(t *testing.T, s *store.Store) map[string]notification.Status {
 	t.Helper()
 	rows, err := s.Pool().Query(context.Background(), `SELECT tracking_id::text, status FROM notifications`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	out := map[string]lifecycle.Status{}
+	out := map[string]notification.Status{}
 	for rows.Next() {
 		var id string
-		var st lifecycle.Status
+		var st notification.Status
 		if err := rows.Scan(&id, &st); err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/fixture"
 )
@@ -42,18 +43,18 @@ func devEnv(t *testing.T) (e *env, acmeID, globexID, oldAcmeID string) {
 	e.tenant("initech", "Initech Dev")
 	e.fx.User(t, "acme", "u1")
 	e.fx.User(t, "globex", "g1")
-	insert := func(tenant, user string, status store.Status, age time.Duration, opts ...fixture.NotificationOption) string {
+	insert := func(tenant, user string, status notification.Status, age time.Duration, opts ...fixture.NotificationOption) string {
 		return e.fx.Notification(t, append([]fixture.NotificationOption{fixture.For(tenant, user), fixture.InState(status),
 			fixture.Body("A message from Acme\nSECRET BODY"), fixture.Attempts(1), fixture.MessageID("77"),
 			fixture.CreatedAt(time.Now().Add(-age)), fixture.UpdatedAt(time.Now())}, opts...)...)
 	}
-	acmeID = insert("acme", "u1", store.StatusDelivered, time.Minute, fixture.Metadata(`{"order":"42"}`),
+	acmeID = insert("acme", "u1", notification.Delivered, time.Minute, fixture.Metadata(`{"order":"42"}`),
 		fixture.SendAt(time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)), fixture.ExpiresAt(time.Date(2099, 1, 2, 0, 0, 0, 0, time.UTC)),
 		fixture.DeliveredAt(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
-	insert("acme", "u1", store.StatusDelivered, 2*time.Hour)
-	insert("acme", "u1", store.StatusFailed, 3*time.Hour)
-	oldAcmeID = insert("acme", "u1", store.StatusFailed, 25*time.Hour) // outside /dev_stats' window
-	globexID = insert("globex", "g1", store.StatusQueued, time.Minute)
+	insert("acme", "u1", notification.Delivered, 2*time.Hour)
+	insert("acme", "u1", notification.Failed, 3*time.Hour)
+	oldAcmeID = insert("acme", "u1", notification.Failed, 25*time.Hour) // outside /dev_stats' window
+	globexID = insert("globex", "g1", notification.Queued, time.Minute)
 	// acme was refused lately (the ingress records refusals per minute).
 	e.fx.Refusals(t, "acme", "sends", time.Now(), 7)
 	e.fx.Refusals(t, "acme", "sends", time.Now().Add(-2*time.Hour), 100)

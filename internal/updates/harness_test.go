@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
@@ -306,7 +307,7 @@ func (e *env) replies() []reply {
 				e.t.Fatal(err)
 			}
 		}
-		if r.Kind != store.KindSystem || r.Priority != outbox.SystemPriority {
+		if r.Kind != notification.KindSystem || r.Priority != outbox.SystemPriority {
 			e.t.Fatalf("reply %s: kind %s priority %d, want a system message of priority 9", r.TrackingID, r.Kind, r.Priority)
 		}
 		if got := deref(r.TenantID); got != env.TenantID {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/fixture"
 )
@@ -19,24 +20,24 @@ const (
 
 // notify stores a tenant notification through the send gate (the user must be linked and verified) and
 // moves it to status, as its life would; it returns the tracking id.
-func (e *env) notify(tenantID, userID string, status store.Status) string {
+func (e *env) notify(tenantID, userID string, status notification.Status) string {
 	e.t.Helper()
-	n := store.NewNotification{TrackingID: uuid.Must(uuid.NewV7()).String(), Kind: store.KindTenant, TenantID: tenantID,
+	n := store.NewNotification{TrackingID: uuid.Must(uuid.NewV7()).String(), Kind: notification.KindTenant, TenantID: tenantID,
 		UserID: userID, Priority: 5, Body: "hello " + string(status)}
-	if status == store.StatusScheduled {
+	if status == notification.Scheduled {
 		at := time.Now().Add(time.Hour)
-		n.Status, n.SendAt = store.StatusScheduled, &at
+		n.Status, n.SendAt = notification.Scheduled, &at
 	}
 	got, err := e.st.InsertTenantNotifications(context.Background(), []store.NewNotification{n})
 	if _, ok := got[n.TrackingID]; err != nil || !ok {
 		e.t.Fatalf("insert %s for %s/%s: %v %v", status, tenantID, userID, got, err)
 	}
 	switch status {
-	case store.StatusRetrying:
+	case notification.Retrying:
 		e.fx.SetNotification(e.t, n.TrackingID, fixture.InState(status), fixture.Attempts(1), fixture.NextAttemptAt(time.Now().Add(time.Hour)))
-	case store.StatusDelivering:
+	case notification.Delivering:
 		e.fx.SetNotification(e.t, n.TrackingID, fixture.InState(status), fixture.Attempts(1), fixture.Lease(time.Now().Add(time.Minute)))
-	case store.StatusDelivered:
+	case notification.Delivered:
 		e.fx.SetNotification(e.t, n.TrackingID, fixture.InState(status), fixture.Attempts(1), fixture.MessageID("7"), fixture.DeliveredAt(time.Now()))
 	}
 	return n.TrackingID
@@ -84,14 +85,14 @@ func TestRelinkingToAnotherAccountEndsThePendingNotifications(t *testing.T) {
 		t.Fatal(err)
 	}
 	pending := map[string]string{}
-	for _, s := range []store.Status{store.StatusScheduled, store.StatusQueued, store.StatusRetrying} {
+	for _, s := range []notification.Status{notification.Scheduled, notification.Queued, notification.Retrying} {
 		pending[e.notify("acme", "u1", s)] = string(s)
 	}
 	kept := map[string]string{
-		e.notify("acme", "u1", store.StatusDelivering): "delivering",
-		e.notify("acme", "u1", store.StatusDelivered):  "delivered",
-		e.notify("acme", "u2", store.StatusQueued):     "queued",
-		e.notify("globex", "u1", store.StatusQueued):   "queued",
+		e.notify("acme", "u1", notification.Delivering): "delivering",
+		e.notify("acme", "u1", notification.Delivered):  "delivered",
+		e.notify("acme", "u2", notification.Queued):     "queued",
+		e.notify("globex", "u1", notification.Queued):   "queued",
 	}
 	unchanged := func(when string, ids map[string]string) {
 		t.Helper()

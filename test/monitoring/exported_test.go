@@ -22,9 +22,9 @@ import (
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
 	"github.com/heraldhq/herald/internal/devenv"
 	"github.com/heraldhq/herald/internal/egress"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/operator"
 	"github.com/heraldhq/herald/internal/queue"
-	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/devtest"
 	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/kafkatest"
@@ -85,7 +85,7 @@ func TestEveryMetricTheDashboardAndAlertsReadIsExported(t *testing.T) {
 	hourAgo := time.Now().Add(-time.Hour)
 	fx.Notification(t, fixture.System("", 4242), fixture.Body("lost"),
 		fixture.PublishedAt(hourAgo), fixture.CreatedAt(hourAgo), fixture.UpdatedAt(hourAgo))
-	fx.Notification(t, fixture.System("", 4243), fixture.Body("held by a dead worker"), fixture.InState(store.StatusDelivering),
+	fx.Notification(t, fixture.System("", 4243), fixture.Body("held by a dead worker"), fixture.InState(notification.Delivering),
 		fixture.Attempts(1), fixture.Lease(time.Now().Add(-time.Minute)), fixture.PublishedAt(hourAgo))
 
 	base, key := startDev(t, devenv.Options{DataDir: t.TempDir(), DatabaseURL: dbURL, KafkaBrokers: broker.Addrs(),

@@ -8,7 +8,6 @@ import (
 
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/notification"
-	"github.com/heraldhq/herald/internal/store"
 )
 
 func TestDecideFollowsTheStateMachine(t *testing.T) {
@@ -20,34 +19,34 @@ func TestDecideFollowsTheStateMachine(t *testing.T) {
 		name       string
 		err        error
 		attempts   int
-		status     store.Status
+		status     notification.Status
 		code       int
 		retryIn    time.Duration
 		removeLink bool
 		throttle   Throttle
 		expired    bool // the notification's expires_at has passed when the answer comes
 	}{
-		{"success is delivered", nil, 1, store.StatusDelivered, 0, 0, false, ThrottleNone, false},
-		{"429 retries after retry_after and throttles the chat", apiErr(429, "Too Many Requests: retry after 7", 7*time.Second), 1, store.StatusRetrying, 429, 7 * time.Second, false, ThrottleChat, false},
-		{"500 retries with backoff", apiErr(500, "Internal Server Error", 0), 1, store.StatusRetrying, 500, time.Second, false, ThrottleNone, false},
-		{"502 on the third attempt waits four times the base", apiErr(502, "Bad Gateway", 0), 3, store.StatusRetrying, 502, 4 * time.Second, false, ThrottleNone, false},
-		{"a timeout retries with the gateway code", &messenger.TransportError{Method: "sendMessage", Code: messenger.CodeTimeout, Err: context.DeadlineExceeded}, 1, store.StatusRetrying, messenger.CodeTimeout, time.Second, false, ThrottleNone, false},
-		{"a network error retries with the gateway code", &messenger.TransportError{Method: "sendMessage", Code: messenger.CodeNetwork, Err: errors.New("connection refused")}, 2, store.StatusRetrying, messenger.CodeNetwork, 2 * time.Second, false, ThrottleNone, false},
-		{"the last attempt of a transient failure fails", apiErr(500, "Internal Server Error", 0), 8, store.StatusFailed, 500, 0, false, ThrottleNone, false},
-		{"a 429 on the last attempt fails", apiErr(429, "Too Many Requests: retry after 1", time.Second), 8, store.StatusFailed, 429, 0, false, ThrottleNone, false},
-		{"blocked by the user", apiErr(403, "Forbidden: bot was blocked by the user", 0), 1, store.StatusBlocked, 403, 0, false, ThrottleNone, false},
-		{"user deactivated", apiErr(403, "Forbidden: user is deactivated", 0), 1, store.StatusBlocked, 403, 0, false, ThrottleNone, false},
-		{"chat not found unlinks and removes the link", apiErr(400, "Bad Request: chat not found", 0), 1, store.StatusUnlinked, 400, 0, true, ThrottleNone, false},
-		{"can't initiate unlinks and removes the link", apiErr(403, "Forbidden: bot can't initiate conversation with a user", 0), 1, store.StatusUnlinked, 403, 0, true, ThrottleNone, false},
-		{"another 4xx fails", apiErr(400, "Bad Request: message is too long", 0), 1, store.StatusFailed, 400, 0, false, ThrottleNone, false},
+		{"success is delivered", nil, 1, notification.Delivered, 0, 0, false, ThrottleNone, false},
+		{"429 retries after retry_after and throttles the chat", apiErr(429, "Too Many Requests: retry after 7", 7*time.Second), 1, notification.Retrying, 429, 7 * time.Second, false, ThrottleChat, false},
+		{"500 retries with backoff", apiErr(500, "Internal Server Error", 0), 1, notification.Retrying, 500, time.Second, false, ThrottleNone, false},
+		{"502 on the third attempt waits four times the base", apiErr(502, "Bad Gateway", 0), 3, notification.Retrying, 502, 4 * time.Second, false, ThrottleNone, false},
+		{"a timeout retries with the gateway code", &messenger.TransportError{Method: "sendMessage", Code: messenger.CodeTimeout, Err: context.DeadlineExceeded}, 1, notification.Retrying, messenger.CodeTimeout, time.Second, false, ThrottleNone, false},
+		{"a network error retries with the gateway code", &messenger.TransportError{Method: "sendMessage", Code: messenger.CodeNetwork, Err: errors.New("connection refused")}, 2, notification.Retrying, messenger.CodeNetwork, 2 * time.Second, false, ThrottleNone, false},
+		{"the last attempt of a transient failure fails", apiErr(500, "Internal Server Error", 0), 8, notification.Failed, 500, 0, false, ThrottleNone, false},
+		{"a 429 on the last attempt fails", apiErr(429, "Too Many Requests: retry after 1", time.Second), 8, notification.Failed, 429, 0, false, ThrottleNone, false},
+		{"blocked by the user", apiErr(403, "Forbidden: bot was blocked by the user", 0), 1, notification.Blocked, 403, 0, false, ThrottleNone, false},
+		{"user deactivated", apiErr(403, "Forbidden: user is deactivated", 0), 1, notification.Blocked, 403, 0, false, ThrottleNone, false},
+		{"chat not found unlinks and removes the link", apiErr(400, "Bad Request: chat not found", 0), 1, notification.Unlinked, 400, 0, true, ThrottleNone, false},
+		{"can't initiate unlinks and removes the link", apiErr(403, "Forbidden: bot can't initiate conversation with a user", 0), 1, notification.Unlinked, 403, 0, true, ThrottleNone, false},
+		{"another 4xx fails", apiErr(400, "Bad Request: message is too long", 0), 1, notification.Failed, 400, 0, false, ThrottleNone, false},
 		// v1 extensions §2: delivering, an attempt fails transiently after expires_at → expired.
-		{"a 5xx after expires_at expires", apiErr(500, "Internal Server Error", 0), 1, store.StatusExpired, 500, 0, false, ThrottleNone, true},
-		{"a timeout after expires_at expires", &messenger.TransportError{Method: "sendMessage", Code: messenger.CodeTimeout, Err: context.DeadlineExceeded}, 2, store.StatusExpired, messenger.CodeTimeout, 0, false, ThrottleNone, true},
-		{"a 429 after expires_at expires and still throttles the chat", apiErr(429, "Too Many Requests: retry after 7", 7*time.Second), 1, store.StatusExpired, 429, 0, false, ThrottleChat, true},
-		{"a transient failure on the last attempt after expires_at expires", apiErr(500, "Internal Server Error", 0), 8, store.StatusExpired, 500, 0, false, ThrottleNone, true},
-		{"delivered after expires_at stays delivered", nil, 1, store.StatusDelivered, 0, 0, false, ThrottleNone, true},
-		{"a permanent failure after expires_at stays failed", apiErr(400, "Bad Request: message is too long", 0), 1, store.StatusFailed, 400, 0, false, ThrottleNone, true},
-		{"blocked after expires_at stays blocked", apiErr(403, "Forbidden: bot was blocked by the user", 0), 1, store.StatusBlocked, 403, 0, false, ThrottleNone, true},
+		{"a 5xx after expires_at expires", apiErr(500, "Internal Server Error", 0), 1, notification.Expired, 500, 0, false, ThrottleNone, true},
+		{"a timeout after expires_at expires", &messenger.TransportError{Method: "sendMessage", Code: messenger.CodeTimeout, Err: context.DeadlineExceeded}, 2, notification.Expired, messenger.CodeTimeout, 0, false, ThrottleNone, true},
+		{"a 429 after expires_at expires and still throttles the chat", apiErr(429, "Too Many Requests: retry after 7", 7*time.Second), 1, notification.Expired, 429, 0, false, ThrottleChat, true},
+		{"a transient failure on the last attempt after expires_at expires", apiErr(500, "Internal Server Error", 0), 8, notification.Expired, 500, 0, false, ThrottleNone, true},
+		{"delivered after expires_at stays delivered", nil, 1, notification.Delivered, 0, 0, false, ThrottleNone, true},
+		{"a permanent failure after expires_at stays failed", apiErr(400, "Bad Request: message is too long", 0), 1, notification.Failed, 400, 0, false, ThrottleNone, true},
+		{"blocked after expires_at stays blocked", apiErr(403, "Forbidden: bot was blocked by the user", 0), 1, notification.Blocked, 403, 0, false, ThrottleNone, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -81,7 +80,7 @@ func TestExpiredComparesExpiresAtWithTheClock(t *testing.T) {
 		{"expires_at past", &past, true},
 	}
 	for _, c := range cases {
-		if got := Expired(store.Delivery{ExpiresAt: c.expiresAt}, now); got != c.want {
+		if got := Expired(notification.Delivery{ExpiresAt: c.expiresAt}, now); got != c.want {
 			t.Errorf("%s: Expired = %v, want %v", c.name, got, c.want)
 		}
 	}
@@ -110,13 +109,13 @@ func TestDefaultBackoffSpansAboutHalfAnHour(t *testing.T) {
 }
 
 func TestReleaseCountsOnlyAttemptsThatLeft(t *testing.T) {
-	if r := Release(false).Result; r.Status != store.StatusRetrying || !r.Release || r.ErrorCode != 0 {
+	if r := Release(false).Result; r.Status != notification.Retrying || !r.Release || r.ErrorCode != 0 {
 		t.Errorf("release before the send = %+v, want retrying, attempt not counted, error untouched", r)
 	}
-	if r := Release(true).Result; r.Status != store.StatusRetrying || r.Release || r.ErrorCode != messenger.CodeCanceled {
+	if r := Release(true).Result; r.Status != notification.Retrying || r.Release || r.ErrorCode != messenger.CodeCanceled {
 		t.Errorf("release during the send = %+v, want retrying with code %d", r, messenger.CodeCanceled)
 	}
-	if r := NoLink().Result; r.Status != store.StatusUnlinked || r.ErrorCode != notification.CodeNoLink || r.RemoveLink {
+	if r := NoLink().Result; r.Status != notification.Unlinked || r.ErrorCode != notification.CodeNoLink || r.RemoveLink {
 		t.Errorf("no link = %+v, want unlinked with code %d", r, notification.CodeNoLink)
 	}
 }

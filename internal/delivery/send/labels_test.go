@@ -6,13 +6,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/notification"
 )
 
 // The platform's error_code is whatever integer the other end (or anything posing as it) sends: copied into
 // a label, it would grow /metrics without bound. Recorded outcomes stay within a closed set of series.
 func TestDeliveryOutcomeLabelsStayBoundedWhateverCodesThePlatformSends(t *testing.T) {
-	statuses := []store.Status{store.StatusDelivered, store.StatusRetrying, store.StatusFailed, store.StatusBlocked, store.StatusUnlinked}
+	statuses := []notification.Status{notification.Delivered, notification.Retrying, notification.Failed, notification.Blocked, notification.Unlinked}
 	for range 5000 {
 		code := rand.IntN(1 << 30)
 		if rand.IntN(2) == 0 {

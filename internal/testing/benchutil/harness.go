@@ -16,6 +16,7 @@ import (
 
 	"github.com/heraldhq/herald/internal/ingress"
 	"github.com/heraldhq/herald/internal/kafkalocal"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/pglocal"
 	"github.com/heraldhq/herald/internal/queue"
@@ -178,7 +179,7 @@ func ScheduledBacklog(ctx context.Context, st *store.Store, tenant, userPrefix s
 			INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, priority, body, status, send_at)
 			SELECT gen_random_uuid(), $5, $4, $6 || (g % $2), 5, 'A message from Bench' || chr(10) || 'later ' || g,
 			       $7, now() + interval '30 days' + make_interval(secs => g % 86400)
-			FROM generate_series($1::bigint, $1::bigint + $3 - 1) g`, done, users, k, tenant, store.KindTenant, userPrefix, store.StatusScheduled)
+			FROM generate_series($1::bigint, $1::bigint + $3 - 1) g`, done, users, k, tenant, notification.KindTenant, userPrefix, notification.Scheduled)
 		if err != nil {
 			return fmt.Errorf("seeding scheduled notifications: %w", err)
 		}
