@@ -31,7 +31,7 @@ run: build postgres ## Run Herald on embedded defaults: herald dev (PostgreSQL, 
 
 # vet, not yet lint: golangci-lint has findings left in code being restructured (issue 27).
 .PHONY: test
-test: postgres browser promtool envtest tools build vet check-generated ## Run every test (race detector on)
+test: postgres browser promtool envtest tools build lint check-generated ## Run every test (race detector on)
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh 2>/dev/null | tail -n 1)" HELM="$(HELM)" HERALD_BINARY="$(HERALD)" $(GOTEST) -race -count=1 -timeout 30m ./...
 
 .PHONY: test-e2e

@@ -31,7 +31,7 @@ func TestEndToEndFromApplyToRotation(t *testing.T) {
 	broker := kafkatest.New(t, "e2e")
 	producer := queue.NewProducer(broker.Addrs(), "e2e")
 	t.Cleanup(func() { _ = producer.Close() })
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logger := slog.New(slog.DiscardHandler)
 	ob := outbox.New(h.st, producer, outbox.Options{Logger: logger})
 	t.Cleanup(ob.Close)
 	api := ingress.New(h.st, ob, logger, ingress.Options{DeepLinkBase: "https://t.me", BotUsername: "herald_e2e_bot",

@@ -48,7 +48,7 @@ func run(m *testing.M) int {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		// The binaries hack/envtest.sh builds, when a developer runs go test by hand.
 		if dir, _ := filepath.Abs(filepath.Join("..", "bin", "k8s")); fileExists(filepath.Join(dir, "kube-apiserver")) && fileExists(filepath.Join(dir, "etcd")) {
-			os.Setenv("KUBEBUILDER_ASSETS", dir)
+			_ = os.Setenv("KUBEBUILDER_ASSETS", dir)
 		} else {
 			fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set and ./bin/k8s has no kube-apiserver and etcd: run `make envtest` (hack/envtest.sh) first")
 			return 1

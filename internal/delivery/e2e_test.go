@@ -235,8 +235,8 @@ func TestPerChatOrderAndSpacing(t *testing.T) {
 			t.Fatalf("message %d is %q, want %q: order not kept", i, m.Text, want[i])
 		}
 	}
-	if span, min := msgs[n-1].Time.Sub(msgs[0].Time), time.Duration(float64((n-1)*interval)*0.95); span < min {
-		t.Errorf("%d messages to one chat within %v, want at least %v at one per %v", n, span, min, interval)
+	if span, least := msgs[n-1].Time.Sub(msgs[0].Time), time.Duration(float64((n-1)*interval)*0.95); span < least {
+		t.Errorf("%d messages to one chat within %v, want at least %v at one per %v", n, span, least, interval)
 	}
 	e.assertNoViolations()
 }

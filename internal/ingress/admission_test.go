@@ -111,7 +111,7 @@ func TestInFlightBytesShedWith503AndRetryAfter(t *testing.T) {
 
 	held := e.hold("POST", "/v1/send/batch", acme, ingress.MaxBatchBodyBytes, `{"notifications":[{"user_id":"u1","message":"a"}]}`)
 	e.hold("POST", "/v1/send/batch", globex, ingress.MaxBatchBodyBytes, `{"notifications":[{"user_id":"u1","message":"a"}]}`)
-	e.until("the held batches hold the bytes", func() bool { used, max := ingress.BodyBytesInFlight(e.api); return used == max })
+	e.until("the held batches hold the bytes", func() bool { used, most := ingress.BodyBytesInFlight(e.api); return used == most })
 	before := e.countRows(`SELECT count(*) FROM notifications`)
 	r := e.do("POST", "/v1/send", key, send)
 	expectError(t, r, http.StatusServiceUnavailable, "unavailable")

@@ -3,15 +3,15 @@ package ingress
 import "net/http"
 
 // LimitInFlightForTest exposes the load-shedding middleware to the external tests.
-func LimitInFlightForTest(max int) func(http.Handler) http.Handler {
-	return limitSlots(make(chan struct{}, max))
+func LimitInFlightForTest(most int) func(http.Handler) http.Handler {
+	return limitSlots(make(chan struct{}, most))
 }
 
 // AuthQueries is how many key lookups a has made in PostgreSQL.
 func AuthQueries(a *API) int64 { return a.authQueries.Load() }
 
 // BodyBytesInFlight is what the requests in flight hold of a's in-flight bytes.
-func BodyBytesInFlight(a *API) (used, max int64) { return a.admission.used(), a.admission.maxBytes }
+func BodyBytesInFlight(a *API) (used, most int64) { return a.admission.used(), a.admission.maxBytes }
 
 // RequestsInFlight is how many /v1 requests of a hold a place among those in flight.
 func RequestsInFlight(a *API) int { return len(a.inFlight) }

@@ -162,7 +162,7 @@ func TestThreeReplicasHoldOneTenantsLimit(t *testing.T) {
 	for range 3 {
 		p := queue.NewProducer(e.broker.Addrs(), prefix)
 		t.Cleanup(func() { p.Close() })
-		logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+		logger := slog.New(slog.DiscardHandler)
 		ob := outbox.New(e.st, p, outbox.Options{Logger: logger})
 		t.Cleanup(ob.Close)
 		api := ingress.New(e.st, ob, logger, ingress.Options{DeepLinkBase: "https://t.me", BotUsername: "b_bot"})
@@ -188,7 +188,7 @@ func TestThreeReplicasHoldOneTenantsLimit(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				io.Copy(io.Discard, res.Body)
+				_, _ = io.Copy(io.Discard, res.Body)
 				res.Body.Close()
 				if res.StatusCode == http.StatusAccepted {
 					accepted.Add(1)

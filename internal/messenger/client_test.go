@@ -50,7 +50,7 @@ func fakePlatform(t *testing.T, answer func(w http.ResponseWriter, method string
 
 func ok(w http.ResponseWriter, result string) {
 	w.Header().Set("Content-Type", "application/json")
-	io.WriteString(w, `{"ok":true,"result":`+result+`}`)
+	_, _ = io.WriteString(w, `{"ok":true,"result":`+result+`}`)
 }
 
 func TestSendMessagePostsJSONToTheMethodURL(t *testing.T) {
@@ -159,7 +159,7 @@ func TestPlatformErrorsBecomeAPIErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv, _ := fakePlatform(t, func(w http.ResponseWriter, _ string) {
 				w.WriteHeader(tt.status)
-				io.WriteString(w, tt.body)
+				_, _ = io.WriteString(w, tt.body)
 			})
 			_, err := messenger.New(srv.URL, testToken, nil).SendMessage(t.Context(), messenger.SendMessageRequest{ChatID: 1, Text: "x"})
 			var got *messenger.APIError
@@ -188,7 +188,7 @@ func TestMalformedAnswersAreBadResponses(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv, _ := fakePlatform(t, func(w http.ResponseWriter, _ string) {
 				w.WriteHeader(tt.status)
-				io.WriteString(w, tt.body)
+				_, _ = io.WriteString(w, tt.body)
 			})
 			_, err := messenger.New(srv.URL, testToken, nil).SendMessage(t.Context(), messenger.SendMessageRequest{ChatID: 1, Text: "x"})
 			var tErr *messenger.TransportError

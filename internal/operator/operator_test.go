@@ -55,7 +55,7 @@ func run(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set and ./bin/k8s has no kube-apiserver: run `make envtest` (hack/envtest.sh) first")
 			return 1
 		}
-		os.Setenv("KUBEBUILDER_ASSETS", dir)
+		_ = os.Setenv("KUBEBUILDER_ASSETS", dir)
 	}
 	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
 	cfg, err := env.Start()
@@ -134,7 +134,7 @@ func startRun(t *testing.T, opts operator.Options) {
 	if opts.RestConfig == nil {
 		opts.RestConfig = restConfig
 	}
-	opts.Logger = logr.FromSlogHandler(slog.NewTextHandler(io.Discard, nil))
+	opts.Logger = logr.FromSlogHandler(slog.DiscardHandler)
 	opts.SkipControllerNameValidation = true
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

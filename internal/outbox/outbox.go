@@ -82,10 +82,10 @@ func New(st *store.Store, producer *queue.Producer, opts Options) *Outbox {
 // Close answers the sends already handed over, then stops.
 func (o *Outbox) Close() { o.sends.Close() }
 
-// ErrOverloaded: more sends wait than the outbox queues; shed the request (503, Retry-After).
+// ErrOverloaded means more sends wait than the outbox queues; shed the request (503, Retry-After).
 var ErrOverloaded = batch.ErrOverloaded
 
-// ErrClosed: the outbox is shutting down.
+// ErrClosed means the outbox is shutting down.
 var ErrClosed = batch.ErrClosed
 
 // Item is one tenant notification to send.
@@ -123,7 +123,7 @@ type Idempotency struct {
 	RequestHash [32]byte
 }
 
-// ErrIdempotencyConflict: the Idempotency-Key was used with a different request.
+// ErrIdempotencyConflict means the Idempotency-Key was used with a different request.
 var ErrIdempotencyConflict = errors.New("idempotency key reused with a different request")
 
 // request is one Send in a batch.

@@ -1,6 +1,7 @@
 package phone_test
 
 import (
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
@@ -21,7 +22,7 @@ func FuzzNormalize(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw string) {
 		n, err := phone.Normalize(raw)
 		if err != nil {
-			if err != phone.ErrInvalid {
+			if !errors.Is(err, phone.ErrInvalid) {
 				t.Fatalf("error %v is not ErrInvalid", err)
 			}
 			if len(raw) >= 4 && strings.Contains(err.Error(), raw) {

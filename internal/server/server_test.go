@@ -18,7 +18,7 @@ import (
 	"github.com/heraldhq/herald/internal/server"
 )
 
-func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func get(t *testing.T, url string, header ...string) (*http.Response, string) {
 	t.Helper()

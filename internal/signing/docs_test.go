@@ -122,7 +122,10 @@ func vectorsJSON(t *testing.T) string {
 }
 
 func TestDocsGoSnippetVerifiesHeraldsSignatures(t *testing.T) {
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the snippet is compiled with the go command: %v", err)
+	}
 	const harness = `package callbacks
 
 import (

@@ -26,7 +26,7 @@ const MaxPreviousSecrets = 4
 // MaxPendingPings bounds the ping events (POST /v1/callbacks/{id}/test) an endpoint holds undelivered.
 const MaxPendingPings = 3
 
-// ErrLimitReached: the tenant has MaxCallbackEndpoints endpoints already.
+// ErrLimitReached means the tenant has MaxCallbackEndpoints endpoints already.
 var ErrLimitReached = errors.New("limit reached")
 
 // CallbackEndpoint is an endpoint as the tenant sees it (never its secrets).

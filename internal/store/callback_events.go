@@ -9,6 +9,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -255,7 +256,7 @@ func (s *Store) FinishCallbackEvent(ctx context.Context, ev CallbackEvent, r Cal
 			SELECT state FROM done`,
 			ev.ID, ev.Attempts, r.Status, errText, r.RetryIn.Seconds(), r.RetryFor.Seconds(), r.Drop, r.Payload).Scan(&state)
 	}
-	if err == pgx.ErrNoRows {
+	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil
 	}
 	return state, translate(err, fmt.Sprintf("recording callback event %d", ev.ID))

@@ -15,7 +15,7 @@ import (
 	"github.com/heraldhq/herald/internal/notification"
 )
 
-// ErrNotClaimable: the notification exists but is terminal, not yet due, or leased by another worker.
+// ErrNotClaimable means the notification exists but is terminal, not yet due, or leased by another worker.
 // The error is a *NotClaimable, which says which.
 var ErrNotClaimable = errors.New("not claimable")
 

@@ -188,8 +188,9 @@ func TestRepublishersShareRowsWithSkipLocked(t *testing.T) {
 	}
 	all := append(slices.Clone(got[0]), got[1]...)
 	slices.Sort(all)
-	if len(slices.Compact(all)) != 20 {
-		t.Fatal("a row was handed to both workers")
+	slices.Sort(ids)
+	if !slices.Equal(slices.Compact(all), ids) {
+		t.Fatalf("the workers got %d distinct rows of the %d due, want each once (a row handed to both, or another row)", len(slices.Compact(all)), len(ids))
 	}
 	// Published rows are not handed out again before their quiet period.
 	n, err := s.RepublishDueRetries(ctx, 10, time.Minute, func(_ context.Context, batch []store.Pending) []string {

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"sync"
 	"testing"
 
@@ -69,7 +70,7 @@ func TestAnUpdateAppliesOnce(t *testing.T) {
 	if first.Err != nil || len(first.Replies) != 1 {
 		t.Errorf("first copy: err %v, %d replies; want applied with its reply", first.Err, len(first.Replies))
 	}
-	if again.Err != store.ErrUpdateProcessed || len(again.Replies) != 0 {
+	if !errors.Is(again.Err, store.ErrUpdateProcessed) || len(again.Replies) != 0 {
 		t.Errorf("second copy: err %v, %d replies; want ErrUpdateProcessed and nothing", again.Err, len(again.Replies))
 	}
 	if n := count(t, s, `SELECT count(*) FROM notifications`); n != 1 {

@@ -338,7 +338,7 @@ type ListCursor struct {
 	TrackingID string
 }
 
-// ErrBadCursor: a cursor that this filter's listing did not hand out.
+// ErrBadCursor is a cursor that this filter's listing did not hand out.
 var ErrBadCursor = errors.New("invalid cursor")
 
 const cursorVersion = 1

@@ -7,6 +7,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -113,7 +114,7 @@ func (s *Store) UpsertTenantFromSpec(ctx context.Context, t TenantRecord) (Tenan
 			cur.Limits.Equal(t.Limits) {
 			return out, nil
 		}
-	case err != pgx.ErrNoRows:
+	case !errors.Is(err, pgx.ErrNoRows):
 		return out, translate(err, "reading tenant "+t.ID)
 	}
 	ctx, cancel := withTimeout(ctx)

@@ -341,4 +341,4 @@ func deref(s *string) string {
 
 var removeKeyboard = map[string]any{"remove_keyboard": true}
 
-func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -233,7 +233,7 @@ func startOperator(t *testing.T) string {
 	go func() {
 		done <- operator.Run(ctx, operator.Options{DatabaseURL: pgtest.NewDatabase(t), MetricsAddr: addr, InsecureMetrics: true,
 			ProbeAddr: "0", RestConfig: restConfig, SkipControllerNameValidation: true,
-			Logger: logr.FromSlogHandler(slog.NewTextHandler(io.Discard, nil))})
+			Logger: logr.FromSlogHandler(slog.DiscardHandler)})
 	}()
 	t.Cleanup(func() {
 		cancel()

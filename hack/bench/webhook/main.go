@@ -94,7 +94,7 @@ var kindNames = [...]string{"start", "contact", "ignored"}
 
 func run(ctx context.Context, dbURL string, o options) error {
 	// The receiver logs like production (JSON, info: one access line per request), to nowhere.
-	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	logger := slog.New(slog.DiscardHandler)
 	b, err := benchutil.StartBackend(ctx, dbURL, int32(o.pool), prefix, logger)
 	if err != nil {
 		return err

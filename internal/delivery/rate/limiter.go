@@ -18,6 +18,7 @@ import (
 // Priority is the class of a delivery: the topic it came from.
 type Priority int
 
+// The priority classes: high (priority 7 and above, their own topic) and normal.
 const (
 	High Priority = iota
 	Normal

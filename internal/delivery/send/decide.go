@@ -41,9 +41,10 @@ var DefaultBackoff = notification.Backoff{Base: 15 * time.Second, Max: 30 * time
 // Throttle is what an answer asks of the rate limiter besides the notification's own retry.
 type Throttle int
 
+// What an answer asks of the rate limiter.
 const (
-	ThrottleNone Throttle = iota
-	ThrottleChat          // 429: hold this chat for retry_after
+	ThrottleNone Throttle = iota // nothing
+	ThrottleChat                 // 429: hold this chat for retry_after
 )
 
 // Decision is what one attempt leads to.

@@ -18,7 +18,7 @@ func TestDecisionsRecordNoInternalAddressButKeepTheCause(t *testing.T) {
 		if m := d.Result.ErrorMessage; strings.Contains(m, "egress") || strings.Contains(m, "10.1.2.3") || strings.Contains(m, "3128") {
 			t.Errorf("attempt %d records last_error_message %q", attempts, m)
 		}
-		if d.Result.ErrorCode != messenger.CodeNetwork || d.Cause != error(cause) {
+		if d.Result.ErrorCode != messenger.CodeNetwork || !errors.Is(d.Cause, cause) {
 			t.Errorf("attempt %d: code %d, cause %v; want %d and the full error", attempts, d.Result.ErrorCode, d.Cause, messenger.CodeNetwork)
 		}
 	}

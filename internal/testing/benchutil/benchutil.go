@@ -85,7 +85,7 @@ func Machine() string {
 // it says why on stderr, as "name: error", and exits 1.
 func Main(name string, run func(ctx context.Context, dbURL string) error) {
 	ctx := context.Background()
-	fmt.Println("machine:", Machine())
+	fmt.Fprintln(os.Stdout, "machine:", Machine())
 	err := func() error {
 		url, stop, err := Postgres(ctx)
 		if err != nil {
