@@ -29,7 +29,6 @@ help: ## List the targets
 run: build postgres ## Run Herald on embedded defaults: herald dev (PostgreSQL, Kafka, messenger simulator)
 	$(HERALD) dev
 
-# vet, not yet lint: golangci-lint has findings left in code being restructured (issue 27).
 .PHONY: test
 test: postgres browser promtool envtest tools build lint check-generated ## Run every test (race detector on)
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh 2>/dev/null | tail -n 1)" HELM="$(HELM)" HERALD_BINARY="$(HERALD)" $(GOTEST) -race -count=1 -timeout 30m ./...
