@@ -271,11 +271,16 @@ func (r *ApiKeyReconciler) sync(ctx context.Context, key *notifyv1alpha1.ApiKey,
 		r.Recorder.Eventf(key, nil, corev1.EventTypeNormal, "KeyRevoked", "Revoke",
 			"revoked %d previous key(s) at the end of the rotation grace period", n)
 	}
-	if repaired && why == "" && key.Status.ObservedGeneration == key.Generation {
-		// The spec did not change, yet the key store differed: someone changed it by hand.
-		logger.Info("repaired a key changed by hand in the key store", "prefix", current.Prefix)
-		r.Recorder.Eventf(key, nil, corev1.EventTypeWarning, "KeyStoreRepaired", "Repair",
-			"the key store differed from the spec (changed by hand?): repaired")
+	if repaired {
+		// The spec did not change since it was last reconciled, yet the key store differed: someone changed
+		// it by hand.
+		byHand := why == "" && key.Status.ObservedGeneration == key.Generation
+		logger.Info("brought the key store to the spec", "prefix", current.Prefix, "changedByHand", byHand,
+			"observedGeneration", key.Status.ObservedGeneration, "generation", key.Generation)
+		if byHand {
+			r.Recorder.Eventf(key, nil, corev1.EventTypeWarning, "KeyStoreRepaired", "Repair",
+				"the key store differed from the spec (changed by hand?): repaired")
+		}
 	}
 
 	key.Status.KeyPrefix = current.Prefix
