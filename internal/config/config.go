@@ -406,7 +406,7 @@ func (c *TenantDefaults) check(p *problems) {
 // sheds load (503 with Retry-After) or closes connections instead of queuing.
 type Admission struct {
 	MaxConnections   int   `name:"max-connections" env:"HERALD_MAX_CONNECTIONS" default:"1024" help:"connections the ingress holds: past it a new connection takes the place of one idle for a second or more, else is answered 503 unavailable with Retry-After and closed, 2,000 a second at most (faster ones wait in the accept queue; GET /healthz, /readyz and /metrics pass); 0: no bound"`
-	MaxInFlight      int   `name:"max-in-flight" env:"HERALD_MAX_IN_FLIGHT" default:"512" help:"concurrent /v1 requests, one tenant's at most half of them; past it a request is answered 503 unavailable with Retry-After at once"`
+	MaxInFlight      int   `name:"max-in-flight" env:"HERALD_MAX_IN_FLIGHT" default:"512" help:"concurrent /v1 requests, one tenant's at most three quarters of them; past it a request is answered 503 unavailable with Retry-After at once"`
 	MaxInFlightBytes int64 `name:"max-in-flight-bytes" env:"HERALD_MAX_IN_FLIGHT_BYTES" default:"16777216" placeholder:"BYTES" help:"request bodies of /v1 held at once, counted by Content-Length, one tenant's at most half of them (at least 13107200: two full batches, so that each half holds one); past it a request is answered 503 unavailable with Retry-After before its body is read"`
 }
 

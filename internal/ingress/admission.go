@@ -46,7 +46,8 @@ func limitSlots(slots chan struct{}) func(http.Handler) http.Handler {
 }
 
 // admission counts what the /v1 requests in flight hold of the replica — requests, batches and body bytes
-// — in all and per tenant, and holds each tenant to its share: half of each bound (tenantShare), so that
+// — in all and per tenant, and holds each tenant to its share: three quarters of the requests, half of the
+// batches and of the bytes (tenantShare), so that
 // one tenant's requests, however slow (a body may take 15 s to arrive), never take what another tenant's
 // need. The overall cap on requests is limitSlots' (before authentication) and on batches sendBatch's;
 // the bytes are counted here in all as well.
@@ -67,9 +68,13 @@ type load struct {
 // tenantShare divides each bound to give what one tenant may hold of it.
 const tenantShare = 2
 
+// The others' part of the requests in flight is a quarter, not a half: a quarter of the default 512 is
+// about what a replica holds in flight at its capacity, so another tenant's requests still pass, while a
+// tenant alone on a loaded replica may use three quarters of it rather than half (under overload that is
+// the difference between shedding at 256 requests and at 384).
 func newAdmission(maxRequests, maxBatches int, maxBytes int64) *admission {
 	return &admission{maxBytes: maxBytes, tenants: map[string]*load{}, share: load{
-		requests: max(1, maxRequests/tenantShare),
+		requests: max(1, maxRequests-maxRequests/4),
 		batches:  max(1, maxBatches/tenantShare),
 		bytes:    max(MaxBatchBodyBytes, maxBytes/tenantShare),
 	}}

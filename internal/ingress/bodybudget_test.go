@@ -139,9 +139,9 @@ func TestOneTenantsTrickledUploadsCannotTakeEveryPlaceInFlight(t *testing.T) {
 	for _, tc := range []struct {
 		name, path string
 		opts       func(*ingress.Options)
-		share      int // half the bound
+		share      int // three quarters of the requests, half of the batches
 	}{
-		{"requests", "/v1/send", func(o *ingress.Options) { o.MaxInFlight = 8 }, 4},
+		{"requests", "/v1/send", func(o *ingress.Options) { o.MaxInFlight = 8 }, 6},
 		{"batches", "/v1/send/batch", func(o *ingress.Options) { o.MaxInFlightBatches = 4 }, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -165,7 +165,7 @@ func TestOneTenantsTrickledUploadsCannotTakeEveryPlaceInFlight(t *testing.T) {
 				}
 			}
 			if let != tc.share {
-				t.Errorf("tenant A holds %d %s in flight, want %d, half the bound", let, tc.name, tc.share)
+				t.Errorf("tenant A holds %d %s in flight, want %d, its share", let, tc.name, tc.share)
 			}
 			if r := e.do("POST", "/v1/send", b, map[string]any{"user_id": "u1", "message": "hello"}); r.status != http.StatusAccepted {
 				t.Errorf("tenant B's send while tenant A holds %d places: %d %s, want 202", let, r.status, r.body)

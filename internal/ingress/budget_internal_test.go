@@ -5,13 +5,14 @@ import (
 	"time"
 )
 
-// A tenant takes at most half of each bound, and at least a full batch of bytes; the bytes of every tenant
+// A tenant takes at most three quarters of the requests and half of the batches and bytes, and at least a
+// full batch of bytes; the bytes of every tenant
 // stay within the budget; what is given back leaves nothing behind, so the table holds only the tenants
 // with requests in flight.
 func TestAdmissionHoldsEachTenantToHalfAndForgetsIdleTenants(t *testing.T) {
 	ad := newAdmission(8, 4, MinMaxInFlightBytes)
-	if ad.share.bytes != MaxBatchBodyBytes || ad.share.requests != 4 || ad.share.batches != 2 {
-		t.Fatalf("share %+v, want 4 requests, 2 batches, a full batch of bytes", ad.share)
+	if ad.share.bytes != MaxBatchBodyBytes || ad.share.requests != 6 || ad.share.batches != 2 {
+		t.Fatalf("share %+v, want 6 requests, 2 batches, a full batch of bytes", ad.share)
 	}
 	batch := load{requests: 1, batches: 1, bytes: MaxBatchBodyBytes}
 	if ok, _ := ad.take("a", batch); !ok {
