@@ -273,10 +273,18 @@ func (r *ApiKeyReconciler) sync(ctx context.Context, key *notifyv1alpha1.ApiKey,
 	}
 	if repaired {
 		// The spec did not change since it was last reconciled, yet the key store differed: someone changed
-		// it by hand.
-		byHand := why == "" && key.Status.ObservedGeneration == key.Generation
+		// it by hand. The cached copy may predate the status of the reconcile that synced this generation (a
+		// reconcile queued behind it reads the cache before that status arrives): the API server says.
+		observed := key.Status.ObservedGeneration
+		if why == "" && observed != key.Generation {
+			live := &notifyv1alpha1.ApiKey{}
+			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(key), live); err == nil && live.Generation == key.Generation {
+				observed = live.Status.ObservedGeneration
+			}
+		}
+		byHand := why == "" && observed == key.Generation
 		logger.Info("brought the key store to the spec", "prefix", current.Prefix, "changedByHand", byHand,
-			"observedGeneration", key.Status.ObservedGeneration, "generation", key.Generation)
+			"observedGeneration", observed, "generation", key.Generation)
 		if byHand {
 			r.Recorder.Eventf(key, nil, corev1.EventTypeWarning, "KeyStoreRepaired", "Repair",
 				"the key store differed from the spec (changed by hand?): repaired")

@@ -93,8 +93,6 @@ type harness struct {
 	tenants []string
 	// stop stops the running manager and waits for it.
 	stop func()
-	// cached reads through the running manager's informer cache: what its reconcilers see.
-	cached client.Reader
 }
 
 // start runs the real manager (both reconcilers) with opts, as envtest's admin unless opts.RestConfig
@@ -143,7 +141,6 @@ func (h *harness) run(opts operator.Options) {
 	if err != nil {
 		h.t.Fatalf("creating the manager: %v", err)
 	}
-	h.cached = mgr.GetClient()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
@@ -300,23 +297,6 @@ func (h *harness) waitKey(k *notifyv1alpha1.ApiKey, status metav1.ConditionStatu
 		return condition(got.Status.Conditions, got.Generation, notifyv1alpha1.ConditionReady, status, reason)
 	})
 	return got
-}
-
-// waitCachedKey waits until the operator's informer cache holds k's status as the API server does (its
-// observed generation): a reconcile that runs before that sees a key it has not reconciled yet, and a test
-// about what the operator does on a later reconcile (a resync) must not race the cache.
-func (h *harness) waitCachedKey(k *notifyv1alpha1.ApiKey) {
-	h.t.Helper()
-	h.eventually(10*time.Second, "the operator's cache holds ApiKey "+k.Name+"'s status", func() error {
-		got := &notifyv1alpha1.ApiKey{}
-		if err := h.cached.Get(h.ctx, client.ObjectKeyFromObject(k), got); err != nil {
-			return err
-		}
-		if got.Status.ObservedGeneration != got.Generation {
-			return fmt.Errorf("cached observedGeneration %d, generation %d", got.Status.ObservedGeneration, got.Generation)
-		}
-		return nil
-	})
 }
 
 func (h *harness) waitTenant(name string, status metav1.ConditionStatus, reason string) *notifyv1alpha1.Tenant {
