@@ -459,6 +459,7 @@ func (s *Server) setWebhook(b *bot, body []byte) (any, error) {
 		b.pending = nil
 	}
 	b.pollSeq++ // a webhook ends any long poll
+	b.wakeLocked()
 	s.broadcastLocked()
 	s.log.Info("webhook set", "bot_id", b.id, "url", p.URL, "allowed_updates", p.AllowedUpdates, "drop_pending_updates", p.DropPendingUpdates)
 	return true, nil
@@ -475,6 +476,7 @@ func (s *Server) deleteWebhook(b *bot, body []byte) (any, error) {
 	if p.DropPendingUpdates {
 		b.pending = nil
 	}
+	b.wakeLocked()
 	s.broadcastLocked()
 	s.log.Info("webhook deleted", "bot_id", b.id, "drop_pending_updates", p.DropPendingUpdates)
 	return true, nil

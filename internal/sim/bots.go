@@ -6,6 +6,7 @@ package sim
 // whether it may use paid broadcasts. The bot of Options.Token is the default bot.
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -47,6 +48,9 @@ type bot struct {
 	webhook      webhookConfig
 	outcomes     outcomes // what became of the updates delivered to the webhook, the latest ones
 	pollSeq      int64    // identifies the newest getUpdates call; older ones end with 409
+	// wake tells the bot's webhook loop that its updates or its webhook changed: every bot has a loop, and
+	// waking all of them at every change of the world would cost more than the sends themselves.
+	wake chan struct{}
 
 	chats  map[int64]*chat // private chats by user id, groups by their id
 	faults *Faults         // its own faults; nil: the simulator's
@@ -68,6 +72,14 @@ func (b *bot) reset() {
 	b.freeWin, b.totalWin = window{}, window{}
 	b.stats = Stats{}
 	b.second, b.inSec = 0, 0
+}
+
+// wakeLocked wakes the bot's webhook loop. Callers hold s.mu.
+func (b *bot) wakeLocked() {
+	select {
+	case b.wake <- struct{}{}:
+	default: // a wake-up is pending already
+	}
 }
 
 // user is the bot's own user, as getMe returns it.
@@ -181,6 +193,7 @@ func (s *Server) addBotLocked(b *bot) *bot {
 		b.nextUpdateID = s.firstUpdateID()
 	}
 	b.outcomes = outcomes{byID: map[int64]WebhookOutcome{}}
+	b.wake = make(chan struct{}, 1)
 	b.reset()
 	s.bots[b.id] = b
 	s.byName[strings.ToLower(b.username)] = b
@@ -241,7 +254,7 @@ func (s *Server) CreateBot(c BotConfig) (BotInfo, error) {
 	switch {
 	case id < 0:
 		return BotInfo{}, fmt.Errorf("%w: a bot id must be positive", ErrBadBot)
-	case c.Username != "" && (!usernamePattern.MatchString(c.Username) || len(c.Username) < 5):
+	case c.Username != "" && !usernamePattern.MatchString(c.Username):
 		return BotInfo{}, fmt.Errorf("%w: a bot's username is 5 to 32 of A-Za-z0-9_, a letter first, ending in \"bot\"", ErrBadBot)
 	case c.RateLimit != nil && (*c.RateLimit < 0 || *c.RateLimit > 1e6 || math.IsNaN(*c.RateLimit)):
 		return BotInfo{}, fmt.Errorf("%w: rate_limit is messages per second, 0 (the simulator's) to 1000000", ErrBadBot)
@@ -374,7 +387,7 @@ func (s *Server) sortedBotsLocked() []*bot {
 		case b.isDefault:
 			return 1
 		}
-		return int(a.id - b.id)
+		return cmp.Compare(a.id, b.id)
 	})
 	return out
 }

@@ -251,11 +251,11 @@ type Stats struct {
 	// PaidSends counts the sends past a bot's rate that allow_paid_broadcast let through: what the platform
 	// bills.
 	PaidSends int64 `json:"paid_sends"`
-	// SlidingSecondViolations counts the sends that made a bot's sends in the second before them (that
-	// second's sends let through, and this one) more than its rate relaxed by the tolerance, even when
-	// the bucket's burst let them through. ChatIntervalViolations counts the sends to a chat that came
-	// sooner than the per-chat interval (1 / PerChatRate, relaxed by the tolerance) after the last send to
-	// that chat let through. A sender that paces every second and every chat exactly sees zero of both.
+	// SlidingSecondViolations counts the sends (let through or not) that arrived when the bot had already
+	// sent its rate in the second before (rate × (1+Tolerance), PaidBroadcastRate for a paid broadcast),
+	// even when its bucket's burst let them through. ChatIntervalViolations counts the sends to a chat that
+	// arrived sooner than the per-chat interval (1 / PerChatRate, less the tolerance) after the last send to
+	// that chat of that bot. A sender that paces every second and every chat exactly sees zero of both.
 	SlidingSecondViolations int64 `json:"sliding_second_violations"`
 	ChatIntervalViolations  int64 `json:"chat_interval_violations"`
 	Injected429             int64 `json:"injected_429"`
@@ -430,7 +430,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	limits.WriteTimeout = 65 * time.Second
 	srv := server.NewHTTPServer(s, s.log, limits)
 	s.log.Info("messenger simulator listening",
-		"api_url", "http://"+ln.Addr().String(), "bot_username", s.opts.BotUsername,
+		"api_url", "http://"+ln.Addr().String(), "bot_username", s.BotUsername(),
 		"global_rate", s.opts.GlobalRate, "per_chat_rate", s.opts.PerChatRate)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -64,6 +65,7 @@ func (s *Server) enqueueLocked(b *bot, kind string, payload any) (int64, error) 
 	}
 	b.pending = append(b.pending, queued{id: id, kind: kind, body: body})
 	s.count(b, func(st *Stats) { st.UpdatesGenerated++ })
+	b.wakeLocked()
 	s.broadcastLocked()
 	return id, nil
 }
@@ -130,7 +132,7 @@ func (h *BotHandle) Users() []User {
 	for _, u := range h.s.users {
 		out = append(out, u.view(h.b))
 	}
-	slices.SortFunc(out, func(a, b User) int { return int(a.ID - b.ID) })
+	slices.SortFunc(out, func(a, b User) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 
@@ -210,6 +212,9 @@ func (h *BotHandle) Send(userID int64, in Incoming) (int64, error) {
 }
 
 func (s *Server) chatView(c *chat, u *user) messenger.Chat {
+	if c.typ == messenger.ChatPrivate && u == nil { // a Reset forgot the user while a send was under way
+		return messenger.Chat{ID: c.id, Type: c.typ}
+	}
 	if c.typ == messenger.ChatPrivate {
 		return messenger.Chat{ID: c.id, Type: c.typ, FirstName: u.FirstName, Username: u.Username}
 	}
@@ -440,10 +445,9 @@ func (s *Server) deliverLoop(b *bot) {
 	for {
 		s.mu.Lock()
 		if b.webhook.url == "" || len(b.pending) == 0 {
-			ch := s.changed
 			s.mu.Unlock()
 			select {
-			case <-ch:
+			case <-b.wake:
 				continue
 			case <-s.done:
 				return
