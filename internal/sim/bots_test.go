@@ -507,3 +507,22 @@ func TestFaultsForOneBot(t *testing.T) {
 		t.Errorf("the simulator's fault on a bot: %d, want 500", status)
 	}
 }
+
+// The bots are bounded: past MaxBots a new token is refused and the control API says why.
+func TestBotsAreBounded(t *testing.T) {
+	e := newEnv(t, sim.Options{MaxBots: 2})
+	if status, _ := e.botCall(t, "11:a", "getMe", ""); status != 200 {
+		t.Fatalf("the second bot: %d", status)
+	}
+	if status, _ := e.botCall(t, "12:a", "getMe", ""); status != 401 {
+		t.Errorf("a third bot past MaxBots 2: %d, want 401", status)
+	}
+	if status := e.control(t, "POST", "/sim/bots", map[string]any{"username": "third_bot"}, nil); status != 409 {
+		t.Errorf("creating a third bot past MaxBots 2: %d, want 409", status)
+	}
+	var list struct{ Bots []botView }
+	e.mustControl(t, "GET", "/sim/bots", nil, &list)
+	if len(list.Bots) != 2 {
+		t.Errorf("%d bots, want 2", len(list.Bots))
+	}
+}

@@ -265,7 +265,7 @@ type Stats struct {
 	Rejected int64 `json:"rejected"`
 	// PeakSendsPerSecond is the most sends within the limits in one calendar second.
 	PeakSendsPerSecond int64 `json:"peak_sends_per_second"`
-	Unauthorized       int64 `json:"unauthorized"` // Bot API calls with a wrong token
+	Unauthorized       int64 `json:"unauthorized"` // Bot API calls with a wrong token (for a bot: its id, another secret)
 
 	UpdatesGenerated  int64 `json:"updates_generated"`
 	UpdatesPending    int   `json:"updates_pending"`
