@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -213,4 +214,22 @@ func TestTheConsoleWalksATenantThroughInABrowser(t *testing.T) {
 	// A POST without a body is JSON too, or the simulator would refuse it (what another site's page sends).
 	step(t, ctx, "blocking the bot takes effect in the simulator",
 		click("#block"), chromedp.Poll[chromedp.Void](`document.querySelector('#block').textContent === 'Unblock the bot'`))
+
+	// A user has a chat with each bot: a deep link to another bot opens that bot's chat, named as such.
+	res, err := http.Post(d.base+"/sim/bots", "application/json", strings.NewReader(`{"username":"second_bot"}`))
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("creating a second bot: %v %v", res, err)
+	}
+	res.Body.Close()
+	step(t, ctx, "the page lists the second bot",
+		chromedp.Poll[chromedp.Void](`document.querySelector('#bots').textContent === 'Bots: @herald_sim_bot (shared), @second_bot'`))
+	step(t, ctx, "a deep link to the second bot opens the user's chat with it",
+		chromedp.SetValue(chromedp.CSS("#open-link-url"), "https://t.me/second_bot?start=hello"),
+		chromedp.SetValue(chromedp.CSS("#open-link-user"), "1002"), click("#open-link"),
+		visible(`#chat-list li[data-user="1002"][data-bot="second_bot"].selected`),
+		chromedp.Poll[chromedp.Void](`document.querySelector('#chat-bot').textContent === 'with @second_bot'`),
+		chromedp.Poll[chromedp.Void](`[...document.querySelectorAll('#chat-lines .bubble.user .text')].some(e => e.textContent === '/start hello')`))
+	if n := value[int](t, ctx, `document.querySelectorAll('#chat-list li[data-user="1001"][data-bot="herald_sim_bot"]').length`); n != 1 {
+		t.Errorf("user 1001's chat with the shared bot is listed %d times", n)
+	}
 }

@@ -3,11 +3,13 @@ package console_test
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -210,6 +212,64 @@ func TestEventsPushTheStateWhenItChanges(t *testing.T) {
 	// herald dev stops at once with the page still listening: the stream ends.
 	d.stop()
 	for range events {
+	}
+}
+
+// A user has one chat per bot: the state lists each chat with the bot it is with, and the bots.
+func TestTheStateListsAChatPerBot(t *testing.T) {
+	t.Parallel()
+	d := startDev(t)
+	for _, c := range []struct{ path, body string }{
+		{"/sim/bots", `{"username":"second_bot"}`},
+		{"/sim/users/1001/message", `{"text":"to the shared bot"}`},
+		{"/sim/users/1001/message?bot=second_bot", `{"text":"to the second bot"}`},
+		{"/sim/users", `{"id":1002}`}, // a user who wrote to no bot yet
+	} {
+		res, err := http.Post(d.base+c.path, "application/json", strings.NewReader(c.body))
+		if err != nil || res.StatusCode != 200 {
+			t.Fatalf("POST %s: %v %v", c.path, res, err)
+		}
+		res.Body.Close()
+	}
+	res := get(t, d.base+"/console/api/events")
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(nil, 1<<20)
+	type chat struct {
+		Bot struct {
+			Username string `json:"username"`
+			Default  bool   `json:"default"`
+		} `json:"bot"`
+		User  sim.User   `json:"user"`
+		Lines []sim.Line `json:"lines"`
+	}
+	var st struct {
+		Bots []struct {
+			Username string `json:"username"`
+		} `json:"bots"`
+		Chats []chat `json:"chats"`
+	}
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			if err := json.Unmarshal([]byte(data), &st); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if len(st.Bots) != 2 || st.Bots[0].Username != sim.DefaultBotUsername || st.Bots[1].Username != "second_bot" {
+		t.Errorf("bots: %+v", st.Bots)
+	}
+	var got []string
+	for _, c := range st.Chats {
+		line := ""
+		if len(c.Lines) > 0 {
+			line = c.Lines[0].Text
+		}
+		got = append(got, fmt.Sprintf("%d@%s:%s", c.User.ID, c.Bot.Username, line))
+	}
+	want := []string{"1001@herald_sim_bot:to the shared bot", "1001@second_bot:to the second bot", "1002@herald_sim_bot:"}
+	if !slices.Equal(got, want) {
+		t.Errorf("chats: %q, want %q", got, want)
 	}
 }
 

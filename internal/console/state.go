@@ -1,7 +1,10 @@
 package console
 
 import (
+	"cmp"
 	"context"
+	"slices"
+	"strconv"
 
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/sim"
@@ -19,7 +22,8 @@ const (
 type state struct {
 	Notifications []notificationRow `json:"notifications"`
 	Users         []tenantUser      `json:"users"`
-	Chats         []chat            `json:"chats"`  // the simulated messenger users; empty without the simulator
+	Bots          []bot             `json:"bots"`   // the simulator's bots, the default one first; empty without it
+	Chats         []chat            `json:"chats"`  // the simulated users' chats with the bots; empty without the simulator
 	Faults        *sim.Faults       `json:"faults"` // nil without the simulator
 	Stats         *simStats         `json:"stats"`
 }
@@ -56,9 +60,18 @@ type prompt struct {
 	LastErrorMessage *string `json:"last_error_message"`
 }
 
-// chat is a simulated user and their private chat with the bot, both sides.
+// bot is one of the simulator's bots.
+type bot struct {
+	ID       int64  `json:"id"`
+	Username string `json:"username"`
+	Default  bool   `json:"default"` // the bot of HERALD_MESSENGER_BOT_TOKEN, the shared bot
+}
+
+// chat is a simulated user's private chat with one bot, both sides: on the platform a user has one chat
+// per bot.
 type chat struct {
-	User  sim.User   `json:"user"`
+	Bot   bot        `json:"bot"`
+	User  sim.User   `json:"user"` // Blocked: the user blocked this bot
 	Lines []sim.Line `json:"lines"`
 }
 
@@ -72,7 +85,7 @@ type simStats struct {
 }
 
 func (c *Console) state(ctx context.Context) (state, error) {
-	st := state{Notifications: []notificationRow{}, Users: []tenantUser{}, Chats: []chat{}}
+	st := state{Notifications: []notificationRow{}, Users: []tenantUser{}, Bots: []bot{}, Chats: []chat{}}
 	ns, err := c.opts.Store.RecentNotifications(ctx, c.opts.TenantID, maxNotifications)
 	if err != nil {
 		return st, err
@@ -97,22 +110,56 @@ func (c *Console) state(ctx context.Context) (state, error) {
 		st.Users = append(st.Users, tu)
 	}
 	if s := c.opts.Sim; s != nil {
-		for _, u := range s.Users() {
-			lines := s.Transcript(u.ID)
-			if len(lines) > maxLines {
-				lines = lines[len(lines)-maxLines:]
-			}
-			if lines == nil {
-				lines = []sim.Line{}
-			}
-			st.Chats = append(st.Chats, chat{User: u, Lines: lines})
-		}
+		st.Bots, st.Chats = chats(s)
 		f := s.Faults()
 		st.Faults = &f
 		all := s.Stats()
 		st.Stats = &simStats{Sends: all.Sends, Delivered: all.Delivered, Injected429: all.Injected429, Injected5xx: all.Injected5xx, Rejected: all.Rejected}
 	}
 	return st, nil
+}
+
+// chats lists the simulator's bots and the chats of its users with them: every chat with a line or a block,
+// ordered by user, then bot. A user who has not written to any bot yet shows in the default bot's chat, so
+// that a user just created appears at once.
+func chats(s *sim.Server) ([]bot, []chat) {
+	var bots []bot
+	out := []chat{}
+	listed := map[int64]bool{}
+	for _, info := range s.Bots() {
+		b := bot{ID: info.ID, Username: info.Username, Default: info.Default}
+		bots = append(bots, b)
+		h, ok := s.BotHandle(strconv.FormatInt(info.ID, 10))
+		if !ok {
+			continue
+		}
+		for _, u := range h.Users() {
+			lines := h.Transcript(u.ID)
+			if len(lines) == 0 && !u.Blocked {
+				continue
+			}
+			if len(lines) > maxLines {
+				lines = lines[len(lines)-maxLines:]
+			}
+			listed[u.ID] = true
+			out = append(out, chat{Bot: b, User: u, Lines: lines})
+		}
+	}
+	def := s.DefaultBot()
+	info := def.Info()
+	for _, u := range def.Users() {
+		if !listed[u.ID] {
+			out = append(out, chat{Bot: bot{ID: info.ID, Username: info.Username, Default: true}, User: u, Lines: []sim.Line{}})
+		}
+	}
+	order := map[int64]int{}
+	for i, b := range bots {
+		order[b.ID] = i
+	}
+	slices.SortStableFunc(out, func(a, b chat) int {
+		return cmp.Or(cmp.Compare(a.User.ID, b.User.ID), cmp.Compare(order[a.Bot.ID], order[b.Bot.ID]))
+	})
+	return bots, out
 }
 
 // timestamp and optionalTimestamp render times as every answer of the API does.

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +30,7 @@ var (
 	errNotFound       = &botError{code: 404, description: "Not Found"}
 	errMethodNotFound = &botError{code: 404, description: "Not Found: method not found"}
 	errChatNotFound   = &botError{code: 400, description: "Bad Request: chat not found"}
+	errCantInitiate   = &botError{code: 403, description: "Forbidden: bot can't initiate conversation with a user"}
 	errBlocked        = &botError{code: 403, description: "Forbidden: bot was blocked by the user"}
 	errDeactivated    = &botError{code: 403, description: "Forbidden: user is deactivated"}
 	errEmptyText      = &botError{code: 400, description: "Bad Request: message text is empty"}
@@ -66,10 +66,8 @@ func (s *Server) serveBotAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	token, method := rest[:slash], strings.ToLower(rest[slash+1:])
-	if subtle.ConstantTimeCompare([]byte(token), []byte(s.opts.Token)) != 1 {
-		s.mu.Lock()
-		s.stats.Unauthorized++
-		s.mu.Unlock()
+	b := s.botForToken(token, r.Method == http.MethodPost)
+	if b == nil {
 		writeBot(w, nil, errUnauthorized)
 		return
 	}
@@ -90,17 +88,19 @@ func (s *Server) serveBotAPI(w http.ResponseWriter, r *http.Request) {
 	var result any
 	switch method {
 	case "getme":
-		result = s.Bot()
+		s.mu.Lock()
+		result = b.user()
+		s.mu.Unlock()
 	case "sendmessage":
-		result, err = s.sendMessage(r, body)
+		result, err = s.sendMessage(r, b, body)
 	case "setwebhook":
-		result, err = s.setWebhook(body)
+		result, err = s.setWebhook(b, body)
 	case "deletewebhook":
-		result, err = s.deleteWebhook(body)
+		result, err = s.deleteWebhook(b, body)
 	case "getwebhookinfo":
-		result = s.WebhookInfo()
+		result = (&BotHandle{s: s, b: b}).WebhookInfo()
 	case "getupdates":
-		result, err = s.getUpdates(r, body)
+		result, err = s.getUpdates(r, b, body)
 	default:
 		err = errMethodNotFound
 	}
@@ -178,12 +178,15 @@ type sendMessageParams struct {
 	ChatID      chatID          `json:"chat_id"`
 	Text        string          `json:"text"`
 	ReplyMarkup json.RawMessage `json:"reply_markup"`
+	// AllowPaidBroadcast lets the send past the bot's rate (up to PaidBroadcastRate) when the bot is allowed
+	// paid broadcasts; for a bot that is not, it changes nothing.
+	AllowPaidBroadcast bool `json:"allow_paid_broadcast"`
 }
 
 // sendMessage answers like the platform: validation, then injected faults, then rate limits, then the
 // state of the chat. Rate limits are checked on arrival and latency is added afterwards, as a real platform
 // counts a request when it receives it.
-func (s *Server) sendMessage(r *http.Request, body []byte) (any, error) {
+func (s *Server) sendMessage(r *http.Request, b *bot, body []byte) (any, error) {
 	var p sendMessageParams
 	if err := decodeParams(body, &p); err != nil {
 		return nil, err
@@ -191,7 +194,7 @@ func (s *Server) sendMessage(r *http.Request, body []byte) (any, error) {
 	markup, err := normalizeMarkup(p.ReplyMarkup)
 
 	s.mu.Lock()
-	s.stats.Sends++
+	s.count(b, func(st *Stats) { st.Sends++ })
 	switch {
 	case err != nil:
 	case !p.ChatID.set:
@@ -202,15 +205,15 @@ func (s *Server) sendMessage(r *http.Request, body []byte) (any, error) {
 		err = errTooLong
 	}
 	if err != nil {
-		s.stats.Rejected++
+		s.count(b, func(st *Stats) { st.Rejected++ })
 		s.mu.Unlock()
 		return nil, err
 	}
-	fault, retryAfter := s.rollFaultLocked()
-	latency := s.latencyLocked()
+	fault, retryAfter := s.rollFaultLocked(b)
+	latency := s.latencyLocked(b)
 	switch fault {
 	case faultTimeout:
-		s.stats.InjectedTimeouts++
+		s.count(b, func(st *Stats) { st.InjectedTimeouts++ })
 		s.mu.Unlock()
 		select {
 		case <-r.Context().Done():
@@ -218,19 +221,18 @@ func (s *Server) sendMessage(r *http.Request, body []byte) (any, error) {
 		}
 		return nil, errHangUp
 	case fault429:
-		s.stats.Injected429++
-		s.stats.Answered429++
+		s.count(b, func(st *Stats) { st.Injected429++; st.Answered429++ })
 		s.mu.Unlock()
 		return s.afterLatency(latency, nil, tooManyRequests(retryAfter))
 	case fault5xx:
-		s.stats.Injected5xx++
+		s.count(b, func(st *Stats) { st.Injected5xx++ })
 		s.mu.Unlock()
 		return s.afterLatency(latency, nil, errInternal)
 	}
 
 	now := s.now()
-	c := s.chats[p.ChatID.id]
-	if err := s.admitLocked(now, c); err != nil {
+	c := b.chats[p.ChatID.id]
+	if err := s.admitLocked(b, now, c, p.AllowPaidBroadcast); err != nil {
 		s.mu.Unlock()
 		return s.afterLatency(latency, nil, err)
 	}
@@ -239,15 +241,17 @@ func (s *Server) sendMessage(r *http.Request, body []byte) (any, error) {
 		u = s.users[c.id]
 	}
 	switch {
+	case c == nil && s.users[p.ChatID.id] != nil:
+		err = errCantInitiate // a user who never started this bot
 	case c == nil:
 		err = errChatNotFound
 	case u != nil && u.Deleted:
 		err = errDeactivated
-	case u != nil && u.Blocked:
+	case u != nil && u.blocked[b.id]:
 		err = errBlocked
 	}
 	if err != nil {
-		s.stats.Rejected++
+		s.count(b, func(st *Stats) { st.Rejected++ })
 		s.mu.Unlock()
 		return s.afterLatency(latency, nil, err)
 	}
@@ -263,49 +267,107 @@ func (s *Server) sendMessage(r *http.Request, body []byte) (any, error) {
 	sent := SentMessage{MessageID: c.nextMsgID, ChatID: c.id, Text: p.Text, ReplyMarkup: markup, Time: s.now()}
 	c.messages = append(c.messages, sent)
 	c.addLine(Line{From: "bot", MessageID: sent.MessageID, Text: sent.Text, ReplyMarkup: sent.ReplyMarkup, Time: sent.Time})
-	s.stats.Delivered++
+	s.count(b, func(st *Stats) { st.Delivered++ })
 	s.broadcastLocked()
-	bot := s.Bot()
+	me := b.user()
+	var member *user
+	if c.typ == messenger.ChatPrivate {
+		member = s.users[c.id]
+	}
 	return messenger.Message{
 		MessageID: sent.MessageID,
-		From:      &bot,
-		Chat:      s.chatView(c, s.users[c.id]),
+		From:      &me,
+		Chat:      s.chatView(c, member),
 		Date:      sent.Time.Unix(),
 		Text:      sent.Text,
 	}, nil
 }
 
-// admitLocked applies the global and per-chat limits to one send at now; sends to unknown chats count
-// against the global limit only. Callers hold s.mu.
-func (s *Server) admitLocked(now time.Time, c *chat) error {
+// admitLocked applies the bot's global limit and the per-chat limit of (bot, chat) to one send at now; sends
+// to unknown chats count against the global limit only. A send flagged allow_paid_broadcast from a bot
+// allowed paid broadcasts that does not fit the bot's rate is held to PaidBroadcastRate instead, and
+// billed. It also keeps the sliding-second and per-chat interval counts (Stats). Callers hold s.mu.
+func (s *Server) admitLocked(b *bot, now time.Time, c *chat, paidFlag bool) error {
 	l := s.limits
-	globalWait := s.global.wait(now, l.GlobalRate, l.GlobalBurst, l.Tolerance)
+	rate, burst := b.globalLimit(l)
+	paid := paidFlag && b.paid
+	s.watchLocked(b, now, c, paid, rate, l)
+
+	globalWait := b.free.wait(now, rate, burst, l.Tolerance)
+	billed := false
+	if globalWait > 0 && paid {
+		globalWait = b.total.wait(now, PaidBroadcastRate, defaultBurst(PaidBroadcastRate), l.Tolerance)
+		billed = globalWait == 0
+	}
 	var chatWait time.Duration
 	if c != nil {
 		chatWait = c.bucket.wait(now, l.PerChatRate, l.PerChatBurst, l.Tolerance)
 	}
 	if globalWait > 0 || chatWait > 0 {
-		s.stats.LimitViolations++
-		s.stats.Answered429++
-		if globalWait > 0 {
-			s.stats.GlobalLimitViolations++
-		}
-		if chatWait > 0 {
-			s.stats.ChatLimitViolations++
-		}
-		s.log.Warn("rate limit exceeded", "chat_id", chatIDOf(c), "global_wait", globalWait, "chat_wait", chatWait)
+		s.count(b, func(st *Stats) {
+			st.LimitViolations++
+			st.Answered429++
+			if globalWait > 0 {
+				st.GlobalLimitViolations++
+			}
+			if chatWait > 0 {
+				st.ChatLimitViolations++
+			}
+		})
+		s.log.Warn("rate limit exceeded", "bot_id", b.id, "chat_id", chatIDOf(c), "global_wait", globalWait, "chat_wait", chatWait)
 		return tooManyRequests(retryAfterSeconds(max(globalWait, chatWait)))
 	}
-	s.global.take(now, l.GlobalRate, l.Tolerance)
+	if billed {
+		s.count(b, func(st *Stats) { st.PaidSends++ })
+	} else {
+		b.free.take(now, rate, l.Tolerance)
+	}
+	if b.paid {
+		b.total.take(now, PaidBroadcastRate, l.Tolerance)
+	}
 	if c != nil {
 		c.bucket.take(now, l.PerChatRate, l.Tolerance)
+		c.lastSend = now
 	}
-	if sec := now.Unix(); sec != s.second {
+	b.freeWin.add(now, !paid && rate > 0)
+	b.totalWin.add(now, b.paid)
+	sec := now.Unix()
+	if sec != s.second {
 		s.second, s.inSec = sec, 0
 	}
+	if sec != b.second {
+		b.second, b.inSec = sec, 0
+	}
 	s.inSec++
+	b.inSec++
 	s.stats.PeakSendsPerSecond = max(s.stats.PeakSendsPerSecond, s.inSec)
+	b.stats.PeakSendsPerSecond = max(b.stats.PeakSendsPerSecond, b.inSec)
 	return nil
+}
+
+// watchLocked counts whether a send at now goes past the bot's rate in the second before it, or comes
+// sooner than the per-chat interval after the chat's last send: stricter than the buckets, which let a
+// burst through. Both are relaxed by the tolerance, as the buckets are. Callers hold s.mu.
+func (s *Server) watchLocked(b *bot, now time.Time, c *chat, paid bool, rate float64, l Limits) {
+	overSecond := false
+	switch {
+	case paid:
+		overSecond = float64(b.totalWin.count(now)+1) > PaidBroadcastRate*(1+l.Tolerance)
+	case rate > 0:
+		overSecond = float64(b.freeWin.count(now)+1) > rate*(1+l.Tolerance)
+	}
+	tooSoon := c != nil && l.PerChatRate > 0 && !c.lastSend.IsZero() &&
+		now.Sub(c.lastSend) < emissionInterval(l.PerChatRate, l.Tolerance)
+	if overSecond || tooSoon {
+		s.count(b, func(st *Stats) {
+			if overSecond {
+				st.SlidingSecondViolations++
+			}
+			if tooSoon {
+				st.ChatIntervalViolations++
+			}
+		})
+	}
 }
 
 func chatIDOf(c *chat) int64 {
@@ -374,7 +436,7 @@ func normalizeMarkup(raw json.RawMessage) (json.RawMessage, error) {
 	return raw, nil
 }
 
-func (s *Server) setWebhook(body []byte) (any, error) {
+func (s *Server) setWebhook(b *bot, body []byte) (any, error) {
 	var p messenger.SetWebhookRequest
 	if err := decodeParams(body, &p); err != nil {
 		return nil, err
@@ -389,32 +451,34 @@ func (s *Server) setWebhook(body []byte) (any, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.webhook = webhookConfig{url: p.URL, secret: p.SecretToken, gen: s.webhook.gen + 1}
+	b.webhook = webhookConfig{url: p.URL, secret: p.SecretToken, gen: b.webhook.gen + 1}
 	if p.AllowedUpdates != nil {
-		s.allowed = p.AllowedUpdates
+		b.allowed = p.AllowedUpdates
 	}
 	if p.DropPendingUpdates {
-		s.pending = nil
+		b.pending = nil
 	}
-	s.pollSeq++ // a webhook ends any long poll
+	b.pollSeq++ // a webhook ends any long poll
+	b.wakeLocked()
 	s.broadcastLocked()
-	s.log.Info("webhook set", "url", p.URL, "allowed_updates", p.AllowedUpdates, "drop_pending_updates", p.DropPendingUpdates)
+	s.log.Info("webhook set", "bot_id", b.id, "url", p.URL, "allowed_updates", p.AllowedUpdates, "drop_pending_updates", p.DropPendingUpdates)
 	return true, nil
 }
 
-func (s *Server) deleteWebhook(body []byte) (any, error) {
+func (s *Server) deleteWebhook(b *bot, body []byte) (any, error) {
 	var p messenger.DeleteWebhookRequest
 	if err := decodeParams(body, &p); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.webhook = webhookConfig{gen: s.webhook.gen + 1}
+	b.webhook = webhookConfig{gen: b.webhook.gen + 1}
 	if p.DropPendingUpdates {
-		s.pending = nil
+		b.pending = nil
 	}
+	b.wakeLocked()
 	s.broadcastLocked()
-	s.log.Info("webhook deleted", "drop_pending_updates", p.DropPendingUpdates)
+	s.log.Info("webhook deleted", "bot_id", b.id, "drop_pending_updates", p.DropPendingUpdates)
 	return true, nil
 }
 
@@ -427,7 +491,7 @@ type getUpdatesParams struct {
 
 // getUpdates follows the platform: offset confirms every update before it, a negative offset keeps only the
 // last -offset updates, timeout long-polls, and a newer call ends an older one with 409.
-func (s *Server) getUpdates(r *http.Request, body []byte) (any, error) {
+func (s *Server) getUpdates(r *http.Request, b *bot, body []byte) (any, error) {
 	var p getUpdatesParams
 	if err := decodeParams(body, &p); err != nil {
 		return nil, err
@@ -440,38 +504,38 @@ func (s *Server) getUpdates(r *http.Request, body []byte) (any, error) {
 	defer deadline.Stop()
 
 	s.mu.Lock()
-	if s.webhook.url != "" {
+	if b.webhook.url != "" {
 		s.mu.Unlock()
 		return nil, errWebhookActive
 	}
-	s.pollSeq++
-	mine := s.pollSeq
+	b.pollSeq++
+	mine := b.pollSeq
 	if p.AllowedUpdates != nil {
-		s.allowed = *p.AllowedUpdates
+		b.allowed = *p.AllowedUpdates
 	}
 	switch {
 	case p.Offset > 0:
 		i := 0
-		for i < len(s.pending) && s.pending[i].id < p.Offset {
+		for i < len(b.pending) && b.pending[i].id < p.Offset {
 			i++
 		}
-		s.pending = s.pending[i:]
+		b.pending = b.pending[i:]
 	case p.Offset < 0:
-		if keep := int(-p.Offset); keep < len(s.pending) {
-			s.pending = s.pending[len(s.pending)-keep:]
+		if keep := int(-p.Offset); keep < len(b.pending) {
+			b.pending = b.pending[len(b.pending)-keep:]
 		}
 	}
 	s.broadcastLocked() // wakes an older long poll so that it notices it was superseded
 	for {
-		if s.pollSeq != mine {
+		if b.pollSeq != mine {
 			s.mu.Unlock()
 			return nil, errPollConflict
 		}
-		if len(s.pending) > 0 || timeout == 0 {
-			n := min(len(s.pending), p.Limit)
+		if len(b.pending) > 0 || timeout == 0 {
+			n := min(len(b.pending), p.Limit)
 			out := make([]json.RawMessage, n)
 			for i := range n {
-				out[i] = s.pending[i].body
+				out[i] = b.pending[i].body
 			}
 			s.mu.Unlock()
 			return out, nil

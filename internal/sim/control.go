@@ -17,29 +17,35 @@ import (
 
 // help lists the control API for a person with curl.
 var help = map[string]any{
-	"bot_api": "POST /bot{token}/{getMe|sendMessage|setWebhook|deleteWebhook|getWebhookInfo|getUpdates}",
+	"bot_api": "POST /bot{token}/{getMe|sendMessage|setWebhook|deleteWebhook|getWebhookInfo|getUpdates}: every token <id>:<secret> is a bot of its own from its first POST",
 	"control": []string{
 		`Every POST and DELETE (here and to the Bot API) must be Content-Type: application/json, body or not, and not from another origin's page`,
+		`?bot=<id or username> makes a route act on that bot (a user's actions, chats, updates, webhook, stats, faults); without it, the default bot`,
+		`GET  /sim/bots, GET /sim/bots/{id or username}`,
+		`POST /sim/bots {"username":"acme_bot","rate_limit":30,"burst":3,"paid_broadcast":true}  (optional "token":"<id>:<secret>" or "id", "first_name", "first_update_id"; the answer holds the token; again with the id: changes it)`,
+		`POST /sim/bots/{id}/revoke {"token":"<id>:<secret>"}  (a new token, random without one; the old one answers 401)`,
 		`POST /sim/users {"id":1001,"first_name":"Ann","phone_number":"+15551230001"}`,
 		`GET  /sim/users, GET /sim/users/{id}`,
 		`User actions (start, open-link, message, share-contact, POST /sim/updates) answer once the webhook has answered the update: "webhook":{"state":"answered","status":200} (or dropped, pending after ?wait= (default 10s), no_webhook)`,
 		`POST /sim/users/{id}/start {"payload":"<link token>"}`,
-		`POST /sim/users/{id}/open-link {"url":"https://t.me/<bot>?start=<link token>"}`,
+		`POST /sim/users/{id}/open-link {"url":"https://t.me/<bot>?start=<link token>"}  (in the bot the link names)`,
 		`POST /sim/users/{id}/message {"text":"/dev_help"}  (optional "chat_id","chat_type" for a group)`,
 		`POST /sim/users/{id}/share-contact {"phone_number":"+15551230001","contact_user_id":1001}  (omit contact_user_id: own contact; 0: no user_id)`,
-		`POST /sim/users/{id}/block | /unblock | /delete`,
+		`POST /sim/users/{id}/block | /unblock (per bot) | /delete (the account)`,
 		`GET  /sim/chats/{id}/messages (what the bot sent), GET /sim/chats/{id}/transcript (both sides, in order)`,
 		`GET  /sim/updates (pending), POST /sim/updates {"edited_message":{...}} (inject)`,
-		`GET  /sim/webhook, GET /sim/stats, POST /sim/reset`,
+		`GET  /sim/webhook, GET /sim/stats (the totals, and "bots": each bot's; ?bot=: one bot's), POST /sim/reset`,
 		`GET|POST|DELETE /sim/faults {"latency_ms":50,"error_rate_5xx":0.1,"timeout_rate":0,"rate_429":0,"retry_after":1,"next_429":{"count":3,"retry_after":2},"next_5xx":1,"next_timeout":1}`,
-		`GET|POST /sim/limits {"global_rate":30,"global_burst":3,"per_chat_rate":1,"per_chat_burst":3,"tolerance":0.05}`,
+		`GET|POST|DELETE /sim/faults?bot=... : that bot's own faults, in place of the simulator's`,
+		`GET|POST /sim/limits {"global_rate":30,"global_burst":3,"per_chat_rate":1,"per_chat_burst":3,"tolerance":0.05}  (global: every bot without a rate of its own)`,
 		`POST /sim/callbacks (a callback endpoint: register it with POST /v1/callbacks), GET|DELETE /sim/callbacks (what arrived, signatures verified)`,
 		`POST /sim/callbacks/secrets {"secret":"whsec_..."} (verify with it too), POST /sim/callbacks/fail {"count":3,"status":503}`,
 	},
 }
 
 func (s *Server) handleHelp(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, 200, map[string]any{"bot_username": s.opts.BotUsername, "bot_id": s.opts.BotID, "routes": help})
+	def := s.DefaultBot().Info()
+	writeJSON(w, 200, map[string]any{"bot_username": def.Username, "bot_id": def.ID, "routes": help})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -77,10 +83,24 @@ func pathID(w http.ResponseWriter, r *http.Request) (int64, bool) {
 	return id, true
 }
 
-// answerAction answers a user action with the update it produced and, once the webhook has answered it,
-// what the webhook said: a client that acts next (a tenant starting verification right after a link was
+// botOf is the bot a route acts on: ?bot=<id or username>, else the default bot. For an unknown bot it
+// answers 404 itself.
+func (s *Server) botOf(w http.ResponseWriter, r *http.Request) (*BotHandle, bool) {
+	ref := r.URL.Query().Get("bot")
+	if ref == "" {
+		return s.DefaultBot(), true
+	}
+	h, ok := s.BotHandle(ref)
+	if !ok {
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no bot %q (GET /sim/bots lists them)", ref))
+	}
+	return h, ok
+}
+
+// answerAction answers a user action with the update it produced and, once the bot's webhook has answered
+// it, what the webhook said: a client that acts next (a tenant starting verification right after a link was
 // opened) finds the update's effect in place. The wait is bounded by Options.ActionWait; ?wait=0 skips it.
-func (s *Server) answerAction(w http.ResponseWriter, r *http.Request, updateID int64, err error) {
+func (s *Server) answerAction(w http.ResponseWriter, r *http.Request, h *BotHandle, updateID int64, err error) {
 	switch {
 	case errors.Is(err, ErrUserDeleted):
 		writeError(w, http.StatusConflict, "user_deleted", err.Error())
@@ -92,7 +112,7 @@ func (s *Server) answerAction(w http.ResponseWriter, r *http.Request, updateID i
 	wait, _ := s.actionWait(r)
 	ctx, cancel := context.WithTimeout(r.Context(), wait)
 	defer cancel()
-	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "update_id": updateID, "webhook": s.WaitWebhook(ctx, updateID)})
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "update_id": updateID, "webhook": h.WaitWebhook(ctx, updateID)})
 }
 
 // actionWait is how long an action waits for the webhook: ?wait= (a duration), at most Options.ActionWait.
@@ -119,8 +139,12 @@ func (s *Server) acting(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-func (s *Server) handleListUsers(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, 200, map[string]any{"users": s.Users()})
+func (s *Server) handleListUsers(w http.ResponseWriter, r *http.Request) {
+	h, ok := s.botOf(w, r)
+	if !ok {
+		return
+	}
+	writeJSON(w, 200, map[string]any{"users": h.Users()})
 }
 
 func (s *Server) handleEnsureUser(w http.ResponseWriter, r *http.Request) {
@@ -141,7 +165,11 @@ func (s *Server) handleGetUser(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	u, found := s.GetUser(id)
+	h, ok := s.botOf(w, r)
+	if !ok {
+		return
+	}
+	u, found := h.GetUser(id)
 	if !found {
 		writeError(w, http.StatusNotFound, "not_found", "no such user")
 		return
@@ -149,32 +177,48 @@ func (s *Server) handleGetUser(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, u)
 }
 
-func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
+// userAndBot reads the path's user id and the ?bot= of a user's action, answering errors itself.
+func (s *Server) userAndBot(w http.ResponseWriter, r *http.Request) (int64, *BotHandle, bool) {
 	id, ok := pathID(w, r)
+	if !ok {
+		return 0, nil, false
+	}
+	h, ok := s.botOf(w, r)
+	return id, h, ok
+}
+
+func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
+	id, h, ok := s.userAndBot(w, r)
 	var in struct {
 		Payload string `json:"payload"`
 	}
 	if !ok || !readJSON(w, r, &in) {
 		return
 	}
-	updateID, err := s.StartUser(id, in.Payload)
-	s.answerAction(w, r, updateID, err)
+	updateID, err := h.StartUser(id, in.Payload)
+	s.answerAction(w, r, h, updateID, err)
 }
 
 func (s *Server) handleOpenLink(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(w, r)
+	id, h, ok := s.userAndBot(w, r)
 	var in struct {
 		URL string `json:"url"`
 	}
 	if !ok || !readJSON(w, r, &in) {
 		return
 	}
-	updateID, err := s.OpenLink(id, in.URL)
-	s.answerAction(w, r, updateID, err)
+	var updateID int64
+	var err error
+	if r.URL.Query().Get("bot") != "" {
+		updateID, err = h.OpenLink(id, in.URL) // it must name that bot
+	} else {
+		h, updateID, err = s.openLink(id, in.URL) // in the bot it names
+	}
+	s.answerAction(w, r, h, updateID, err)
 }
 
 func (s *Server) handleMessage(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(w, r)
+	id, h, ok := s.userAndBot(w, r)
 	var in struct {
 		Text     string `json:"text"`
 		ChatID   int64  `json:"chat_id"`
@@ -187,12 +231,12 @@ func (s *Server) handleMessage(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request", "text is required")
 		return
 	}
-	updateID, err := s.Send(id, Incoming{Text: in.Text, ChatID: in.ChatID, ChatType: in.ChatType})
-	s.answerAction(w, r, updateID, err)
+	updateID, err := h.Send(id, Incoming{Text: in.Text, ChatID: in.ChatID, ChatType: in.ChatType})
+	s.answerAction(w, r, h, updateID, err)
 }
 
 func (s *Server) handleShareContact(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(w, r)
+	id, h, ok := s.userAndBot(w, r)
 	var in struct {
 		PhoneNumber   string `json:"phone_number"`
 		ContactUserID *int64 `json:"contact_user_id"`
@@ -203,8 +247,8 @@ func (s *Server) handleShareContact(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if in.ChatID == 0 || in.ChatID == id {
-		updateID, err := s.ShareContact(id, in.PhoneNumber, in.ContactUserID)
-		s.answerAction(w, r, updateID, err)
+		updateID, err := h.ShareContact(id, in.PhoneNumber, in.ContactUserID)
+		s.answerAction(w, r, h, updateID, err)
 		return
 	}
 	// A contact shared in a group: built here, since ShareContact is for the private chat.
@@ -217,35 +261,35 @@ func (s *Server) handleShareContact(w http.ResponseWriter, r *http.Request) {
 	if contact.PhoneNumber == "" {
 		contact.PhoneNumber = u.PhoneNumber
 	}
-	updateID, err := s.Send(id, Incoming{Contact: contact, ChatID: in.ChatID, ChatType: in.ChatType})
-	s.answerAction(w, r, updateID, err)
+	updateID, err := h.Send(id, Incoming{Contact: contact, ChatID: in.ChatID, ChatType: in.ChatType})
+	s.answerAction(w, r, h, updateID, err)
 }
 
-func (s *Server) handleUserAction(action func(int64) error) http.HandlerFunc {
+func (s *Server) handleUserAction(action func(h *BotHandle, userID int64) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		id, ok := pathID(w, r)
+		id, h, ok := s.userAndBot(w, r)
 		if !ok {
 			return
 		}
-		err := action(id)
+		err := action(h, id)
 		switch {
 		case errors.Is(err, ErrUserDeleted):
 			writeError(w, http.StatusConflict, "user_deleted", err.Error())
 		case err != nil:
 			writeError(w, http.StatusNotFound, "not_found", err.Error())
 		default:
-			u, _ := s.GetUser(id)
+			u, _ := h.GetUser(id)
 			writeJSON(w, 200, u)
 		}
 	}
 }
 
 func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(w, r)
+	id, h, ok := s.userAndBot(w, r)
 	if !ok {
 		return
 	}
-	msgs := s.Messages(id)
+	msgs := h.Messages(id)
 	if msgs == nil {
 		msgs = []SentMessage{}
 	}
@@ -253,33 +297,50 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleTranscript(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(w, r)
+	id, h, ok := s.userAndBot(w, r)
 	if !ok {
 		return
 	}
-	lines := s.Transcript(id)
+	lines := h.Transcript(id)
 	if lines == nil {
 		lines = []Line{}
 	}
 	writeJSON(w, 200, map[string]any{"chat_id": id, "lines": lines})
 }
 
-func (s *Server) handlePendingUpdates(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, 200, map[string]any{"updates": s.PendingUpdates()})
+func (s *Server) handlePendingUpdates(w http.ResponseWriter, r *http.Request) {
+	h, ok := s.botOf(w, r)
+	if !ok {
+		return
+	}
+	writeJSON(w, 200, map[string]any{"updates": h.PendingUpdates()})
 }
 
 func (s *Server) handleInjectUpdate(w http.ResponseWriter, r *http.Request) {
+	h, ok := s.botOf(w, r)
 	var raw json.RawMessage
-	if !readJSON(w, r, &raw) {
+	if !ok || !readJSON(w, r, &raw) {
 		return
 	}
-	updateID, err := s.InjectUpdate(raw)
-	s.answerAction(w, r, updateID, err)
+	updateID, err := h.InjectUpdate(raw)
+	s.answerAction(w, r, h, updateID, err)
 }
 
 func (s *Server) handleSetFaults(w http.ResponseWriter, r *http.Request) {
 	var f Faults
 	if !readJSON(w, r, &f) {
+		return
+	}
+	if r.URL.Query().Get("bot") != "" {
+		h, ok := s.botOf(w, r)
+		if !ok {
+			return
+		}
+		if err := h.SetFaults(f); err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+			return
+		}
+		writeJSON(w, 200, h.Faults())
 		return
 	}
 	if err := s.SetFaults(f); err != nil {
@@ -289,21 +350,107 @@ func (s *Server) handleSetFaults(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, s.Faults())
 }
 
-func (s *Server) handleWebhookInfo(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, 200, s.WebhookInfo())
+func (s *Server) handleWebhookInfo(w http.ResponseWriter, r *http.Request) {
+	h, ok := s.botOf(w, r)
+	if !ok {
+		return
+	}
+	writeJSON(w, 200, h.WebhookInfo())
 }
 
-func (s *Server) handleStats(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, 200, s.Stats())
+// handleStats answers the totals with each bot's counters beside them, or with ?bot= one bot's counters in
+// the same shape as the totals.
+func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Get("bot") != "" {
+		h, ok := s.botOf(w, r)
+		if ok {
+			writeJSON(w, 200, h.Stats())
+		}
+		return
+	}
+	writeJSON(w, 200, struct {
+		Stats
+		Bots []BotStats `json:"bots"`
+	}{s.Stats(), s.AllBotStats()})
 }
 
-func (s *Server) handleFaults(w http.ResponseWriter, _ *http.Request) {
+// handleFaults answers the simulator's faults, or with ?bot= those the bot's sends meet.
+func (s *Server) handleFaults(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Get("bot") != "" {
+		h, ok := s.botOf(w, r)
+		if ok {
+			writeJSON(w, 200, h.Faults())
+		}
+		return
+	}
 	writeJSON(w, 200, s.Faults())
 }
 
-func (s *Server) handleClearFaults(w http.ResponseWriter, _ *http.Request) {
+// handleClearFaults turns the simulator's faults off, or with ?bot= takes the bot's own away.
+func (s *Server) handleClearFaults(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Get("bot") != "" {
+		h, ok := s.botOf(w, r)
+		if ok {
+			h.ClearFaults()
+			writeJSON(w, 200, h.Faults())
+		}
+		return
+	}
 	_ = s.SetFaults(Faults{})
 	writeJSON(w, 200, s.Faults())
+}
+
+func (s *Server) handleListBots(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, 200, map[string]any{"bots": s.Bots()})
+}
+
+func (s *Server) handleGetBot(w http.ResponseWriter, r *http.Request) {
+	h, ok := s.BotHandle(chi.URLParam(r, "bot"))
+	if !ok {
+		writeError(w, http.StatusNotFound, "not_found", "no such bot (GET /sim/bots lists them)")
+		return
+	}
+	writeJSON(w, 200, h.Info())
+}
+
+func (s *Server) handleCreateBot(w http.ResponseWriter, r *http.Request) {
+	var c BotConfig
+	if !readJSON(w, r, &c) {
+		return
+	}
+	info, err := s.CreateBot(c)
+	if err != nil {
+		writeBotError(w, err)
+		return
+	}
+	writeJSON(w, 200, info)
+}
+
+func (s *Server) handleRevokeToken(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		Token string `json:"token"`
+	}
+	if !readJSON(w, r, &in) {
+		return
+	}
+	info, err := s.RevokeToken(chi.URLParam(r, "bot"), in.Token)
+	if err != nil {
+		writeBotError(w, err)
+		return
+	}
+	writeJSON(w, 200, info)
+}
+
+// writeBotError answers an error of CreateBot or RevokeToken.
+func writeBotError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, ErrNoSuchBot):
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+	case errors.Is(err, ErrBotConflict):
+		writeError(w, http.StatusConflict, "conflict", err.Error())
+	default:
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+	}
 }
 
 func (s *Server) handleLimits(w http.ResponseWriter, _ *http.Request) {

@@ -8,7 +8,8 @@ import (
 
 // Faults are failures injected into sendMessage (the other methods are never faulted, so a test can always
 // inspect and control the simulator). Counted faults (Next*) come first, in the order timeout, 429, 5xx;
-// then the rates are rolled. Injected faults take no rate-limit tokens.
+// then the rates are rolled. Injected faults take no rate-limit tokens. The simulator's faults apply to
+// every bot without faults of its own (BotHandle.SetFaults, POST /sim/faults?bot=).
 type Faults struct {
 	LatencyMS       int `json:"latency_ms,omitempty"`        // added to every sendMessage answer
 	LatencyJitterMS int `json:"latency_jitter_ms,omitempty"` // plus a uniform 0..jitter
@@ -44,15 +45,13 @@ func (f Faults) validate() error {
 	return nil
 }
 
-// SetFaults replaces the injected faults; Faults{} turns them all off.
+// SetFaults replaces the simulator's injected faults, those of every bot without its own; Faults{} turns
+// them all off.
 func (s *Server) SetFaults(f Faults) error {
 	if err := f.validate(); err != nil {
 		return err
 	}
-	if f.Next429 != nil {
-		n := *f.Next429 // not aliased with the caller's value, since it is counted down
-		f.Next429 = &n
-	}
+	f = f.clone()
 	s.mu.Lock()
 	s.faults = f
 	s.broadcastLocked()
@@ -61,11 +60,55 @@ func (s *Server) SetFaults(f Faults) error {
 	return nil
 }
 
-// Faults returns the injected faults, with the counts still to come.
+// Faults returns the simulator's injected faults, with the counts still to come.
 func (s *Server) Faults() Faults {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	f := s.faults
+	return s.faults.clone()
+}
+
+// SetFaults gives this bot faults of its own, in place of the simulator's: another bot's sends do not meet
+// them.
+func (h *BotHandle) SetFaults(f Faults) error {
+	if err := f.validate(); err != nil {
+		return err
+	}
+	f = f.clone()
+	h.s.mu.Lock()
+	h.b.faults = &f
+	h.s.broadcastLocked()
+	h.s.mu.Unlock()
+	h.s.log.Info("faults set", "bot_id", h.b.id, "faults", f)
+	return nil
+}
+
+// ClearFaults takes this bot's own faults away: the simulator's apply to it again.
+func (h *BotHandle) ClearFaults() {
+	h.s.mu.Lock()
+	h.b.faults = nil
+	h.s.broadcastLocked()
+	h.s.mu.Unlock()
+	h.s.log.Info("faults cleared", "bot_id", h.b.id)
+}
+
+// Faults returns the faults this bot's sends meet (its own, else the simulator's), with the counts still
+// to come.
+func (h *BotHandle) Faults() Faults {
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	return h.s.faultsOfLocked(h.b).clone()
+}
+
+// faultsOfLocked is the faults the bot's sends meet. Callers hold s.mu.
+func (s *Server) faultsOfLocked(b *bot) *Faults {
+	if b.faults != nil {
+		return b.faults
+	}
+	return &s.faults
+}
+
+// clone copies f, so that its counted faults are not aliased with the caller's value.
+func (f Faults) clone() Faults {
 	if f.Next429 != nil {
 		n := *f.Next429
 		f.Next429 = &n
@@ -101,9 +144,10 @@ const (
 	faultTimeout
 )
 
-// rollFaultLocked decides the fault for one send and counts down the counted ones. Callers hold s.mu.
-func (s *Server) rollFaultLocked() (kind faultKind, retryAfter int) {
-	f := &s.faults
+// rollFaultLocked decides the fault for one send of the bot and counts down the counted ones. Callers hold
+// s.mu.
+func (s *Server) rollFaultLocked(b *bot) (kind faultKind, retryAfter int) {
+	f := s.faultsOfLocked(b)
 	switch {
 	case f.NextTimeouts > 0:
 		f.NextTimeouts--
@@ -124,10 +168,11 @@ func (s *Server) rollFaultLocked() (kind faultKind, retryAfter int) {
 	return noFault, 0
 }
 
-// latencyLocked is the latency to add to one answer. Callers hold s.mu.
-func (s *Server) latencyLocked() time.Duration {
-	d := time.Duration(s.faults.LatencyMS) * time.Millisecond
-	if j := s.faults.LatencyJitterMS; j > 0 {
+// latencyLocked is the latency to add to one answer to the bot. Callers hold s.mu.
+func (s *Server) latencyLocked(b *bot) time.Duration {
+	f := s.faultsOfLocked(b)
+	d := time.Duration(f.LatencyMS) * time.Millisecond
+	if j := f.LatencyJitterMS; j > 0 {
 		d += time.Duration(rand.Int64N(int64(j) * int64(time.Millisecond)))
 	}
 	return d

@@ -8,7 +8,7 @@ import (
 
 // Limits are the platform's rate limits as the simulator enforces them.
 //
-// The rule, per bot (global) and per chat: a send conforms when it fits a token bucket that holds Burst
+// The rule, per bot (global) and per chat of a bot: a send conforms when it fits a token bucket that holds Burst
 // tokens and refills at Rate×(1+Tolerance) tokens per second (GCRA). A send that does not conform is
 // answered 429 with retry_after and counted as a violation; it takes no token.
 //
@@ -77,4 +77,38 @@ func emissionInterval(rate, tolerance float64) time.Duration {
 // retryAfterSeconds is the platform's retry_after for a wait: whole seconds, at least 1.
 func retryAfterSeconds(wait time.Duration) int {
 	return max(1, int(math.Ceil(wait.Seconds())))
+}
+
+// defaultBurst is the burst of a rate when none is given: 50 ms of traffic, which absorbs arrival jitter.
+func defaultBurst(rate float64) int {
+	return max(3, int(rate/20+0.999))
+}
+
+// window holds the times of the sends of the last second, oldest first, for the sliding-second count.
+type window struct {
+	times []time.Time
+}
+
+// count is how many sends the window holds in the second before now, now excluded: (now-1s, now).
+func (w *window) count(now time.Time) int {
+	w.prune(now)
+	return len(w.times)
+}
+
+// add records a send at now, if record; either way it forgets the sends older than a second, so that the
+// window stays as small as one second of sends.
+func (w *window) add(now time.Time, record bool) {
+	w.prune(now)
+	if record {
+		w.times = append(w.times, now)
+	}
+}
+
+func (w *window) prune(now time.Time) {
+	cut := now.Add(-time.Second)
+	i := 0
+	for i < len(w.times) && !w.times[i].After(cut) {
+		i++
+	}
+	w.times = w.times[i:]
 }

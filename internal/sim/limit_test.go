@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"log/slog"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -123,5 +124,64 @@ func TestLimiterWithoutRateIsUnlimited(t *testing.T) {
 			t.Fatal("rate 0 must not limit")
 		}
 		b.take(now, 0, 0.05)
+	}
+}
+
+// replay sends at the given times through the simulator's own admission, to chats round-robin (nil: no
+// chat), and returns the bot's counters.
+func replay(t *testing.T, o Options, times []time.Duration, chats int, paid bool) Stats {
+	t.Helper()
+	o.Logger = slog.New(slog.DiscardHandler)
+	s := New(o)
+	t.Cleanup(func() { s.Close() })
+	start := time.Unix(1_700_000_000, 0)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, d := range times {
+		var c *chat
+		if chats > 0 {
+			c = s.privateChatLocked(s.def, int64(1+i%chats))
+		}
+		_ = s.admitLocked(s.def, start.Add(d), c, paid)
+	}
+	return s.def.stats
+}
+
+// The sliding-second count is stricter than the bucket (it lets no burst through) yet never flags a sender
+// paced at the rate whose arrivals jitter by less than one interval; 10 % over, it flags.
+func TestSlidingSecondCountFlagsOnlyASenderOverTheRate(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		rate   float64
+		paid   bool
+		jitter time.Duration
+	}{
+		{"30/s, 20 ms jitter", 30, false, 20 * time.Millisecond},
+		{"paid broadcast at 1000/s, 20 ms jitter", PaidBroadcastRate, true, 20 * time.Millisecond},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := Options{GlobalRate: 30, GlobalBurst: 100, PerChatRate: -1, PaidBroadcast: tt.paid}
+			for seed := range uint64(5) {
+				if st := replay(t, o, paced(tt.rate, 10*time.Second, tt.jitter, seed), 0, tt.paid); st.SlidingSecondViolations != 0 {
+					t.Fatalf("seed %d: %d sliding-second violations for a sender at %v/s", seed, st.SlidingSecondViolations, tt.rate)
+				}
+			}
+			if st := replay(t, o, paced(tt.rate*1.1, 10*time.Second, 0, 1), 0, tt.paid); st.SlidingSecondViolations == 0 {
+				t.Fatalf("a sender 10%% over %v/s was not flagged", tt.rate)
+			}
+		})
+	}
+}
+
+// The per-chat interval count flags a send to a chat sooner than 1 / PerChatRate (less the tolerance) after
+// the last one, even within the chat's burst: a sender keeping the interval with a little jitter sees none.
+func TestChatIntervalCountFlagsOnlyASendTooSoon(t *testing.T) {
+	o := Options{GlobalRate: -1, PerChatRate: 1, PerChatBurst: 3}
+	if st := replay(t, o, paced(1, 30*time.Second, 40*time.Millisecond, 1), 1, false); st.ChatIntervalViolations != 0 || st.LimitViolations != 0 {
+		t.Errorf("a sender keeping 1 s per chat, 40 ms jitter: %+v", st)
+	}
+	// 300 ms of jitter: the bucket's burst absorbs it, the interval count does not.
+	if st := replay(t, o, paced(1, 30*time.Second, 300*time.Millisecond, 1), 1, false); st.ChatIntervalViolations == 0 || st.LimitViolations != 0 {
+		t.Errorf("a sender with 300 ms of jitter per chat: %+v, want interval violations and no 429", st)
 	}
 }

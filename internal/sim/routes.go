@@ -17,6 +17,12 @@ func (s *Server) routes() http.Handler {
 		r.MethodNotAllowed(controlNotFound)
 		r.Get("/", s.handleHelp)
 
+		// Routes about one bot's world take ?bot=<id or username>; the default bot without it.
+		r.Get("/bots", s.handleListBots)
+		r.Post("/bots", s.handleCreateBot)
+		r.Get("/bots/{bot}", s.handleGetBot)
+		r.Post("/bots/{bot}/revoke", s.handleRevokeToken)
+
 		r.Get("/users", s.handleListUsers)
 		r.Post("/users", s.handleEnsureUser)
 		r.Get("/users/{id}", s.handleGetUser)
@@ -25,9 +31,9 @@ func (s *Server) routes() http.Handler {
 		r.Post("/users/{id}/message", s.acting(s.handleMessage))
 		r.Post("/users/{id}/share-contact", s.acting(s.handleShareContact))
 		r.Post("/users/{id}/open-link", s.acting(s.handleOpenLink))
-		r.Post("/users/{id}/block", s.handleUserAction(s.Block))
-		r.Post("/users/{id}/unblock", s.handleUserAction(s.Unblock))
-		r.Post("/users/{id}/delete", s.handleUserAction(s.DeleteUser))
+		r.Post("/users/{id}/block", s.handleUserAction((*BotHandle).Block))
+		r.Post("/users/{id}/unblock", s.handleUserAction((*BotHandle).Unblock))
+		r.Post("/users/{id}/delete", s.handleUserAction(func(_ *BotHandle, id int64) error { return s.DeleteUser(id) }))
 
 		r.Get("/chats/{id}/messages", s.handleMessages)
 		r.Get("/chats/{id}/transcript", s.handleTranscript)

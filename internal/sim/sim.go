@@ -4,7 +4,13 @@
 // It also plays a tenant's endpoint for status callbacks (callbacks.go), verifying their signatures.
 //
 // Bot API:   POST {base}/bot{token}/{getMe|sendMessage|setWebhook|deleteWebhook|getWebhookInfo|getUpdates}
-// Control:   see routes.go; every action is also a method of *Server for in-process tests.
+// Control:   see routes.go; every action is also a method of *Server (the default bot) or of a BotHandle
+// (any bot) for in-process tests.
+//
+// Every token <id>:<secret> is a bot of its own (bots.go), as on the platform: its username, webhook and
+// secret, updates and update ids, chats (a user has one private chat per bot, chat id = user id), limits
+// and counters. The bot of Options.Token is the default bot, which every route and method without a bot
+// acts on.
 //
 // State lives in memory. Update ids keep increasing across Reset, and by default start from the clock, so
 // a receiver that deduplicates update ids never mistakes a new update for one it saw before a restart.
@@ -13,7 +19,6 @@ package sim
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -41,19 +46,26 @@ const (
 
 // Options configure a Server. Zero values take the defaults; a negative rate disables that limit.
 type Options struct {
-	Token        string // accepted bot token; DefaultToken
-	BotUsername  string // DefaultBotUsername
+	Token        string // the default bot's token; DefaultToken
+	BotUsername  string // the default bot's username; DefaultBotUsername
 	BotFirstName string // DefaultBotFirstName
 	BotID        int64  // the number before ':' in Token, else 123456
+	// PaidBroadcast allows the default bot paid broadcasts (allow_paid_broadcast); other bots get it
+	// through the control API.
+	PaidBroadcast bool
+	// MaxBots bounds the bots, the default one included; a new token past it is refused. Default 10000.
+	MaxBots int
 
-	// Rate limits; see Limits for the exact rule.
-	GlobalRate   float64 // messages per second for the whole bot; DefaultGlobalRate (1000 for paid broadcasts)
+	// Rate limits; see Limits for the exact rule. GlobalRate and GlobalBurst are those of every bot
+	// without a rate of its own (the control API gives one).
+	GlobalRate   float64 // messages per second for one bot; DefaultGlobalRate
 	GlobalBurst  int     // default max(3, GlobalRate/20): 50 ms of traffic absorbs arrival jitter
 	PerChatRate  float64 // messages per second per chat; DefaultPerChatRate
 	PerChatBurst int     // DefaultPerChatBurst
 	Tolerance    float64 // fraction by which the rates are relaxed; DefaultTolerance
 
-	// FirstUpdateID is the first update id generated; default: derived from the clock (see package doc).
+	// FirstUpdateID is the first update id of every bot; default: derived from the clock when the bot
+	// comes into being (see package doc).
 	FirstUpdateID int64
 	// MaxPendingUpdates bounds the queue of undelivered updates; the oldest are dropped. Default 100000.
 	MaxPendingUpdates int
@@ -98,7 +110,10 @@ func (o Options) withDefaults() Options {
 		o.GlobalRate = DefaultGlobalRate
 	}
 	if o.GlobalBurst <= 0 {
-		o.GlobalBurst = max(3, int(o.GlobalRate/20+0.999))
+		o.GlobalBurst = defaultBurst(o.GlobalRate)
+	}
+	if o.MaxBots <= 0 {
+		o.MaxBots = 10_000
 	}
 	if o.PerChatRate == 0 {
 		o.PerChatRate = DefaultPerChatRate
@@ -108,10 +123,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Tolerance == 0 {
 		o.Tolerance = DefaultTolerance
-	}
-	if o.FirstUpdateID <= 0 {
-		// Microseconds since 2024: grows faster than any sim produces updates, stays below 2^53.
-		o.FirstUpdateID = time.Now().UnixMicro() - time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
 	}
 	if o.MaxPendingUpdates <= 0 {
 		o.MaxPendingUpdates = 100_000
@@ -141,33 +152,37 @@ type Server struct {
 	handler http.Handler
 	now     func() time.Time // replaced in tests of the limiter
 
-	done      chan struct{} // closed by Close: ends the webhook loop, long polls and hung requests
+	done      chan struct{} // closed by Close: ends the webhook loops, long polls and hung requests
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 
 	mu      sync.Mutex
+	closed  bool          // set with done, under mu: no new webhook loop starts once Close waits for them
 	changed chan struct{} // closed and replaced whenever an update, message or webhook changes
 	users   map[int64]*user
-	chats   map[int64]*chat
-	faults  Faults
+	bots    map[int64]*bot  // every bot, by id (bots.go)
+	byName  map[string]*bot // the same, by lower-cased username
+	def     *bot            // the bot of Options.Token
+	nextID  int64           // the next id tried for a bot the control API creates without one
+	faults  Faults          // for the sends of every bot without faults of its own
 	limits  Limits
-	global  bucket
-	stats   Stats
-	second  int64 // the Unix second PeakSendsPerSecond is counting
+	stats   Stats // the totals of every bot; each bot keeps its own too
+	second  int64 // the Unix second PeakSendsPerSecond is counting, over every bot
 	inSec   int64
-
-	nextUpdateID int64
-	pending      []queued
-	allowed      []string // allowed_updates, as last set by setWebhook or getUpdates
-	webhook      webhookConfig
-	outcomes     outcomes // what became of the updates delivered to the webhook, the latest ones
-	pollSeq      int64    // identifies the newest getUpdates call; older ones end with 409
 
 	callbacks callbackState
 }
 
 type user struct {
-	User
+	User                   // Blocked is not kept here: it is per bot
+	blocked map[int64]bool // the ids of the bots the user blocked
+}
+
+// view is the user as bot b sees it: Blocked says whether the user blocked b.
+func (u *user) view(b *bot) User {
+	v := u.User
+	v.Blocked = u.blocked[b.id]
+	return v
 }
 
 type chat struct {
@@ -176,6 +191,7 @@ type chat struct {
 	title      string
 	nextMsgID  int64
 	bucket     bucket
+	lastSend   time.Time // the last send the limits let through, for the per-chat interval count
 	messages   []SentMessage
 	transcript []Line // both sides, in order, the latest maxTranscript
 }
@@ -201,14 +217,14 @@ func (c *chat) addLine(l Line) {
 	c.transcript = append(c.transcript, l)
 }
 
-// User is a simulated platform user. Its private chat with the bot has chat id == ID.
+// User is a simulated platform user. Its private chat with each bot has chat id == ID.
 type User struct {
 	ID          int64  `json:"id"`
 	FirstName   string `json:"first_name"`
 	LastName    string `json:"last_name,omitempty"`
 	Username    string `json:"username,omitempty"`
 	PhoneNumber string `json:"phone_number,omitempty"`
-	Blocked     bool   `json:"blocked"` // the user blocked the bot
+	Blocked     bool   `json:"blocked"` // the user blocked the bot (the default bot, or the bot asked about)
 	Deleted     bool   `json:"deleted"` // the account is deactivated
 }
 
@@ -221,7 +237,8 @@ type SentMessage struct {
 	Time        time.Time       `json:"time"`
 }
 
-// Stats count what the simulator saw since the last Reset.
+// Stats count what the simulator saw since the last Reset: for every bot together (Server.Stats) or for
+// one (BotHandle.Stats, and "bots" in GET /sim/stats).
 type Stats struct {
 	Sends     int64 `json:"sends"`     // sendMessage calls with the right token
 	Delivered int64 `json:"delivered"` // messages that reached a chat
@@ -231,14 +248,24 @@ type Stats struct {
 	LimitViolations       int64 `json:"limit_violations"`
 	GlobalLimitViolations int64 `json:"global_limit_violations"`
 	ChatLimitViolations   int64 `json:"chat_limit_violations"`
-	Injected429           int64 `json:"injected_429"`
-	Injected5xx           int64 `json:"injected_5xx"`
-	InjectedTimeouts      int64 `json:"injected_timeouts"`
+	// PaidSends counts the sends past a bot's rate that allow_paid_broadcast let through: what the platform
+	// bills.
+	PaidSends int64 `json:"paid_sends"`
+	// SlidingSecondViolations counts the sends (let through or not) that arrived when the bot had already
+	// sent its rate in the second before (rate × (1+Tolerance), PaidBroadcastRate for a paid broadcast),
+	// even when its bucket's burst let them through. ChatIntervalViolations counts the sends to a chat that
+	// arrived sooner than the per-chat interval (1 / PerChatRate, less the tolerance) after the last send to
+	// that chat of that bot. A sender that paces every second and every chat exactly sees zero of both.
+	SlidingSecondViolations int64 `json:"sliding_second_violations"`
+	ChatIntervalViolations  int64 `json:"chat_interval_violations"`
+	Injected429             int64 `json:"injected_429"`
+	Injected5xx             int64 `json:"injected_5xx"`
+	InjectedTimeouts        int64 `json:"injected_timeouts"`
 	// Rejected counts other 4xx answers to sendMessage: blocked, deactivated, chat not found, bad request.
 	Rejected int64 `json:"rejected"`
 	// PeakSendsPerSecond is the most sends within the limits in one calendar second.
 	PeakSendsPerSecond int64 `json:"peak_sends_per_second"`
-	Unauthorized       int64 `json:"unauthorized"` // Bot API calls with a wrong token
+	Unauthorized       int64 `json:"unauthorized"` // Bot API calls with a wrong token (for a bot: its id, another secret)
 
 	UpdatesGenerated  int64 `json:"updates_generated"`
 	UpdatesPending    int   `json:"updates_pending"`
@@ -247,25 +274,37 @@ type Stats struct {
 	WebhookDropped    int64 `json:"webhook_dropped"`    // updates given up after WebhookAttempts
 }
 
-// New returns a simulator. It starts the goroutine that delivers updates to a webhook; Close stops it.
+// count applies one change to the counters of the bot and to the totals. Callers hold s.mu.
+func (s *Server) count(b *bot, change func(*Stats)) {
+	change(&s.stats)
+	if b != nil {
+		change(&b.stats)
+	}
+}
+
+// New returns a simulator with its default bot (Options.Token). It starts the goroutine that delivers the
+// default bot's updates to its webhook; Close stops every such goroutine.
 func New(opts Options) *Server {
 	opts = opts.withDefaults()
 	s := &Server{
-		opts:         opts,
-		log:          opts.Logger.With("component", "sim"),
-		now:          time.Now,
-		done:         make(chan struct{}),
-		changed:      make(chan struct{}),
-		users:        map[int64]*user{},
-		chats:        map[int64]*chat{},
-		limits:       opts.limits(),
-		nextUpdateID: opts.FirstUpdateID,
-		outcomes:     outcomes{byID: map[int64]WebhookOutcome{}},
+		opts:    opts,
+		log:     opts.Logger.With("component", "sim"),
+		now:     time.Now,
+		done:    make(chan struct{}),
+		changed: make(chan struct{}),
+		users:   map[int64]*user{},
+		bots:    map[int64]*bot{},
+		byName:  map[string]*bot{},
+		limits:  opts.limits(),
+		nextID:  firstAllocatedBotID,
 	}
+	s.mu.Lock()
+	s.def = s.addBotLocked(&bot{id: opts.BotID, token: opts.Token, username: opts.BotUsername, firstName: opts.BotFirstName,
+		paid: opts.PaidBroadcast, isDefault: true})
+	s.mu.Unlock()
 	// Unauthenticated (the Bot API's default token is public) and served on a developer's machine: a web
 	// page must not be able to drive it through the browser.
 	s.handler = server.SameOriginJSON(s.routes())
-	s.wg.Go(s.deliverLoop)
 	return s
 }
 
@@ -282,9 +321,19 @@ func (o Options) limits() Limits {
 // Close stops webhook delivery and releases long polls and requests hung by a timeout fault. The handler
 // keeps answering afterwards, but hung requests and long polls end at once.
 func (s *Server) Close() error {
-	s.closeOnce.Do(func() { close(s.done) })
+	s.shutDown()
 	s.wg.Wait()
 	return nil
+}
+
+// shutDown ends the background work; once it has run, no new webhook loop starts.
+func (s *Server) shutDown() {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		close(s.done)
+	})
 }
 
 // ServeHTTP serves the Bot API at /bot{token}/{method} and the control API under /sim/.
@@ -293,15 +342,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 // Handler returns s as an http.Handler, for mounting (e.g. under http.StripPrefix).
 func (s *Server) Handler() http.Handler { return s }
 
-// Token is the bot token the simulator accepts.
-func (s *Server) Token() string { return s.opts.Token }
+// Token is the default bot's token.
+func (s *Server) Token() string { return s.DefaultBot().Token() }
 
-// BotUsername is the simulated bot's username (for deep links).
-func (s *Server) BotUsername() string { return s.opts.BotUsername }
+// BotUsername is the default bot's username (for deep links).
+func (s *Server) BotUsername() string { return s.DefaultBot().Info().Username }
 
-// Bot is the simulated bot's own user, as getMe returns it.
+// Bot is the default bot's own user, as getMe returns it.
 func (s *Server) Bot() messenger.User {
-	return messenger.User{ID: s.opts.BotID, IsBot: true, FirstName: s.opts.BotFirstName, Username: s.opts.BotUsername}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.def.user()
 }
 
 // broadcastLocked wakes everyone waiting for a change. Callers hold s.mu.
@@ -311,52 +362,41 @@ func (s *Server) broadcastLocked() {
 }
 
 // Reset forgets users, chats, messages, pending updates, faults, statistics and the callbacks received, and
-// restores the limits of the Options. The webhook and the callback secrets stay set (they are configuration,
-// not the world's state), and update ids keep increasing.
+// restores the limits of the Options. The bots, their webhooks and the callback secrets stay (they are
+// configuration, not the world's state), and update ids keep increasing.
 func (s *Server) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.users = map[int64]*user{}
-	s.chats = map[int64]*chat{}
+	for _, b := range s.bots {
+		b.reset()
+	}
 	s.faults = Faults{}
 	s.limits = s.opts.limits()
-	s.global = bucket{}
 	s.stats = Stats{}
 	s.second, s.inSec = 0, 0
-	s.pending = nil
 	s.callbacks.received, s.callbacks.fail = nil, 0
 	s.broadcastLocked()
 	s.log.Info("simulator reset")
 }
 
-// Stats returns a snapshot of the counters.
+// Stats returns a snapshot of the counters of every bot together.
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.stats
-	st.UpdatesPending = len(s.pending)
+	for _, b := range s.bots {
+		st.UpdatesPending += len(b.pending)
+	}
 	return st
 }
 
-// Messages returns the messages the chat received, oldest first.
-func (s *Server) Messages(chatID int64) []SentMessage {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c := s.chats[chatID]; c != nil {
-		return append([]SentMessage(nil), c.messages...)
-	}
-	return nil
-}
+// Messages returns the messages the chat received from the default bot, oldest first.
+func (s *Server) Messages(chatID int64) []SentMessage { return s.DefaultBot().Messages(chatID) }
 
-// Transcript returns what the chat shows, both sides, oldest first (at most the latest 1000 lines).
-func (s *Server) Transcript(chatID int64) []Line {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c := s.chats[chatID]; c != nil {
-		return append([]Line(nil), c.transcript...)
-	}
-	return nil
-}
+// Transcript returns what the chat with the default bot shows, both sides, oldest first (at most the
+// latest 1000 lines).
+func (s *Server) Transcript(chatID int64) []Line { return s.DefaultBot().Transcript(chatID) }
 
 // Changed returns a channel that is closed at the next change of the simulated world: a user's action or
 // account, a message, an update's delivery, the faults.
@@ -366,27 +406,10 @@ func (s *Server) Changed() <-chan struct{} {
 	return s.changed
 }
 
-// WaitMessages waits until the chat has received at least n messages and returns them all.
+// WaitMessages waits until the chat has received at least n messages from the default bot and returns
+// them all.
 func (s *Server) WaitMessages(ctx context.Context, chatID int64, n int) ([]SentMessage, error) {
-	for {
-		s.mu.Lock()
-		var msgs []SentMessage
-		if c := s.chats[chatID]; c != nil {
-			msgs = append(msgs, c.messages...)
-		}
-		ch := s.changed
-		s.mu.Unlock()
-		if len(msgs) >= n {
-			return msgs, nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return msgs, fmt.Errorf("while waiting for %d messages in chat %d (have %d): %w", n, chatID, len(msgs), ctx.Err())
-		case <-s.done:
-			return msgs, errors.New("simulator closed")
-		}
-	}
+	return s.DefaultBot().WaitMessages(ctx, chatID, n)
 }
 
 // Run serves the simulator on addr until ctx is done, then shuts down gracefully.
@@ -407,7 +430,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	limits.WriteTimeout = 65 * time.Second
 	srv := server.NewHTTPServer(s, s.log, limits)
 	s.log.Info("messenger simulator listening",
-		"api_url", "http://"+ln.Addr().String(), "bot_username", s.opts.BotUsername,
+		"api_url", "http://"+ln.Addr().String(), "bot_username", s.BotUsername(),
 		"global_rate", s.opts.GlobalRate, "per_chat_rate", s.opts.PerChatRate)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -417,7 +440,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 	// Release hung requests and long polls first, or Shutdown would wait for them.
-	s.closeOnce.Do(func() { close(s.done) })
+	s.shutDown()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {

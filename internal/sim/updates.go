@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,50 +36,61 @@ type webhookConfig struct {
 // Kinds the platform leaves out when allowed_updates is empty.
 var optInKinds = []string{"chat_member", "message_reaction", "message_reaction_count"}
 
-func (s *Server) allowedLocked(kind string) bool {
-	if len(s.allowed) == 0 {
+func (b *bot) allowedLocked(kind string) bool {
+	if len(b.allowed) == 0 {
 		return !slices.Contains(optInKinds, kind)
 	}
-	return slices.Contains(s.allowed, kind)
+	return slices.Contains(b.allowed, kind)
 }
 
 // ErrUserDeleted is returned for actions of a user whose account is deactivated.
 var ErrUserDeleted = errors.New("the user's account is deactivated")
 
-// enqueueLocked assigns the next update id, builds the update and queues it unless allowed_updates filters
-// its kind out. It returns the id, or 0 when filtered. Callers hold s.mu.
-func (s *Server) enqueueLocked(kind string, payload any) (int64, error) {
-	id := s.nextUpdateID
-	s.nextUpdateID++
+// enqueueLocked assigns the bot's next update id, builds the update and queues it unless allowed_updates
+// filters its kind out. It returns the id, or 0 when filtered. Callers hold s.mu.
+func (s *Server) enqueueLocked(b *bot, kind string, payload any) (int64, error) {
+	id := b.nextUpdateID
+	b.nextUpdateID++
 	raw, err := json.Marshal(payload)
 	if err != nil {
 		return 0, fmt.Errorf("while encoding a %s update: %w", kind, err)
 	}
 	body := []byte(`{"update_id":` + strconv.FormatInt(id, 10) + `,"` + kind + `":`)
 	body = append(append(body, raw...), '}')
-	if !s.allowedLocked(kind) {
+	if !b.allowedLocked(kind) {
 		return 0, nil
 	}
-	if len(s.pending) >= s.opts.MaxPendingUpdates {
-		s.pending = s.pending[1:]
+	if len(b.pending) >= s.opts.MaxPendingUpdates {
+		b.pending = b.pending[1:]
 	}
-	s.pending = append(s.pending, queued{id: id, kind: kind, body: body})
-	s.stats.UpdatesGenerated++
+	b.pending = append(b.pending, queued{id: id, kind: kind, body: body})
+	s.count(b, func(st *Stats) { st.UpdatesGenerated++ })
+	b.wakeLocked()
 	s.broadcastLocked()
 	return id, nil
 }
 
-// ensureUserLocked returns the user, creating it with defaults if new. Callers hold s.mu.
+// ensureUserLocked returns the user, creating it with defaults if new. A user has a private chat with the
+// default bot from the start (every test before bots relies on it); with another bot, from their first
+// action towards it (privateChatLocked). Callers hold s.mu.
 func (s *Server) ensureUserLocked(id int64) *user {
 	u := s.users[id]
 	if u == nil {
-		u = &user{User{ID: id, FirstName: "User " + strconv.FormatInt(id, 10)}}
+		u = &user{User: User{ID: id, FirstName: "User " + strconv.FormatInt(id, 10)}, blocked: map[int64]bool{}}
 		s.users[id] = u
 	}
-	if s.chats[id] == nil {
-		s.chats[id] = &chat{id: id, typ: messenger.ChatPrivate}
-	}
+	s.privateChatLocked(s.def, id)
 	return u
+}
+
+// privateChatLocked returns the bot's private chat with the user, opening it if new. Callers hold s.mu.
+func (s *Server) privateChatLocked(b *bot, userID int64) *chat {
+	c := b.chats[userID]
+	if c == nil {
+		c = &chat{id: userID, typ: messenger.ChatPrivate}
+		b.chats[userID] = c
+	}
+	return c
 }
 
 // EnsureUser creates the user, or updates the non-empty fields of an existing one, and returns it.
@@ -103,28 +115,24 @@ func (s *Server) EnsureUser(in User) (User, error) {
 		u.PhoneNumber = in.PhoneNumber
 	}
 	s.broadcastLocked()
-	return u.User, nil
+	return u.view(s.def), nil
 }
 
-// GetUser returns a user and whether it exists.
-func (s *Server) GetUser(id int64) (User, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if u := s.users[id]; u != nil {
-		return u.User, true
-	}
-	return User{}, false
-}
+// GetUser returns a user, Blocked saying whether they blocked the default bot, and whether the user exists.
+func (s *Server) GetUser(id int64) (User, bool) { return s.DefaultBot().GetUser(id) }
 
-// Users returns every simulated user, by id.
-func (s *Server) Users() []User {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]User, 0, len(s.users))
-	for _, u := range s.users {
-		out = append(out, u.User)
+// Users returns every simulated user, by id, Blocked saying whether they blocked the default bot.
+func (s *Server) Users() []User { return s.DefaultBot().Users() }
+
+// Users returns every simulated user, by id, Blocked saying whether they blocked this bot.
+func (h *BotHandle) Users() []User {
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	out := make([]User, 0, len(h.s.users))
+	for _, u := range h.s.users {
+		out = append(out, u.view(h.b))
 	}
-	slices.SortFunc(out, func(a, b User) int { return int(a.ID - b.ID) })
+	slices.SortFunc(out, func(a, b User) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 
@@ -138,34 +146,40 @@ type Incoming struct {
 	ChatType string
 }
 
-// Send makes the user send a message to the bot and returns the update id (0 when allowed_updates filters
+// Send makes the user send a message to the default bot (see BotHandle.Send).
+func (s *Server) Send(userID int64, in Incoming) (int64, error) {
+	return s.DefaultBot().Send(userID, in)
+}
+
+// Send makes the user send a message to this bot and returns the update id (0 when allowed_updates filters
 // messages out). Unknown users are created. A user who blocked the bot unblocks it by writing, as on the
 // platform.
-func (s *Server) Send(userID int64, in Incoming) (int64, error) {
+func (h *BotHandle) Send(userID int64, in Incoming) (int64, error) {
 	if userID <= 0 {
 		return 0, errors.New("a user id must be positive")
 	}
+	s, b := h.s, h.b
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	u := s.ensureUserLocked(userID)
 	if u.Deleted {
 		return 0, ErrUserDeleted
 	}
-	if u.Blocked {
-		if _, err := s.setBlockedLocked(u, false); err != nil {
+	if u.blocked[b.id] {
+		if _, err := s.setBlockedLocked(b, u, false); err != nil {
 			return 0, err
 		}
 	}
-	c := s.chats[userID]
+	c := s.privateChatLocked(b, userID)
 	if in.ChatID != 0 && in.ChatID != userID {
-		c = s.chats[in.ChatID]
+		c = b.chats[in.ChatID]
 		if c == nil {
 			typ := in.ChatType
 			if typ == "" {
 				typ = messenger.ChatGroup
 			}
 			c = &chat{id: in.ChatID, typ: typ, title: "Group " + strconv.FormatInt(in.ChatID, 10)}
-			s.chats[in.ChatID] = c
+			b.chats[in.ChatID] = c
 		}
 	}
 	c.nextMsgID++
@@ -181,7 +195,7 @@ func (s *Server) Send(userID int64, in Incoming) (int64, error) {
 	if cmd, _, _ := strings.Cut(in.Text, " "); strings.HasPrefix(cmd, "/") && len(cmd) > 1 {
 		msg.Entities = []messenger.MessageEntity{{Type: "bot_command", Offset: 0, Length: len(utf16.Encode([]rune(cmd)))}}
 	}
-	id, err := s.enqueueLocked(messenger.KindMessage, msg)
+	id, err := s.enqueueLocked(b, messenger.KindMessage, msg)
 	if err == nil {
 		c.addLine(Line{From: "user", UserID: u.ID, MessageID: msg.MessageID, Text: msg.Text, Contact: msg.Contact, Time: s.now()})
 		s.broadcastLocked()
@@ -191,38 +205,58 @@ func (s *Server) Send(userID int64, in Incoming) (int64, error) {
 		if len(msg.Entities) > 0 {
 			command, _, _ = strings.Cut(in.Text, " ")
 		}
-		s.log.Info("user sent a message", "user_id", userID, "chat_id", c.id, "update_id", id,
+		s.log.Info("user sent a message", "user_id", userID, "bot_id", b.id, "chat_id", c.id, "update_id", id,
 			"command", command, "text_length", len(in.Text), "contact", in.Contact != nil)
 	}
 	return id, err
 }
 
 func (s *Server) chatView(c *chat, u *user) messenger.Chat {
+	if c.typ == messenger.ChatPrivate && u == nil { // a Reset forgot the user while a send was under way
+		return messenger.Chat{ID: c.id, Type: c.typ}
+	}
 	if c.typ == messenger.ChatPrivate {
 		return messenger.Chat{ID: c.id, Type: c.typ, FirstName: u.FirstName, Username: u.Username}
 	}
 	return messenger.Chat{ID: c.id, Type: c.typ, Title: c.title}
 }
 
-// StartUser makes the user open the bot with a start payload, as a deep link t.me/<bot>?start=<payload>
-// does: the message text is "/start <payload>" ("/start" alone for an empty payload).
+// StartUser makes the user open the default bot with a start payload (see BotHandle.StartUser).
 func (s *Server) StartUser(userID int64, payload string) (int64, error) {
+	return s.DefaultBot().StartUser(userID, payload)
+}
+
+// StartUser makes the user open this bot with a start payload, as a deep link t.me/<bot>?start=<payload>
+// does: the message text is "/start <payload>" ("/start" alone for an empty payload).
+func (h *BotHandle) StartUser(userID int64, payload string) (int64, error) {
 	text := "/start"
 	if payload != "" {
 		text += " " + payload
 	}
-	return s.Send(userID, Incoming{Text: text})
+	return h.Send(userID, Incoming{Text: text})
 }
 
-// SendText makes the user send text in their private chat with the bot.
+// SendText makes the user send text in their private chat with the default bot.
 func (s *Server) SendText(userID int64, text string) (int64, error) {
-	return s.Send(userID, Incoming{Text: text})
+	return s.DefaultBot().SendText(userID, text)
 }
 
-// ShareContact makes the user share a contact in their private chat. An empty phone means the user's own
-// number. contactUserID nil means the user's own contact (user_id = the sender); a pointer to 0 means a
-// contact without user_id; any other value, someone else's contact.
+// SendText makes the user send text in their private chat with this bot.
+func (h *BotHandle) SendText(userID int64, text string) (int64, error) {
+	return h.Send(userID, Incoming{Text: text})
+}
+
+// ShareContact makes the user share a contact in their private chat with the default bot (see
+// BotHandle.ShareContact).
 func (s *Server) ShareContact(userID int64, phone string, contactUserID *int64) (int64, error) {
+	return s.DefaultBot().ShareContact(userID, phone, contactUserID)
+}
+
+// ShareContact makes the user share a contact in their private chat with this bot. An empty phone means the
+// user's own number. contactUserID nil means the user's own contact (user_id = the sender); a pointer to 0
+// means a contact without user_id; any other value, someone else's contact.
+func (h *BotHandle) ShareContact(userID int64, phone string, contactUserID *int64) (int64, error) {
+	s := h.s
 	s.mu.Lock()
 	u := s.ensureUserLocked(userID)
 	c := messenger.Contact{PhoneNumber: phone, FirstName: u.FirstName, LastName: u.LastName, UserID: userID}
@@ -242,30 +276,57 @@ func (s *Server) ShareContact(userID int64, phone string, contactUserID *int64) 
 	if c.PhoneNumber == "" {
 		return 0, errors.New("no phone number given and the user has none")
 	}
-	return s.Send(userID, Incoming{Contact: &c})
+	return h.Send(userID, Incoming{Contact: &c})
 }
 
 // OpenLink makes the user open a deep link such as https://t.me/herald_sim_bot?start=TOKEN (or
-// tg://resolve?domain=herald_sim_bot&start=TOKEN). The link must name this bot.
+// tg://resolve?domain=herald_sim_bot&start=TOKEN), in the bot the link names.
 func (s *Server) OpenLink(userID int64, link string) (int64, error) {
-	bot, payload, err := parseDeepLink(link)
+	_, id, err := s.openLink(userID, link)
+	return id, err
+}
+
+// openLink is OpenLink, which also returns the bot the link opened (the default bot when it opened none).
+func (s *Server) openLink(userID int64, link string) (*BotHandle, int64, error) {
+	name, _, err := parseDeepLink(link)
+	if err != nil {
+		return s.DefaultBot(), 0, err
+	}
+	h, ok := s.BotHandle(name)
+	if !ok {
+		return s.DefaultBot(), 0, fmt.Errorf("the link opens @%s, which is no bot of this simulator (GET /sim/bots lists them)", name)
+	}
+	id, err := h.OpenLink(userID, link)
+	return h, id, err
+}
+
+// OpenLink makes the user open a deep link, which must name this bot.
+func (h *BotHandle) OpenLink(userID int64, link string) (int64, error) {
+	name, payload, err := parseDeepLink(link)
 	if err != nil {
 		return 0, err
 	}
-	if !strings.EqualFold(bot, s.opts.BotUsername) {
-		return 0, fmt.Errorf("the link opens @%s, not this bot (@%s)", bot, s.opts.BotUsername)
+	if username := h.Info().Username; !strings.EqualFold(name, username) {
+		return 0, fmt.Errorf("the link opens @%s, not this bot (@%s)", name, username)
 	}
-	return s.StartUser(userID, payload)
+	return h.StartUser(userID, payload)
 }
 
-// Block makes the user block the bot: sends to the chat then answer 403 "Forbidden: bot was blocked by the
-// user". The bot receives a my_chat_member update, as on the platform.
-func (s *Server) Block(userID int64) error { return s.setBlocked(userID, true) }
+// Block makes the user block the default bot (see BotHandle.Block).
+func (s *Server) Block(userID int64) error { return s.DefaultBot().Block(userID) }
 
 // Unblock undoes Block.
-func (s *Server) Unblock(userID int64) error { return s.setBlocked(userID, false) }
+func (s *Server) Unblock(userID int64) error { return s.DefaultBot().Unblock(userID) }
 
-func (s *Server) setBlocked(userID int64, blocked bool) error {
+// Block makes the user block this bot: its sends to the chat then answer 403 "Forbidden: bot was blocked by
+// the user"; other bots are not concerned. The bot receives a my_chat_member update, as on the platform.
+func (h *BotHandle) Block(userID int64) error { return h.setBlocked(userID, true) }
+
+// Unblock undoes Block.
+func (h *BotHandle) Unblock(userID int64) error { return h.setBlocked(userID, false) }
+
+func (h *BotHandle) setBlocked(userID int64, blocked bool) error {
+	s := h.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	u := s.users[userID]
@@ -275,34 +336,39 @@ func (s *Server) setBlocked(userID int64, blocked bool) error {
 	if u.Deleted {
 		return ErrUserDeleted
 	}
-	_, err := s.setBlockedLocked(u, blocked)
+	s.privateChatLocked(h.b, userID) // a user blocks a bot from its chat
+	_, err := s.setBlockedLocked(h.b, u, blocked)
 	return err
 }
 
-func (s *Server) setBlockedLocked(u *user, blocked bool) (int64, error) {
-	if u.Blocked == blocked {
+func (s *Server) setBlockedLocked(b *bot, u *user, blocked bool) (int64, error) {
+	if u.blocked[b.id] == blocked {
 		return 0, nil
 	}
-	u.Blocked = blocked
+	if blocked {
+		u.blocked[b.id] = true
+	} else {
+		delete(u.blocked, b.id)
+	}
 	s.broadcastLocked()
 	oldStatus, newStatus := "member", "kicked"
 	if !blocked {
 		oldStatus, newStatus = newStatus, oldStatus
 	}
 	from := messenger.User{ID: u.ID, FirstName: u.FirstName, Username: u.Username}
-	bot := s.Bot()
-	s.log.Info("user changed the bot's membership", "user_id", u.ID, "blocked", blocked)
-	return s.enqueueLocked(messenger.KindMyChatMember, map[string]any{
+	me := b.user()
+	s.log.Info("user changed the bot's membership", "user_id", u.ID, "bot_id", b.id, "blocked", blocked)
+	return s.enqueueLocked(b, messenger.KindMyChatMember, map[string]any{
 		"chat":            messenger.Chat{ID: u.ID, Type: messenger.ChatPrivate, FirstName: u.FirstName, Username: u.Username},
 		"from":            from,
 		"date":            s.now().Unix(),
-		"old_chat_member": map[string]any{"status": oldStatus, "user": bot},
-		"new_chat_member": map[string]any{"status": newStatus, "user": bot},
+		"old_chat_member": map[string]any{"status": oldStatus, "user": me},
+		"new_chat_member": map[string]any{"status": newStatus, "user": me},
 	})
 }
 
-// DeleteUser deactivates the user's account: sends to the chat then answer 403 "Forbidden: user is
-// deactivated", and the user can no longer act.
+// DeleteUser deactivates the user's account: every bot's sends to the chat then answer 403 "Forbidden: user
+// is deactivated", and the user can no longer act.
 func (s *Server) DeleteUser(userID int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -316,9 +382,14 @@ func (s *Server) DeleteUser(userID int64) error {
 	return nil
 }
 
-// InjectUpdate queues an arbitrary update (a JSON object without update_id, e.g. {"edited_message": …} or
-// a kind Herald does not handle) and returns the update id assigned to it.
+// InjectUpdate queues an arbitrary update for the default bot (see BotHandle.InjectUpdate).
 func (s *Server) InjectUpdate(update json.RawMessage) (int64, error) {
+	return s.DefaultBot().InjectUpdate(update)
+}
+
+// InjectUpdate queues an arbitrary update for this bot (a JSON object without update_id, e.g.
+// {"edited_message": …} or a kind Herald does not handle) and returns the update id assigned to it.
+func (h *BotHandle) InjectUpdate(update json.RawMessage) (int64, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(update, &fields); err != nil || fields == nil {
 		return 0, errors.New("an update must be a JSON object")
@@ -331,51 +402,58 @@ func (s *Server) InjectUpdate(update json.RawMessage) (int64, error) {
 	var payload json.RawMessage
 	for kind, payload = range fields {
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.enqueueLocked(kind, payload)
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	return h.s.enqueueLocked(h.b, kind, payload)
 }
 
-// PendingUpdates returns the updates not yet fetched or delivered, as JSON objects.
-func (s *Server) PendingUpdates() []json.RawMessage {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]json.RawMessage, len(s.pending))
-	for i, q := range s.pending {
+// PendingUpdates returns the default bot's updates not yet fetched or delivered, as JSON objects.
+func (s *Server) PendingUpdates() []json.RawMessage { return s.DefaultBot().PendingUpdates() }
+
+// PendingUpdates returns this bot's updates not yet fetched or delivered, as JSON objects.
+func (h *BotHandle) PendingUpdates() []json.RawMessage {
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	out := make([]json.RawMessage, len(h.b.pending))
+	for i, q := range h.b.pending {
 		out[i] = q.body
 	}
 	return out
 }
 
-// WebhookInfo reports the webhook as getWebhookInfo does.
-func (s *Server) WebhookInfo() messenger.WebhookInfo {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	info := messenger.WebhookInfo{URL: s.webhook.url, PendingUpdateCount: len(s.pending), AllowedUpdates: s.allowed}
-	if s.webhook.lastError != "" {
-		info.LastErrorMessage = s.webhook.lastError
-		info.LastErrorDate = s.webhook.lastAt.Unix()
+// WebhookInfo reports the default bot's webhook as getWebhookInfo does.
+func (s *Server) WebhookInfo() messenger.WebhookInfo { return s.DefaultBot().WebhookInfo() }
+
+// WebhookInfo reports this bot's webhook as getWebhookInfo does.
+func (h *BotHandle) WebhookInfo() messenger.WebhookInfo {
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	b := h.b
+	info := messenger.WebhookInfo{URL: b.webhook.url, PendingUpdateCount: len(b.pending), AllowedUpdates: b.allowed}
+	if b.webhook.lastError != "" {
+		info.LastErrorMessage = b.webhook.lastError
+		info.LastErrorDate = b.webhook.lastAt.Unix()
 	}
 	return info
 }
 
-// deliverLoop POSTs pending updates to the webhook, one at a time and in order. An update the webhook keeps
-// refusing is dropped after WebhookAttempts, so one bad update cannot stall the rest forever. What became
-// of each update is recorded for WaitWebhook.
-func (s *Server) deliverLoop() {
+// deliverLoop POSTs the bot's pending updates to its webhook, one at a time and in order (each bot has its
+// own loop: a slow webhook of one bot holds no other bot's updates). An update the webhook keeps refusing is
+// dropped after WebhookAttempts, so one bad update cannot stall the rest forever. What became of each update
+// is recorded for WaitWebhook.
+func (s *Server) deliverLoop(b *bot) {
 	for {
 		s.mu.Lock()
-		if s.webhook.url == "" || len(s.pending) == 0 {
-			ch := s.changed
+		if b.webhook.url == "" || len(b.pending) == 0 {
 			s.mu.Unlock()
 			select {
-			case <-ch:
+			case <-b.wake:
 				continue
 			case <-s.done:
 				return
 			}
 		}
-		next, hook := s.pending[0], s.webhook
+		next, hook := b.pending[0], b.webhook
 		s.mu.Unlock()
 
 		out := WebhookOutcome{UpdateID: next.id}
@@ -386,7 +464,7 @@ func (s *Server) deliverLoop() {
 				case <-s.done:
 					return
 				}
-				if !s.webhookUnchanged(hook.gen, next.id) {
+				if !s.webhookUnchanged(b, hook.gen, next.id) {
 					break
 				}
 			}
@@ -395,38 +473,38 @@ func (s *Server) deliverLoop() {
 			s.mu.Lock()
 			if err == nil {
 				out.State, out.Error = WebhookAnswered, ""
-				s.stats.WebhookDeliveries++
+				s.count(b, func(st *Stats) { st.WebhookDeliveries++ })
 			} else {
 				out.Error = err.Error()
-				s.stats.WebhookFailures++
-				if s.webhook.gen == hook.gen {
-					s.webhook.lastError, s.webhook.lastAt = err.Error(), s.now()
+				s.count(b, func(st *Stats) { st.WebhookFailures++ })
+				if b.webhook.gen == hook.gen {
+					b.webhook.lastError, b.webhook.lastAt = err.Error(), s.now()
 				}
-				s.log.Warn("webhook refused an update", "update_id", next.id, "attempt", attempt, "error", err)
+				s.log.Warn("webhook refused an update", "bot_id", b.id, "update_id", next.id, "attempt", attempt, "error", err)
 			}
 			s.mu.Unlock()
 		}
 
 		s.mu.Lock()
 		// Pop only if nothing changed meanwhile: a new webhook or drop_pending_updates decides anew.
-		if s.webhook.gen == hook.gen && len(s.pending) > 0 && s.pending[0].id == next.id {
-			s.pending = s.pending[1:]
+		if b.webhook.gen == hook.gen && len(b.pending) > 0 && b.pending[0].id == next.id {
+			b.pending = b.pending[1:]
 			if out.State != WebhookAnswered {
 				out.State = WebhookDropped
-				s.stats.WebhookDropped++
-				s.log.Error("dropped an update the webhook kept refusing", "update_id", next.id)
+				s.count(b, func(st *Stats) { st.WebhookDropped++ })
+				s.log.Error("dropped an update the webhook kept refusing", "bot_id", b.id, "update_id", next.id)
 			}
-			s.outcomes.add(out)
+			b.outcomes.add(out)
 			s.broadcastLocked()
 		}
 		s.mu.Unlock()
 	}
 }
 
-func (s *Server) webhookUnchanged(gen, id int64) bool {
+func (s *Server) webhookUnchanged(b *bot, gen, id int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.webhook.gen == gen && len(s.pending) > 0 && s.pending[0].id == id
+	return b.webhook.gen == gen && len(b.pending) > 0 && b.pending[0].id == id
 }
 
 // post delivers one update and returns the webhook's HTTP status (0 when it did not answer).
@@ -495,18 +573,24 @@ func (o *outcomes) add(out WebhookOutcome) {
 	o.order = append(o.order, out.UpdateID)
 }
 
-// WaitWebhook waits until the webhook has answered the update (or the simulator gave it up) and says how;
-// without a webhook it returns at once (the update waits for getUpdates). When ctx ends first, the outcome
-// is WebhookPending.
+// WaitWebhook waits until the default bot's webhook has answered the update (see BotHandle.WaitWebhook).
 func (s *Server) WaitWebhook(ctx context.Context, updateID int64) WebhookOutcome {
+	return s.DefaultBot().WaitWebhook(ctx, updateID)
+}
+
+// WaitWebhook waits until this bot's webhook has answered the update (or the simulator gave it up) and says
+// how; without a webhook it returns at once (the update waits for getUpdates). When ctx ends first, the
+// outcome is WebhookPending.
+func (h *BotHandle) WaitWebhook(ctx context.Context, updateID int64) WebhookOutcome {
 	if updateID == 0 {
 		return WebhookOutcome{State: WebhookFiltered, Error: "allowed_updates leaves this kind of update out"}
 	}
+	s, b := h.s, h.b
 	for {
 		s.mu.Lock()
-		out, done := s.outcomes.byID[updateID]
-		queued := slices.ContainsFunc(s.pending, func(q queued) bool { return q.id == updateID })
-		url, ch := s.webhook.url, s.changed
+		out, done := b.outcomes.byID[updateID]
+		queued := slices.ContainsFunc(b.pending, func(q queued) bool { return q.id == updateID })
+		url, ch := b.webhook.url, s.changed
 		s.mu.Unlock()
 		switch {
 		case done:

@@ -5,20 +5,40 @@ import { $ } from './dom.js';
 import { v1, sim, session, useKey } from './api.js';
 import * as view from './render.js';
 
-const ui = { state: null, selected: null, deepLink: '' };
+// selected is the key of the chat shown; want, the chat a deep link just opened, selected once it appears.
+const ui = { state: null, selected: null, want: null, deepLink: '' };
 
 const tenantUser = () => $('#user-id').value.trim() || 'alice';
 const linkUser = () => Number($('#open-link-user').value) || 1001;
 // A simulated user without a phone number shares this one.
 const phoneOf = (user) => user.phone_number || '+1555' + String(user.id).padStart(7, '0').slice(-7);
-const selectedChat = () => ui.state?.chats.find((c) => c.user.id === ui.selected) || null;
+// A chat is a user's chat with one bot: the key names both.
+const chatKey = (c) => `${c.bot.id}:${c.user.id}`;
+const selectedChat = () => ui.state?.chats.find((c) => chatKey(c) === ui.selected) || null;
+// The simulator's routes about a chat act on its bot.
+const ofBot = (chat) => `?bot=${chat.bot.id}`;
+// The username a deep link opens (https://t.me/<bot>?start=… or tg://resolve?domain=<bot>&start=…).
+function linkBot(url) {
+  try {
+    const u = new URL(url);
+    return (u.protocol === 'tg:' ? u.searchParams.get('domain') : u.pathname.split('/').pop()) || '';
+  } catch {
+    return '';
+  }
+}
 
 function render() {
   const st = ui.state;
   if (!st) return;
-  if (!selectedChat() && st.chats.length) ui.selected = st.chats[0].user.id;
+  const wanted = ui.want && st.chats.find((c) => c.user.id === ui.want.user && c.bot.username.toLowerCase() === ui.want.bot);
+  if (wanted) {
+    ui.selected = chatKey(wanted);
+    ui.want = null;
+  }
+  if (!selectedChat() && st.chats.length) ui.selected = chatKey(st.chats[0]);
   const chat = selectedChat();
-  view.renderChatList(st.chats, ui.selected, (id) => { ui.selected = id; render(); });
+  view.renderBots(st.bots);
+  view.renderChatList(st.chats, ui.selected, chatKey, (key) => { ui.selected = key; render(); });
   view.renderChat(chat, press);
   const user = st.users.find((u) => u.user_id === tenantUser());
   view.renderUsers(st.users);
@@ -36,17 +56,19 @@ function render() {
 // its text, as the platform does.
 async function press(chat, button) {
   const res = button.request_contact
-    ? await sim('POST', `/users/${chat.user.id}/share-contact`, { phone_number: phoneOf(chat.user) })
-    : await sim('POST', `/users/${chat.user.id}/message`, { text: button.text });
+    ? await sim('POST', `/users/${chat.user.id}/share-contact${ofBot(chat)}`, { phone_number: phoneOf(chat.user) })
+    : await sim('POST', `/users/${chat.user.id}/message${ofBot(chat)}`, { text: button.text });
   view.showResult('#user-result', res);
 }
 
+// openLink opens a deep link as the user, in the bot it names (any of the simulator's), and shows that chat.
 async function openLink(url, userID) {
   if (!url) return;
   if (!ui.state?.chats.some((c) => c.user.id === userID)) {
     await sim('POST', '/users', { id: userID, phone_number: phoneOf({ id: userID }) });
   }
-  ui.selected = userID;
+  ui.want = { bot: linkBot(url).toLowerCase(), user: userID };
+  render();
   view.showResult('#user-result', await sim('POST', `/users/${userID}/open-link`, { url }));
 }
 
@@ -88,19 +110,19 @@ function bind() {
     const text = $('#say-text').value;
     if (!chat || !text) return;
     $('#say-text').value = '';
-    view.showResult('#user-result', await sim('POST', `/users/${chat.user.id}/message`, { text }));
+    view.showResult('#user-result', await sim('POST', `/users/${chat.user.id}/message${ofBot(chat)}`, { text }));
   });
   $('#share-foreign').addEventListener('click', async () => {
     const chat = selectedChat();
     if (!chat) return;
     // Someone else's contact: another user id, another number. Herald must not verify with it.
     const body = { phone_number: '+15559990000', contact_user_id: 999000 + (chat.user.id % 1000) };
-    view.showResult('#user-result', await sim('POST', `/users/${chat.user.id}/share-contact`, body));
+    view.showResult('#user-result', await sim('POST', `/users/${chat.user.id}/share-contact${ofBot(chat)}`, body));
   });
   $('#block').addEventListener('click', async () => {
     const chat = selectedChat();
     if (!chat) return;
-    view.showResult('#user-result', await sim('POST', `/users/${chat.user.id}/${chat.user.blocked ? 'unblock' : 'block'}`));
+    view.showResult('#user-result', await sim('POST', `/users/${chat.user.id}/${chat.user.blocked ? 'unblock' : 'block'}${ofBot(chat)}`));
   });
   $('#delete-account').addEventListener('click', async () => {
     const chat = selectedChat();

@@ -13,16 +13,23 @@ export function stateBadge(status) {
 
 const userName = (u) => [u.first_name, u.last_name].filter(Boolean).join(' ') || `User ${u.id}`;
 
-// chatList renders the chats as a phone's chat list; pick(id) selects one.
-export function renderChatList(chats, selected, pick) {
+// renderBots names the simulator's bots: a user has one chat with each.
+export function renderBots(bots) {
+  fill($('#bots'), bots.length ? [bots.length > 1 ? 'Bots: ' : 'Bot: ',
+    bots.map((b, i) => [i ? ', ' : '', el('b', {}, '@' + b.username), b.default ? ' (shared)' : ''])] : '');
+}
+
+// chatList renders the chats as a phone's chat list, each with the bot it is with; pick(key) selects one.
+export function renderChatList(chats, selected, keyOf, pick) {
   const list = $('#chat-list');
   fill(list, ...chats.map((c) => {
     const last = c.lines[c.lines.length - 1];
     const preview = last ? (last.contact ? 'Shared a contact' : last.text.split('\n').pop()) : 'no messages yet';
-    return el('li', { class: c.user.id === selected ? 'selected' : '', dataset: { user: c.user.id } },
-      el('button', { type: 'button', onclick: () => pick(c.user.id) },
+    return el('li', { class: keyOf(c) === selected ? 'selected' : '', dataset: { user: c.user.id, bot: c.bot.username } },
+      el('button', { type: 'button', onclick: () => pick(keyOf(c)) },
         el('span', { class: 'avatar', 'aria-hidden': 'true' }, userName(c.user).slice(0, 1)),
         el('span', { class: 'who' }, el('b', {}, userName(c.user)), ' ', el('small', {}, `#${c.user.id}`),
+          el('span', { class: 'bot' }, `@${c.bot.username}`),
           c.user.blocked ? el('span', { class: 'tag' }, 'blocked the bot') : null,
           c.user.deleted ? el('span', { class: 'tag' }, 'deleted') : null),
         el('span', { class: 'preview' }, preview)));
@@ -51,6 +58,7 @@ export function renderChat(c, press) {
   const stick = lines.scrollTop + lines.clientHeight >= lines.scrollHeight - 8;
   if (!c) {
     fill($('#chat-title'), 'No chat yet');
+    fill($('#chat-bot'), '');
     fill(lines, el('li', { class: 'hint' }, 'Create a link token, then open its deep link as a user: their chat with the bot appears here.'));
     $('#keyboard').hidden = true;
     return;
@@ -59,6 +67,7 @@ export function renderChat(c, press) {
     c.user.phone_number ? el('small', {}, ` ${c.user.phone_number}`) : null,
     c.user.blocked ? el('span', { class: 'tag' }, 'blocked the bot') : null,
     c.user.deleted ? el('span', { class: 'tag' }, 'account deleted') : null);
+  fill($('#chat-bot'), 'with ', el('b', {}, `@${c.bot.username}`));
   fill(lines, ...c.lines.map((line) => {
     let body;
     if (line.contact) {
