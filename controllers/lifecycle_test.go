@@ -19,6 +19,7 @@ import (
 	"github.com/heraldhq/herald/internal/operator"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/fixture"
+	"github.com/heraldhq/herald/internal/testing/wait"
 )
 
 // linkVerifiedUser makes user a linked user of tenant with a verified phone, as the webhook would after a
@@ -51,7 +52,7 @@ func (h *harness) deleteTenant(name string) {
 	if err := k8s.Delete(h.ctx, &notifyv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 		h.t.Fatal(err)
 	}
-	h.eventually(10*time.Second, "Tenant "+name+" gone", func() error {
+	wait.For(h.t, 10*time.Second, "Tenant "+name+" gone", func() error {
 		if err := k8s.Get(h.ctx, client.ObjectKey{Name: name}, &notifyv1alpha1.Tenant{}); !isNotFound(err) {
 			return fmt.Errorf("still there (%v)", err)
 		}
@@ -102,7 +103,7 @@ SELECT (SELECT count(*) FROM users WHERE tenant_id = $1) + (SELECT count(*) FROM
 	// The new tenant works: its ApiKey gets a new key, which authenticates, and the same user id can
 	// start over.
 	var fresh string
-	h.eventually(10*time.Second, "a new key for the re-created tenant", func() error {
+	wait.For(h.t, 10*time.Second, "a new key for the re-created tenant", func() error {
 		got := h.getKey(key)
 		if err := condition(got.Status.Conditions, got.Generation, notifyv1alpha1.ConditionReady, metav1.ConditionTrue, notifyv1alpha1.ReasonKeyActive); err != nil {
 			return err

@@ -16,6 +16,7 @@ import (
 	"github.com/heraldhq/herald/internal/operator"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/rbactest"
+	"github.com/heraldhq/herald/internal/testing/wait"
 )
 
 // consistently polls check for the whole of d and fails the test at its first error.
@@ -65,7 +66,7 @@ func TestKeysOfAnApiKeyDeletedWithoutItsFinalizerAreRevokedAfterTheGracePeriod(t
 	if err := k8s.Delete(h.ctx, gone); err != nil {
 		t.Fatal(err)
 	}
-	h.eventually(10*time.Second, "ApiKey gone", func() error {
+	wait.For(h.t, 10*time.Second, "ApiKey gone", func() error {
 		if err := k8s.Get(h.ctx, client.ObjectKeyFromObject(gone), &notifyv1alpha1.ApiKey{}); !isNotFound(err) {
 			return fmt.Errorf("still there (%v)", err)
 		}

@@ -32,6 +32,7 @@ import (
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
+	"github.com/heraldhq/herald/internal/testing/wait"
 )
 
 // One API server (envtest: real kube-apiserver and etcd, with the CRDs of config/crd/bases) for the
@@ -226,26 +227,10 @@ func (h *harness) apiKey(name, tenant string, mutate ...func(*notifyv1alpha1.Api
 	return k
 }
 
-// eventually polls check until it returns nil, failing the test with its last error after timeout.
-func (h *harness) eventually(timeout time.Duration, what string, check func() error) {
-	h.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // update re-reads obj, applies mutate and writes it, retrying on conflicts.
 func update[T client.Object](h *harness, obj T, mutate func(T)) {
 	h.t.Helper()
-	h.eventually(10*time.Second, "update "+obj.GetName(), func() error {
+	wait.For(h.t, 10*time.Second, "update "+obj.GetName(), func() error {
 		if err := k8s.Get(h.ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			return err
 		}
@@ -292,7 +277,7 @@ func condition(conds []metav1.Condition, generation int64, condType string, stat
 func (h *harness) waitKey(k *notifyv1alpha1.ApiKey, status metav1.ConditionStatus, reason string) *notifyv1alpha1.ApiKey {
 	h.t.Helper()
 	var got *notifyv1alpha1.ApiKey
-	h.eventually(10*time.Second, "ApiKey "+k.Name+" Ready="+string(status)+"/"+reason, func() error {
+	wait.For(h.t, 10*time.Second, "ApiKey "+k.Name+" Ready="+string(status)+"/"+reason, func() error {
 		got = &notifyv1alpha1.ApiKey{}
 		if err := k8s.Get(h.ctx, client.ObjectKeyFromObject(k), got); err != nil {
 			return err
@@ -307,7 +292,7 @@ func (h *harness) waitKey(k *notifyv1alpha1.ApiKey, status metav1.ConditionStatu
 // about what the operator does on a later reconcile (a resync) must not race the cache.
 func (h *harness) waitCachedKey(k *notifyv1alpha1.ApiKey) {
 	h.t.Helper()
-	h.eventually(10*time.Second, "the operator's cache holds ApiKey "+k.Name+"'s status", func() error {
+	wait.For(h.t, 10*time.Second, "the operator's cache holds ApiKey "+k.Name+"'s status", func() error {
 		got := &notifyv1alpha1.ApiKey{}
 		if err := h.cached.Get(h.ctx, client.ObjectKeyFromObject(k), got); err != nil {
 			return err
@@ -322,7 +307,7 @@ func (h *harness) waitCachedKey(k *notifyv1alpha1.ApiKey) {
 func (h *harness) waitTenant(name string, status metav1.ConditionStatus, reason string) *notifyv1alpha1.Tenant {
 	h.t.Helper()
 	var got *notifyv1alpha1.Tenant
-	h.eventually(10*time.Second, "Tenant "+name+" Ready="+string(status)+"/"+reason, func() error {
+	wait.For(h.t, 10*time.Second, "Tenant "+name+" Ready="+string(status)+"/"+reason, func() error {
 		got = &notifyv1alpha1.Tenant{}
 		if err := k8s.Get(h.ctx, client.ObjectKey{Name: name}, got); err != nil {
 			return err
@@ -366,7 +351,7 @@ func (h *harness) usable(secret string) bool {
 
 func (h *harness) waitUsable(secret string, want bool, within time.Duration) {
 	h.t.Helper()
-	h.eventually(within, fmt.Sprintf("key %s usable=%v", secret[:apikey.PrefixLen], want), func() error {
+	wait.For(h.t, within, fmt.Sprintf("key %s usable=%v", secret[:apikey.PrefixLen], want), func() error {
 		if got := h.usable(secret); got != want {
 			return fmt.Errorf("usable = %v", got)
 		}
@@ -431,7 +416,7 @@ func (h *harness) events(obj client.Object) []eventsv1.Event {
 // waitEvent waits for an event of type and reason about obj whose note contains text.
 func (h *harness) waitEvent(obj client.Object, eventType, reason, text string) {
 	h.t.Helper()
-	h.eventually(10*time.Second, fmt.Sprintf("%s event %s about %s", eventType, reason, obj.GetName()), func() error {
+	wait.For(h.t, 10*time.Second, fmt.Sprintf("%s event %s about %s", eventType, reason, obj.GetName()), func() error {
 		evs := h.events(obj)
 		for _, e := range evs {
 			if e.Type == eventType && e.Reason == reason && strings.Contains(e.Note, text) {

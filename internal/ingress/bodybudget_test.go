@@ -11,6 +11,7 @@ import (
 
 	"github.com/heraldhq/herald/internal/ingress"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/wait"
 )
 
 // trickle is an upload that a client started and never finishes: the headers, a declared Content-Length and
@@ -204,7 +205,7 @@ func TestATenantOverItsLimitIsRefusedBeforeItsBodyIsRead(t *testing.T) {
 			}
 			tr := e.trickle("POST", tc.path, key, ingress.MaxBodyBytes)
 			status := 0
-			e.until("the upload is answered or let in", func() bool {
+			wait.Until(e.t, 5*time.Second, "the upload is answered or let in", func() bool {
 				select {
 				case status = <-tr.answered:
 					return true
@@ -220,7 +221,7 @@ func TestATenantOverItsLimitIsRefusedBeforeItsBodyIsRead(t *testing.T) {
 				break
 			}
 			_ = tr.c.Close()
-			e.until("the abandoned upload's bytes are given back", func() bool { used, _ := ingress.BodyBytesInFlight(e.api); return used == 0 })
+			wait.Until(e.t, 5*time.Second, "the abandoned upload's bytes are given back", func() bool { used, _ := ingress.BodyBytesInFlight(e.api); return used == 0 })
 			if attempt == 5 {
 				t.Errorf("%s over the limit was let in, its body awaited, in %d attempts of 5", tc.what, attempt)
 				break

@@ -39,6 +39,7 @@ import (
 	"github.com/heraldhq/herald/internal/operator"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 	"github.com/heraldhq/herald/internal/testing/rbactest"
+	"github.com/heraldhq/herald/internal/testing/wait"
 )
 
 var (
@@ -113,21 +114,6 @@ func get(url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func eventually(t *testing.T, within time.Duration, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, within, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // startRun runs operator.Run as `herald operator` would, and stops it at the end of the test.
 func startRun(t *testing.T, opts operator.Options) {
 	t.Helper()
@@ -168,14 +154,14 @@ func TestRunElectsALeaderServesProbesAndMetricsAndReconciles(t *testing.T) {
 	})
 
 	for _, path := range []string{"/healthz", "/readyz"} {
-		eventually(t, 20*time.Second, path, func() error {
+		wait.For(t, 20*time.Second, path, func() error {
 			if code, body := get("http://" + probes + path); code != http.StatusOK {
 				return fmt.Errorf("%d %s", code, body)
 			}
 			return nil
 		})
 	}
-	eventually(t, 20*time.Second, "leader lease", func() error {
+	wait.For(t, 20*time.Second, "leader lease", func() error {
 		var lease coordinationv1.Lease
 		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: id.Namespace, Name: operator.DefaultLeaderElectionID}, &lease); err != nil {
 			return err
@@ -192,14 +178,14 @@ func TestRunElectsALeaderServesProbesAndMetricsAndReconciles(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		_ = k8s.Delete(context.Background(), tenant)
-		eventually(t, 10*time.Second, "Tenant deleted", func() error {
+		wait.For(t, 10*time.Second, "Tenant deleted", func() error {
 			if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(tenant), tenant); err == nil {
 				return fmt.Errorf("still there")
 			}
 			return nil
 		})
 	})
-	eventually(t, 20*time.Second, "Tenant ready", func() error {
+	wait.For(t, 20*time.Second, "Tenant ready", func() error {
 		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(tenant), tenant); err != nil {
 			return err
 		}
@@ -209,7 +195,7 @@ func TestRunElectsALeaderServesProbesAndMetricsAndReconciles(t *testing.T) {
 		return nil
 	})
 	token := scraperToken(t, id, true)
-	eventually(t, 10*time.Second, "metrics", func() error {
+	wait.For(t, 10*time.Second, "metrics", func() error {
 		code, body := scrape(t, "https://"+metrics+"/metrics", token, nil)
 		if code != http.StatusOK || !strings.Contains(body, `controller_runtime_reconcile_total{controller="tenant"`) {
 			return fmt.Errorf("%d, reconcile metrics missing", code)
@@ -275,7 +261,7 @@ func TestMetricsAreServedOnlyToTokensAllowedToReadThem(t *testing.T) {
 	reader, stranger := scraperToken(t, id, true), scraperToken(t, id, false)
 	url := "https://" + metrics + "/metrics"
 
-	eventually(t, 20*time.Second, "a metrics reader gets the metrics", func() error {
+	wait.For(t, 20*time.Second, "a metrics reader gets the metrics", func() error {
 		if code, body := scrape(t, url, reader, nil); code != http.StatusOK || !strings.Contains(body, "controller_runtime_") {
 			return fmt.Errorf("%d %.200s", code, body)
 		}
@@ -308,7 +294,7 @@ func TestMetricsServeTheCertificateOfTheCertDir(t *testing.T) {
 	metrics := freeAddr(t)
 	startRun(t, operator.Options{DatabaseURL: pgtest.NewDatabase(t), MetricsAddr: metrics, ProbeAddr: "0", MetricsCertDir: dir, RestConfig: id.Config})
 	reader := scraperToken(t, id, true)
-	eventually(t, 20*time.Second, "metrics over the given certificate", func() error {
+	wait.For(t, 20*time.Second, "metrics over the given certificate", func() error {
 		if code, body := scrape(t, "https://"+metrics+"/metrics", reader, roots); code != http.StatusOK {
 			return fmt.Errorf("%d %.200s", code, body)
 		}
@@ -364,7 +350,7 @@ func TestRunStartsWithoutPostgreSQLAndReportsIt(t *testing.T) {
 		MetricsAddr: "0",
 		ProbeAddr:   probes,
 	})
-	eventually(t, 20*time.Second, "/healthz up, /readyz failing on the key store", func() error {
+	wait.For(t, 20*time.Second, "/healthz up, /readyz failing on the key store", func() error {
 		if code, body := get("http://" + probes + "/healthz"); code != http.StatusOK {
 			return fmt.Errorf("healthz %d %s", code, body)
 		}
@@ -383,7 +369,7 @@ func TestRunStartsWithoutPostgreSQLAndReportsIt(t *testing.T) {
 		_ = k8s.Delete(context.Background(), tenant)
 		_ = k8s.Patch(context.Background(), tenant, client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`)))
 	})
-	eventually(t, 20*time.Second, "KeyStoreUnavailable", func() error {
+	wait.For(t, 20*time.Second, "KeyStoreUnavailable", func() error {
 		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(tenant), tenant); err != nil {
 			return err
 		}

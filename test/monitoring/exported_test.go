@@ -29,6 +29,7 @@ import (
 	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/kafkatest"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
+	"github.com/heraldhq/herald/internal/testing/wait"
 )
 
 // namesUsed are the metric names the dashboard and the alerts read, each with where it is read; the
@@ -104,15 +105,15 @@ func TestEveryMetricTheDashboardAndAlertsReadIsExported(t *testing.T) {
 	// Link, verify, send: the webhook's updates, the tenant API, a delivery.
 	link := c.do("POST", "/v1/link-token", `{"user_id":"alice"}`, true, 200)["deep_link"].(string)
 	c.do("POST", "/sim/users/1001/open-link", `{"url":"`+link+`"}`, false, 200)
-	c.eventually("the link", func() bool {
+	wait.Until(c.t, 30*time.Second, "the link", func() bool {
 		return c.status("POST", "/v1/phone-verification/start", `{"user_id":"alice"}`, true) == 202
 	})
 	c.do("POST", "/sim/users/1001/share-contact", `{"phone_number":"15551234567"}`, false, 200)
-	c.eventually("the verification", func() bool {
+	wait.Until(c.t, 30*time.Second, "the verification", func() bool {
 		return c.do("GET", "/v1/phone-verification/status/alice", "", true, 200)["status"] == "verified"
 	})
 	id := c.do("POST", "/v1/send", `{"user_id":"alice","message":"first"}`, true, 202)["tracking_id"].(string)
-	c.eventually("the delivery", func() bool { return c.do("GET", "/v1/status/"+id, "", true, 200)["status"] == "delivered" })
+	wait.Until(c.t, 30*time.Second, "the delivery", func() bool { return c.do("GET", "/v1/status/"+id, "", true, 200)["status"] == "delivered" })
 	// The platform answers the next send 429, then the one after 500.
 	c.do("POST", "/sim/faults", `{"next_429":{"count":1,"retry_after":1},"next_5xx":1}`, false, 200)
 	time.Sleep(1100 * time.Millisecond) // the tenant's bucket refills
@@ -308,15 +309,4 @@ func (c *devClient) do(method, path, body string, withKey bool, want int) map[st
 		c.t.Fatalf("%s %s: %d %s", method, path, s, b)
 	}
 	return m
-}
-
-func (c *devClient) eventually(what string, cond func() bool) {
-	c.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			c.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
