@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -23,7 +22,6 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
@@ -31,7 +29,9 @@ import (
 	"github.com/heraldhq/herald/internal/operator"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/fixture"
+	"github.com/heraldhq/herald/internal/testing/kubetest"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
+	"github.com/heraldhq/herald/internal/testing/syncbuf"
 	"github.com/heraldhq/herald/internal/testing/wait"
 )
 
@@ -42,35 +42,9 @@ var (
 	k8s        client.Client // uncached: what kubectl would see
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
+func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		// The binaries hack/envtest.sh builds, when a developer runs go test by hand.
-		if dir, _ := filepath.Abs(filepath.Join("..", "bin", "k8s")); fileExists(filepath.Join(dir, "kube-apiserver")) && fileExists(filepath.Join(dir, "etcd")) {
-			_ = os.Setenv("KUBEBUILDER_ASSETS", dir)
-		} else {
-			fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set and ./bin/k8s has no kube-apiserver and etcd: run `make envtest` (hack/envtest.sh) first")
-			return 1
-		}
-	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting envtest (KUBEBUILDER_ASSETS=%s): %v\n", os.Getenv("KUBEBUILDER_ASSETS"), err)
-		return 1
-	}
-	defer func() { _ = env.Stop() }()
-	restConfig = cfg
-	if k8s, err = client.New(cfg, client.Options{Scheme: operator.Scheme()}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return pgtest.Run(m)
+	os.Exit(kubetest.Run(m, func(cfg *rest.Config, c client.Client) { restConfig, k8s = cfg, c }))
 }
 
 // randomSuffix makes names unique to a test: six hex digits.
@@ -79,8 +53,6 @@ func randomSuffix() string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // harness is one running operator over a fresh database.
 type harness struct {
@@ -129,11 +101,12 @@ func (h *harness) run(opts operator.Options) {
 	opts.SkipControllerNameValidation = true
 	// The operator's log, kept at Info and shown only when the test fails: what each reconcile did is how a
 	// failure that depends on timing is understood.
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	opts.Logger = logr.FromSlogHandler(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	h.t.Cleanup(func() {
 		if h.t.Failed() {
-			h.t.Logf("the operator's log:\n%s", logs.tail(64<<10))
+			out := logs.String()
+			h.t.Logf("the operator's log:\n%s", out[max(0, len(out)-64<<10):])
 		}
 	})
 	cfg := restConfig
@@ -454,24 +427,4 @@ func reconcileCount(t *testing.T) float64 {
 		}
 	}
 	return n
-}
-
-// lockedBuffer is a log destination that several goroutines write to and a test reads.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	return len(p), nil
-}
-
-// tail is the last n bytes written.
-func (b *lockedBuffer) tail(n int) string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf[max(0, len(b.buf)-n):])
 }

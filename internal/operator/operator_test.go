@@ -12,7 +12,6 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -23,7 +22,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -33,10 +31,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
 	"github.com/heraldhq/herald/internal/operator"
+	"github.com/heraldhq/herald/internal/testing/kubetest"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 	"github.com/heraldhq/herald/internal/testing/rbactest"
 	"github.com/heraldhq/herald/internal/testing/wait"
@@ -47,30 +45,8 @@ var (
 	k8s        client.Client
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		dir, _ := filepath.Abs(filepath.Join("..", "..", "bin", "k8s"))
-		if _, err := os.Stat(filepath.Join(dir, "kube-apiserver")); err != nil {
-			fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set and ./bin/k8s has no kube-apiserver: run `make envtest` (hack/envtest.sh) first")
-			return 1
-		}
-		_ = os.Setenv("KUBEBUILDER_ASSETS", dir)
-	}
-	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
-	cfg, err := env.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting envtest: %v\n", err)
-		return 1
-	}
-	defer func() { _ = env.Stop() }()
-	restConfig = cfg
-	if k8s, err = client.New(cfg, client.Options{Scheme: operator.Scheme()}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return pgtest.Run(m)
+func TestMain(m *testing.M) {
+	os.Exit(kubetest.Run(m, func(cfg *rest.Config, c client.Client) { restConfig, k8s = cfg, c }))
 }
 
 func TestRunRejectsInvalidOptions(t *testing.T) {
@@ -114,28 +90,14 @@ func get(url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// startRun runs operator.Run as `herald operator` would, and stops it at the end of the test.
+// startRun runs operator.Run as `herald operator` would, against envtest unless opts names another API
+// server, and stops it at the end of the test.
 func startRun(t *testing.T, opts operator.Options) {
 	t.Helper()
 	if opts.RestConfig == nil {
 		opts.RestConfig = restConfig
 	}
-	opts.Logger = logr.FromSlogHandler(slog.DiscardHandler)
-	opts.SkipControllerNameValidation = true
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- operator.Run(ctx, opts) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run returned %v after cancellation, want nil", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("Run did not return within 30s of cancellation")
-		}
-	})
+	kubetest.StartOperator(t, opts)
 }
 
 // The operator as it runs in a cluster: as its ServiceAccount with the RBAC of config/rbac, leader

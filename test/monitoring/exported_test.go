@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"regexp"
@@ -14,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/google/uuid"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,6 +26,7 @@ import (
 	"github.com/heraldhq/herald/internal/testing/devtest"
 	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/kafkatest"
+	"github.com/heraldhq/herald/internal/testing/kubetest"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 	"github.com/heraldhq/herald/internal/testing/wait"
 )
@@ -229,43 +228,17 @@ func startDev(t *testing.T, o devenv.Options) (base, key string) {
 func startOperator(t *testing.T) string {
 	t.Helper()
 	addr := freeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- operator.Run(ctx, operator.Options{DatabaseURL: pgtest.NewDatabase(t), MetricsAddr: addr, InsecureMetrics: true,
-			ProbeAddr: "0", RestConfig: restConfig, SkipControllerNameValidation: true,
-			Logger: logr.FromSlogHandler(slog.DiscardHandler)})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("the operator returned %v after cancellation", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("the operator did not stop within 30 s")
-		}
-	})
-	k8s, err := client.New(restConfig, client.Options{Scheme: operator.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	kubetest.StartOperator(t, operator.Options{DatabaseURL: pgtest.NewDatabase(t), MetricsAddr: addr, InsecureMetrics: true,
+		ProbeAddr: "0", RestConfig: restConfig})
 	tenant := &notifyv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "monitoring-acme"}, Spec: notifyv1alpha1.TenantSpec{DisplayName: "Acme"}}
 	if err := k8s.Create(context.Background(), tenant); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), tenant) })
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(tenant), tenant); err == nil && tenant.IsInKeyStore() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the operator did not reconcile the Tenant within 30 s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	wait.Until(t, 30*time.Second, "the operator to reconcile the Tenant", func() bool {
+		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(tenant), tenant)
+		return err == nil && tenant.IsInKeyStore()
+	})
 	return "http://" + addr + "/metrics"
 }
 
