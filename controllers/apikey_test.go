@@ -123,10 +123,7 @@ func TestApiKeyIsRejectedWithoutATenantThatListsItsNamespace(t *testing.T) {
 
 func TestApiKeyChangesReachTheKeyStoreWithinSeconds(t *testing.T) {
 	h := start(t, operator.Options{})
-	tn := h.tenant("acme")
-	key := h.apiKey("app", tn.Name)
-	h.waitKey(key, metav1.ConditionTrue, notifyv1alpha1.ReasonKeyActive)
-	secret := h.secretKey(key)
+	_, key, secret := h.activeKey()
 	future := metav1.NewTime(time.Now().Add(48 * time.Hour).Truncate(time.Second))
 
 	steps := []struct {
@@ -194,20 +191,9 @@ func TestApiKeyChangesReachTheKeyStoreWithinSeconds(t *testing.T) {
 
 func TestDeletingAnApiKeyRevokesItsKeysBeforeItGoes(t *testing.T) {
 	h := start(t, operator.Options{})
-	tn := h.tenant("acme")
-	key := h.apiKey("app", tn.Name)
-	h.waitKey(key, metav1.ConditionTrue, notifyv1alpha1.ReasonKeyActive)
-	secret := h.secretKey(key)
+	_, key, secret := h.activeKey()
 
-	if err := k8s.Delete(h.ctx, key); err != nil {
-		t.Fatal(err)
-	}
-	wait.For(h.t, 10*time.Second, "ApiKey gone", func() error {
-		if err := k8s.Get(h.ctx, client.ObjectKeyFromObject(key), &notifyv1alpha1.ApiKey{}); !isNotFound(err) {
-			return fmt.Errorf("still there (%v)", err)
-		}
-		return nil
-	})
+	h.deleteAndWait(key)
 	if r := h.keyRow(secret); r.RevokedAt == nil {
 		t.Error("the key was not revoked before the ApiKey went")
 	}
@@ -452,10 +438,7 @@ UNION ALL SELECT 'key:' || xmin::text || ':' || updated_at::text FROM api_keys O
 
 func TestAKeyStoreOutageIsReportedAndRecoveredFrom(t *testing.T) {
 	h := start(t, operator.Options{ResyncPeriod: time.Second})
-	tn := h.tenant("acme")
-	key := h.apiKey("app", tn.Name)
-	h.waitKey(key, metav1.ConditionTrue, notifyv1alpha1.ReasonKeyActive)
-	secret := h.secretKey(key)
+	tn, key, secret := h.activeKey()
 	generation := h.getKey(key).Generation
 
 	admin := strings.Replace(h.dbURL, h.dbName()+"?", "postgres?", 1)

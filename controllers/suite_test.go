@@ -200,6 +200,30 @@ func (h *harness) apiKey(name, tenant string, mutate ...func(*notifyv1alpha1.Api
 	return k
 }
 
+// activeKey creates Tenant acme and its ApiKey app, waits until the key is active, and returns them with
+// the key the operator minted into the ApiKey's Secret.
+func (h *harness) activeKey() (*notifyv1alpha1.Tenant, *notifyv1alpha1.ApiKey, string) {
+	h.t.Helper()
+	tn := h.tenant("acme")
+	key := h.apiKey("app", tn.Name)
+	h.waitKey(key, metav1.ConditionTrue, notifyv1alpha1.ReasonKeyActive)
+	return tn, key, h.secretKey(key)
+}
+
+// deleteAndWait deletes obj and waits until it is gone: until the operator's finalizer has done its work.
+func (h *harness) deleteAndWait(obj client.Object) {
+	h.t.Helper()
+	if err := k8s.Delete(h.ctx, obj); err != nil {
+		h.t.Fatalf("deleting %T %s: %v", obj, obj.GetName(), err)
+	}
+	wait.For(h.t, 10*time.Second, fmt.Sprintf("%T %s gone", obj, obj.GetName()), func() error {
+		if err := k8s.Get(h.ctx, client.ObjectKeyFromObject(obj), obj); !isNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
+}
+
 // update re-reads obj, applies mutate and writes it, retrying on conflicts.
 func update[T client.Object](h *harness, obj T, mutate func(T)) {
 	h.t.Helper()

@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
@@ -106,10 +105,7 @@ func TestTenantCountsActiveKeys(t *testing.T) {
 
 func TestSuspendingATenantMakesItsKeysFailWithinSeconds(t *testing.T) {
 	h := start(t, operator.Options{})
-	tn := h.tenant("acme")
-	key := h.apiKey("app", tn.Name)
-	h.waitKey(key, metav1.ConditionTrue, notifyv1alpha1.ReasonKeyActive)
-	secret := h.secretKey(key)
+	tn, key, secret := h.activeKey()
 	if !h.usable(secret) {
 		t.Fatal("the key does not authenticate before suspension")
 	}
@@ -132,23 +128,11 @@ func TestSuspendingATenantMakesItsKeysFailWithinSeconds(t *testing.T) {
 
 func TestDeletingATenantRevokesEveryKeyBeforeItGoes(t *testing.T) {
 	h := start(t, operator.Options{})
-	tn := h.tenant("acme")
-	key := h.apiKey("app", tn.Name)
-	h.waitKey(key, metav1.ConditionTrue, notifyv1alpha1.ReasonKeyActive)
-	secret := h.secretKey(key)
+	tn, key, secret := h.activeKey()
 	cli := h.cliKey(tn.Name) // a key made with the admin CLI: revoked as well
 	uid := h.getTenant(tn.Name).UID
 
-	if err := k8s.Delete(h.ctx, &notifyv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: tn.Name}}); err != nil {
-		t.Fatal(err)
-	}
-	wait.For(h.t, 10*time.Second, "Tenant gone", func() error {
-		err := k8s.Get(h.ctx, client.ObjectKey{Name: tn.Name}, &notifyv1alpha1.Tenant{})
-		if isNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("still there (%v)", err)
-	})
+	h.deleteTenant(tn.Name)
 	// The finalizer is removed only after the revocation committed: by now every key is revoked.
 	for _, s := range []string{secret, cli.Secret} {
 		if r := h.keyRow(s); r.RevokedAt == nil {
