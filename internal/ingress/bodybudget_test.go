@@ -183,9 +183,7 @@ func TestOneTenantsTrickledUploadsCannotTakeEveryPlaceInFlight(t *testing.T) {
 // before their bodies are reserved, the same way.
 func TestATenantOverItsLimitIsRefusedBeforeItsBodyIsRead(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	key := e.tenant("acme", "Acme", nil)
-	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
+	e, key := newEnvWithUser(t)
 	e.limit("acme", store.TenantLimits{SendsPerSecond: int32p(1), Burst: int32p(1), RequestsPerSecond: int32p(1)})
 	send := map[string]any{"user_id": "u1", "message": "hi"}
 	for _, tc := range []struct {
