@@ -325,11 +325,17 @@ func (e *env) replies() []reply {
 // onlyReply asserts exactly one reply and returns it.
 func (e *env) onlyReply() reply {
 	e.t.Helper()
+	return e.wantReplies(1)[0]
+}
+
+// wantReplies asserts exactly n replies and returns them.
+func (e *env) wantReplies(n int) []reply {
+	e.t.Helper()
 	rs := e.replies()
-	if len(rs) != 1 {
-		e.t.Fatalf("%d replies, want 1: %+v", len(rs), rs)
+	if len(rs) != n {
+		e.t.Fatalf("%d replies, want %d: %+v", len(rs), n, rs)
 	}
-	return rs[0]
+	return rs
 }
 
 func deref(s *string) string {

@@ -93,10 +93,7 @@ func TestPollingFeedsTheSameHandler(t *testing.T) {
 	// Each fetched update is confirmed by the next call's offset, so nothing stays pending.
 	wait.Until(t, 10*time.Second, "the offset to confirm every update", func() bool { return len(s.PendingUpdates()) == 0 })
 
-	rs := e.replies()
-	if len(rs) != 2 {
-		t.Fatalf("%d replies, want 2 (link, verification)", len(rs))
-	}
+	rs := e.wantReplies(2) // the link's and the verification's
 	expectReply(t, rs[0], 601, "acme", brand.Render("Acme", textLinked), nil)
 	expectReply(t, rs[1], 601, "acme", brand.Render("Acme Dev", textVerified), removeKeyboard)
 	if n := e.count(`SELECT count(*) FROM processed_updates`); n != 2 {
