@@ -166,7 +166,7 @@ func TestASenderKilledMidSendLosesNoEvent(t *testing.T) {
 	first := e.start(opts)
 	wait.Until(t, 10*time.Second, "requests on the wire", func() bool { return rc.inFlight.Load() == int32(opts.EndpointConcurrency) })
 	first.s.Kill()
-	first.stop(t)
+	first.Stop(t)
 	if n := e.count(`SELECT count(*) FROM callback_events WHERE state = 'pending' AND leased_until > now()`); n != opts.EndpointConcurrency {
 		t.Fatalf("%d events leased by the dead sender, want %d", n, opts.EndpointConcurrency)
 	}

@@ -374,7 +374,7 @@ func TestGracefulShutdownLosesNothing(t *testing.T) {
 		}
 	}
 	time.Sleep(500 * time.Millisecond)
-	first.stop(t)
+	first.Stop(t)
 	delivered := e.countStatus(ids, "delivered")
 	if delivered == 0 || delivered == n {
 		t.Fatalf("%d of %d delivered when the first worker stopped; the test needs a stop mid-stream", delivered, n)
@@ -412,7 +412,7 @@ func TestKilledWorkerIsTakenOver(t *testing.T) {
 	parallel(n, 8, func(i int) { ids[i], _ = e.send("k"+strconv.Itoa(i), "k"+strconv.Itoa(i), 5) })
 	time.Sleep(1500 * time.Millisecond)
 	first.w.Kill()
-	first.stop(t)
+	first.Stop(t)
 	before := e.countStatus(ids, "delivered")
 	stuck := e.countStatus(ids, "delivering")
 	t.Logf("at the kill: %d delivered, %d delivering", before, stuck)

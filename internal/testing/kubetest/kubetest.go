@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/heraldhq/herald/internal/operator"
+	"github.com/heraldhq/herald/internal/testing/background"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 	"github.com/heraldhq/herald/internal/testing/reporoot"
 )
@@ -67,23 +68,10 @@ func exists(path string) bool {
 }
 
 // StartOperator runs operator.Run with opts (the API server is opts.RestConfig's) as `herald operator`
-// would, logging nowhere, and stops it at the end of the test: it must return nil once cancelled.
+// would, logging nowhere, and stops it at the end of the test.
 func StartOperator(t testing.TB, opts operator.Options) {
 	t.Helper()
 	opts.Logger = logr.FromSlogHandler(slog.DiscardHandler)
 	opts.SkipControllerNameValidation = true
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- operator.Run(ctx, opts) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("the operator returned %v after cancellation, want nil", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("the operator did not return within 30 s of cancellation")
-		}
-	})
+	background.Start(t, "the operator", 30*time.Second, func(ctx context.Context) error { return operator.Run(ctx, opts) })
 }
