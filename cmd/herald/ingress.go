@@ -24,8 +24,8 @@ func (c *ingressCmd) Run(e runEnv) error {
 	if warning := c.UntrustedProxyWarning(); warning != "" {
 		logger.Warn(warning)
 	}
-	// Go's default GOGC (100), not server.TuneGC's 400: the ingress now allocates little per send, and at
-	// 400 its heap grew to five times the ~10 MB it keeps live (docs/benchmarks.md).
+	// Go's default GOGC (100), not server.TuneGC's 400: the ingress allocates little per send, and at 400 its
+	// heap grew to several times what it keeps live (docs/benchmarks.md, "Less garbage, the default GOGC").
 	st, ob, closeAll, err := openOutbox(e.ctx, &c.Database, &c.Kafka, logger)
 	if err != nil {
 		return err

@@ -49,8 +49,8 @@ const (
 )
 
 // slack absorbs, in a recovery bound, what a busy two-core machine adds (process scheduling, a group
-// rebalance's join round trips, the harness's own polling): on this suite's machine, with other builds
-// running, the same scenario's recovery varied by up to 6 s between runs.
+// rebalance's join round trips, the harness's own polling), by which the same scenario's recovery varies
+// between runs (docs/reliability.md, "Measured", says by how much).
 const slack = 8 * time.Second
 
 // drain is how long a backlog of n messages per user takes to go out while the load keeps adding PerUser
