@@ -16,7 +16,6 @@ import (
 	"github.com/heraldhq/herald/internal/ingress"
 	"github.com/heraldhq/herald/internal/operator"
 	"github.com/heraldhq/herald/internal/outbox"
-	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/testing/kafkatest"
 	"github.com/heraldhq/herald/internal/testing/wait"
@@ -30,8 +29,7 @@ func TestEndToEndFromApplyToRotation(t *testing.T) {
 	h := start(t, operator.Options{RotationGracePeriod: grace, ResyncPeriod: time.Minute})
 
 	broker := kafkatest.New(t, "e2e")
-	producer := queue.NewProducer(broker.Addrs(), "e2e")
-	t.Cleanup(func() { _ = producer.Close() })
+	producer := broker.Producer(t, "e2e")
 	logger := slog.New(slog.DiscardHandler)
 	ob := outbox.New(h.st, producer, outbox.Options{Logger: logger})
 	t.Cleanup(ob.Close)

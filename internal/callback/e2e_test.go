@@ -16,7 +16,6 @@ import (
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/outbox"
-	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/sim"
 	"github.com/heraldhq/herald/internal/testing/kafkatest"
@@ -42,8 +41,7 @@ func newGateway(t *testing.T) *gateway {
 	logger := testLogger()
 	const prefix = "cb"
 	b := kafkatest.New(t, prefix)
-	p := queue.NewProducer(b.Addrs(), prefix)
-	t.Cleanup(func() { p.Close() })
+	p := b.Producer(t, prefix)
 	ob := outbox.New(e.st, p, outbox.Options{Logger: logger})
 	t.Cleanup(ob.Close)
 

@@ -16,7 +16,6 @@ import (
 
 	"github.com/heraldhq/herald/internal/ingress"
 	"github.com/heraldhq/herald/internal/outbox"
-	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/store"
 )
@@ -150,8 +149,7 @@ func TestThreeReplicasHoldOneTenantsLimit(t *testing.T) {
 	e.limit("acme", store.TenantLimits{SendsPerSecond: int32p(40), Burst: int32p(40)})
 	var urls []string
 	for range 3 {
-		p := queue.NewProducer(e.broker.Addrs(), prefix)
-		t.Cleanup(func() { p.Close() })
+		p := e.broker.Producer(t, prefix)
 		logger := slog.New(slog.DiscardHandler)
 		ob := outbox.New(e.st, p, outbox.Options{Logger: logger})
 		t.Cleanup(ob.Close)

@@ -12,7 +12,6 @@ import (
 	"github.com/heraldhq/herald/internal/apierror"
 	"github.com/heraldhq/herald/internal/batch"
 	"github.com/heraldhq/herald/internal/outbox"
-	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/wait"
@@ -27,8 +26,7 @@ func TestARequestPostgreSQLRefusesFailsAlone(t *testing.T) {
 	e.fx.Tenant(t, "mallory", fixture.DeveloperName("Mallory"))
 	e.fx.VerifiedUser(t, "mallory", "m", 9)
 	// One batch loop, so that the requests sent while it is held all wait for the same next batch.
-	p := queue.NewProducer(e.broker.Addrs(), prefix)
-	t.Cleanup(func() { p.Close() })
+	p := e.broker.Producer(t, prefix)
 	ob := outbox.New(e.st, p, outbox.Options{ProduceTimeout: 2 * time.Second, Batch: batch.Options{Loops: 1}, Logger: slog.New(slog.DiscardHandler)})
 	t.Cleanup(ob.Close)
 

@@ -138,8 +138,7 @@ func TestEveryMetricTheDashboardAndAlertsReadIsExported(t *testing.T) {
 		}
 	}
 	// An envelope without a row: dropped by the worker (skipped, not_found).
-	producer := queue.NewProducer(broker.Addrs(), "herald")
-	defer producer.Close()
+	producer := broker.Producer(t, "herald")
 	if err := producer.Publish(ctx, queue.NewOutgoing(uuid.Must(uuid.NewV7()).String(), "demo", "nobody", 0, 5)); err != nil {
 		t.Fatal(err)
 	}
