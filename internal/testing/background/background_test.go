@@ -44,10 +44,12 @@ func TestStopCancelsAndWaitsOnce(t *testing.T) {
 
 func TestStopFailsOnAnErrorOrAHang(t *testing.T) {
 	r := &recorder{}
-	background.Start(r, "the failing one", 5*time.Second, func(ctx context.Context) error {
+	failing := background.Start(r, "the failing one", 5*time.Second, func(ctx context.Context) error {
 		<-ctx.Done()
 		return errors.New("boom")
-	}).Stop(r)
+	})
+	failing.Stop(r)
+	failing.Stop(r) // the test's cleanup stops it again: the failure is said once
 	release := make(chan struct{})
 	defer close(release)
 	background.Start(r, "the stuck one", 50*time.Millisecond, func(context.Context) error {
