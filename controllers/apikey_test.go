@@ -16,6 +16,7 @@ import (
 	"github.com/heraldhq/herald/controllers"
 	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/operator"
+	"github.com/heraldhq/herald/internal/testing/wait"
 )
 
 func TestApiKeyMintsAKeyIntoAnOwnedSecretAndOnlyItsDigestIntoTheKeyStore(t *testing.T) {
@@ -122,10 +123,7 @@ func TestApiKeyIsRejectedWithoutATenantThatListsItsNamespace(t *testing.T) {
 
 func TestApiKeyChangesReachTheKeyStoreWithinSeconds(t *testing.T) {
 	h := start(t, operator.Options{})
-	tn := h.tenant("acme")
-	key := h.apiKey("app", tn.Name)
-	h.waitKey(key, metav1.ConditionTrue, notifyv1alpha1.ReasonKeyActive)
-	secret := h.secretKey(key)
+	_, key, secret := h.activeKey()
 	future := metav1.NewTime(time.Now().Add(48 * time.Hour).Truncate(time.Second))
 
 	steps := []struct {
@@ -173,7 +171,7 @@ func TestApiKeyChangesReachTheKeyStoreWithinSeconds(t *testing.T) {
 	}
 	for _, s := range steps {
 		update(h, h.getKey(key), s.mutate)
-		h.eventually(5*time.Second, s.name+" in the key store", func() error { return s.check(h.keyRow(secret)) })
+		wait.For(h.t, 5*time.Second, s.name+" in the key store", func() error { return s.check(h.keyRow(secret)) })
 		got := h.waitKey(key, map[bool]metav1.ConditionStatus{true: metav1.ConditionTrue, false: metav1.ConditionFalse}[s.reason == notifyv1alpha1.ReasonKeyActive], s.reason)
 		if got.Status.ObservedGeneration != got.Generation {
 			t.Errorf("%s: observedGeneration %d, generation %d", s.name, got.Status.ObservedGeneration, got.Generation)
@@ -193,20 +191,9 @@ func TestApiKeyChangesReachTheKeyStoreWithinSeconds(t *testing.T) {
 
 func TestDeletingAnApiKeyRevokesItsKeysBeforeItGoes(t *testing.T) {
 	h := start(t, operator.Options{})
-	tn := h.tenant("acme")
-	key := h.apiKey("app", tn.Name)
-	h.waitKey(key, metav1.ConditionTrue, notifyv1alpha1.ReasonKeyActive)
-	secret := h.secretKey(key)
+	_, key, secret := h.activeKey()
 
-	if err := k8s.Delete(h.ctx, key); err != nil {
-		t.Fatal(err)
-	}
-	h.eventually(10*time.Second, "ApiKey gone", func() error {
-		if err := k8s.Get(h.ctx, client.ObjectKeyFromObject(key), &notifyv1alpha1.ApiKey{}); !isNotFound(err) {
-			return fmt.Errorf("still there (%v)", err)
-		}
-		return nil
-	})
+	h.deleteAndWait(key)
 	if r := h.keyRow(secret); r.RevokedAt == nil {
 		t.Error("the key was not revoked before the ApiKey went")
 	}
@@ -227,7 +214,7 @@ func TestALostOrAlteredSecretGetsANewKeyAndTheOldOneIsRevoked(t *testing.T) {
 		t.Fatal(err)
 	}
 	var second string
-	h.eventually(10*time.Second, "a new Secret with a new key", func() error {
+	wait.For(h.t, 10*time.Second, "a new Secret with a new key", func() error {
 		s := &corev1.Secret{}
 		if err := k8s.Get(h.ctx, client.ObjectKey{Namespace: h.ns, Name: "app"}, s); err != nil {
 			return err
@@ -242,7 +229,7 @@ func TestALostOrAlteredSecretGetsANewKeyAndTheOldOneIsRevoked(t *testing.T) {
 		t.Error("the key of the deleted Secret was not revoked")
 	}
 	h.waitEvent(got, "Warning", "KeyReplaced", `Secret "app" was deleted: minted a new key and revoked the previous one`)
-	h.eventually(5*time.Second, "status shows the new prefix", func() error {
+	wait.For(h.t, 5*time.Second, "status shows the new prefix", func() error {
 		if p := h.getKey(key).Status.KeyPrefix; p != second[:apikey.PrefixLen] {
 			return fmt.Errorf("keyPrefix %q", p)
 		}
@@ -252,7 +239,7 @@ func TestALostOrAlteredSecretGetsANewKeyAndTheOldOneIsRevoked(t *testing.T) {
 	// Altered key in the Secret.
 	update(h, h.secret(key), func(s *corev1.Secret) { s.Data["apiKey"] = []byte(apikey.New().Secret) })
 	var third string
-	h.eventually(10*time.Second, "the altered key replaced", func() error {
+	wait.For(h.t, 10*time.Second, "the altered key replaced", func() error {
 		third = h.secretKey(key)
 		if third == second || !h.usable(third) {
 			return fmt.Errorf("Secret holds %s, usable=%v", third[:apikey.PrefixLen], h.usable(third))
@@ -266,7 +253,7 @@ func TestALostOrAlteredSecretGetsANewKeyAndTheOldOneIsRevoked(t *testing.T) {
 
 	// Other fields of the Secret are repaired without a new key.
 	update(h, h.secret(key), func(s *corev1.Secret) { s.Data["tenant"] = []byte("someone-else"); delete(s.Data, "prefix") })
-	h.eventually(10*time.Second, "Secret fields repaired", func() error {
+	wait.For(h.t, 10*time.Second, "Secret fields repaired", func() error {
 		s := h.secret(key)
 		if string(s.Data["tenant"]) != tn.Name || string(s.Data["prefix"]) != third[:apikey.PrefixLen] {
 			return fmt.Errorf("data tenant=%q prefix=%q", s.Data["tenant"], s.Data["prefix"])
@@ -308,7 +295,7 @@ func TestRotationKeepsTheOldKeyForTheGracePeriodThenRevokesIt(t *testing.T) {
 	rotatedAt := time.Now()
 	update(h, h.getKey(key), func(k *notifyv1alpha1.ApiKey) { k.Spec.Rotation = &notifyv1alpha1.Rotation{Generation: 1} })
 	var fresh string
-	h.eventually(5*time.Second, "a new key in the Secret", func() error {
+	wait.For(h.t, 5*time.Second, "a new key in the Secret", func() error {
 		if fresh = h.secretKey(key); fresh == old {
 			return fmt.Errorf("same key")
 		}
@@ -334,7 +321,7 @@ func TestRotationKeepsTheOldKeyForTheGracePeriodThenRevokesIt(t *testing.T) {
 	// After the grace period: the old key fails and is revoked (the reconciler wakes up for it, long
 	// before the one-minute resync), the new one works.
 	h.waitUsable(old, false, grace+2*time.Second)
-	h.eventually(3*time.Second, "old key revoked", func() error {
+	wait.For(h.t, 3*time.Second, "old key revoked", func() error {
 		if h.keyRow(old).RevokedAt == nil {
 			return fmt.Errorf("not revoked")
 		}
@@ -355,7 +342,7 @@ func TestKeyStoreDriftIsRepairedOnResync(t *testing.T) {
 
 	// Hand edits of the key row: disabled flipped, label changed, an expiry added.
 	h.exec(`UPDATE api_keys SET disabled = true, label = 'Mallory', expires_at = now() + interval '1 day' WHERE digest = $1`, digestOf(secret))
-	h.eventually(5*time.Second, "key row repaired", func() error {
+	wait.For(h.t, 5*time.Second, "key row repaired", func() error {
 		r := h.keyRow(secret)
 		if r.Disabled || r.Label == nil || *r.Label != "Acme" || r.ExpiresAt != nil {
 			return fmt.Errorf("row %+v", r)
@@ -370,7 +357,7 @@ func TestKeyStoreDriftIsRepairedOnResync(t *testing.T) {
 
 	// A key revoked by hand cannot come back: a new one is minted into the Secret.
 	h.exec(`UPDATE api_keys SET revoked_at = now() WHERE digest = $1`, digestOf(secret))
-	h.eventually(5*time.Second, "a new key replaces the revoked one", func() error {
+	wait.For(h.t, 5*time.Second, "a new key replaces the revoked one", func() error {
 		if s := h.secretKey(key); s == secret || !h.usable(s) {
 			return fmt.Errorf("Secret still holds %s", s[:apikey.PrefixLen])
 		}
@@ -389,7 +376,7 @@ func TestASteadyStateMakesNoWrites(t *testing.T) {
 	h.waitKey(keyA, metav1.ConditionTrue, notifyv1alpha1.ReasonKeyActive)
 	h.waitKey(keyB, metav1.ConditionFalse, notifyv1alpha1.ReasonDisabled)
 	h.waitTenant(tn.Name, metav1.ConditionTrue, notifyv1alpha1.ReasonSynced)
-	h.eventually(5*time.Second, "activeKeys settles", func() error {
+	wait.For(h.t, 5*time.Second, "activeKeys settles", func() error {
 		if n := h.getTenant(tn.Name).Status.ActiveKeys; n != 1 {
 			return fmt.Errorf("activeKeys %d", n)
 		}
@@ -448,10 +435,7 @@ UNION ALL SELECT 'key:' || xmin::text || ':' || updated_at::text FROM api_keys O
 
 func TestAKeyStoreOutageIsReportedAndRecoveredFrom(t *testing.T) {
 	h := start(t, operator.Options{ResyncPeriod: time.Second})
-	tn := h.tenant("acme")
-	key := h.apiKey("app", tn.Name)
-	h.waitKey(key, metav1.ConditionTrue, notifyv1alpha1.ReasonKeyActive)
-	secret := h.secretKey(key)
+	tn, key, secret := h.activeKey()
 	generation := h.getKey(key).Generation
 
 	admin := strings.Replace(h.dbURL, h.dbName()+"?", "postgres?", 1)
@@ -483,7 +467,7 @@ func TestAKeyStoreOutageIsReportedAndRecoveredFrom(t *testing.T) {
 	update(h, h.getKey(key), func(k *notifyv1alpha1.ApiKey) { k.Spec.Label = "During the outage" })
 	update(h, h.getTenant(tn.Name), func(tn *notifyv1alpha1.Tenant) { tn.Spec.DisplayName = "Acme During" })
 	var got *notifyv1alpha1.ApiKey
-	h.eventually(10*time.Second, "KeyStoreUnavailable on the ApiKey", func() error {
+	wait.For(h.t, 10*time.Second, "KeyStoreUnavailable on the ApiKey", func() error {
 		got = h.getKey(key)
 		if err := condition(got.Status.Conditions, got.Generation, notifyv1alpha1.ConditionKeyStoreSynced, metav1.ConditionFalse, notifyv1alpha1.ReasonKeyStoreUnavailable); err != nil {
 			return err
@@ -494,7 +478,7 @@ func TestAKeyStoreOutageIsReportedAndRecoveredFrom(t *testing.T) {
 		t.Errorf("observedGeneration moved to %d during the outage, want %d (only on success)", got.Status.ObservedGeneration, generation)
 	}
 	h.waitEvent(got, "Warning", notifyv1alpha1.ReasonKeyStoreUnavailable, "the key store is unavailable")
-	h.eventually(10*time.Second, "KeyStoreUnavailable on the Tenant", func() error {
+	wait.For(h.t, 10*time.Second, "KeyStoreUnavailable on the Tenant", func() error {
 		tnNow := h.getTenant(tn.Name)
 		return condition(tnNow.Status.Conditions, tnNow.Generation, notifyv1alpha1.ConditionReady, metav1.ConditionFalse, notifyv1alpha1.ReasonKeyStoreUnavailable)
 	})

@@ -16,9 +16,9 @@ import (
 	"github.com/heraldhq/herald/internal/ingress"
 	"github.com/heraldhq/herald/internal/operator"
 	"github.com/heraldhq/herald/internal/outbox"
-	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/testing/kafkatest"
+	"github.com/heraldhq/herald/internal/testing/wait"
 )
 
 // The platform team's path, end to end, against the real tenant API (with its default auth cache) over
@@ -29,8 +29,7 @@ func TestEndToEndFromApplyToRotation(t *testing.T) {
 	h := start(t, operator.Options{RotationGracePeriod: grace, ResyncPeriod: time.Minute})
 
 	broker := kafkatest.New(t, "e2e")
-	producer := queue.NewProducer(broker.Addrs(), "e2e")
-	t.Cleanup(func() { _ = producer.Close() })
+	producer := broker.Producer(t, "e2e")
 	logger := slog.New(slog.DiscardHandler)
 	ob := outbox.New(h.st, producer, outbox.Options{Logger: logger})
 	t.Cleanup(ob.Close)
@@ -57,7 +56,7 @@ func TestEndToEndFromApplyToRotation(t *testing.T) {
 	waitStatus := func(key string, want int, within time.Duration, what string) time.Duration {
 		t.Helper()
 		began := time.Now()
-		h.eventually(within, what, func() error {
+		wait.For(h.t, within, what, func() error {
 			if got := linkToken(key); got != want {
 				return fmt.Errorf("POST /v1/link-token: %d, want %d", got, want)
 			}
@@ -88,7 +87,7 @@ func TestEndToEndFromApplyToRotation(t *testing.T) {
 	update(h, h.getKey(key), func(k *notifyv1alpha1.ApiKey) { k.Spec.Rotation = &notifyv1alpha1.Rotation{Generation: 1} })
 	rotated := time.Now()
 	var second string
-	h.eventually(5*time.Second, "rotated key in the Secret", func() error {
+	wait.For(h.t, 5*time.Second, "rotated key in the Secret", func() error {
 		if second = h.secretKey(key); second == first {
 			return fmt.Errorf("Secret still holds the old key")
 		}

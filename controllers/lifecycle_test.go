@@ -19,6 +19,7 @@ import (
 	"github.com/heraldhq/herald/internal/operator"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/fixture"
+	"github.com/heraldhq/herald/internal/testing/wait"
 )
 
 // linkVerifiedUser makes user a linked user of tenant with a verified phone, as the webhook would after a
@@ -48,15 +49,7 @@ func (h *harness) resumeTenant(name string) {
 
 func (h *harness) deleteTenant(name string) {
 	h.t.Helper()
-	if err := k8s.Delete(h.ctx, &notifyv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
-		h.t.Fatal(err)
-	}
-	h.eventually(10*time.Second, "Tenant "+name+" gone", func() error {
-		if err := k8s.Get(h.ctx, client.ObjectKey{Name: name}, &notifyv1alpha1.Tenant{}); !isNotFound(err) {
-			return fmt.Errorf("still there (%v)", err)
-		}
-		return nil
-	})
+	h.deleteAndWait(&notifyv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name}})
 }
 
 // recreateTenant creates a Tenant of the same name as tn, with tn's spec, and waits until it is ready.
@@ -102,7 +95,7 @@ SELECT (SELECT count(*) FROM users WHERE tenant_id = $1) + (SELECT count(*) FROM
 	// The new tenant works: its ApiKey gets a new key, which authenticates, and the same user id can
 	// start over.
 	var fresh string
-	h.eventually(10*time.Second, "a new key for the re-created tenant", func() error {
+	wait.For(h.t, 10*time.Second, "a new key for the re-created tenant", func() error {
 		got := h.getKey(key)
 		if err := condition(got.Status.Conditions, got.Generation, notifyv1alpha1.ConditionReady, metav1.ConditionTrue, notifyv1alpha1.ReasonKeyActive); err != nil {
 			return err
@@ -126,10 +119,7 @@ SELECT (SELECT count(*) FROM users WHERE tenant_id = $1) + (SELECT count(*) FROM
 // purges the users, their links, link tokens and verifications, so the new Tenant inherits none of them.
 func TestARecreatedTenantInheritsNothingOfTheDeletedOne(t *testing.T) {
 	h := start(t, operator.Options{})
-	tn := h.tenant("acme")
-	key := h.apiKey("app", tn.Name)
-	h.waitKey(key, metav1.ConditionTrue, notifyv1alpha1.ReasonKeyActive)
-	old := h.secretKey(key)
+	tn, key, old := h.activeKey()
 	cli := h.cliKey(tn.Name)
 	h.linkVerifiedUser(tn.Name, "user-1", 5001)
 	queued := h.queueNotification(tn.Name, "user-1")
@@ -151,10 +141,7 @@ func TestARecreatedTenantInheritsNothingOfTheDeletedOne(t *testing.T) {
 // the same name appears: the key store records which Tenant object (UID) its row belongs to.
 func TestARecreatedTenantPurgesWhatOutlivedTheDeletedOne(t *testing.T) {
 	h := start(t, operator.Options{})
-	tn := h.tenant("acme")
-	key := h.apiKey("app", tn.Name)
-	h.waitKey(key, metav1.ConditionTrue, notifyv1alpha1.ReasonKeyActive)
-	old := h.secretKey(key)
+	tn, key, old := h.activeKey()
 	tn = h.getTenant(tn.Name)
 	h.deleteTenant(tn.Name)
 

@@ -62,15 +62,7 @@ func TestKeysOfAnApiKeyDeletedWithoutItsFinalizerAreRevokedAfterTheGracePeriod(t
 	if err := k8s.Patch(h.ctx, gone, client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`))); err != nil {
 		t.Fatal(err)
 	}
-	if err := k8s.Delete(h.ctx, gone); err != nil {
-		t.Fatal(err)
-	}
-	h.eventually(10*time.Second, "ApiKey gone", func() error {
-		if err := k8s.Get(h.ctx, client.ObjectKeyFromObject(gone), &notifyv1alpha1.ApiKey{}); !isNotFound(err) {
-			return fmt.Errorf("still there (%v)", err)
-		}
-		return nil
-	})
+	h.deleteAndWait(gone)
 	if !h.usable(goneKey) {
 		t.Fatal("setting up: the key of the force-deleted ApiKey should still authenticate")
 	}

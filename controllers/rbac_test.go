@@ -12,6 +12,7 @@ import (
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
 	"github.com/heraldhq/herald/internal/operator"
 	"github.com/heraldhq/herald/internal/testing/rbactest"
+	"github.com/heraldhq/herald/internal/testing/wait"
 )
 
 // The operator runs as its ServiceAccount with the RBAC of config/rbac: it may touch Secrets only in the
@@ -57,7 +58,7 @@ func TestTheOperatorTouchesSecretsOnlyWhereGranted(t *testing.T) {
 	h.create(refused)
 	t.Cleanup(func() {
 		_ = k8s.Delete(h.ctx, refused)
-		h.eventually(10*time.Second, "ApiKey in "+denied+" gone", func() error {
+		wait.For(h.t, 10*time.Second, "ApiKey in "+denied+" gone", func() error {
 			if err := k8s.Get(h.ctx, client.ObjectKeyFromObject(refused), refused); !isNotFound(err) {
 				return fmt.Errorf("still there (%v)", err)
 			}
@@ -74,7 +75,7 @@ func TestTheOperatorTouchesSecretsOnlyWhereGranted(t *testing.T) {
 	if err := k8s.Delete(h.ctx, h.secret(granted)); err != nil {
 		t.Fatal(err)
 	}
-	h.eventually(10*time.Second, "a new key in a new Secret", func() error {
+	wait.For(h.t, 10*time.Second, "a new key in a new Secret", func() error {
 		s := &corev1.Secret{}
 		if err := k8s.Get(h.ctx, client.ObjectKey{Namespace: h.ns, Name: granted.Name}, s); err != nil {
 			return err

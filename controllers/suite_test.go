@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -23,7 +22,6 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
@@ -31,7 +29,10 @@ import (
 	"github.com/heraldhq/herald/internal/operator"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/fixture"
+	"github.com/heraldhq/herald/internal/testing/kubetest"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
+	"github.com/heraldhq/herald/internal/testing/syncbuf"
+	"github.com/heraldhq/herald/internal/testing/wait"
 )
 
 // One API server (envtest: real kube-apiserver and etcd, with the CRDs of config/crd/bases) for the
@@ -41,35 +42,9 @@ var (
 	k8s        client.Client // uncached: what kubectl would see
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
+func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		// The binaries hack/envtest.sh builds, when a developer runs go test by hand.
-		if dir, _ := filepath.Abs(filepath.Join("..", "bin", "k8s")); fileExists(filepath.Join(dir, "kube-apiserver")) && fileExists(filepath.Join(dir, "etcd")) {
-			_ = os.Setenv("KUBEBUILDER_ASSETS", dir)
-		} else {
-			fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set and ./bin/k8s has no kube-apiserver and etcd: run `make envtest` (hack/envtest.sh) first")
-			return 1
-		}
-	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting envtest (KUBEBUILDER_ASSETS=%s): %v\n", os.Getenv("KUBEBUILDER_ASSETS"), err)
-		return 1
-	}
-	defer func() { _ = env.Stop() }()
-	restConfig = cfg
-	if k8s, err = client.New(cfg, client.Options{Scheme: operator.Scheme()}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return pgtest.Run(m)
+	os.Exit(kubetest.Run(m, func(cfg *rest.Config, c client.Client) { restConfig, k8s = cfg, c }))
 }
 
 // randomSuffix makes names unique to a test: six hex digits.
@@ -78,8 +53,6 @@ func randomSuffix() string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // harness is one running operator over a fresh database.
 type harness struct {
@@ -126,11 +99,12 @@ func (h *harness) run(opts operator.Options) {
 	opts.SkipControllerNameValidation = true
 	// The operator's log, kept at Info and shown only when the test fails: what each reconcile did is how a
 	// failure that depends on timing is understood.
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	opts.Logger = logr.FromSlogHandler(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	h.t.Cleanup(func() {
 		if h.t.Failed() {
-			h.t.Logf("the operator's log:\n%s", logs.tail(64<<10))
+			out := logs.String()
+			h.t.Logf("the operator's log:\n%s", out[max(0, len(out)-64<<10):])
 		}
 	})
 	cfg := restConfig
@@ -223,26 +197,34 @@ func (h *harness) apiKey(name, tenant string, mutate ...func(*notifyv1alpha1.Api
 	return k
 }
 
-// eventually polls check until it returns nil, failing the test with its last error after timeout.
-func (h *harness) eventually(timeout time.Duration, what string, check func() error) {
+// activeKey creates Tenant acme and its ApiKey app, waits until the key is active, and returns them with
+// the key the operator minted into the ApiKey's Secret.
+func (h *harness) activeKey() (*notifyv1alpha1.Tenant, *notifyv1alpha1.ApiKey, string) {
 	h.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	tn := h.tenant("acme")
+	key := h.apiKey("app", tn.Name)
+	h.waitKey(key, metav1.ConditionTrue, notifyv1alpha1.ReasonKeyActive)
+	return tn, key, h.secretKey(key)
+}
+
+// deleteAndWait deletes obj and waits until it is gone: until the operator's finalizer has done its work.
+func (h *harness) deleteAndWait(obj client.Object) {
+	h.t.Helper()
+	if err := k8s.Delete(h.ctx, obj); err != nil {
+		h.t.Fatalf("deleting %T %s: %v", obj, obj.GetName(), err)
 	}
+	wait.For(h.t, 10*time.Second, fmt.Sprintf("%T %s gone", obj, obj.GetName()), func() error {
+		if err := k8s.Get(h.ctx, client.ObjectKeyFromObject(obj), obj); !isNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
 }
 
 // update re-reads obj, applies mutate and writes it, retrying on conflicts.
 func update[T client.Object](h *harness, obj T, mutate func(T)) {
 	h.t.Helper()
-	h.eventually(10*time.Second, "update "+obj.GetName(), func() error {
+	wait.For(h.t, 10*time.Second, "update "+obj.GetName(), func() error {
 		if err := k8s.Get(h.ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			return err
 		}
@@ -289,7 +271,7 @@ func condition(conds []metav1.Condition, generation int64, condType string, stat
 func (h *harness) waitKey(k *notifyv1alpha1.ApiKey, status metav1.ConditionStatus, reason string) *notifyv1alpha1.ApiKey {
 	h.t.Helper()
 	var got *notifyv1alpha1.ApiKey
-	h.eventually(10*time.Second, "ApiKey "+k.Name+" Ready="+string(status)+"/"+reason, func() error {
+	wait.For(h.t, 10*time.Second, "ApiKey "+k.Name+" Ready="+string(status)+"/"+reason, func() error {
 		got = &notifyv1alpha1.ApiKey{}
 		if err := k8s.Get(h.ctx, client.ObjectKeyFromObject(k), got); err != nil {
 			return err
@@ -302,7 +284,7 @@ func (h *harness) waitKey(k *notifyv1alpha1.ApiKey, status metav1.ConditionStatu
 func (h *harness) waitTenant(name string, status metav1.ConditionStatus, reason string) *notifyv1alpha1.Tenant {
 	h.t.Helper()
 	var got *notifyv1alpha1.Tenant
-	h.eventually(10*time.Second, "Tenant "+name+" Ready="+string(status)+"/"+reason, func() error {
+	wait.For(h.t, 10*time.Second, "Tenant "+name+" Ready="+string(status)+"/"+reason, func() error {
 		got = &notifyv1alpha1.Tenant{}
 		if err := k8s.Get(h.ctx, client.ObjectKey{Name: name}, got); err != nil {
 			return err
@@ -346,7 +328,7 @@ func (h *harness) usable(secret string) bool {
 
 func (h *harness) waitUsable(secret string, want bool, within time.Duration) {
 	h.t.Helper()
-	h.eventually(within, fmt.Sprintf("key %s usable=%v", secret[:apikey.PrefixLen], want), func() error {
+	wait.For(h.t, within, fmt.Sprintf("key %s usable=%v", secret[:apikey.PrefixLen], want), func() error {
 		if got := h.usable(secret); got != want {
 			return fmt.Errorf("usable = %v", got)
 		}
@@ -411,7 +393,7 @@ func (h *harness) events(obj client.Object) []eventsv1.Event {
 // waitEvent waits for an event of type and reason about obj whose note contains text.
 func (h *harness) waitEvent(obj client.Object, eventType, reason, text string) {
 	h.t.Helper()
-	h.eventually(10*time.Second, fmt.Sprintf("%s event %s about %s", eventType, reason, obj.GetName()), func() error {
+	wait.For(h.t, 10*time.Second, fmt.Sprintf("%s event %s about %s", eventType, reason, obj.GetName()), func() error {
 		evs := h.events(obj)
 		for _, e := range evs {
 			if e.Type == eventType && e.Reason == reason && strings.Contains(e.Note, text) {
@@ -449,24 +431,4 @@ func reconcileCount(t *testing.T) float64 {
 		}
 	}
 	return n
-}
-
-// lockedBuffer is a log destination that several goroutines write to and a test reads.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	return len(p), nil
-}
-
-// tail is the last n bytes written.
-func (b *lockedBuffer) tail(n int) string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf[max(0, len(b.buf)-n):])
 }

@@ -9,13 +9,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
 	"github.com/heraldhq/herald/controllers"
 	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/operator"
+	"github.com/heraldhq/herald/internal/testing/wait"
 )
 
 type tenantRow struct {
@@ -34,7 +34,7 @@ func (h *harness) tenantRow(id string) (tenantRow, error) {
 
 func (h *harness) waitTenantRow(id string, want tenantRow) {
 	h.t.Helper()
-	h.eventually(10*time.Second, "tenant row "+id, func() error {
+	wait.For(h.t, 10*time.Second, "tenant row "+id, func() error {
 		got, err := h.tenantRow(id)
 		if err != nil {
 			return err
@@ -84,7 +84,7 @@ func TestTenantCountsActiveKeys(t *testing.T) {
 	h.apiKey("b", tn.Name, func(k *notifyv1alpha1.ApiKey) { k.Spec.Disabled = true })
 	h.apiKey("c", tn.Name)
 
-	h.eventually(10*time.Second, "activeKeys = 2", func() error {
+	wait.For(h.t, 10*time.Second, "activeKeys = 2", func() error {
 		if n := h.getTenant(tn.Name).Status.ActiveKeys; n != 2 {
 			return fmt.Errorf("activeKeys = %d", n)
 		}
@@ -95,7 +95,7 @@ func TestTenantCountsActiveKeys(t *testing.T) {
 	if err := k8s.Delete(h.ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	h.eventually(10*time.Second, "activeKeys = 2 (one deleted, one added by the CLI)", func() error {
+	wait.For(h.t, 10*time.Second, "activeKeys = 2 (one deleted, one added by the CLI)", func() error {
 		if n := h.getTenant(tn.Name).Status.ActiveKeys; n != 2 {
 			return fmt.Errorf("activeKeys = %d", n)
 		}
@@ -105,10 +105,7 @@ func TestTenantCountsActiveKeys(t *testing.T) {
 
 func TestSuspendingATenantMakesItsKeysFailWithinSeconds(t *testing.T) {
 	h := start(t, operator.Options{})
-	tn := h.tenant("acme")
-	key := h.apiKey("app", tn.Name)
-	h.waitKey(key, metav1.ConditionTrue, notifyv1alpha1.ReasonKeyActive)
-	secret := h.secretKey(key)
+	tn, key, secret := h.activeKey()
 	if !h.usable(secret) {
 		t.Fatal("the key does not authenticate before suspension")
 	}
@@ -131,23 +128,11 @@ func TestSuspendingATenantMakesItsKeysFailWithinSeconds(t *testing.T) {
 
 func TestDeletingATenantRevokesEveryKeyBeforeItGoes(t *testing.T) {
 	h := start(t, operator.Options{})
-	tn := h.tenant("acme")
-	key := h.apiKey("app", tn.Name)
-	h.waitKey(key, metav1.ConditionTrue, notifyv1alpha1.ReasonKeyActive)
-	secret := h.secretKey(key)
+	tn, key, secret := h.activeKey()
 	cli := h.cliKey(tn.Name) // a key made with the admin CLI: revoked as well
 	uid := h.getTenant(tn.Name).UID
 
-	if err := k8s.Delete(h.ctx, &notifyv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: tn.Name}}); err != nil {
-		t.Fatal(err)
-	}
-	h.eventually(10*time.Second, "Tenant gone", func() error {
-		err := k8s.Get(h.ctx, client.ObjectKey{Name: tn.Name}, &notifyv1alpha1.Tenant{})
-		if isNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("still there (%v)", err)
-	})
+	h.deleteTenant(tn.Name)
 	// The finalizer is removed only after the revocation committed: by now every key is revoked.
 	for _, s := range []string{secret, cli.Secret} {
 		if r := h.keyRow(s); r.RevokedAt == nil {
@@ -180,7 +165,7 @@ func TestTenantLimitsAreWrittenToTheKeyStore(t *testing.T) {
 			FROM tenants WHERE id = $1`, tn.Name).Scan(&s)
 		return s, err
 	}
-	h.eventually(10*time.Second, "limits written", func() error {
+	wait.For(h.t, 10*time.Second, "limits written", func() error {
 		if got, err := limits(); err != nil || got != "20,40,3" {
 			return fmt.Errorf("limits %q (%v), want 20,40,3", got, err)
 		}
@@ -190,7 +175,7 @@ func TestTenantLimitsAreWrittenToTheKeyStore(t *testing.T) {
 	update(h, got, func(tn *notifyv1alpha1.Tenant) {
 		tn.Spec.Limits = &notifyv1alpha1.TenantLimits{RequestsPerSecond: ptr.To(int32(5))}
 	})
-	h.eventually(10*time.Second, "limits changed", func() error {
+	wait.For(h.t, 10*time.Second, "limits changed", func() error {
 		if got, err := limits(); err != nil || got != "5" {
 			return fmt.Errorf("limits %q (%v), want only requests 5", got, err)
 		}

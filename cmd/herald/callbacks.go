@@ -1,8 +1,6 @@
 package main
 
 import (
-	"golang.org/x/sync/errgroup"
-
 	"github.com/heraldhq/herald/internal/callback"
 	"github.com/heraldhq/herald/internal/config"
 	"github.com/heraldhq/herald/internal/server"
@@ -33,13 +31,7 @@ func (c *callbacksCmd) Run(e runEnv) error {
 	if err != nil {
 		return err
 	}
-	checks := []server.ReadyCheck{storeReady(st)}
-	r := server.NewRouter(logger, checks...)
-	g, gctx := errgroup.WithContext(e.ctx)
-	g.Go(func() error {
-		server.WatchDependencies(gctx, logger, server.DependencyCheckInterval, checks...)
-		return nil
-	})
+	r, g, gctx := serving(e.ctx, logger, storeReady(st))
 	g.Go(func() error { return s.Run(gctx) })
 	g.Go(func() error {
 		return server.Serve(gctx, c.HTTPAddr, r, logger, server.ServeOptions{MetricsAddr: c.MetricsAddr})

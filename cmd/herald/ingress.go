@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/go-chi/chi/v5"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/heraldhq/herald/internal/config"
@@ -23,17 +24,13 @@ func (c *ingressCmd) Run(e runEnv) error {
 	if warning := c.UntrustedProxyWarning(); warning != "" {
 		logger.Warn(warning)
 	}
-	// Go's default GOGC (100), not server.TuneGC's 400: the ingress now allocates little per send, and at
-	// 400 its heap grew to five times the ~10 MB it keeps live (docs/benchmarks.md).
-	st, err := openBackends(e.ctx, &c.Database, &c.Kafka, logger)
+	// Go's default GOGC (100), not server.TuneGC's 400: the ingress allocates little per send, and at 400 its
+	// heap grew to several times what it keeps live (docs/benchmarks.md, "Less garbage, the default GOGC").
+	st, ob, closeAll, err := openOutbox(e.ctx, &c.Database, &c.Kafka, logger)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	producer := queue.NewProducer(c.Brokers(), c.KafkaTopicPrefix)
-	defer producer.Close()
-	ob := outbox.New(st, producer, outbox.Options{Logger: logger})
-	defer ob.Close() // after Serve returns: in-flight sends are answered first
+	defer closeAll() // after Serve returns: in-flight sends are answered first
 
 	proxies, err := server.ParseTrustedProxies(c.TrustedProxies)
 	if err != nil {
@@ -43,14 +40,8 @@ func (c *ingressCmd) Run(e runEnv) error {
 		SendsPerSecond: c.TenantSendsPerSecond, RequestsPerSecond: c.TenantRequestsPerSecond,
 		MaxInFlight: c.MaxInFlight, MaxInFlightBytes: c.MaxInFlightBytes,
 		TrustedProxies: proxies, CallbackKey: c.Key(), CallbackPolicy: c.Policy()})
-	checks := []server.ReadyCheck{storeReady(st), kafkaReady(c.Brokers())}
-	r := server.NewRouter(logger, checks...)
+	r, g, gctx := serving(e.ctx, logger, storeReady(st), kafkaReady(c.Brokers()))
 	api.Routes(r)
-	g, gctx := errgroup.WithContext(e.ctx)
-	g.Go(func() error {
-		server.WatchDependencies(gctx, logger, server.DependencyCheckInterval, checks...)
-		return nil
-	})
 	g.Go(func() error {
 		return server.Serve(gctx, c.HTTPAddr, r, logger, server.ServeOptions{ShutdownDelay: c.ShutdownDelay, MetricsAddr: c.MetricsAddr,
 			MaxConnections: c.MaxConnections})
@@ -70,6 +61,35 @@ func openBackends(ctx context.Context, db *config.Database, kafka *config.Kafka,
 		logger.Warn("could not ensure topics", "err", err)
 	}
 	return st, nil
+}
+
+// openOutbox is openBackends with a producer and the outbox over them: how the ingress and the webhook
+// record and publish. closeAll closes the outbox first, then the producer and the store.
+func openOutbox(ctx context.Context, db *config.Database, kafka *config.Kafka, logger *slog.Logger) (st *store.Store, ob *outbox.Outbox, closeAll func(), err error) {
+	st, err = openBackends(ctx, db, kafka, logger)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	producer := queue.NewProducer(kafka.Brokers(), kafka.KafkaTopicPrefix)
+	ob = outbox.New(st, producer, outbox.Options{Logger: logger})
+	return st, ob, func() {
+		ob.Close()
+		_ = producer.Close()
+		st.Close()
+	}, nil
+}
+
+// serving is what every component's process runs beside its own work: a router whose /readyz asks the
+// checks, and, in the group it returns, the watch that reports them as herald_dependency_up until ctx
+// ends.
+func serving(ctx context.Context, logger *slog.Logger, checks ...server.ReadyCheck) (chi.Router, *errgroup.Group, context.Context) {
+	r := server.NewRouter(logger, checks...)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		server.WatchDependencies(gctx, logger, server.DependencyCheckInterval, checks...)
+		return nil
+	})
+	return r, g, gctx
 }
 
 func storeReady(st *store.Store) server.ReadyCheck {

@@ -4,12 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/heraldhq/herald/internal/config"
 	"github.com/heraldhq/herald/internal/messenger"
-	"github.com/heraldhq/herald/internal/outbox"
-	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/updates"
 )
@@ -30,27 +26,17 @@ func (c *webhookServeCmd) Run(e runEnv) error {
 	defer startTracing(e.ctx, "herald-webhook", logger)()
 	server.TuneGC()
 
-	st, err := openBackends(e.ctx, &c.Database, &c.Kafka, logger)
+	st, ob, closeAll, err := openOutbox(e.ctx, &c.Database, &c.Kafka, logger)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	producer := queue.NewProducer(c.Brokers(), c.KafkaTopicPrefix)
-	defer producer.Close()
-	ob := outbox.New(st, producer, outbox.Options{Logger: logger})
-	defer ob.Close()
+	defer closeAll()
 
 	rc := updates.New(st, ob, updates.Options{
 		Secret: c.WebhookSecret, PhoneHashKey: []byte(c.PhoneHashKey), DevAdmins: c.DevAdmins, Logger: logger,
 	})
 	defer rc.Close() // after the server and the poller stopped: updates in flight are answered first
-	checks := []server.ReadyCheck{storeReady(st), kafkaReady(c.Brokers())}
-	r := server.NewRouter(logger, checks...)
-	g, gctx := errgroup.WithContext(e.ctx)
-	g.Go(func() error {
-		server.WatchDependencies(gctx, logger, server.DependencyCheckInterval, checks...)
-		return nil
-	})
+	r, g, gctx := serving(e.ctx, logger, storeReady(st), kafkaReady(c.Brokers()))
 	if c.Polling() {
 		// No public URL: the HTTP address serves only /healthz, /readyz and /metrics.
 		client := messenger.New(c.MessengerAPIURL, c.MessengerBotToken, nil)

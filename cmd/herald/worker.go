@@ -3,8 +3,6 @@ package main
 import (
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/heraldhq/herald/internal/config"
 	"github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/internal/delivery/send"
@@ -48,13 +46,7 @@ func (c *workerCmd) Run(e runEnv) error {
 		return err
 	}
 	purger := retention.New(retention.Options{Store: st, Policy: retentionPolicy(&c.Retention), Logger: logger})
-	checks := []server.ReadyCheck{storeReady(st), kafkaReady(c.Brokers())}
-	r := server.NewRouter(logger, checks...)
-	g, gctx := errgroup.WithContext(e.ctx)
-	g.Go(func() error {
-		server.WatchDependencies(gctx, logger, server.DependencyCheckInterval, checks...)
-		return nil
-	})
+	r, g, gctx := serving(e.ctx, logger, storeReady(st), kafkaReady(c.Brokers()))
 	g.Go(func() error { return w.Run(gctx) })
 	g.Go(func() error { return purger.Run(gctx) })
 	g.Go(func() error {

@@ -16,11 +16,11 @@ import (
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/outbox"
-	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/sim"
 	"github.com/heraldhq/herald/internal/testing/kafkatest"
 	"github.com/heraldhq/herald/internal/testing/openapitest"
+	"github.com/heraldhq/herald/internal/testing/wait"
 	"github.com/heraldhq/herald/internal/updates"
 )
 
@@ -41,8 +41,7 @@ func newGateway(t *testing.T) *gateway {
 	logger := testLogger()
 	const prefix = "cb"
 	b := kafkatest.New(t, prefix)
-	p := queue.NewProducer(b.Addrs(), prefix)
-	t.Cleanup(func() { p.Close() })
+	p := b.Producer(t, prefix)
 	ob := outbox.New(e.st, p, outbox.Options{Logger: logger})
 	t.Cleanup(ob.Close)
 
@@ -124,7 +123,7 @@ func (g *gateway) sendAndWait(user, want string) string {
 		TrackingID string `json:"tracking_id"`
 	}
 	g.call("acme", "POST", "/v1/send", map[string]any{"user_id": user, "message": "hello " + want}, http.StatusAccepted, &sent)
-	eventually(g.t, 20*time.Second, "a "+want+" notification", func() bool {
+	wait.Until(g.t, 20*time.Second, "a "+want+" notification", func() bool {
 		var st map[string]any
 		g.call("acme", "GET", "/v1/status/"+sent.TrackingID, nil, http.StatusOK, &st)
 		return st["status"] == want
@@ -136,7 +135,7 @@ func (g *gateway) sendAndWait(user, want string) string {
 // the faults a test sets next meet only its own notification.
 func (g *gateway) settle() {
 	g.t.Helper()
-	eventually(g.t, 10*time.Second, "every message settled", func() bool {
+	wait.Until(g.t, 10*time.Second, "every message settled", func() bool {
 		return g.count(`SELECT count(*) FROM notifications WHERE status NOT IN ('delivered', 'blocked', 'failed', 'unlinked')`) == 0
 	})
 }
@@ -171,13 +170,13 @@ func TestEveryEventTypeArrivesOnceThroughTheRealComponents(t *testing.T) {
 	if _, err := g.sim.OpenLink(1001, link.DeepLink); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the link", func() bool { return g.count(`SELECT count(*) FROM links WHERE user_id = 'alice'`) == 1 })
+	wait.Until(t, 10*time.Second, "the link", func() bool { return g.count(`SELECT count(*) FROM links WHERE user_id = 'alice'`) == 1 })
 	// user.verified: she shares her contact.
 	g.call("acme", "POST", "/v1/phone-verification/start", map[string]any{"user_id": "alice"}, http.StatusAccepted, nil)
 	if _, err := g.sim.ShareContact(1001, "+15551234567", nil); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the verification", func() bool {
+	wait.Until(t, 10*time.Second, "the verification", func() bool {
 		var v map[string]any
 		g.call("acme", "GET", "/v1/phone-verification/status/alice", nil, http.StatusOK, &v)
 		return v["status"] == "verified"
@@ -206,7 +205,7 @@ func TestEveryEventTypeArrivesOnceThroughTheRealComponents(t *testing.T) {
 
 	want := []string{"user.linked", "user.verified", "notification.delivered", "notification.blocked", "notification.failed",
 		"notification.unlinked", "ping"}
-	eventually(t, 20*time.Second, "every event", func() bool { return len(g.sim.Callbacks()) >= len(want) })
+	wait.Until(t, 20*time.Second, "every event", func() bool { return len(g.sim.Callbacks()) >= len(want) })
 	time.Sleep(300 * time.Millisecond) // anything extra would have arrived by now
 	got := g.sim.Callbacks()
 	if len(got) != len(want) {

@@ -17,6 +17,7 @@ import (
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/signing"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/background"
 	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
@@ -110,39 +111,20 @@ func (e *env) options() callback.Options {
 	}
 }
 
-// running is a sender started by a test.
+// running is a sender started by a test: Stop is SIGTERM, s.Kill then Stop a crash.
 type running struct {
-	s      *callback.Sender
-	cancel context.CancelFunc
-	done   chan error
+	s *callback.Sender
+	*background.Run
 }
 
-// start runs a sender until the test ends (or stop/kill).
+// start runs a sender until the test ends (or Stop).
 func (e *env) start(opts callback.Options) *running {
 	e.t.Helper()
 	s, err := callback.New(opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{s: s, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- s.Run(ctx) }()
-	e.t.Cleanup(func() { r.stop(e.t) })
-	return r
-}
-
-func (r *running) stop(t *testing.T) {
-	t.Helper()
-	r.cancel()
-	select {
-	case err := <-r.done:
-		if err != nil {
-			t.Errorf("sender Run returned %v", err)
-		}
-		r.done <- nil
-	case <-time.After(30 * time.Second):
-		t.Fatal("the sender did not stop within 30 s")
-	}
+	return &running{s: s, Run: background.Start(e.t, "the sender", 30*time.Second, s.Run)}
 }
 
 // received is one request that reached a receiver.
@@ -218,16 +200,4 @@ func (rc *receiver) acknowledged() map[string][]received {
 		}
 	}
 	return out
-}
-
-// eventually waits for cond, failing the test after timeout.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

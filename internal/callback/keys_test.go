@@ -8,6 +8,7 @@ import (
 
 	"github.com/heraldhq/herald/internal/callback"
 	"github.com/heraldhq/herald/internal/signing"
+	"github.com/heraldhq/herald/internal/testing/wait"
 )
 
 // HERALD_CALLBACK_SECRET_KEY rotated: with "NEW,OLD" the sender opens the secrets sealed under the old key
@@ -33,7 +34,7 @@ func TestTheSenderSealsSecretsUnderTheFirstKeyAgain(t *testing.T) {
 	opts.Key = both
 	e.start(opts)
 
-	eventually(t, 10*time.Second, "the ping", func() bool { return len(rc.acknowledged()) == 1 })
+	wait.Until(t, 10*time.Second, "the ping", func() bool { return len(rc.acknowledged()) == 1 })
 	r := rc.requests()[0]
 	if err := signing.Verify(r.Header, r.Body, time.Now(), signing.DefaultTolerance, secret); err != nil {
 		t.Errorf("a secret sealed under the old key no longer signs: %v", err)
@@ -45,11 +46,11 @@ func TestTheSenderSealsSecretsUnderTheFirstKeyAgain(t *testing.T) {
 		}
 		return b
 	}
-	eventually(t, 10*time.Second, "the secret sealed under the new key", func() bool {
+	wait.Until(t, 10*time.Second, "the secret sealed under the new key", func() bool {
 		got, err := newKey.Open(sealedOf(ep), ep)
 		return err == nil && got.Equal(secret)
 	})
-	eventually(t, 10*time.Second, "herald_callback_secrets_old_key at 1", func() bool { return value(callback.SecretsOldKey) == 1 })
+	wait.Until(t, 10*time.Second, "herald_callback_secrets_old_key at 1", func() bool { return value(callback.SecretsOldKey) == 1 })
 	if !bytes.Equal(sealedOf(orphan), lostSealed) {
 		t.Error("a secret no key opens was changed")
 	}

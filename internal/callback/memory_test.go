@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/notification"
+	"github.com/heraldhq/herald/internal/testing/wait"
 )
 
 // hugeHeaders is a receiver that reads each request and answers 200 with size bytes of headers: what a
@@ -100,7 +101,7 @@ func TestHugeResponseHeadersDoNotExhaustTheSendersMemory(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	e.start(opts)
-	eventually(t, 60*time.Second, "an attempt at every event", func() bool {
+	wait.Until(t, 60*time.Second, "an attempt at every event", func() bool {
 		return e.count(`SELECT count(*) FROM callback_events WHERE attempts = 1 AND leased_until IS NULL
 			AND (state = 'delivered' OR last_error IS NOT NULL)`) == endpoints*perEndpoint
 	})

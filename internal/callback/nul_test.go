@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/heraldhq/herald/internal/testing/wait"
 )
 
 // What is stored of a failed attempt is the error's text, and an error can quote what the receiver sent:
@@ -44,7 +46,7 @@ func TestAnErrorQuotingANULFromTheReceiverIsRecorded(t *testing.T) {
 	opts.LookupIP = resolveTo("127.0.0.1")
 	e.start(opts)
 	var lastErr string
-	eventually(t, 10*time.Second, "the failed attempt recorded", func() bool {
+	wait.Until(t, 10*time.Second, "the failed attempt recorded", func() bool {
 		var s *string
 		_ = e.st.Pool().QueryRow(context.Background(), `SELECT last_error FROM callback_events`).Scan(&s)
 		if s != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/signing"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/wait"
 )
 
 // A request carries the three headers and a body exactly {"type","timestamp","data"}, and its signature
@@ -30,7 +31,7 @@ func TestACallbackIsSignedTheStandardWebhooksWay(t *testing.T) {
 	ep, secret := e.endpoint("acme", rc.srv.URL+"/hooks")
 	e.pings("acme", ep, 1)
 	e.start(e.options())
-	eventually(t, 10*time.Second, "the ping", func() bool { return len(rc.requests()) == 1 })
+	wait.Until(t, 10*time.Second, "the ping", func() bool { return len(rc.requests()) == 1 })
 	r := rc.requests()[0]
 	if err := signing.Verify(r.Header, r.Body, time.Now(), signing.DefaultTolerance, secret); err != nil {
 		t.Errorf("the signature does not verify with the endpoint's secret: %v", err)
@@ -66,7 +67,7 @@ func TestRotationSignsWithBothSecretsUntilTheOverlapEnds(t *testing.T) {
 	}
 	e.start(e.options())
 	e.pings("acme", ep, 1)
-	eventually(t, 10*time.Second, "the first ping", func() bool { return len(rc.requests()) == 1 })
+	wait.Until(t, 10*time.Second, "the first ping", func() bool { return len(rc.requests()) == 1 })
 	r := rc.requests()[0]
 	if n := len(strings.Fields(r.Header.Get(signing.HeaderSignature))); n != 2 {
 		t.Fatalf("%d signatures during the overlap, want 2", n)
@@ -84,7 +85,7 @@ func TestRotationSignsWithBothSecretsUntilTheOverlapEnds(t *testing.T) {
 	// 24 hours later.
 	e.exec(`UPDATE callback_secrets SET expires_at = expires_at - interval '24 hours' WHERE endpoint_id = $1 AND expires_at IS NOT NULL`, ep)
 	e.pings("acme", ep, 1)
-	eventually(t, 10*time.Second, "the second ping", func() bool { return len(rc.requests()) == 2 })
+	wait.Until(t, 10*time.Second, "the second ping", func() bool { return len(rc.requests()) == 2 })
 	r = rc.requests()[1]
 	if n := len(strings.Fields(r.Header.Get(signing.HeaderSignature))); n != 1 {
 		t.Errorf("%d signatures after the overlap, want 1", n)
@@ -115,7 +116,7 @@ func TestAReceiverDownForAWhileGetsEverythingOnceItIsBack(t *testing.T) {
 	const events = 20
 	e.pings("acme", ep, events)
 	e.start(e.options())
-	eventually(t, 10*time.Second, "failed attempts", func() bool { return len(rc.requests()) >= 3*events })
+	wait.Until(t, 10*time.Second, "failed attempts", func() bool { return len(rc.requests()) >= 3*events })
 	var lastFailure *time.Time
 	_ = e.st.Pool().QueryRow(context.Background(), `SELECT last_failure_at FROM callback_endpoints WHERE id = $1`, ep).Scan(&lastFailure)
 	if lastFailure == nil {
@@ -124,7 +125,7 @@ func TestAReceiverDownForAWhileGetsEverythingOnceItIsBack(t *testing.T) {
 	mu.Lock()
 	down = false
 	mu.Unlock()
-	eventually(t, 15*time.Second, "every event acknowledged", func() bool { return len(rc.acknowledged()) == events })
+	wait.Until(t, 15*time.Second, "every event acknowledged", func() bool { return len(rc.acknowledged()) == events })
 	bodies := map[string]string{}
 	for _, r := range rc.requests() {
 		if b, ok := bodies[r.id()]; ok && b != string(r.Body) {
@@ -135,7 +136,7 @@ func TestAReceiverDownForAWhileGetsEverythingOnceItIsBack(t *testing.T) {
 	if len(bodies) != events {
 		t.Errorf("%d webhook-ids for %d events: a retry must keep its event's id", len(bodies), events)
 	}
-	eventually(t, 5*time.Second, "the outbox to settle", func() bool {
+	wait.Until(t, 5*time.Second, "the outbox to settle", func() bool {
 		return e.count(`SELECT count(*) FROM callback_events WHERE state = 'delivered'`) == events
 	})
 	if l, _ := e.st.ListCallbackEndpoints(context.Background(), "acme"); l[0].LastSuccessAt == nil {
@@ -163,16 +164,16 @@ func TestASenderKilledMidSendLosesNoEvent(t *testing.T) {
 	opts := e.options()
 	opts.Lease = 2500 * time.Millisecond
 	first := e.start(opts)
-	eventually(t, 10*time.Second, "requests on the wire", func() bool { return rc.inFlight.Load() == int32(opts.EndpointConcurrency) })
+	wait.Until(t, 10*time.Second, "requests on the wire", func() bool { return rc.inFlight.Load() == int32(opts.EndpointConcurrency) })
 	first.s.Kill()
-	first.stop(t)
+	first.Stop(t)
 	if n := e.count(`SELECT count(*) FROM callback_events WHERE state = 'pending' AND leased_until > now()`); n != opts.EndpointConcurrency {
 		t.Fatalf("%d events leased by the dead sender, want %d", n, opts.EndpointConcurrency)
 	}
 	once.Do(func() { close(release) })
 	e.start(opts)
-	eventually(t, 20*time.Second, "every event acknowledged", func() bool { return len(rc.acknowledged()) == events })
-	eventually(t, 5*time.Second, "the outbox to settle", func() bool {
+	wait.Until(t, 20*time.Second, "every event acknowledged", func() bool { return len(rc.acknowledged()) == events })
+	wait.Until(t, 5*time.Second, "the outbox to settle", func() bool {
 		return e.count(`SELECT count(*) FROM callback_events WHERE state = 'delivered'`) == events
 	})
 	ids := map[string]bool{}
@@ -195,11 +196,11 @@ func TestASlowEndpointDoesNotHoldBackTheOthers(t *testing.T) {
 	opts := e.options()
 	opts.Concurrency, opts.EndpointConcurrency = 8, 2
 	e.start(opts)
-	eventually(t, 5*time.Second, "the slow endpoint busy", func() bool { return slow.inFlight.Load() == 2 })
+	wait.Until(t, 5*time.Second, "the slow endpoint busy", func() bool { return slow.inFlight.Load() == 2 })
 	fastEP, _ := e.endpoint("other", fast.srv.URL)
 	e.pings("other", fastEP, 20)
 	start := time.Now()
-	eventually(t, 5*time.Second, "the fast endpoint's events", func() bool { return len(fast.acknowledged()) == 20 })
+	wait.Until(t, 5*time.Second, "the fast endpoint's events", func() bool { return len(fast.acknowledged()) == 20 })
 	if took := time.Since(start); took > 2*time.Second {
 		t.Errorf("the fast endpoint's 20 events took %s behind the slow one", took)
 	}
@@ -220,7 +221,7 @@ func TestARedirectIsAFailedAttemptNotFollowed(t *testing.T) {
 	ep, _ := e.endpoint("acme", rc.srv.URL)
 	e.pings("acme", ep, 1)
 	e.start(e.options())
-	eventually(t, 10*time.Second, "two attempts", func() bool { return len(rc.requests()) >= 2 })
+	wait.Until(t, 10*time.Second, "two attempts", func() bool { return len(rc.requests()) >= 2 })
 	if n := len(target.requests()); n != 0 {
 		t.Errorf("the redirect was followed: the target got %d requests", n)
 	}
@@ -252,7 +253,7 @@ func TestAnswerBodiesAreNotKeptAndSlowAnswersTimeOut(t *testing.T) {
 	opts := e.options()
 	opts.Timeout, opts.Lease = time.Second, 2*time.Second
 	e.start(opts)
-	eventually(t, 10*time.Second, "a timed-out attempt", func() bool {
+	wait.Until(t, 10*time.Second, "a timed-out attempt", func() bool {
 		var lastErr *string
 		_ = e.st.Pool().QueryRow(context.Background(), `SELECT last_error FROM callback_events`).Scan(&lastErr)
 		return lastErr != nil && *lastErr == "timeout: no answer within 1s"
@@ -275,11 +276,11 @@ func TestAnEventFailingPastTheRetryWindowIsDroppedAndCounted(t *testing.T) {
 	e.pings("acme", ep, 1)
 	before := value(callback.Dropped.WithLabelValues("expired"))
 	e.start(e.options())
-	eventually(t, 10*time.Second, "a failed attempt", func() bool { return len(rc.requests()) >= 1 })
+	wait.Until(t, 10*time.Second, "a failed attempt", func() bool { return len(rc.requests()) >= 1 })
 	// The event is 24 hours old.
 	e.exec(`UPDATE callback_events SET created_at = created_at - interval '24 hours'`)
 	// The result is written, then counted.
-	eventually(t, 10*time.Second, "the drop counted", func() bool {
+	wait.Until(t, 10*time.Second, "the drop counted", func() bool {
 		return value(callback.Dropped.WithLabelValues("expired"))-before == 1
 	})
 	if n := e.count(`SELECT count(*) FROM callback_events WHERE state = 'dropped' AND finished_at IS NOT NULL AND payload IS NULL`); n != 1 {
@@ -301,7 +302,7 @@ func TestQueueGaugesFollowTheOutbox(t *testing.T) {
 	opts := e.options()
 	opts.Backoff = notification.Backoff{Base: time.Hour, Max: time.Hour}
 	e.start(opts)
-	eventually(t, 10*time.Second, "the gauges", func() bool {
+	wait.Until(t, 10*time.Second, "the gauges", func() bool {
 		return value(callback.QueueDepth.WithLabelValues("retrying")) == 3 &&
 			value(callback.EndpointFailures.WithLabelValues("acme")) == 3
 	})
@@ -322,7 +323,7 @@ func TestEndpointFailuresAreReportedByTenant(t *testing.T) {
 	opts := e.options()
 	opts.Backoff = notification.Backoff{Base: time.Hour, Max: time.Hour}
 	e.start(opts)
-	eventually(t, 10*time.Second, `failures {tenant="acme"} 3 and {tenant="other"} 2, and nothing else`, func() bool {
+	wait.Until(t, 10*time.Second, `failures {tenant="acme"} 3 and {tenant="other"} 2, and nothing else`, func() bool {
 		return maps.Equal(series(callback.EndpointFailures), map[string]float64{`tenant="acme"`: 3, `tenant="other"`: 2})
 	})
 	for tenant, id := range map[string]string{"acme": a, "other": o} {
@@ -330,7 +331,7 @@ func TestEndpointFailuresAreReportedByTenant(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 10*time.Second, `failures {tenant="acme"} 1 alone`, func() bool {
+	wait.Until(t, 10*time.Second, `failures {tenant="acme"} 1 alone`, func() bool {
 		return maps.Equal(series(callback.EndpointFailures), map[string]float64{`tenant="acme"`: 1})
 	})
 }

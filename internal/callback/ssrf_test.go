@@ -11,6 +11,7 @@ import (
 
 	"github.com/heraldhq/herald/internal/callback"
 	"github.com/heraldhq/herald/internal/egress"
+	"github.com/heraldhq/herald/internal/testing/wait"
 )
 
 // resolveTo answers every name with addr: the resolver hook a test uses instead of DNS.
@@ -33,7 +34,7 @@ func TestANameResolvingToLoopbackIsNotReachedWhenPrivateAddressesAreNot(t *testi
 	opts.LookupIP = resolveTo("127.0.0.1")
 	before := value(callback.Attempts.WithLabelValues("blocked"))
 	e.start(opts)
-	eventually(t, 10*time.Second, "a blocked attempt", func() bool {
+	wait.Until(t, 10*time.Second, "a blocked attempt", func() bool {
 		var lastErr *string
 		_ = e.st.Pool().QueryRow(context.Background(), `SELECT last_error FROM callback_events`).Scan(&lastErr)
 		return lastErr != nil && strings.Contains(*lastErr, "address 127.0.0.1 is not allowed (loopback)")
@@ -62,7 +63,7 @@ func TestAProxyFromTheEnvironmentIsNotUsed(t *testing.T) {
 	opts := e.options()
 	opts.LookupIP = resolveTo("127.0.0.1")
 	e.start(opts)
-	eventually(t, 10*time.Second, "the ping, directly", func() bool { return len(rc.acknowledged()) == 1 })
+	wait.Until(t, 10*time.Second, "the ping, directly", func() bool { return len(rc.acknowledged()) == 1 })
 	if n := len(proxy.requests()); n != 0 {
 		t.Errorf("the proxy got %d requests", n)
 	}
@@ -78,7 +79,7 @@ func TestAURLThePolicyNoLongerAllowsIsNotCalled(t *testing.T) {
 	opts := e.options()
 	opts.Policy = egress.Policy{AllowPrivate: true} // no http:// any more
 	e.start(opts)
-	eventually(t, 10*time.Second, "a refused attempt", func() bool {
+	wait.Until(t, 10*time.Second, "a refused attempt", func() bool {
 		return e.count(`SELECT count(*) FROM callback_events WHERE last_error = 'url must be https'`) == 1
 	})
 	if n := len(rc.requests()); n != 0 {

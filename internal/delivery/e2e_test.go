@@ -14,6 +14,7 @@ import (
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/sim"
+	"github.com/heraldhq/herald/internal/testing/wait"
 )
 
 func TestSendIsDeliveredWithTheBrandedText(t *testing.T) {
@@ -373,7 +374,7 @@ func TestGracefulShutdownLosesNothing(t *testing.T) {
 		}
 	}
 	time.Sleep(500 * time.Millisecond)
-	first.stop(t)
+	first.Stop(t)
 	delivered := e.countStatus(ids, "delivered")
 	if delivered == 0 || delivered == n {
 		t.Fatalf("%d of %d delivered when the first worker stopped; the test needs a stop mid-stream", delivered, n)
@@ -411,7 +412,7 @@ func TestKilledWorkerIsTakenOver(t *testing.T) {
 	parallel(n, 8, func(i int) { ids[i], _ = e.send("k"+strconv.Itoa(i), "k"+strconv.Itoa(i), 5) })
 	time.Sleep(1500 * time.Millisecond)
 	first.w.Kill()
-	first.stop(t)
+	first.Stop(t)
 	before := e.countStatus(ids, "delivered")
 	stuck := e.countStatus(ids, "delivering")
 	t.Logf("at the kill: %d delivered, %d delivering", before, stuck)
@@ -468,7 +469,7 @@ func TestTheGlobalRateFollowsTheBacklogAcrossWorkers(t *testing.T) {
 	w1 := e.start(opts)
 	w2 := e.start(opts)
 	normal := queue.TopicsFor(prefix).Normal
-	eventually(t, 30*time.Second, "both workers hold partitions and the rate is shared out", func() bool {
+	wait.Until(t, 30*time.Second, "both workers hold partitions and the rate is shared out", func() bool {
 		return len(w1.w.Partitions(normal)) > 0 && len(w2.w.Partitions(normal)) > 0 && w1.w.Rate()+w2.w.Rate() == rate
 	})
 	watch := watchRates(t, rate, w1.w, w2.w)
@@ -496,7 +497,7 @@ func TestTheGlobalRateFollowsTheBacklogAcrossWorkers(t *testing.T) {
 	}
 	// 60 chats with work at one message a second each want 60/s: w1 asks for the whole 30/s and gets all
 	// but the other's floor.
-	eventually(t, 10*time.Second, "the worker with the backlog gets nearly the whole rate", func() bool {
+	wait.Until(t, 10*time.Second, "the worker with the backlog gets nearly the whole rate", func() bool {
 		return w1.w.Rate() >= rate-1 && w2.w.Rate() <= 1
 	})
 	statuses := e.waitAllTerminal(ids, 60*time.Second)
@@ -506,7 +507,7 @@ func TestTheGlobalRateFollowsTheBacklogAcrossWorkers(t *testing.T) {
 		}
 	}
 	e.assertNoViolations()
-	eventually(t, 10*time.Second, "the split evens out once the backlog is gone", func() bool {
+	wait.Until(t, 10*time.Second, "the split evens out once the backlog is gone", func() bool {
 		return w1.w.Rate() == rate/2 && w2.w.Rate() == rate/2
 	})
 	watch()
@@ -568,16 +569,5 @@ func watchRates(t *testing.T, limit float64, ws ...*delivery.Worker) func() {
 		if len(samples) < 100 {
 			t.Errorf("only %d samples of the rates", len(samples))
 		}
-	}
-}
-
-func eventually(t *testing.T, within time.Duration, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

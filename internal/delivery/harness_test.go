@@ -26,6 +26,7 @@ import (
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/sim"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/background"
 	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/kafkatest"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
@@ -69,8 +70,7 @@ func newEnvLogging(t *testing.T, simOpts sim.Options, logger *slog.Logger) *env 
 	t.Helper()
 	st, _ := pgtest.NewStore(t)
 	b := kafkatest.New(t, prefix)
-	p := queue.NewProducer(b.Addrs(), prefix)
-	t.Cleanup(func() { p.Close() })
+	p := b.Producer(t, prefix)
 	ob := outbox.New(st, p, outbox.Options{Logger: logger})
 	t.Cleanup(ob.Close)
 	api := ingress.New(st, ob, logger, ingress.Options{DeepLinkBase: "https://t.me", BotUsername: "herald_test_bot",
@@ -119,40 +119,20 @@ func (e *env) fastOptions() delivery.Options {
 	}
 }
 
-// running is a worker started by a test.
+// running is a worker started by a test: Stop is SIGTERM (it drains), w.Kill then Stop a crash.
 type running struct {
-	w      *delivery.Worker
-	cancel context.CancelFunc
-	done   chan error
+	w *delivery.Worker
+	*background.Run
 }
 
-// start runs a worker until the test ends (or stop/kill).
+// start runs a worker until the test ends (or Stop).
 func (e *env) start(opts delivery.Options) *running {
 	e.t.Helper()
 	w, err := delivery.New(opts)
 	if err != nil {
 		e.t.Fatalf("delivery.New: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{w: w, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- w.Run(ctx) }()
-	e.t.Cleanup(func() { r.stop(e.t) })
-	return r
-}
-
-// stop cancels the worker (SIGTERM) and waits for Run to return.
-func (r *running) stop(t *testing.T) {
-	t.Helper()
-	r.cancel()
-	select {
-	case err := <-r.done:
-		if err != nil {
-			t.Errorf("worker Run returned %v", err)
-		}
-		r.done <- nil // later calls return at once
-	case <-time.After(30 * time.Second):
-		t.Fatal("worker did not stop within 30 s")
-	}
+	return &running{w: w, Run: background.Start(e.t, "the worker", 30*time.Second, w.Run)}
 }
 
 func (e *env) tenant(id, developerName, label string) string {

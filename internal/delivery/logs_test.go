@@ -1,7 +1,6 @@
 package delivery_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -9,38 +8,26 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/heraldhq/herald/internal/testing/syncbuf"
 )
 
-// logLines is a slog handler's output in a test: JSON lines, read back parsed.
-type logLines struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logLines) lines(t *testing.T) []map[string]any {
+// jsonLines parses a JSON slog handler's output, line by line.
+func jsonLines(t *testing.T, out string) []map[string]any {
 	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
+	var lines []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		var m map[string]any
 		d := json.NewDecoder(strings.NewReader(line))
 		d.UseNumber() // a number reads as it was written, not as 7.3e+09
 		if err := d.Decode(&m); err != nil {
 			t.Fatalf("log line %q: %v", line, err)
 		}
-		out = append(out, m)
+		lines = append(lines, m)
 	}
-	return out
+	return lines
 }
 
 // identifying names attributes that would identify an end user, whatever their value.
@@ -52,7 +39,7 @@ var identifying = regexp.MustCompile(`(?i)user|chat|messenger|phone|contact`)
 // phone number, in any attribute at any level. (The simulator, a development tool, logs to its own logger.)
 func TestLogsNameNoUserAcrossLinkVerificationAndDelivery(t *testing.T) {
 	t.Parallel()
-	var capture logLines
+	var capture syncbuf.Buffer
 	logger := slog.New(slog.NewJSONHandler(&capture, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e := newEnvLogging(t, simOptions(slog.New(slog.DiscardHandler)), logger)
 	e.webhook(logger)
@@ -82,7 +69,7 @@ func TestLogsNameNoUserAcrossLinkVerificationAndDelivery(t *testing.T) {
 	// The values that identify the user. (The platform's message ids are small numbers that any count or
 	// offset can equal: the attributes' names tell them.)
 	values := regexp.MustCompile(fmt.Sprintf(`(^|\D)(%d|%s|%s)(\D|$)`, account, phone[1:], phone[len(phone)-4:]))
-	lines := capture.lines(t)
+	lines := jsonLines(t, capture.String())
 	seen := map[string]bool{}
 	for _, line := range lines {
 		seen[fmt.Sprint(line["msg"])] = true

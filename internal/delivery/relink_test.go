@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/sim"
+	"github.com/heraldhq/herald/internal/testing/wait"
 )
 
 // A notification only ever reaches the chat whose owner was verified when it was accepted. Alice links and
@@ -38,14 +39,14 @@ func TestARelinkedUsersNotificationsNeverReachTheNewAccount(t *testing.T) {
 	}
 	must(t, e.sim.SetFaults(sim.Faults{NextTimeouts: 1}))
 	inFlight, _ := e.send("alice", "in flight", 5)
-	eventually(t, 10*time.Second, "the send to hang at the platform", func() bool { return e.sim.Faults().NextTimeouts == 0 })
+	wait.Until(t, 10*time.Second, "the send to hang at the platform", func() bool { return e.sim.Faults().NextTimeouts == 0 })
 	queued, _ := e.send("alice", "queued behind it", 5)
 	if r := e.row(queued); r.Status != "queued" {
 		t.Fatalf("the second notification is %s before the relink; the test needs it queued", r.Status)
 	}
 
 	e.linkThroughWebhook("alice", newcomer)
-	eventually(t, 10*time.Second, "the link's confirmation in the new chat", func() bool { return len(e.sim.Messages(newcomer)) == 1 })
+	wait.Until(t, 10*time.Second, "the link's confirmation in the new chat", func() bool { return len(e.sim.Messages(newcomer)) == 1 })
 	got := e.waitAllTerminal([]string{inFlight, queued}, 30*time.Second)
 	var texts []string
 	for _, msg := range e.sim.Messages(newcomer) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/sim"
+	"github.com/heraldhq/herald/internal/testing/wait"
 	"github.com/heraldhq/herald/internal/updates"
 )
 
@@ -47,7 +48,7 @@ func (e *env) linkThroughWebhook(user string, account int64) {
 	if _, err := e.sim.OpenLink(account, link); err != nil {
 		e.t.Fatal(err)
 	}
-	eventually(e.t, 10*time.Second, "the link to the new account", func() bool {
+	wait.Until(e.t, 10*time.Second, "the link to the new account", func() bool {
 		var n int
 		err := e.st.Pool().QueryRow(context.Background(), `SELECT count(*) FROM links WHERE tenant_id = 'acme' AND user_id = $1 AND messenger_user_id = $2`,
 			user, account).Scan(&n)
@@ -65,7 +66,7 @@ func (e *env) verifyThroughWebhook(user string, account int64, phone string) {
 	if _, err := e.sim.ShareContact(account, phone, nil); err != nil {
 		e.t.Fatal(err)
 	}
-	eventually(e.t, 10*time.Second, "the verification", func() bool {
+	wait.Until(e.t, 10*time.Second, "the verification", func() bool {
 		_, m := e.call("GET", "/v1/phone-verification/status/"+url.PathEscape(user), nil)
 		return m["status"] == "verified"
 	})
@@ -74,7 +75,7 @@ func (e *env) verifyThroughWebhook(user string, account int64, phone string) {
 // settle waits until every notification, the system messages included, has reached a final state.
 func (e *env) settle() {
 	e.t.Helper()
-	eventually(e.t, 20*time.Second, "every notification settled", func() bool {
+	wait.Until(e.t, 20*time.Second, "every notification settled", func() bool {
 		var n int
 		err := e.st.Pool().QueryRow(context.Background(),
 			`SELECT count(*) FROM notifications WHERE status NOT IN ('delivered', 'blocked', 'failed', 'unlinked', 'cancelled', 'expired')`).Scan(&n)

@@ -23,6 +23,7 @@ import (
 	"github.com/heraldhq/herald/internal/testing/devtest"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 	"github.com/heraldhq/herald/internal/testing/syncbuf"
+	"github.com/heraldhq/herald/internal/testing/wait"
 )
 
 // TestDevRunsThePrintedWalkthrough starts `herald dev` on embedded defaults (a private PostgreSQL from the
@@ -68,21 +69,15 @@ func TestDevRunsThePrintedWalkthrough(t *testing.T) {
 		t.Errorf("a second herald dev on the same data directory: %v", err)
 	}
 	// The retention purge runs in herald dev too.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	wait.Until(t, 30*time.Second, "a successful retention run in herald dev", func() bool {
 		res, err := http.Get(dev.base + "/metrics")
-		if err == nil {
-			b, _ := io.ReadAll(res.Body)
-			res.Body.Close()
-			if strings.Contains(string(b), `herald_retention_runs_total{result="ok"}`) {
-				break
-			}
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no successful retention run in herald dev within 30s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return strings.Contains(string(b), `herald_retention_runs_total{result="ok"}`)
+	})
 
 	// --print-env: the database URL of the running instance (the admin CLI works with it), its API and key.
 	var env strings.Builder
@@ -243,16 +238,6 @@ func startDevWith(t *testing.T, o devenv.Options) *dev {
 func TestDevCallbacksArriveSignedAndSurviveARestart(t *testing.T) {
 	dir := t.TempDir()
 	d := startDev(t, dir)
-	eventually := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
 	sim := func(base, path, body string) map[string]any {
 		t.Helper()
 		var res *http.Response
@@ -278,7 +263,7 @@ func TestDevCallbacksArriveSignedAndSurviveARestart(t *testing.T) {
 	d.do(t, "POST", "/v1/phone-verification/start", `{"user_id":"alice"}`)
 	sim(d.base, "/sim/users/1001/share-contact", `{"phone_number":"15551234567"}`)
 	id := d.do(t, "POST", "/v1/send", `{"user_id":"alice","message":"Your order has shipped"}`)["tracking_id"].(string)
-	eventually("delivery", func() bool { return d.do(t, "GET", "/v1/status/"+id, "")["status"] == "delivered" })
+	wait.Until(t, 15*time.Second, "delivery", func() bool { return d.do(t, "GET", "/v1/status/"+id, "")["status"] == "delivered" })
 	callbacks := func(base string) map[string]int {
 		verified := map[string]int{}
 		for _, c := range sim(base, "/sim/callbacks", "")["callbacks"].([]any) {
@@ -290,7 +275,7 @@ func TestDevCallbacksArriveSignedAndSurviveARestart(t *testing.T) {
 		}
 		return verified
 	}
-	eventually("the callbacks", func() bool { return len(callbacks(d.base)) == 3 })
+	wait.Until(t, 15*time.Second, "the callbacks", func() bool { return len(callbacks(d.base)) == 3 })
 	if got := callbacks(d.base); got["user.linked"] != 1 || got["user.verified"] != 1 || got["notification.delivered"] != 1 {
 		t.Errorf("callbacks received: %v", got)
 	}
@@ -303,5 +288,5 @@ func TestDevCallbacksArriveSignedAndSurviveARestart(t *testing.T) {
 	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != http.StatusAccepted {
 		t.Fatalf("test ping: %v %v", res, err)
 	}
-	eventually("the ping", func() bool { return callbacks(d2.base)["ping"] == 1 })
+	wait.Until(t, 15*time.Second, "the ping", func() bool { return callbacks(d2.base)["ping"] == 1 })
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/ingress"
+	"github.com/heraldhq/herald/internal/testing/wait"
 )
 
 // heldRequest is a request whose headers and the first part of its body are sent, and whose handler waits
@@ -52,18 +53,6 @@ func (h *heldRequest) finish() int {
 	return res.StatusCode
 }
 
-// until waits for cond: the held request has taken its place.
-func (e *env) until(what string, cond func() bool) {
-	e.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("still not so after 5 s: %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // Past HERALD_MAX_IN_FLIGHT concurrent /v1 requests, the next one is answered 503 unavailable with
 // Retry-After at once, stores nothing, and the place is free again once the request in flight is answered.
 func TestInFlightCapShedsWith503AndRetryAfter(t *testing.T) {
@@ -75,7 +64,7 @@ func TestInFlightCapShedsWith503AndRetryAfter(t *testing.T) {
 
 	body := `{"user_id":"u1","message":"held in flight"}`
 	held := e.hold("POST", "/v1/send", key, len(body), body)
-	e.until("the held send is in flight", func() bool { return ingress.RequestsInFlight(e.api) == 1 })
+	wait.Until(e.t, 5*time.Second, "the held send is in flight", func() bool { return ingress.RequestsInFlight(e.api) == 1 })
 	before := e.countRows(`SELECT count(*) FROM notifications`)
 	r := e.do("POST", "/v1/send", key, send)
 	expectError(t, r, http.StatusServiceUnavailable, "unavailable")
@@ -111,7 +100,7 @@ func TestInFlightBytesShedWith503AndRetryAfter(t *testing.T) {
 
 	held := e.hold("POST", "/v1/send/batch", acme, ingress.MaxBatchBodyBytes, `{"notifications":[{"user_id":"u1","message":"a"}]}`)
 	e.hold("POST", "/v1/send/batch", globex, ingress.MaxBatchBodyBytes, `{"notifications":[{"user_id":"u1","message":"a"}]}`)
-	e.until("the held batches hold the bytes", func() bool { used, most := ingress.BodyBytesInFlight(e.api); return used == most })
+	wait.Until(e.t, 5*time.Second, "the held batches hold the bytes", func() bool { used, most := ingress.BodyBytesInFlight(e.api); return used == most })
 	before := e.countRows(`SELECT count(*) FROM notifications`)
 	r := e.do("POST", "/v1/send", key, send)
 	expectError(t, r, http.StatusServiceUnavailable, "unavailable")

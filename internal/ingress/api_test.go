@@ -134,9 +134,7 @@ func TestRevocationTakesEffectWithinTheCacheBound(t *testing.T) {
 // The Notification resource is the spec's fields and the v1 extensions' (§2), nothing else: never the body.
 func TestStatusReturnsExactlyTheContractFields(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	key := e.tenant("acme", "Acme", nil)
-	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
+	e, key := newEnvWithUser(t)
 	sent := e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "secret body text", "priority": 8})
 	id := sent.json(t)["tracking_id"].(string)
 	r := e.do("GET", "/v1/status/"+id, key, nil)
@@ -304,10 +302,8 @@ func TestPhoneVerificationStartAndStatus(t *testing.T) {
 
 func TestAnotherTenantsDataIsNotFoundOnEveryRoute(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	acme := e.tenant("acme", "Acme", nil)
+	e, acme := newEnvWithUser(t)
 	globex := e.tenant("globex", "Globex", nil)
-	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	sent := e.do("POST", "/v1/send", acme, map[string]any{"user_id": "u1", "message": "hi"})
 	id := sent.json(t)["tracking_id"].(string)
 
@@ -330,9 +326,7 @@ func TestAnotherTenantsDataIsNotFoundOnEveryRoute(t *testing.T) {
 
 func TestSendAnswersQueueErrorWhenTheBrokerIsTooSlow(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	key := e.tenant("acme", "Acme", nil)
-	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
+	e, key := newEnvWithUser(t)
 	// The broker holds every produce request longer than the 2 s budget.
 	e.broker.Cluster().ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
 		e.broker.Cluster().KeepControl()

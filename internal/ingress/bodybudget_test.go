@@ -11,6 +11,7 @@ import (
 
 	"github.com/heraldhq/herald/internal/ingress"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/wait"
 )
 
 // trickle is an upload that a client started and never finishes: the headers, a declared Content-Length and
@@ -182,9 +183,7 @@ func TestOneTenantsTrickledUploadsCannotTakeEveryPlaceInFlight(t *testing.T) {
 // before their bodies are reserved, the same way.
 func TestATenantOverItsLimitIsRefusedBeforeItsBodyIsRead(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	key := e.tenant("acme", "Acme", nil)
-	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
+	e, key := newEnvWithUser(t)
 	e.limit("acme", store.TenantLimits{SendsPerSecond: int32p(1), Burst: int32p(1), RequestsPerSecond: int32p(1)})
 	send := map[string]any{"user_id": "u1", "message": "hi"}
 	for _, tc := range []struct {
@@ -204,7 +203,7 @@ func TestATenantOverItsLimitIsRefusedBeforeItsBodyIsRead(t *testing.T) {
 			}
 			tr := e.trickle("POST", tc.path, key, ingress.MaxBodyBytes)
 			status := 0
-			e.until("the upload is answered or let in", func() bool {
+			wait.Until(e.t, 5*time.Second, "the upload is answered or let in", func() bool {
 				select {
 				case status = <-tr.answered:
 					return true
@@ -220,7 +219,7 @@ func TestATenantOverItsLimitIsRefusedBeforeItsBodyIsRead(t *testing.T) {
 				break
 			}
 			_ = tr.c.Close()
-			e.until("the abandoned upload's bytes are given back", func() bool { used, _ := ingress.BodyBytesInFlight(e.api); return used == 0 })
+			wait.Until(e.t, 5*time.Second, "the abandoned upload's bytes are given back", func() bool { used, _ := ingress.BodyBytesInFlight(e.api); return used == 0 })
 			if attempt == 5 {
 				t.Errorf("%s over the limit was let in, its body awaited, in %d attempts of 5", tc.what, attempt)
 				break

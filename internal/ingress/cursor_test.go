@@ -25,9 +25,7 @@ func forgedCursor(at time.Time, trackingID string) string {
 // from PostgreSQL (which holds timestamptz from 4713 BC to 294276 AD only).
 func TestListRefusesForgedCursors(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	key := e.tenant("acme", "Acme", nil)
-	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
+	e, key := newEnvWithUser(t)
 	for range 3 {
 		e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "hi"})
 	}

@@ -11,9 +11,7 @@ import (
 // A body over the limit is 413 (not 400), in the shared error body: invalid_request with status 413.
 func TestOversizedBodiesAre413(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	key := e.tenant("acme", "Acme", nil)
-	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
+	e, key := newEnvWithUser(t)
 	pad := func(total int) string {
 		head, tail := `{"user_id":"u1","message":"`, `"}`
 		return head + strings.Repeat("a", total-len(head)-len(tail)) + tail

@@ -44,13 +44,22 @@ func newEnv(t testing.TB) *env {
 	return newEnvWith(t, nil)
 }
 
+// newEnvWithUser is newEnv with what most tests start from: tenant acme, a key of it (returned), and its
+// user u1, linked to chat 1001 and verified.
+func newEnvWithUser(t testing.TB) (*env, string) {
+	t.Helper()
+	e := newEnv(t)
+	key := e.tenant("acme", "Acme", nil)
+	e.fx.VerifiedUser(t, "acme", "u1", 1001)
+	return e, key
+}
+
 // newEnvWith is newEnv with options changed by opts.
 func newEnvWith(t testing.TB, opts func(*ingress.Options)) *env {
 	t.Helper()
 	st, _ := pgtest.NewStore(t)
 	b := kafkatest.New(t, prefix)
-	p := queue.NewProducer(b.Addrs(), prefix)
-	t.Cleanup(func() { p.Close() })
+	p := b.Producer(t, prefix)
 	logs := &syncbuf.Buffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
 	ob := outbox.New(st, p, outbox.Options{Logger: logger})

@@ -33,9 +33,7 @@ func metadataOf(n, valueLen int) map[string]string {
 // §1: each option is validated as the contract says; each limit is accepted exactly and refused one past.
 func TestSendOptionsAreValidated(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	key := e.tenant("acme", "Acme", nil)
-	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
+	e, key := newEnvWithUser(t)
 	cases := []struct {
 		name   string
 		extra  map[string]any
@@ -96,9 +94,7 @@ func TestSendOptionsAreValidated(t *testing.T) {
 // and nulls for a send without them.
 func TestScheduledSendIsStoredAndNotPublished(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	key := e.tenant("acme", "Acme", nil)
-	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
+	e, key := newEnvWithUser(t)
 	sendAt, expiresAt := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond), time.Now().Add(2*time.Hour).UTC().Truncate(time.Millisecond)
 	r := e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "later", "priority": 8,
 		"send_at": sendAt.Format(time.RFC3339Nano), "expires_at": expiresAt.Format(time.RFC3339Nano),
@@ -134,10 +130,8 @@ func TestScheduledSendIsStoredAndNotPublished(t *testing.T) {
 // id.
 func TestCancelAnswersByState(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	key := e.tenant("acme", "Acme", nil)
+	e, key := newEnvWithUser(t)
 	other := e.tenant("globex", "Globex", nil)
-	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	for _, state := range []string{"scheduled", "queued", "retrying", "delivering", "delivered", "blocked", "failed", "unlinked", "cancelled", "expired"} {
 		id := e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "hi"}).json(t)["tracking_id"].(string)
 		e.fx.SetNotification(t, id, fixture.InState(notification.Status(state)), fixture.Lease(time.Now().Add(time.Minute)))
@@ -187,10 +181,8 @@ func (e *env) list(key, query string) (listPage, response) {
 // the default page is 50; filters; validation of every parameter.
 func TestListPages(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	key := e.tenant("acme", "Acme", nil)
+	e, key := newEnvWithUser(t)
 	other := e.tenant("globex", "Globex", nil)
-	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	e.fx.VerifiedUser(e.t, "acme", "u2", 1002)
 	e.fx.VerifiedUser(e.t, "globex", "u1", 2001)
 	var mine []string
@@ -364,9 +356,7 @@ func TestBatchAnswersEachItemInOrder(t *testing.T) {
 // queues nothing; 100 items are accepted.
 func TestBatchEnvelopeIsValidated(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	key := e.tenant("acme", "Acme", nil)
-	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
+	e, key := newEnvWithUser(t)
 	item := map[string]any{"user_id": "u1", "message": "hi"}
 	many := func(n int) []any {
 		out := make([]any, n)
@@ -407,9 +397,7 @@ func TestBatchEnvelopeIsValidated(t *testing.T) {
 // answers, and a retry under the same key starts afresh.
 func TestBatchBrokerFailureStoresNothing(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	key := e.tenant("acme", "Acme", nil)
-	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
+	e, key := newEnvWithUser(t)
 	e.fx.User(e.t, "acme", "u2", fixture.LinkedTo(1002))
 	var failing = true
 	var mu sync.Mutex
@@ -524,9 +512,7 @@ func TestUsersGetAndErase(t *testing.T) {
 // after it (409 phone_unverified); none stays queued.
 func TestEraseRacingSends(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	key := e.tenant("acme", "Acme", nil)
-	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
+	e, key := newEnvWithUser(t)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	accepted := map[string]bool{}
@@ -569,10 +555,8 @@ func TestEraseRacingSends(t *testing.T) {
 // listed, its users cannot be sent to in a batch.
 func TestNewRoutesAreTenantScoped(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	acme := e.tenant("acme", "Acme", nil)
+	e, acme := newEnvWithUser(t)
 	globex := e.tenant("globex", "Globex", nil)
-	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	id := e.do("POST", "/v1/send", acme, map[string]any{"user_id": "u1", "message": "hi", "send_at": ts(time.Hour)}).json(t)["tracking_id"].(string)
 	expectError(t, e.do("POST", "/v1/notifications/"+id+"/cancel", globex, nil), 404, "not_found")
 	expectError(t, e.do("GET", "/v1/users/u1", globex, nil), 404, "not_found")

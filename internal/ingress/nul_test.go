@@ -17,9 +17,7 @@ import (
 // names nothing), never a 500 from PostgreSQL refusing the statement, and nothing is stored.
 func TestNULIsRefusedAtTheDoorNamingTheField(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	key := e.tenant("acme", "Acme", nil)
-	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
+	e, key := newEnvWithUser(t)
 	cases := []struct {
 		name, method, path, body string
 		status                   int
@@ -136,9 +134,7 @@ func TestNULSendsDoNotFailAnotherTenantsSends(t *testing.T) {
 // one is, for a send and for a batch item. Space around words is kept.
 func TestBlankMessagesAreRefused(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	key := e.tenant("acme", "Acme", nil)
-	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
+	e, key := newEnvWithUser(t)
 	blanks := []string{" ", "   ", "\n\t", "\r\n", "\u00a0", "\u3000\u2003", "\u0085\v\f"}
 	for _, m := range blanks {
 		r := e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": m})
@@ -178,9 +174,7 @@ func TestBlankMessagesAreRefused(t *testing.T) {
 // against the tenant's requests per second, as every route that is not a send does.
 func TestABatchOfOnlyInvalidItemsCostsARequestAndNoStatement(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	key := e.tenant("acme", "Acme", nil)
-	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
+	e, key := newEnvWithUser(t)
 	e.limit("acme", store.TenantLimits{RequestsPerSecond: int32p(1)}) // burst twice the rate: 2
 	invalid := batchOf(map[string]any{"user_id": "u1", "message": "  "}, map[string]any{"user_id": "u1"}, "not an object",
 		map[string]any{"user_id": "u1", "message": "hi\u0000"})

@@ -91,9 +91,7 @@ func TestSendBrandsWithDeveloperNameWhenKeyHasNoLabel(t *testing.T) {
 
 func TestSendRejectsInvalidRequests(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	key := e.tenant("acme", "Acme", nil)
-	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
+	e, key := newEnvWithUser(t)
 	long := strings.Repeat("é", 4097)
 	cases := []struct {
 		name, body string
@@ -198,9 +196,7 @@ func TestSendIsGatedOnVerifiedPhone(t *testing.T) {
 
 func TestSendAnswersQueueErrorAndStoresNothingWhenTheBrokerIsDown(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	key := e.tenant("acme", "Acme", nil)
-	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
+	e, key := newEnvWithUser(t)
 	e.broker.Close()
 	// Both paths: the batched one, and an idempotent send's own transaction.
 	r := e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "hi"})
@@ -217,10 +213,8 @@ func TestSendAnswersQueueErrorAndStoresNothingWhenTheBrokerIsDown(t *testing.T) 
 
 func TestSendIdempotency(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	key := e.tenant("acme", "Acme", nil)
+	e, key := newEnvWithUser(t)
 	other := e.tenant("globex", "Globex", nil)
-	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	e.fx.VerifiedUser(e.t, "globex", "u1", 1002)
 
 	first := e.do("POST", "/v1/send", key, `{"user_id":"u1","message":"hi","priority":3}`, "Idempotency-Key", "order-1")
@@ -260,9 +254,7 @@ func TestSendIdempotency(t *testing.T) {
 
 func TestSendIdempotencyUnderConcurrency(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	key := e.tenant("acme", "Acme", nil)
-	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
+	e, key := newEnvWithUser(t)
 	const n = 16
 	ids := make([]string, n)
 	var wg sync.WaitGroup

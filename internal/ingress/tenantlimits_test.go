@@ -16,7 +16,6 @@ import (
 
 	"github.com/heraldhq/herald/internal/ingress"
 	"github.com/heraldhq/herald/internal/outbox"
-	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/store"
 )
@@ -36,9 +35,7 @@ var rateLimitField = regexp.MustCompile(`^"(sends|requests)";r=\d+;t=\d+$`)
 // nothing of a refused send is stored.
 func TestSendsOverTheTenantsLimitAreRefused(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	key := e.tenant("acme", "Acme", nil)
-	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
+	e, key := newEnvWithUser(t)
 	e.limit("acme", store.TenantLimits{SendsPerSecond: int32p(1), Burst: int32p(5)})
 	accepted, refused := 0, 0
 	for range 10 {
@@ -75,9 +72,7 @@ func TestSendsOverTheTenantsLimitAreRefused(t *testing.T) {
 // so it is refused saying to split it, storing nothing.
 func TestABatchCountsItsItemsAgainstTheSendRate(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	key := e.tenant("acme", "Acme", nil)
-	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
+	e, key := newEnvWithUser(t)
 	e.limit("acme", store.TenantLimits{SendsPerSecond: int32p(1), Burst: int32p(5)})
 	batch := func(n int) map[string]any {
 		items := make([]any, n)
@@ -103,9 +98,7 @@ func TestABatchCountsItsItemsAgainstTheSendRate(t *testing.T) {
 // Every other /v1 route counts against the tenant's requests per second; sends do not.
 func TestOtherRoutesCountAgainstRequestsPerSecond(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	key := e.tenant("acme", "Acme", nil)
-	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
+	e, key := newEnvWithUser(t)
 	e.limit("acme", store.TenantLimits{RequestsPerSecond: int32p(2)}) // burst twice the rate: 4
 	refused := 0
 	for range 8 {
@@ -129,9 +122,7 @@ func TestOtherRoutesCountAgainstRequestsPerSecond(t *testing.T) {
 // by default).
 func TestAChangedLimitAppliesWithinSeconds(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	key := e.tenant("acme", "Acme", nil)
-	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
+	e, key := newEnvWithUser(t)
 	e.limit("acme", store.TenantLimits{SendsPerSecond: int32p(1), Burst: int32p(1)})
 	send := func() int {
 		return e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "hi"}).status
@@ -154,14 +145,11 @@ func TestAChangedLimitAppliesWithinSeconds(t *testing.T) {
 // 10 %.
 func TestThreeReplicasHoldOneTenantsLimit(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	key := e.tenant("acme", "Acme", nil)
-	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
+	e, key := newEnvWithUser(t)
 	e.limit("acme", store.TenantLimits{SendsPerSecond: int32p(40), Burst: int32p(40)})
 	var urls []string
 	for range 3 {
-		p := queue.NewProducer(e.broker.Addrs(), prefix)
-		t.Cleanup(func() { p.Close() })
+		p := e.broker.Producer(t, prefix)
 		logger := slog.New(slog.DiscardHandler)
 		ob := outbox.New(e.st, p, outbox.Options{Logger: logger})
 		t.Cleanup(ob.Close)

@@ -29,9 +29,10 @@ import (
 // minute; an allow for 5 minutes, a deny for 30 seconds).
 //
 // Why not that filter: it builds on k8s.io/apiserver's delegating authenticator and authorizer, which link
-// 130 packages (the apiserver's, CEL, gRPC) into herald. Their initialisation runs in every herald process,
-// the ingress's included, and maps about 9 MB more of the binary into each (docs/benchmarks.md); the binary
-// is 11 MB larger. Two API calls and two small caches are all the operator needs of them.
+// the apiserver's packages (CEL and gRPC among them) into herald. Their initialisation runs in every herald
+// process, the ingress's included, and maps more of a larger binary into each (docs/benchmarks.md, "Less
+// garbage, the default GOGC, no k8s.io/apiserver", has the sizes). Two API calls and two small caches are
+// all the operator needs of them.
 func metricsAuth(config *rest.Config, httpClient *http.Client) (metricsserver.Filter, error) {
 	authn, err := authnclient.NewForConfigAndClient(config, httpClient)
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -23,7 +22,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -33,12 +31,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
 	"github.com/heraldhq/herald/internal/operator"
+	"github.com/heraldhq/herald/internal/testing/kubetest"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 	"github.com/heraldhq/herald/internal/testing/rbactest"
+	"github.com/heraldhq/herald/internal/testing/wait"
 )
 
 var (
@@ -46,30 +45,8 @@ var (
 	k8s        client.Client
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		dir, _ := filepath.Abs(filepath.Join("..", "..", "bin", "k8s"))
-		if _, err := os.Stat(filepath.Join(dir, "kube-apiserver")); err != nil {
-			fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set and ./bin/k8s has no kube-apiserver: run `make envtest` (hack/envtest.sh) first")
-			return 1
-		}
-		_ = os.Setenv("KUBEBUILDER_ASSETS", dir)
-	}
-	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
-	cfg, err := env.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting envtest: %v\n", err)
-		return 1
-	}
-	defer func() { _ = env.Stop() }()
-	restConfig = cfg
-	if k8s, err = client.New(cfg, client.Options{Scheme: operator.Scheme()}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return pgtest.Run(m)
+func TestMain(m *testing.M) {
+	os.Exit(kubetest.Run(m, func(cfg *rest.Config, c client.Client) { restConfig, k8s = cfg, c }))
 }
 
 func TestRunRejectsInvalidOptions(t *testing.T) {
@@ -113,43 +90,14 @@ func get(url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func eventually(t *testing.T, within time.Duration, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, within, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// startRun runs operator.Run as `herald operator` would, and stops it at the end of the test.
+// startRun runs operator.Run as `herald operator` would, against envtest unless opts names another API
+// server, and stops it at the end of the test.
 func startRun(t *testing.T, opts operator.Options) {
 	t.Helper()
 	if opts.RestConfig == nil {
 		opts.RestConfig = restConfig
 	}
-	opts.Logger = logr.FromSlogHandler(slog.DiscardHandler)
-	opts.SkipControllerNameValidation = true
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- operator.Run(ctx, opts) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run returned %v after cancellation, want nil", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("Run did not return within 30s of cancellation")
-		}
-	})
+	kubetest.StartOperator(t, opts)
 }
 
 // The operator as it runs in a cluster: as its ServiceAccount with the RBAC of config/rbac, leader
@@ -168,14 +116,14 @@ func TestRunElectsALeaderServesProbesAndMetricsAndReconciles(t *testing.T) {
 	})
 
 	for _, path := range []string{"/healthz", "/readyz"} {
-		eventually(t, 20*time.Second, path, func() error {
+		wait.For(t, 20*time.Second, path, func() error {
 			if code, body := get("http://" + probes + path); code != http.StatusOK {
 				return fmt.Errorf("%d %s", code, body)
 			}
 			return nil
 		})
 	}
-	eventually(t, 20*time.Second, "leader lease", func() error {
+	wait.For(t, 20*time.Second, "leader lease", func() error {
 		var lease coordinationv1.Lease
 		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: id.Namespace, Name: operator.DefaultLeaderElectionID}, &lease); err != nil {
 			return err
@@ -192,14 +140,14 @@ func TestRunElectsALeaderServesProbesAndMetricsAndReconciles(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		_ = k8s.Delete(context.Background(), tenant)
-		eventually(t, 10*time.Second, "Tenant deleted", func() error {
+		wait.For(t, 10*time.Second, "Tenant deleted", func() error {
 			if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(tenant), tenant); err == nil {
 				return fmt.Errorf("still there")
 			}
 			return nil
 		})
 	})
-	eventually(t, 20*time.Second, "Tenant ready", func() error {
+	wait.For(t, 20*time.Second, "Tenant ready", func() error {
 		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(tenant), tenant); err != nil {
 			return err
 		}
@@ -209,7 +157,7 @@ func TestRunElectsALeaderServesProbesAndMetricsAndReconciles(t *testing.T) {
 		return nil
 	})
 	token := scraperToken(t, id, true)
-	eventually(t, 10*time.Second, "metrics", func() error {
+	wait.For(t, 10*time.Second, "metrics", func() error {
 		code, body := scrape(t, "https://"+metrics+"/metrics", token, nil)
 		if code != http.StatusOK || !strings.Contains(body, `controller_runtime_reconcile_total{controller="tenant"`) {
 			return fmt.Errorf("%d, reconcile metrics missing", code)
@@ -275,7 +223,7 @@ func TestMetricsAreServedOnlyToTokensAllowedToReadThem(t *testing.T) {
 	reader, stranger := scraperToken(t, id, true), scraperToken(t, id, false)
 	url := "https://" + metrics + "/metrics"
 
-	eventually(t, 20*time.Second, "a metrics reader gets the metrics", func() error {
+	wait.For(t, 20*time.Second, "a metrics reader gets the metrics", func() error {
 		if code, body := scrape(t, url, reader, nil); code != http.StatusOK || !strings.Contains(body, "controller_runtime_") {
 			return fmt.Errorf("%d %.200s", code, body)
 		}
@@ -308,7 +256,7 @@ func TestMetricsServeTheCertificateOfTheCertDir(t *testing.T) {
 	metrics := freeAddr(t)
 	startRun(t, operator.Options{DatabaseURL: pgtest.NewDatabase(t), MetricsAddr: metrics, ProbeAddr: "0", MetricsCertDir: dir, RestConfig: id.Config})
 	reader := scraperToken(t, id, true)
-	eventually(t, 20*time.Second, "metrics over the given certificate", func() error {
+	wait.For(t, 20*time.Second, "metrics over the given certificate", func() error {
 		if code, body := scrape(t, "https://"+metrics+"/metrics", reader, roots); code != http.StatusOK {
 			return fmt.Errorf("%d %.200s", code, body)
 		}
@@ -364,7 +312,7 @@ func TestRunStartsWithoutPostgreSQLAndReportsIt(t *testing.T) {
 		MetricsAddr: "0",
 		ProbeAddr:   probes,
 	})
-	eventually(t, 20*time.Second, "/healthz up, /readyz failing on the key store", func() error {
+	wait.For(t, 20*time.Second, "/healthz up, /readyz failing on the key store", func() error {
 		if code, body := get("http://" + probes + "/healthz"); code != http.StatusOK {
 			return fmt.Errorf("healthz %d %s", code, body)
 		}
@@ -383,7 +331,7 @@ func TestRunStartsWithoutPostgreSQLAndReportsIt(t *testing.T) {
 		_ = k8s.Delete(context.Background(), tenant)
 		_ = k8s.Patch(context.Background(), tenant, client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`)))
 	})
-	eventually(t, 20*time.Second, "KeyStoreUnavailable", func() error {
+	wait.For(t, 20*time.Second, "KeyStoreUnavailable", func() error {
 		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(tenant), tenant); err != nil {
 			return err
 		}

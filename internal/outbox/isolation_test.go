@@ -12,9 +12,9 @@ import (
 	"github.com/heraldhq/herald/internal/apierror"
 	"github.com/heraldhq/herald/internal/batch"
 	"github.com/heraldhq/herald/internal/outbox"
-	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/fixture"
+	"github.com/heraldhq/herald/internal/testing/wait"
 )
 
 // A request whose rows PostgreSQL refuses fails alone: the requests that shared its batch — other
@@ -26,8 +26,7 @@ func TestARequestPostgreSQLRefusesFailsAlone(t *testing.T) {
 	e.fx.Tenant(t, "mallory", fixture.DeveloperName("Mallory"))
 	e.fx.VerifiedUser(t, "mallory", "m", 9)
 	// One batch loop, so that the requests sent while it is held all wait for the same next batch.
-	p := queue.NewProducer(e.broker.Addrs(), prefix)
-	t.Cleanup(func() { p.Close() })
+	p := e.broker.Producer(t, prefix)
 	ob := outbox.New(e.st, p, outbox.Options{ProduceTimeout: 2 * time.Second, Batch: batch.Options{Loops: 1}, Logger: slog.New(slog.DiscardHandler)})
 	t.Cleanup(ob.Close)
 
@@ -57,7 +56,7 @@ func TestARequestPostgreSQLRefusesFailsAlone(t *testing.T) {
 			res, _, err := ob.Send(ctx, "acme", []outbox.Item{item("ok")}, nil)
 			out <- sent{"the first", res, err}
 		}()
-		waitFor(t, "the first batch to wait for the lock", func() bool {
+		wait.Until(t, 10*time.Second, "the first batch to wait for the lock", func() bool {
 			return e.count(`SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'notifications'::regclass`) > 0
 		})
 		var started sync.WaitGroup
@@ -112,17 +111,5 @@ func TestARequestPostgreSQLRefusesFailsAlone(t *testing.T) {
 	}
 	if n := e.count(`SELECT count(*) FROM idempotency_keys WHERE tenant_id = 'mallory'`); n != 0 {
 		t.Errorf("%d keys kept for mallory's failed requests", n)
-	}
-}
-
-// waitFor polls cond until it holds, failing the test after a deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -40,8 +40,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	st, _ := pgtest.NewStore(t)
 	b := kafkatest.New(t, prefix)
-	p := queue.NewProducer(b.Addrs(), prefix)
-	t.Cleanup(func() { p.Close() })
+	p := b.Producer(t, prefix)
 	ob := outbox.New(st, p, outbox.Options{ProduceTimeout: 500 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	t.Cleanup(ob.Close)
 	e := &env{t: t, st: st, fx: fixture.New(st), broker: b, ob: ob}
@@ -247,8 +246,7 @@ func TestSystemMessagePublishFailureGoesToTheRelay(t *testing.T) {
 func TestRepeatsInOneBatchShareTheFirstAnswer(t *testing.T) {
 	st, _ := pgtest.NewStore(t)
 	b := kafkatest.New(t, prefix)
-	p := queue.NewProducer(b.Addrs(), prefix)
-	t.Cleanup(func() { p.Close() })
+	p := b.Producer(t, prefix)
 	// One loop, so that requests arriving while a batch runs wait together for the next one.
 	ob := outbox.New(st, p, outbox.Options{Logger: slog.New(slog.DiscardHandler), Batch: batch.Options{Loops: 1}})
 	t.Cleanup(ob.Close)

@@ -96,10 +96,11 @@ type Producer struct {
 // it spreads over the partitions, a few messages to each; two of kafka-go's defaults are tuned for that:
 //   - BatchTimeout, how long a partition's batch waits for more messages before it is sent: kafka-go's 1 s
 //     would make every synchronous send take a second. An outbox publish hands over a whole batch at
-//     once, so waiting for more only delays it: 100 µs (at 1 ms the outbox's publish took 3.0 ms at the
-//     median, at 100 µs 1.4 ms; docs/benchmarks.md).
+//     once, so waiting for more only delays it: 100 µs (docs/benchmarks.md, "Less garbage, the default
+//     GOGC", has the publish's time at 1 ms and at 100 µs).
 //   - BatchSize: kafka-go allocates BatchSize messages for every partition batch it starts, however few it
-//     then holds. At 64 that was a fifth of all the ingress allocated per send. 16 still holds what a
+//     then holds, and at its default of 64 that was a large share of what the ingress allocated per send
+//     (docs/benchmarks.md, the same section). 16 still holds what a
 //     partition gets of one outbox batch (a batch of 256 sends gives each of 24 partitions about 11); a
 //     partition that gets more is sent its messages in more than one produce request.
 func NewProducer(brokers []string, prefix string) *Producer {

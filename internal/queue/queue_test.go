@@ -12,8 +12,7 @@ import (
 func TestPublishRoutesByPriorityAndKeepsEnvelope(t *testing.T) {
 	t.Parallel()
 	b := kafkatest.New(t, "qt")
-	p := queue.NewProducer(b.Addrs(), "qt")
-	defer p.Close()
+	p := b.Producer(t, "qt")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 

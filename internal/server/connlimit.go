@@ -44,9 +44,9 @@ var idleConnectionsClosed = promauto.NewCounter(prometheus.CounterOpts{
 //
 // Connections within the bound keep alive: closing them at the bound, so that idle ones would give their
 // places up, made every request under overload open a connection of its own, and the accepted rate fell
-// by a third. But a connection idle for idleEvictAfter gives its place up to a new connection that would
-// be shed: otherwise idle keep-alive connections (a client's pool at rest, or connections opened only to
-// hold places) would keep every new client out until IdleTimeout.
+// (docs/benchmarks.md, "With the admission bounds"). But a connection idle for idleEvictAfter gives its
+// place up to a new connection that would be shed: otherwise idle keep-alive connections (a client's pool
+// at rest, or connections opened only to hold places) would keep every new client out until IdleTimeout.
 type connLimiter struct {
 	net.Listener
 	max  int64
@@ -134,14 +134,12 @@ func (l *connLimiter) acceptLoop() {
 //
 // Why: a connection shed costs far more than a request shed on a kept connection (a TCP handshake and
 // teardown on both sides, an accept, a goroutine), and the client a 503 closes a connection on opens a new
-// one at once. In the benchmark at twice the capacity, unpaced, 2,000-16,000 connections a second were
-// shed, and the accepted rate fell with their number: from 10,556/s at 2,454/s shed to 6,277/s at
-// 11,183/s shed (capacity about 9,500/s). Paced, their CPU is bounded and the rest of the overload is shed
-// in-band, on kept connections: in five runs at 128 MiB the accepted rate held at 0.87-1.09 of capacity
-// (median 0.91). The price is the wait of a connection queued behind others: the accept queue holds at
-// most net.core.somaxconn (4,096 by default), so 2 s at worst — the chart's probe timeout, and a probe
-// needs three failures in a row to count — and in the benchmark the p99 of every answer, 503s included,
-// was 90-498 ms.
+// one at once. In the benchmark at twice the capacity, unpaced, the accepted rate fell as the connections
+// shed a second rose, and varied from run to run with them. Paced, their CPU is bounded and the rest of the
+// overload is shed in-band, on kept connections, and the accepted rate holds near capacity. The price is
+// the wait of a connection queued behind others: the accept queue holds at most net.core.somaxconn (4,096
+// by default), so 2 s at worst — the chart's probe timeout, and a probe needs three failures in a row to
+// count. docs/benchmarks.md, "Overload: shedding at the connection bound, paced", has the figures.
 const (
 	shedRate  = 2000
 	shedBurst = 64
@@ -229,8 +227,8 @@ const shedRead = 2048
 // Expect: 100-continue, a request still coming) it half-closes after the answer and reads what the client
 // still sends until the client closes its side. That wait is on the client, and a starved client closes
 // late: in a benchmark at twice the capacity, on a machine the load generator shares, waiting so for
-// every shed connection let 1,500 goroutines pile up, the ingress reached its memory budget and spent its
-// CPU collecting.
+// every shed connection let goroutines pile up until the ingress reached its memory budget and spent its
+// CPU collecting (docs/benchmarks.md, "Overload: shedding at the connection bound, paced").
 func (l *connLimiter) shed(c net.Conn) {
 	_ = c.SetDeadline(time.Now().Add(shedTimeout))
 	var buf [shedRead]byte
@@ -363,20 +361,21 @@ func (l *connLimiter) trackConns(c net.Conn, s http.ConnState) {
 }
 
 // connectionMemory is what the process holds at its connection bound, past capacity, by connection and
-// besides: measured on the ingress at 1,024 connections and twice its capacity (docs/benchmarks.md), heap
-// and goroutine stacks grew by about 46 KiB a connection over the 24 MB it holds at capacity — net/http's
-// buffers (8 KiB), the connection's goroutine and, while a request is served, a second one that watches
-// the connection, and the request itself. Rounded up, so that the collector has room to work in.
+// besides: net/http's buffers (8 KiB), the connection's goroutine and, while a request is served, a second
+// one that watches the connection, and the request itself, over what the ingress holds at capacity. The
+// measured figures (on the ingress at 1,024 connections and twice its capacity) are in docs/benchmarks.md,
+// "Overload: shedding at the connection bound, paced"; these are rounded up, so that the collector has room
+// to work in.
 const (
 	connectionMemory = 64 << 10
 	baseMemory       = 32 << 20
 )
 
 // warnIfMemoryLimitTooLow says at start when GOMEMLIMIT is below what max connections hold past capacity.
-// The runtime then collects all the time, with up to half the CPU, just when the replica needs it most:
-// in the benchmark at twice the capacity with 1,024 connections, the accepted rate was 0.79 of capacity at
-// 64 MiB against 0.91 at 128 MiB (medians of five runs), and before shedding was paced one run in five
-// collapsed to a tenth at 64 MiB.
+// The runtime then collects all the time, with up to half the CPU, just when the replica needs it most: in
+// the benchmark at twice the capacity, the budget below that accepted less than the one above it, and
+// before shedding was paced some runs collapsed (docs/benchmarks.md, "Overload: shedding at the connection
+// bound, paced").
 func warnIfMemoryLimitTooLow(logger *slog.Logger, maxConns int) {
 	limit := debug.SetMemoryLimit(-1)
 	need := int64(baseMemory) + int64(maxConns)*connectionMemory

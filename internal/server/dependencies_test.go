@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/server"
+	"github.com/heraldhq/herald/internal/testing/wait"
 )
 
 // TestDependencyWatchReportsEachDependencyInMetrics: herald_dependency_up follows each dependency's check,
@@ -36,23 +37,15 @@ func TestDependencyWatchReportsEachDependencyInMetrics(t *testing.T) {
 
 	waitFor := func(want ...string) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for {
+		wait.For(t, 5*time.Second, "/metrics to show "+strings.Join(want, " and "), func() error {
 			_, body := get(t, srv.URL+"/metrics")
-			missing := ""
 			for _, w := range want {
 				if !strings.Contains(body, w+"\n") {
-					missing = w
+					return errors.New("no " + w)
 				}
 			}
-			if missing == "" {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("/metrics never showed %s", missing)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	waitFor(`herald_dependency_up{dependency="test_db"} 1`, `herald_dependency_up{dependency="test_broker"} 1`)
 	dbDown.Store(true)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
+	seed "github.com/heraldhq/herald/internal/testing/fixture"
 )
 
 // The console's reads: the latest notifications of one tenant, and each user's progress (linked,
@@ -20,8 +21,7 @@ func TestConsoleReadsOneTenantsNotificationsAndUsers(t *testing.T) {
 	if err := s.CreateTenant(ctx, "other", "Other"); err != nil {
 		t.Fatal(err)
 	}
-	exec(t, s, `INSERT INTO users (tenant_id, user_id) VALUES ('other', 'ok')`)
-	exec(t, s, `INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ('other', 'ok', 3, 3)`)
+	seed.New(s).User(t, "other", "ok", seed.LinkedTo(3))
 	// "no" starts a verification: its prompt is what the console shows.
 	prompt := func(chatID int64) store.NewNotification {
 		return store.NewNotification{TrackingID: newID(), Kind: notification.KindSystem, TenantID: "acme", ChatID: chatID, Priority: 8, Body: "verify"}

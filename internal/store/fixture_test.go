@@ -8,6 +8,7 @@ import (
 
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
+	seed "github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
 
@@ -19,10 +20,16 @@ func fixture(t *testing.T) *store.Store {
 	if err := s.CreateTenant(context.Background(), "acme", "Acme"); err != nil {
 		t.Fatal(err)
 	}
-	exec(t, s, `INSERT INTO users (tenant_id, user_id) VALUES ('acme', 'ok'), ('acme', 'no')`)
-	exec(t, s, `INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ('acme', 'ok', 1, 1), ('acme', 'no', 2, 2)`)
-	exec(t, s, `INSERT INTO phone_verifications (tenant_id, user_id, status) VALUES ('acme', 'ok', 'verified'), ('acme', 'no', 'unverified')`)
+	verifiedUser(t, s, "acme", "ok", 1)
+	seed.New(s).User(t, "acme", "no", seed.LinkedTo(2), seed.Unverified())
 	return s
+}
+
+// verifiedUser makes user a user of tenant linked to chat and verified (the fixture of every package's
+// tests; this package's fixture function takes its name).
+func verifiedUser(t *testing.T, s *store.Store, tenant, user string, chat int64) {
+	t.Helper()
+	seed.New(s).VerifiedUser(t, tenant, user, chat)
 }
 
 func exec(t *testing.T, s *store.Store, q string, args ...any) {

@@ -393,9 +393,7 @@ func TestListPagesEachNotificationOnceWhileInserting(t *testing.T) {
 	if err := s.CreateTenant(ctx, "globex", "Globex"); err != nil {
 		t.Fatal(err)
 	}
-	exec(t, s, `INSERT INTO users (tenant_id, user_id) VALUES ('globex', 'ok')`)
-	exec(t, s, `INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ('globex', 'ok', 9, 9)`)
-	exec(t, s, `INSERT INTO phone_verifications (tenant_id, user_id, status) VALUES ('globex', 'ok', 'verified')`)
+	verifiedUser(t, s, "globex", "ok", 9)
 	batch := func(tenant string, k int) {
 		var ns []store.NewNotification
 		for range k {
@@ -476,9 +474,7 @@ func TestListPagesEachNotificationOnceWhileInserting(t *testing.T) {
 func TestListFiltersAndCursorBinding(t *testing.T) {
 	s := fixture(t)
 	ctx := context.Background()
-	exec(t, s, `INSERT INTO users (tenant_id, user_id) VALUES ('acme', 'ok2')`)
-	exec(t, s, `INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ('acme', 'ok2', 3, 3)`)
-	exec(t, s, `INSERT INTO phone_verifications (tenant_id, user_id, status) VALUES ('acme', 'ok2', 'verified')`)
+	verifiedUser(t, s, "acme", "ok2", 3)
 	var ids []string
 	for i := range 12 {
 		n := tenantNotification([]string{"ok", "ok2"}[i%2])
@@ -722,9 +718,7 @@ func TestEraseAndSendSerialiseOnTheGate(t *testing.T) {
 	}
 
 	// The erasure first: it holds the user's gate lock and has deleted the verification, not committed yet.
-	exec(t, s, `INSERT INTO users (tenant_id, user_id) VALUES ('acme', 'ok')`)
-	exec(t, s, `INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ('acme', 'ok', 1, 1)`)
-	exec(t, s, `INSERT INTO phone_verifications (tenant_id, user_id, status) VALUES ('acme', 'ok', 'verified')`)
+	verifiedUser(t, s, "acme", "ok", 1)
 	tx, err := s.Pool().Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -765,9 +759,7 @@ func TestEraseRacingSendsLeavesNothingQueued(t *testing.T) {
 	ctx := context.Background()
 	for round := range 20 {
 		if round > 0 {
-			exec(t, s, `INSERT INTO users (tenant_id, user_id) VALUES ('acme', 'ok')`)
-			exec(t, s, `INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ('acme', 'ok', 1, 1)`)
-			exec(t, s, `INSERT INTO phone_verifications (tenant_id, user_id, status) VALUES ('acme', 'ok', 'verified')`)
+			verifiedUser(t, s, "acme", "ok", 1)
 		}
 		var wg sync.WaitGroup
 		for range 8 {

@@ -11,6 +11,16 @@ import (
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
 
+// usable says whether key k authenticates.
+func usable(t *testing.T, s *store.Store, k apikey.Key) bool {
+	t.Helper()
+	_, err := s.Authenticate(context.Background(), k.Digest)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
 func TestUpsertTenantFromSpecWritesOnlyWhatDiffers(t *testing.T) {
 	s, _ := pgtest.NewStore(t)
 	ctx := context.Background()
@@ -61,17 +71,8 @@ func TestOwnedKeysLifecycle(t *testing.T) {
 		}
 		return k, row
 	}
-	usable := func(k apikey.Key) bool {
-		t.Helper()
-		_, err := s.Authenticate(ctx, k.Digest)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			t.Fatal(err)
-		}
-		return err == nil
-	}
-
 	a, rowA := mint(store.KeyState{Label: "Shop"}, nil, nil, time.Time{})
-	if !usable(a) {
+	if !usable(t, s, a) {
 		t.Fatal("a fresh key is not usable")
 	}
 	keys, err := s.KeysByOwner(ctx, owner)
@@ -83,25 +84,25 @@ func TestOwnedKeysLifecycle(t *testing.T) {
 	if wrote, err := s.SetKeyState(ctx, rowA.ID, store.KeyState{Label: "Shop"}); err != nil || wrote {
 		t.Errorf("same state: wrote=%v err=%v", wrote, err)
 	}
-	if wrote, err := s.SetKeyState(ctx, rowA.ID, store.KeyState{Label: "Shop", Disabled: true}); err != nil || !wrote || usable(a) {
-		t.Errorf("disable: wrote=%v err=%v usable=%v", wrote, err, usable(a))
+	if wrote, err := s.SetKeyState(ctx, rowA.ID, store.KeyState{Label: "Shop", Disabled: true}); err != nil || !wrote || usable(t, s, a) {
+		t.Errorf("disable: wrote=%v err=%v usable=%v", wrote, err, usable(t, s, a))
 	}
-	if _, err := s.SetKeyState(ctx, rowA.ID, store.KeyState{}); err != nil || !usable(a) {
-		t.Errorf("enable: err=%v usable=%v", err, usable(a))
+	if _, err := s.SetKeyState(ctx, rowA.ID, store.KeyState{}); err != nil || !usable(t, s, a) {
+		t.Errorf("enable: err=%v usable=%v", err, usable(t, s, a))
 	}
 
 	// Rotation: the retired key gets the grace expiry; an earlier expiry would be kept.
 	graceEnd := time.Now().Add(time.Hour).Truncate(time.Microsecond)
 	b, _ := mint(store.KeyState{}, nil, []string{rowA.ID}, graceEnd)
 	keys, _ = s.KeysByOwner(ctx, owner)
-	if len(keys) != 2 || keys[0].State.ExpiresAt == nil || !keys[0].State.ExpiresAt.Equal(graceEnd) || !usable(a) || !usable(b) {
+	if len(keys) != 2 || keys[0].State.ExpiresAt == nil || !keys[0].State.ExpiresAt.Equal(graceEnd) || !usable(t, s, a) || !usable(t, s, b) {
 		t.Fatalf("after rotation: %+v", keys)
 	}
 
 	// Replacement: the old keys are revoked at once.
 	c, _ := mint(store.KeyState{}, []string{keys[0].ID, keys[1].ID}, nil, time.Time{})
-	if usable(a) || usable(b) || !usable(c) {
-		t.Errorf("after replacement: a=%v b=%v c=%v", usable(a), usable(b), usable(c))
+	if usable(t, s, a) || usable(t, s, b) || !usable(t, s, c) {
+		t.Errorf("after replacement: a=%v b=%v c=%v", usable(t, s, a), usable(t, s, b), usable(t, s, c))
 	}
 	if n, err := s.CountActiveKeys(ctx, "acme"); err != nil || n != 1 {
 		t.Errorf("CountActiveKeys = %d, %v", n, err)
@@ -110,8 +111,8 @@ func TestOwnedKeysLifecycle(t *testing.T) {
 	// Expired keys are not usable nor counted.
 	past := time.Now().Add(-time.Second)
 	keys, _ = s.KeysByOwner(ctx, owner)
-	if _, err := s.SetKeyState(ctx, keys[0].ID, store.KeyState{ExpiresAt: &past}); err != nil || usable(c) {
-		t.Errorf("expired key: err=%v usable=%v", err, usable(c))
+	if _, err := s.SetKeyState(ctx, keys[0].ID, store.KeyState{ExpiresAt: &past}); err != nil || usable(t, s, c) {
+		t.Errorf("expired key: err=%v usable=%v", err, usable(t, s, c))
 	}
 	if n, _ := s.CountActiveKeys(ctx, "acme"); n != 0 {
 		t.Errorf("CountActiveKeys with an expired key = %d", n)
@@ -122,7 +123,7 @@ func TestOwnedKeysLifecycle(t *testing.T) {
 	if n, err := s.RevokeTenantKeys(ctx, "acme"); err != nil || n != 2 {
 		t.Errorf("RevokeTenantKeys = %d, %v; want 2 (c and d)", n, err)
 	}
-	if usable(d) {
+	if usable(t, s, d) {
 		t.Error("key usable after RevokeTenantKeys")
 	}
 	if n, err := s.RevokeOwnerKeys(ctx, owner); err != nil || n != 0 {

@@ -107,14 +107,6 @@ func TestPurgeTenantUsersRemovesEveryUserInBatchesAndNothingElse(t *testing.T) {
 func TestUpsertTenantFromSpecPurgesAnEarlierIncarnation(t *testing.T) {
 	s, _ := pgtest.NewStore(t)
 	ctx := context.Background()
-	usable := func(k apikey.Key) bool {
-		t.Helper()
-		_, err := s.Authenticate(ctx, k.Digest)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			t.Fatal(err)
-		}
-		return err == nil
-	}
 	rec := store.TenantRecord{ID: "acme", DeveloperName: "Acme", Incarnation: "uid-1"}
 	if w, err := s.UpsertTenantFromSpec(ctx, rec); err != nil || !w.Wrote || w.Reincarnated {
 		t.Fatalf("create: %+v, %v", w, err)
@@ -129,8 +121,8 @@ func TestUpsertTenantFromSpecPurgesAnEarlierIncarnation(t *testing.T) {
 	if w, err := s.UpsertTenantFromSpec(ctx, rec); err != nil || w.Wrote || w.Reincarnated {
 		t.Fatalf("same incarnation: %+v, %v", w, err)
 	}
-	if rows := rowsOf(t, s, "acme"); rows["users"] != 3 || !usable(key) {
-		t.Fatalf("same incarnation touched the tenant: %v, key usable %v", rows, usable(key))
+	if rows := rowsOf(t, s, "acme"); rows["users"] != 3 || !usable(t, s, key) {
+		t.Fatalf("same incarnation touched the tenant: %v, key usable %v", rows, usable(t, s, key))
 	}
 
 	// A new incarnation (the Tenant deleted and re-created): the old keys and users go.
@@ -142,7 +134,7 @@ func TestUpsertTenantFromSpecPurgesAnEarlierIncarnation(t *testing.T) {
 	if want := (store.TenantWrite{Wrote: true, Reincarnated: true, Purge: store.TenantPurge{RevokedKeys: 1, Users: 3, IdempotencyKeys: 3}}); w != want {
 		t.Errorf("new incarnation: %+v, want %+v", w, want)
 	}
-	if usable(key) {
+	if usable(t, s, key) {
 		t.Error("a key of the earlier incarnation still authenticates")
 	}
 	for table, left := range rowsOf(t, s, "acme") {

@@ -3,22 +3,16 @@ package tracing_test
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
-	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace/noop"
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/protobuf/proto"
 
+	"github.com/heraldhq/herald/internal/testing/otlptest"
 	"github.com/heraldhq/herald/internal/tracing"
 )
 
@@ -67,31 +61,7 @@ func traceOf(ctx context.Context) string {
 // Setup fail (as it did for every component when the SDK's default resource and Herald's named different
 // semantic-convention schemas). Any error from Setup fails the test, whatever the next SDK upgrade brings.
 func TestSetupExportsOverOTLPToTheConfiguredEndpoint(t *testing.T) {
-	var (
-		mu       sync.Mutex
-		requests []*coltracepb.ExportTraceServiceRequest
-	)
-	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.URL.Path != "/v1/traces" {
-			http.NotFound(w, r)
-			return
-		}
-		body, err := io.ReadAll(r.Body)
-		var req coltracepb.ExportTraceServiceRequest
-		if err == nil {
-			err = proto.Unmarshal(body, &req)
-		}
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		mu.Lock()
-		requests = append(requests, &req)
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		_, _ = w.Write(nil)
-	}))
-	defer receiver.Close()
+	receiver := otlptest.New(t)
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.URL)
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
 	t.Setenv("OTEL_SERVICE_NAME", "")
@@ -111,30 +81,16 @@ func TestSetupExportsOverOTLPToTheConfiguredEndpoint(t *testing.T) {
 		t.Fatalf("shutdown: %v", err)
 	}
 
-	mu.Lock()
-	defer mu.Unlock()
 	var found bool
-	for _, req := range requests {
-		for _, rs := range req.ResourceSpans {
-			service := ""
-			for _, kv := range rs.GetResource().GetAttributes() {
-				if kv.Key == "service.name" {
-					service = kv.GetValue().GetStringValue()
-				}
-			}
-			for _, ss := range rs.ScopeSpans {
-				for _, s := range ss.Spans {
-					if s.Name == "request" && hex.EncodeToString(s.TraceId) == traceID {
-						found = true
-						if service != "herald-test" {
-							t.Errorf("span exported with service.name %q, want herald-test", service)
-						}
-					}
-				}
+	for _, s := range receiver.Spans() {
+		if s.Name == "request" && s.TraceID == traceID {
+			found = true
+			if s.Service != "herald-test" {
+				t.Errorf("span exported with service.name %q, want herald-test", s.Service)
 			}
 		}
 	}
 	if !found {
-		t.Errorf("the receiver got %d export request(s), none with the span of trace %s", len(requests), traceID)
+		t.Errorf("the receiver got %d span(s), none of trace %s", len(receiver.Spans()), traceID)
 	}
 }

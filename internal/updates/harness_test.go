@@ -54,8 +54,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	st, _ := pgtest.NewStore(t)
 	b := kafkatest.New(t, prefix)
-	p := queue.NewProducer(b.Addrs(), prefix)
-	t.Cleanup(func() { p.Close() })
+	p := b.Producer(t, prefix)
 	logs := &syncbuf.Buffer{}
 	// Debug level: the test about phone numbers must see every line the receiver can write.
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -325,11 +324,17 @@ func (e *env) replies() []reply {
 // onlyReply asserts exactly one reply and returns it.
 func (e *env) onlyReply() reply {
 	e.t.Helper()
+	return e.wantReplies(1)[0]
+}
+
+// wantReplies asserts exactly n replies and returns them.
+func (e *env) wantReplies(n int) []reply {
+	e.t.Helper()
 	rs := e.replies()
-	if len(rs) != 1 {
-		e.t.Fatalf("%d replies, want 1: %+v", len(rs), rs)
+	if len(rs) != n {
+		e.t.Fatalf("%d replies, want %d: %+v", len(rs), n, rs)
 	}
-	return rs[0]
+	return rs
 }
 
 func deref(s *string) string {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/outbox"
-	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/testing/kafkatest"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
@@ -22,8 +21,7 @@ import (
 func TestAnUpdatePostgreSQLRefusesFailsAlone(t *testing.T) {
 	st, _ := pgtest.NewStore(t)
 	b := kafkatest.New(t, "whi")
-	p := queue.NewProducer(b.Addrs(), "whi")
-	t.Cleanup(func() { p.Close() })
+	p := b.Producer(t, "whi")
 	logger := slog.New(slog.DiscardHandler)
 	ob := outbox.New(st, p, outbox.Options{Logger: logger})
 	t.Cleanup(ob.Close)

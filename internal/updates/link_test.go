@@ -93,10 +93,7 @@ func TestStartWithAnUnusableToken(t *testing.T) {
 	for i, c := range cases {
 		expectOK(t, e.post(textUpdate(e.updateID(), int64(600+i), c.text)))
 	}
-	rs := e.replies()
-	if len(rs) != len(cases) {
-		t.Fatalf("%d replies, want %d", len(rs), len(cases))
-	}
+	rs := e.wantReplies(len(cases))
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) { expectReply(t, rs[i], int64(600+i), c.tenant, c.body, nil) })
 	}
@@ -118,10 +115,7 @@ func TestTokenIsSingleUse(t *testing.T) {
 	if got := e.links("acme", "u1"); len(got) != 1 || got[0].MessengerUserID != 701 {
 		t.Fatalf("links = %+v, want the first redeemer only", got)
 	}
-	rs := e.replies()
-	if len(rs) != 2 {
-		t.Fatalf("%d replies, want 2", len(rs))
-	}
+	rs := e.wantReplies(2)
 	expectReply(t, rs[0], 701, "acme", brand.Render("Acme", textLinked), nil)
 	expectReply(t, rs[1], 702, "acme", brand.Render("Acme", textLinkUsed), nil)
 }
@@ -228,10 +222,7 @@ func TestRelinkingToAnotherAccountResetsVerification(t *testing.T) {
 	if v.Status != "unverified" || v.PhoneLast4 != nil || v.PhoneHash != nil || v.VerifiedAt != nil {
 		t.Fatalf("verification after relink = %+v, want unverified with no phone data", v)
 	}
-	rs := e.replies()
-	if len(rs) != 2 {
-		t.Fatalf("%d replies, want 2", len(rs))
-	}
+	rs := e.wantReplies(2)
 	expectReply(t, rs[0], 1001, "acme", brand.Render("Acme", textLinked), nil)
 	expectReply(t, rs[1], 2002, "acme", brand.Render("Acme", textLinkedReplaced), nil)
 }
@@ -242,10 +233,7 @@ func TestFreeTextAndUnknownCommandsGetTheGenericReply(t *testing.T) {
 	for i, text := range []string{"hello", "/help", "/settings@herald_test_bot", "/"} {
 		expectOK(t, e.post(textUpdate(e.updateID(), int64(1100+i), text)))
 	}
-	rs := e.replies()
-	if len(rs) != 4 {
-		t.Fatalf("%d replies, want 4", len(rs))
-	}
+	rs := e.wantReplies(4)
 	for i, r := range rs {
 		expectReply(t, r, int64(1100+i), "", textUnknown, nil)
 	}

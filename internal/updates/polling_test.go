@@ -11,6 +11,7 @@ import (
 	"github.com/heraldhq/herald/internal/brand"
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/sim"
+	"github.com/heraldhq/herald/internal/testing/wait"
 	"github.com/heraldhq/herald/internal/updates"
 )
 
@@ -24,18 +25,6 @@ func newSim(t *testing.T) (*sim.Server, *messenger.Client) {
 		srv.Close()
 	})
 	return s, messenger.New(srv.URL, s.Token(), nil).WithTimeout(5 * time.Second)
-}
-
-// eventually polls cond until it holds or 10 s pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func TestSetWebhookURLRegistersSecretAndAllowedUpdates(t *testing.T) {
@@ -60,11 +49,11 @@ func TestSetWebhookURLRegistersSecretAndAllowedUpdates(t *testing.T) {
 	if _, err := s.StartUser(501, tok); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the webhook to link the account", func() bool { return len(e.links("acme", "u1")) == 1 })
+	wait.Until(t, 10*time.Second, "the webhook to link the account", func() bool { return len(e.links("acme", "u1")) == 1 })
 	if st := s.Stats(); st.WebhookFailures != 0 {
 		t.Fatalf("the simulator saw %d refused webhook calls", st.WebhookFailures)
 	}
-	eventually(t, "the reply to be queued", func() bool { return len(e.replies()) == 1 })
+	wait.Until(t, 10*time.Second, "the reply to be queued", func() bool { return len(e.replies()) == 1 })
 	expectReply(t, e.onlyReply(), 501, "acme", brand.Render("Acme", textLinked), nil)
 }
 
@@ -86,28 +75,25 @@ func TestPollingFeedsTheSameHandler(t *testing.T) {
 			t.Errorf("Poll returned %v", err)
 		}
 	})
-	eventually(t, "polling to remove the webhook", func() bool { return s.WebhookInfo().URL == "" })
+	wait.Until(t, 10*time.Second, "polling to remove the webhook", func() bool { return s.WebhookInfo().URL == "" })
 
 	tok := e.token("acme", "u1", "Acme", "")
 	if _, err := s.StartUser(601, tok); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "polling to link the account", func() bool { return len(e.links("acme", "u1")) == 1 })
+	wait.Until(t, 10*time.Second, "polling to link the account", func() bool { return len(e.links("acme", "u1")) == 1 })
 	e.session("acme", "u1", "pending", nil)
 	if _, err := s.ShareContact(601, "+15551230001", nil); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "polling to verify the phone", func() bool { return e.verification("acme", "u1").Status == "verified" })
+	wait.Until(t, 10*time.Second, "polling to verify the phone", func() bool { return e.verification("acme", "u1").Status == "verified" })
 	if _, err := s.InjectUpdate([]byte(`{"callback_query":{"id":"1","from":{"id":601}}}`)); err != nil {
 		t.Fatal(err)
 	}
 	// Each fetched update is confirmed by the next call's offset, so nothing stays pending.
-	eventually(t, "the offset to confirm every update", func() bool { return len(s.PendingUpdates()) == 0 })
+	wait.Until(t, 10*time.Second, "the offset to confirm every update", func() bool { return len(s.PendingUpdates()) == 0 })
 
-	rs := e.replies()
-	if len(rs) != 2 {
-		t.Fatalf("%d replies, want 2 (link, verification)", len(rs))
-	}
+	rs := e.wantReplies(2) // the link's and the verification's
 	expectReply(t, rs[0], 601, "acme", brand.Render("Acme", textLinked), nil)
 	expectReply(t, rs[1], 601, "acme", brand.Render("Acme Dev", textVerified), removeKeyboard)
 	if n := e.count(`SELECT count(*) FROM processed_updates`); n != 2 {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/outbox"
-	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/kafkatest"
@@ -217,8 +216,7 @@ func TestPublishFailureLeavesTheReplyToTheRelay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := queue.NewProducer(b.Addrs(), prefix)
-	t.Cleanup(func() { p.Close() })
+	p := b.Producer(t, prefix)
 	b.Close() // the broker is gone before the first produce
 	ob := outbox.New(st, p, outbox.Options{ProduceTimeout: 300 * time.Millisecond, Logger: discardLogger()})
 	t.Cleanup(ob.Close)

@@ -49,18 +49,18 @@
 //
 // # Adding a scenario
 //
-// Copy the shape of an existing one:
+// Copy the shape of an existing one: underLoad (scenarios_test.go) starts the installation, lets the load
+// run (waiting on 202s, not on a clock) and calls the fault once per repeat, each after delivery has
+// caught up with the load:
 //
 //	mode := chaos.CurrentMode()
-//	e := chaos.Start(t, mode.Config())               // or a Config with more ingresses, worker settings
-//	load := e.StartLoad(mode.PerUser)
-//	must(t, load.WaitAccepted(ctx, mode.Warmup, phase))  // let the load run: wait on 202s, not on a clock
-//	f := e.BeginFault("what you do")
-//	…inject: e.Workers[i].Kill(), e.Proxy.Partition(), e.SetSimFaults(…), e.RestartPostgres(…)…
-//	chaos.Hold(d)                                    // only for a fault's own duration
-//	…undo it…
-//	f.End()
-//	must(t, load.WaitAccepted(ctx, mode.Tail, phase))
+//	e, load := underLoad(t, mode.Config(), func(ctx context.Context, e *chaos.Env, load *chaos.Load) {
+//		f := e.BeginFault("what you do")
+//		…inject: e.Workers[i].Kill(), e.Proxy.Partition(), e.SetSimFaults(…), e.RestartPostgres(…)…
+//		chaos.Hold(d)                                // only for a fault's own duration
+//		…undo it…
+//		f.End()
+//	})
 //	e.Finish(load, chaos.Expect{…what this fault allows and how fast it must recover…})
 //
 // Wait on conditions (Eventually, WaitAccepted, WaitShares, Proc.WaitHTTP), never on a sleep; derive a

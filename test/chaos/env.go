@@ -524,6 +524,19 @@ func (e *Env) APIURL(path string) string {
 	return "http://" + e.Ingresses[0].Addr + path
 }
 
+// Send posts one message for user through the first running ingress, outside the load, and returns its
+// tracking id: an answer other than 202 is an error.
+func (e *Env) Send(ctx context.Context, user, message string) (string, error) {
+	var out struct {
+		TrackingID string `json:"tracking_id"`
+	}
+	err := doJSON(ctx, http.MethodPost, e.APIURL("/v1/send"), e.Key, map[string]string{"user_id": user, "message": message}, http.StatusAccepted, &out)
+	if err == nil && out.TrackingID == "" {
+		err = errors.New("POST /v1/send: 202 without a tracking id")
+	}
+	return out.TrackingID, err
+}
+
 // cli runs a one-shot herald command (migrate, tenant, apikey, webhook set-url) and returns its stdout.
 func (e *Env) cli(ctx context.Context, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, e.herald, args...)

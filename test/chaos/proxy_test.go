@@ -40,22 +40,29 @@ func roundTrip(c net.Conn, s string) (string, error) {
 	return line, err
 }
 
-func TestProxyCutResetsAndRefusesThenRestores(t *testing.T) {
+// echoThroughProxy starts a proxy in front of an echo server, both closed at the end of the test, and
+// returns it with a connection through it that has echoed a line.
+func echoThroughProxy(t *testing.T) (*Proxy, net.Conn) {
+	t.Helper()
 	p, err := NewProxy()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	t.Cleanup(func() { p.Close() })
 	p.SetUpstream(echoServer(t))
-
 	c, err := net.Dial("tcp", p.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	if got, err := roundTrip(c, "hello"); err != nil || got != "hello\n" {
 		t.Fatalf("through the proxy: %q, %v", got, err)
 	}
+	return p, c
+}
+
+func TestProxyCutResetsAndRefusesThenRestores(t *testing.T) {
+	p, c := echoThroughProxy(t)
 
 	p.Cut()
 	if _, err := roundTrip(c, "after the cut"); err == nil {
@@ -69,7 +76,7 @@ func TestProxyCutResetsAndRefusesThenRestores(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The listener is back at once; Eventually only guards against a slow goroutine start.
-	err = Eventually(context.Background(), 5*time.Second, 20*time.Millisecond, "proxy restored", func(context.Context) error {
+	err := Eventually(context.Background(), 5*time.Second, 20*time.Millisecond, "proxy restored", func(context.Context) error {
 		c2, err := net.Dial("tcp", p.Addr())
 		if err != nil {
 			return err
@@ -90,20 +97,7 @@ func TestProxyCutResetsAndRefusesThenRestores(t *testing.T) {
 }
 
 func TestProxyPartitionHoldsBytesUntilRestored(t *testing.T) {
-	p, err := NewProxy()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	p.SetUpstream(echoServer(t))
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if got, err := roundTrip(c, "before"); err != nil || got != "before\n" {
-		t.Fatalf("through the proxy: %q, %v", got, err)
-	}
+	p, c := echoThroughProxy(t)
 
 	p.Partition()
 	// Nothing comes back while partitioned: the read times out rather than failing.

@@ -49,8 +49,8 @@ const (
 )
 
 // slack absorbs, in a recovery bound, what a busy two-core machine adds (process scheduling, a group
-// rebalance's join round trips, the harness's own polling): on this suite's machine, with other builds
-// running, the same scenario's recovery varied by up to 6 s between runs.
+// rebalance's join round trips, the harness's own polling), by which the same scenario's recovery varies
+// between runs (docs/reliability.md, "Measured", says by how much).
 const slack = 8 * time.Second
 
 // drain is how long a backlog of n messages per user takes to go out while the load keeps adding PerUser
@@ -68,18 +68,32 @@ func drain(mode chaos.Mode, n float64) time.Duration {
 // perUser is how many messages each user sends in d.
 func perUser(mode chaos.Mode, d time.Duration) float64 { return mode.PerUser * d.Seconds() }
 
+// underLoad is every scenario's frame: it starts an installation on cfg, runs the steady load and lets a
+// warm-up's worth of it be accepted; then, mode.Repeats times, it waits until delivery has caught up with
+// the load (the previous fault is over and done with), injects the fault and lets a warm-up's worth be
+// accepted again; last it lets the tail in. The scenario then calls Finish with what its fault promises.
+func underLoad(t *testing.T, cfg chaos.Config, fault func(ctx context.Context, e *chaos.Env, load *chaos.Load)) (*chaos.Env, *chaos.Load) {
+	mode := chaos.CurrentMode()
+	e := chaos.Start(t, cfg)
+	ctx := context.Background()
+	load := e.StartLoad(mode.PerUser)
+	must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
+	for range mode.Repeats {
+		check(t, e.WaitCaughtUp(ctx, load, phase))
+		fault(ctx, e, load)
+		check(t, load.WaitAccepted(ctx, mode.Warmup, phase))
+	}
+	check(t, load.WaitAccepted(ctx, mode.Tail, phase))
+	return e, load
+}
+
 // A worker dies with SIGKILL mid-stream and a replacement starts shortly after. Its partitions move once
 // the group notices (the session timeout, 10 s); what it had claimed is claimable again after the lease
 // (5 s). A message it sent but did not record may be sent again: at most what it had in flight.
 func TestWorkerSIGKILL(t *testing.T) {
 	mode := chaos.CurrentMode()
-	e := chaos.Start(t, mode.Config())
-	ctx := context.Background()
-	load := e.StartLoad(mode.PerUser)
-	must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
 	inFlight := 0
-	for range mode.Repeats {
-		check(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
+	e, load := underLoad(t, mode.Config(), func(ctx context.Context, e *chaos.Env, _ *chaos.Load) {
 		victim := e.LiveWorkers()[0]
 		n, err := e.InFlight(ctx, victim)
 		must(t, err)
@@ -91,9 +105,7 @@ func TestWorkerSIGKILL(t *testing.T) {
 		must(t, err)
 		f.End()
 		check(t, e.WaitShares(ctx))
-		check(t, load.WaitAccepted(ctx, mode.Warmup, phase))
-	}
-	check(t, load.WaitAccepted(ctx, mode.Tail, phase))
+	})
 	e.Finish(load, chaos.Expect{
 		MaxDuplicates: inFlight,
 		// The victim's partitions stall until the session times out; then the backlog they gathered drains
@@ -107,13 +119,8 @@ func TestWorkerSIGKILL(t *testing.T) {
 // not hold up the users' later messages.
 func TestIngressSIGKILL(t *testing.T) {
 	mode := chaos.CurrentMode()
-	e := chaos.Start(t, mode.Config())
-	ctx := context.Background()
-	load := e.StartLoad(mode.PerUser)
-	must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
 	const burst = 3
-	for range mode.Repeats {
-		check(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
+	e, load := underLoad(t, mode.Config(), func(ctx context.Context, e *chaos.Env, load *chaos.Load) {
 		// Every user sends back to back for a moment, so that the kill finds requests in flight.
 		load.Burst(burst)
 		check(t, load.WaitAccepted(ctx, len(e.Users)/2, phase))
@@ -123,9 +130,7 @@ func TestIngressSIGKILL(t *testing.T) {
 		chaos.Hold(mode.RestartAfter)
 		must(t, ingress.Restart())
 		f.End()
-		check(t, load.WaitAccepted(ctx, mode.Warmup, phase))
-	}
-	check(t, load.WaitAccepted(ctx, mode.Tail, phase))
+	})
 	e.Finish(load, chaos.Expect{
 		Dropped:   true, // requests in flight when it died, and refused connections until it is back
 		KeepOrder: true,
@@ -153,13 +158,8 @@ func TestBrokerPartition(t *testing.T) {
 
 func brokerOutage(t *testing.T, name string, fail func(*chaos.Proxy)) {
 	mode := chaos.CurrentMode()
-	e := chaos.Start(t, mode.Config())
-	ctx := context.Background()
-	load := e.StartLoad(mode.PerUser)
-	must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
-	ingress := e.Ingresses[0]
-	for range mode.Repeats {
-		check(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
+	e, load := underLoad(t, mode.Config(), func(ctx context.Context, e *chaos.Env, _ *chaos.Load) {
+		ingress := e.Ingresses[0]
 		f := e.BeginFault(name)
 		failedAt := time.Now()
 		fail(e.Proxy)
@@ -183,9 +183,7 @@ func brokerOutage(t *testing.T, name string, fail func(*chaos.Proxy)) {
 		}); err != nil {
 			t.Error(err)
 		}
-		check(t, load.WaitAccepted(ctx, mode.Warmup, phase))
-	}
-	check(t, load.WaitAccepted(ctx, mode.Tail, phase))
+	})
 	// Producers reconnect at once; each worker's readers must find the group coordinator again and rejoin
 	// the group, which kafka-go does with a 1 s backoff and a rebalance (allow a session timeout for it).
 	// An outage longer than the session timeout has expired the members: another rebalance. Nothing is
@@ -206,13 +204,8 @@ func brokerOutage(t *testing.T, name string, fail func(*chaos.Proxy)) {
 // redriven after its lease, which may send that message twice: at most what was in flight.
 func TestPostgresRestart(t *testing.T) {
 	mode := chaos.CurrentMode()
-	e := chaos.Start(t, mode.Config())
-	ctx := context.Background()
-	load := e.StartLoad(mode.PerUser)
-	must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
 	inFlight := 0
-	for range mode.Repeats {
-		check(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
+	e, load := underLoad(t, mode.Config(), func(ctx context.Context, e *chaos.Env, _ *chaos.Load) {
 		for _, w := range e.LiveWorkers() {
 			n, err := e.InFlight(ctx, w)
 			must(t, err)
@@ -221,9 +214,7 @@ func TestPostgresRestart(t *testing.T) {
 		f := e.BeginFault("pg_ctl restart -m fast")
 		must(t, e.RestartPostgres(ctx))
 		f.End()
-		check(t, load.WaitAccepted(ctx, mode.Warmup, phase))
-	}
-	check(t, load.WaitAccepted(ctx, mode.Tail, phase))
+	})
 	e.Finish(load, chaos.Expect{
 		Answers:       []int{http.StatusBadGateway, http.StatusServiceUnavailable},
 		MaxDuplicates: inFlight,
@@ -245,20 +236,13 @@ func TestPlatform5xx(t *testing.T) {
 	mode := chaos.CurrentMode()
 	cfg := mode.Config()
 	cfg.WorkerEnv = []string{"HERALD_WORKER_MAX_ATTEMPTS=50"}
-	e := chaos.Start(t, cfg)
-	ctx := context.Background()
-	load := e.StartLoad(mode.PerUser)
-	must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
-	for range mode.Repeats {
-		check(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
+	e, load := underLoad(t, cfg, func(ctx context.Context, e *chaos.Env, _ *chaos.Load) {
 		f := e.BeginFault("platform answers 5xx")
 		must(t, e.SetSimFaults(ctx, map[string]any{"error_rate_5xx": 1.0}))
 		chaos.Hold(mode.Outage)
 		must(t, e.SetSimFaults(ctx, nil))
 		f.End()
-		check(t, load.WaitAccepted(ctx, mode.Warmup, phase))
-	}
-	check(t, load.WaitAccepted(ctx, mode.Tail, phase))
+	})
 	e.Finish(load, chaos.Expect{
 		// The last failure's wait (at most the backoff cap + 20 % jitter), the scheduler's pass, then
 		// what failed during the outage drains at one message per second per chat.
@@ -271,12 +255,7 @@ func TestPlatform5xx(t *testing.T) {
 // order hold across both handovers.
 func TestWorkerSIGTERM(t *testing.T) {
 	mode := chaos.CurrentMode()
-	e := chaos.Start(t, mode.Config())
-	ctx := context.Background()
-	load := e.StartLoad(mode.PerUser)
-	must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
-	for range mode.Repeats {
-		check(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
+	e, load := underLoad(t, mode.Config(), func(ctx context.Context, e *chaos.Env, load *chaos.Load) {
 		// A backlog, so that each handover finds users with messages queued behind the one in delivery.
 		load.Burst(mode.Backlog)
 		check(t, load.WaitAccepted(ctx, len(e.Users)*mode.Backlog/2, phase))
@@ -295,9 +274,7 @@ func TestWorkerSIGTERM(t *testing.T) {
 		must(t, err)
 		check(t, e.WaitShares(ctx))
 		f.End()
-		check(t, load.WaitAccepted(ctx, mode.Warmup, phase))
-	}
-	check(t, load.WaitAccepted(ctx, mode.Tail, phase))
+	})
 	e.Finish(load, chaos.Expect{
 		KeepOrder: true,
 		// Two bursts per round, the second while the first may still be draining (a user's queue holds up
@@ -310,12 +287,7 @@ func TestWorkerSIGTERM(t *testing.T) {
 // is shorter than the session timeout); when it wakes, it must not make up for lost time with a burst.
 func TestWorkerSIGSTOP(t *testing.T) {
 	mode := chaos.CurrentMode()
-	e := chaos.Start(t, mode.Config())
-	ctx := context.Background()
-	load := e.StartLoad(mode.PerUser)
-	must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
-	for range mode.Repeats {
-		check(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
+	e, load := underLoad(t, mode.Config(), func(ctx context.Context, e *chaos.Env, load *chaos.Load) {
 		// A backlog: every user sends Backlog messages back to back, several seconds of work at the
 		// per-chat limit; freeze once about half of it is in.
 		load.Burst(mode.Backlog)
@@ -326,9 +298,7 @@ func TestWorkerSIGSTOP(t *testing.T) {
 		chaos.Hold(mode.Freeze)
 		must(t, victim.Cont())
 		f.End()
-		check(t, load.WaitAccepted(ctx, mode.Warmup, phase))
-	}
-	check(t, load.WaitAccepted(ctx, mode.Tail, phase))
+	})
 	e.Finish(load, chaos.Expect{
 		KeepOrder: true,
 		// The backlog drains; the freeze holds half of it up for its duration.
@@ -344,13 +314,8 @@ func TestIngressSIGTERM(t *testing.T) {
 	mode := chaos.CurrentMode()
 	cfg := mode.Config()
 	cfg.Ingresses = 2
-	e := chaos.Start(t, cfg)
-	ctx := context.Background()
-	load := e.StartLoad(mode.PerUser)
-	must(t, load.WaitAccepted(ctx, mode.Warmup, phase))
 	const burst = 3
-	for range mode.Repeats {
-		check(t, e.WaitCaughtUp(ctx, load, phase)) // the previous fault is over and done with
+	e, load := underLoad(t, cfg, func(ctx context.Context, e *chaos.Env, load *chaos.Load) {
 		// Every user sends back to back for a moment, so that SIGTERM finds requests in flight.
 		load.Burst(burst)
 		check(t, load.WaitAccepted(ctx, len(e.Users)/2, phase))
@@ -365,9 +330,7 @@ func TestIngressSIGTERM(t *testing.T) {
 		must(t, victim.Restart())
 		must(t, victim.WaitHTTP(ctx, "/readyz"))
 		f.End()
-		check(t, load.WaitAccepted(ctx, mode.Warmup, phase))
-	}
-	check(t, load.WaitAccepted(ctx, mode.Tail, phase))
+	})
 	e.Finish(load, chaos.Expect{
 		// Graceful: readiness turns 503 first, the load stops routing to it, and
 		// nothing in flight or on a kept-alive connection is cut.

@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhq/herald/internal/testing/wait"
 )
 
 const (
@@ -186,7 +188,7 @@ func (c *cluster) deploySimulator(t *testing.T) {
 	// opened before kube-proxy had the Service's rules.
 	probe := newAPI(c.sim.base, "")
 	probe.client = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	eventually(t, "the simulator answers on its Service", time.Minute, time.Second, func() error {
+	wait.ForEvery(t, time.Minute, time.Second, "the simulator answers on its Service", func() error {
 		_, err := probe.call("GET", "/sim", nil, nil)
 		return err
 	})
@@ -240,7 +242,7 @@ operator:
 // replicas running image tag, and no others.
 func (c *cluster) waitAvailable(t *testing.T, tag string, want map[string]int) {
 	t.Helper()
-	eventually(t, "every Deployment available on "+tag, 4*time.Minute, 2*time.Second, func() error {
+	wait.ForEvery(t, 4*time.Minute, 2*time.Second, "every Deployment available on "+tag, func() error {
 		for comp, n := range want {
 			var d struct {
 				Spec struct {
@@ -324,14 +326,14 @@ func (c *cluster) linkUser(t *testing.T) *user {
 	c.sim.must(t, 200, "POST", "/sim/users", map[string]any{"id": u.chatID, "first_name": "E2E", "phone_number": u.phone}, nil)
 	c.sim.must(t, 200, "POST", fmt.Sprintf("/sim/users/%d/open-link", u.chatID), map[string]string{"url": link.DeepLink}, nil)
 	// The webhook links the chat when the /start update arrives: until then the user has no link (404).
-	eventually(t, u.id+" linked", time.Minute, 300*time.Millisecond, func() error {
+	wait.ForEvery(t, time.Minute, 300*time.Millisecond, u.id+" linked", func() error {
 		_, err := c.herald.call("POST", "/v1/phone-verification/start", map[string]string{"user_id": u.id}, nil)
 		return err
 	})
 	// The prompt, then the contact shared from it.
 	c.waitMessages(t, &u, 1, "")
 	c.sim.must(t, 200, "POST", fmt.Sprintf("/sim/users/%d/share-contact", u.chatID), map[string]string{"phone_number": u.phone}, nil)
-	eventually(t, u.id+" verified", time.Minute, 300*time.Millisecond, func() error {
+	wait.ForEvery(t, time.Minute, 300*time.Millisecond, u.id+" verified", func() error {
 		var v struct {
 			Status     string `json:"status"`
 			PhoneLast4 string `json:"phone_last4"`
@@ -367,7 +369,7 @@ func (c *cluster) chat(t *testing.T, chatID int64) []simMessage {
 // waitMessages waits until the user's chat has n more messages; the last must contain text.
 func (c *cluster) waitMessages(t *testing.T, u *user, n int, text string) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("%d new message(s) in chat %d", n, u.chatID), time.Minute, 300*time.Millisecond, func() error {
+	wait.ForEvery(t, time.Minute, 300*time.Millisecond, fmt.Sprintf("%d new message(s) in chat %d", n, u.chatID), func() error {
 		msgs := c.chat(t, u.chatID)
 		if len(msgs) < u.messages+n {
 			return fmt.Errorf("%d messages", len(msgs))
@@ -392,7 +394,7 @@ func (c *cluster) sendAndDeliver(t *testing.T, u *user, text string) {
 	t.Helper()
 	var sent notification
 	c.herald.must(t, 202, "POST", "/v1/send", map[string]any{"user_id": u.id, "message": text, "priority": 7}, &sent)
-	eventually(t, "delivery of "+sent.TrackingID, time.Minute, 300*time.Millisecond, func() error {
+	wait.ForEvery(t, time.Minute, 300*time.Millisecond, "delivery of "+sent.TrackingID, func() error {
 		var n notification
 		if _, err := c.herald.call("GET", "/v1/status/"+sent.TrackingID, nil, &n); err != nil {
 			return err
@@ -483,7 +485,7 @@ func (c *cluster) underLoad(t *testing.T, label string, roll func()) {
 	if updateErrors > 0 {
 		t.Errorf("%d of %d messages to the bot not taken by the simulator", updateErrors, updates)
 	}
-	eventually(t, "the simulator's pending updates delivered", time.Minute, time.Second, func() error {
+	wait.ForEvery(t, time.Minute, time.Second, "the simulator's pending updates delivered", func() error {
 		if p := c.simStats(t).UpdatesPending; p > 0 {
 			return fmt.Errorf("%d pending", p)
 		}
@@ -624,7 +626,7 @@ func (c *cluster) rollback(t *testing.T) {
 // uninstall checks that helm uninstall leaves what docs/install.md says it leaves.
 func (c *cluster) uninstall(t *testing.T) {
 	c.e.helm(t, "uninstall", release, "--namespace", namespace, "--wait", "--timeout", "3m")
-	eventually(t, "the release's pods gone", 2*time.Minute, time.Second, func() error {
+	wait.ForEvery(t, 2*time.Minute, time.Second, "the release's pods gone", func() error {
 		out := strings.TrimSpace(c.e.kubectl(t, "-n", namespace, "get", "pods", "-o", "name"))
 		if out != "" {
 			return errors.New(out)

@@ -107,22 +107,6 @@ func (e *env) getJSON(t *testing.T, v any, args ...string) {
 	}
 }
 
-// eventually retries f every interval until it returns nil or the timeout passes.
-func eventually(t *testing.T, what string, timeout, interval time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		}
-		time.Sleep(interval)
-	}
-}
-
 // api is a JSON HTTP client of one base URL, with an optional bearer key.
 type api struct {
 	base   string

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"regexp"
@@ -14,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/google/uuid"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,7 +26,9 @@ import (
 	"github.com/heraldhq/herald/internal/testing/devtest"
 	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/kafkatest"
+	"github.com/heraldhq/herald/internal/testing/kubetest"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
+	"github.com/heraldhq/herald/internal/testing/wait"
 )
 
 // namesUsed are the metric names the dashboard and the alerts read, each with where it is read; the
@@ -104,15 +104,15 @@ func TestEveryMetricTheDashboardAndAlertsReadIsExported(t *testing.T) {
 	// Link, verify, send: the webhook's updates, the tenant API, a delivery.
 	link := c.do("POST", "/v1/link-token", `{"user_id":"alice"}`, true, 200)["deep_link"].(string)
 	c.do("POST", "/sim/users/1001/open-link", `{"url":"`+link+`"}`, false, 200)
-	c.eventually("the link", func() bool {
+	wait.Until(c.t, 30*time.Second, "the link", func() bool {
 		return c.status("POST", "/v1/phone-verification/start", `{"user_id":"alice"}`, true) == 202
 	})
 	c.do("POST", "/sim/users/1001/share-contact", `{"phone_number":"15551234567"}`, false, 200)
-	c.eventually("the verification", func() bool {
+	wait.Until(c.t, 30*time.Second, "the verification", func() bool {
 		return c.do("GET", "/v1/phone-verification/status/alice", "", true, 200)["status"] == "verified"
 	})
 	id := c.do("POST", "/v1/send", `{"user_id":"alice","message":"first"}`, true, 202)["tracking_id"].(string)
-	c.eventually("the delivery", func() bool { return c.do("GET", "/v1/status/"+id, "", true, 200)["status"] == "delivered" })
+	wait.Until(c.t, 30*time.Second, "the delivery", func() bool { return c.do("GET", "/v1/status/"+id, "", true, 200)["status"] == "delivered" })
 	// The platform answers the next send 429, then the one after 500.
 	c.do("POST", "/sim/faults", `{"next_429":{"count":1,"retry_after":1},"next_5xx":1}`, false, 200)
 	time.Sleep(1100 * time.Millisecond) // the tenant's bucket refills
@@ -138,8 +138,7 @@ func TestEveryMetricTheDashboardAndAlertsReadIsExported(t *testing.T) {
 		}
 	}
 	// An envelope without a row: dropped by the worker (skipped, not_found).
-	producer := queue.NewProducer(broker.Addrs(), "herald")
-	defer producer.Close()
+	producer := broker.Producer(t, "herald")
 	if err := producer.Publish(ctx, queue.NewOutgoing(uuid.Must(uuid.NewV7()).String(), "demo", "nobody", 0, 5)); err != nil {
 		t.Fatal(err)
 	}
@@ -228,43 +227,17 @@ func startDev(t *testing.T, o devenv.Options) (base, key string) {
 func startOperator(t *testing.T) string {
 	t.Helper()
 	addr := freeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- operator.Run(ctx, operator.Options{DatabaseURL: pgtest.NewDatabase(t), MetricsAddr: addr, InsecureMetrics: true,
-			ProbeAddr: "0", RestConfig: restConfig, SkipControllerNameValidation: true,
-			Logger: logr.FromSlogHandler(slog.DiscardHandler)})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("the operator returned %v after cancellation", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("the operator did not stop within 30 s")
-		}
-	})
-	k8s, err := client.New(restConfig, client.Options{Scheme: operator.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	kubetest.StartOperator(t, operator.Options{DatabaseURL: pgtest.NewDatabase(t), MetricsAddr: addr, InsecureMetrics: true,
+		ProbeAddr: "0", RestConfig: restConfig})
 	tenant := &notifyv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "monitoring-acme"}, Spec: notifyv1alpha1.TenantSpec{DisplayName: "Acme"}}
 	if err := k8s.Create(context.Background(), tenant); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), tenant) })
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(tenant), tenant); err == nil && tenant.IsInKeyStore() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the operator did not reconcile the Tenant within 30 s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	wait.Until(t, 30*time.Second, "the operator to reconcile the Tenant", func() bool {
+		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(tenant), tenant)
+		return err == nil && tenant.IsInKeyStore()
+	})
 	return "http://" + addr + "/metrics"
 }
 
@@ -308,15 +281,4 @@ func (c *devClient) do(method, path, body string, withKey bool, want int) map[st
 		c.t.Fatalf("%s %s: %d %s", method, path, s, b)
 	}
 	return m
-}
-
-func (c *devClient) eventually(what string, cond func() bool) {
-	c.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			c.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

@@ -13,33 +13,21 @@ import (
 
 	"github.com/prometheus/prometheus/promql/parser"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/heraldhq/herald/internal/testing/pgtest"
+	"github.com/heraldhq/herald/internal/testing/kubetest"
 	"github.com/heraldhq/herald/internal/testing/reporoot"
 )
 
-// restConfig reaches the envtest API server the operator runs against.
-var restConfig *rest.Config
+// The envtest API server the operator runs against, and an uncached client of it.
+var (
+	restConfig *rest.Config
+	k8s        client.Client
+)
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: it must name a directory with kube-apiserver and etcd "+
-			"(make test sets it; by hand: KUBEBUILDER_ASSETS=$(hack/envtest.sh | tail -n 1))")
-		return 1
-	}
-	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
-	cfg, err := env.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting envtest: %v\n", err)
-		return 1
-	}
-	defer func() { _ = env.Stop() }()
-	restConfig = cfg
-	return pgtest.Run(m)
+func TestMain(m *testing.M) {
+	os.Exit(kubetest.Run(m, func(cfg *rest.Config, c client.Client) { restConfig, k8s = cfg, c }))
 }
 
 // repoRoot is the directory of go.mod.

@@ -7,11 +7,11 @@ import (
 	"context"
 	"log/slog"
 	"regexp"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/heraldhq/herald/internal/devenv"
+	"github.com/heraldhq/herald/internal/testing/background"
 	"github.com/heraldhq/herald/internal/testing/syncbuf"
 )
 
@@ -41,34 +41,15 @@ func Start(t testing.TB, o devenv.Options, stopWithin time.Duration) *Dev {
 	}
 	out := &syncbuf.Buffer{}
 	o.Stdout = out
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- devenv.Run(ctx, o) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("herald dev did not stop cleanly: %v", err)
-				}
-			case <-time.After(stopWithin):
-				t.Errorf("herald dev did not stop within %v", stopWithin)
-			}
-		})
-	}
-	t.Cleanup(stop)
+	run := background.Start(t, "herald dev", stopWithin, func(ctx context.Context) error { return devenv.Run(ctx, o) })
 	for deadline := time.Now().Add(60 * time.Second); !keyLine.MatchString(out.String()); time.Sleep(20 * time.Millisecond) {
-		select {
-		case err := <-done:
+		if exited, err := run.Exited(); exited {
 			t.Fatalf("herald dev stopped: %v", err)
-		default:
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("herald dev printed no walkthrough within 60 s")
 		}
 	}
 	m := keyLine.FindStringSubmatch(out.String())
-	return &Dev{Base: m[1], Key: m[2], Out: out, stop: stop}
+	return &Dev{Base: m[1], Key: m[2], Out: out, stop: func() { run.Stop(t) }}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/heraldhq/herald/internal/kafkalocal"
+	"github.com/heraldhq/herald/internal/queue"
 )
 
 // Broker is a running in-process broker (kafkalocal) that a test can read back.
@@ -35,6 +36,14 @@ func New(t testing.TB, prefix string) *Broker {
 	}
 	t.Cleanup(b.Close)
 	return b
+}
+
+// Producer is a producer to the broker's topics of prefix, closed when the test ends.
+func (b *Broker) Producer(t testing.TB, prefix string) *queue.Producer {
+	t.Helper()
+	p := queue.NewProducer(b.Addrs(), prefix)
+	t.Cleanup(func() { _ = p.Close() })
+	return p
 }
 
 // Messages returns every message currently on topic, across all partitions, read with kafka-go.

@@ -1,8 +1,9 @@
 // Package reporoot finds the repository's root for tests that read its files (the chart, the dashboard and
-// the rules, the RBAC manifests).
+// the rules, the RBAC manifests, the CRDs).
 package reporoot
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,17 +13,26 @@ import (
 // when there is none.
 func Dir(t testing.TB) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	dir, err := Find()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dir
+}
+
+// Find is Dir for a TestMain, which has no test to fail.
+func Find() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
+			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			t.Fatal("go.mod not found above the working directory")
+			return "", errors.New("go.mod not found above the working directory")
 		}
 		dir = parent
 	}
