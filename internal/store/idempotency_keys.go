@@ -70,8 +70,8 @@ func (tx *Tx) ClaimIdempotencyKeys(ctx context.Context, claims []KeyClaim) (map[
 // table as it is now. The statements that find a batch's keys (an unnest joined to idempotency_keys) need
 // it: pgx prepares statements once per connection, and PostgreSQL soon settles on a generic plan made for
 // the table's size then. Made while the table was small, that plan hashes the keys and scans the whole
-// table, and keeps doing so as the table grows: 2–3 ms per batch at 24,000 keys (bench-ingress, a minute
-// after start), where the primary key finds them in 0.1 ms. Planning each time costs about 0.1 ms.
+// table, and keeps doing so as the table grows, where the primary key finds them at once; planning each
+// time costs far less (docs/benchmarks.md, "Keys found by their index").
 const planEachTime = pgx.QueryExecModeExec
 
 func cmpKeys(a, b IdempotencyKey) int {
