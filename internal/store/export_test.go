@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"io/fs"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -38,3 +39,6 @@ func PurgeSQLForTest() map[PurgeKind]string {
 // FinishUpdateSQL is the status write of FinishDelivery without its callback events: what the statement was
 // before callbacks, for the benchmark that measures what they add.
 var FinishUpdateSQL = finishUpdateSQL
+
+// MigrationsForTest are the embedded migrations, for tests that move a database between versions.
+func MigrationsForTest() fs.FS { return mustSub(migrations, "migrations") }
