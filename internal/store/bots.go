@@ -180,6 +180,19 @@ var setTenantBotSQL = `
 	` + notificationEvents("changed") + `
 	SELECT (SELECT count(*) FROM ended), (SELECT count(*) FROM changed)`
 
+// A change of a tenant's bot and a redemption of one of its link tokens serialise on an advisory lock of
+// the tenant (by a hash of its id): the change holds it exclusively for its transaction, a redemption shared
+// from before it reads the tenant's bot until it commits. So a link is never made through the old bot after
+// the change ended the old bot's links. The lock lives in memory: a /start writes nothing for it (a share
+// lock of the tenant's row would write the row on every /start).
+const tenantBotClass = 0x48524c42 // "HRLB": the first key of the two-key advisory locks of tenants' bots
+
+// tenantBotLockSQL takes, with lockFunction (pg_advisory_xact_lock or its _shared variant), the bot lock of
+// the tenant whose id is the SQL expression tenant.
+func tenantBotLockSQL(lockFunction, tenant string) string {
+	return lockFunction + `(` + strconv.Itoa(tenantBotClass) + `, hashtext(` + tenant + `))`
+}
+
 // SetTenantBot makes the tenant send through bot (notification.SharedBot: the shared bot), with §11's
 // "Changing the bot", in one transaction. The same bot as before (a new token for it: UpsertBot) keeps
 // everything. Another bot, or the shared one: the tenant's links made through the old bot end, their users'
@@ -188,14 +201,17 @@ var setTenantBotSQL = `
 // notification.unlinked events; the users link again, through the new bot. ErrNotFound when the tenant
 // does not exist; ErrConflict when the bot has no row (UpsertBot first).
 //
-// The tenant's row is locked first: a link token redeemed at the same time (RedeemLinkToken) reads the
-// tenant's bot under the same row's lock, so a link is never made through the old bot after this commits.
+// The tenant's bot lock is taken first (tenantBotLockSQL): a link token of the tenant redeemed at the same
+// time (RedeemLinkToken) either links before this reads the links, or waits and then finds the new bot.
 func (s *Store) SetTenantBot(ctx context.Context, tenantID string, bot notification.BotID) (BotChange, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	var c BotChange
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		c = BotChange{}
+		if _, err := tx.Exec(ctx, `SELECT `+tenantBotLockSQL(`pg_advisory_xact_lock`, `$1::text`), tenantID); err != nil {
+			return err
+		}
 		if err := tx.QueryRow(ctx, `SELECT COALESCE(bot_id, 0) FROM tenants WHERE id = $1 FOR NO KEY UPDATE`, tenantID).Scan(&c.Previous); err != nil {
 			return err
 		}

@@ -489,13 +489,13 @@ func TestAChangeOfBotAndARedemptionSerialise(t *testing.T) {
 	if _, err := s.CreateLinkToken(ctx, "acme", "racer", digest, "Acme"); err != nil {
 		t.Fatal(err)
 	}
-	// The change holds the tenant's row while the redemption starts.
+	// The change has taken the tenant's bot lock and moved the tenant when the redemption starts.
 	tx, err := s.Pool().Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM tenants WHERE id = 'acme' FOR NO KEY UPDATE`); err != nil {
+	if err := store.LockTenantBotForTest(ctx, tx, "acme"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := tx.Exec(ctx, `UPDATE tenants SET bot_id = 708 WHERE id = 'acme'`); err != nil {
@@ -516,6 +516,39 @@ func TestAChangeOfBotAndARedemptionSerialise(t *testing.T) {
 	}
 	if n := count(t, s, `SELECT count(*) FROM links WHERE user_id = 'racer'`); n != 0 {
 		t.Error("a link of the old bot was made after the change")
+	}
+
+	// The other way round: a redemption through bot 708 holds the lock shared and links; the change back to
+	// bot 707 waits for it, then ends that link.
+	tx, err = s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if err := store.LockTenantBotSharedForTest(ctx, tx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id, bot_id) VALUES ('acme', 'racer', 91, 91, 708)`); err != nil {
+		t.Fatal(err)
+	}
+	changed := make(chan store.BotChange, 1)
+	go func() {
+		c, err := s.SetTenantBot(ctx, "acme", first)
+		if err != nil {
+			t.Error(err)
+		}
+		changed <- c
+	}()
+	select {
+	case c := <-changed:
+		t.Fatalf("the change of bot did not wait for the redemption: %+v", c)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c := <-changed; c.LinksEnded != 1 {
+		t.Errorf("the change after the redemption ended %d links, want the new one", c.LinksEnded)
 	}
 	_ = second
 }

@@ -42,3 +42,15 @@ var FinishUpdateSQL = finishUpdateSQL
 
 // MigrationsForTest are the embedded migrations, for tests that move a database between versions.
 func MigrationsForTest() fs.FS { return mustSub(migrations, "migrations") }
+
+// LockTenantBotForTest takes, in tx, the lock a change of the tenant's bot takes first.
+func LockTenantBotForTest(ctx context.Context, tx pgx.Tx, tenantID string) error {
+	_, err := tx.Exec(ctx, `SELECT `+tenantBotLockSQL(`pg_advisory_xact_lock`, `$1::text`), tenantID)
+	return err
+}
+
+// LockTenantBotSharedForTest takes, in tx, the lock a redemption of the tenant's link token takes first.
+func LockTenantBotSharedForTest(ctx context.Context, tx pgx.Tx, tenantID string) error {
+	_, err := tx.Exec(ctx, `SELECT `+tenantBotLockSQL(`pg_advisory_xact_lock_shared`, `$1::text`), tenantID)
+	return err
+}

@@ -81,9 +81,9 @@ type LinkResult struct {
 // never reach the platform. A relink of the same account (the same chat of the same bot) ends nothing.
 //
 // A token links only through its tenant's bot (r.Bot): redeemed in another bot it links nothing
-// (LinkWrongBot). The tenant's row is read under a share lock first, so that a change of the tenant's bot
-// (SetTenantBot, which ends the links made through the old bot) is either seen here or waits for this
-// link, and then ends it.
+// (LinkWrongBot). The tenant's bot lock is taken shared first (tenantBotLockSQL), so that a change of the
+// tenant's bot (SetTenantBot, which ends the links made through the old bot) is either seen here or waits
+// for this link, and then ends it.
 func RedeemLinkToken(updateID int64, r Redemption, reply func(LinkResult) NewNotification) (*Effect, *LinkResult) {
 	var (
 		res      LinkResult
@@ -95,7 +95,7 @@ func RedeemLinkToken(updateID int64, r Redemption, reply func(LinkResult) NewNot
 		UpdateID: updateID,
 		first: func(b *pgx.Batch) {
 			res, consumed, previous = LinkResult{}, false, nil
-			b.Queue(`SELECT 1 FROM link_tokens k JOIN tenants t ON t.id = k.tenant_id WHERE k.digest = $1 FOR SHARE OF t`, r.Digest[:])
+			b.Queue(`SELECT `+tenantBotLockSQL(`pg_advisory_xact_lock_shared`, `k.tenant_id`)+` FROM link_tokens k WHERE k.digest = $1`, r.Digest[:])
 			b.Queue(`
 				UPDATE link_tokens k SET used_at = now()
 				WHERE k.digest = $1 AND k.used_at IS NULL AND k.expires_at > now()
