@@ -38,8 +38,7 @@ func TestOwnBotSettings(t *testing.T) {
 			strings.Contains(msg, badKey) {
 			t.Errorf("%s with a malformed key:\n%s", name, msg)
 		}
-		g, err = parse(t, append(args, "--bot-token-key", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=,"+key)...)
-		if err != nil {
+		if _, err := parse(t, append(args, "--bot-token-key", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=,"+key)...); err != nil {
 			t.Errorf("%s with a list of two keys: %v", name, err)
 		}
 	}
