@@ -368,3 +368,46 @@ func TestCheckTokenAndParseID(t *testing.T) {
 		t.Errorf("a platform token refused: %v", err)
 	}
 }
+
+// The webhook route is public: a stream of made-up bot ids costs at most MissLookupsPerSecond queries a
+// second. Past them an id the registry does not hold is answered unknown without asking PostgreSQL, even a
+// bot recorded meanwhile; that one is found once the second has passed.
+func TestMadeUpBotIdsCostABoundedNumberOfQueries(t *testing.T) {
+	st, _ := pgtest.NewStore(t)
+	ctx := t.Context()
+	key := newKey(t)
+	reg := bot.NewRegistry(bot.RegistryOptions{Store: st, Key: key, Logger: slog.New(slog.DiscardHandler)})
+	if err := reg.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	token := "7201:bot-token"
+	if err := st.UpsertBot(ctx, store.Bot{ID: 7201, Username: "d_bot", TokenSealed: bot.SealToken(key, 7201, token),
+		TokenDigest: bot.TokenDigest(token), State: store.BotReady}); err != nil {
+		t.Fatal(err)
+	}
+	for try := 0; ; try++ {
+		start := time.Now()
+		for i := range bot.MissLookupsPerSecond + 1 {
+			if _, err := reg.Get(ctx, bot.ID(800000+try*1000+i)); !errors.Is(err, bot.ErrUnknownBot) {
+				t.Fatalf("a made-up id: %v", err)
+			}
+		}
+		_, err := reg.Get(ctx, 7201)
+		if time.Since(start) > 500*time.Millisecond && try < 5 {
+			continue // the second may have turned meanwhile: the budget is not shown exhausted; again
+		}
+		if !errors.Is(err, bot.ErrUnknownBot) {
+			t.Fatalf("after %d lookups in a second, a bot the registry does not hold: %v, want unknown without a query", bot.MissLookupsPerSecond, err)
+		}
+		break
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := reg.Get(ctx, 7201); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("bot 7201 is still unknown once the second has passed: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -30,6 +30,10 @@ const (
 	MissTTL = time.Second
 	// maxMisses bounds the ids remembered as unknown; past it they are forgotten at once.
 	maxMisses = 4096
+	// MissLookupsPerSecond bounds the queries for ids the registry does not know, whatever the ids: past
+	// it an unknown id is answered unknown without a query (a bot registered meanwhile is still seen at
+	// the next refresh).
+	MissLookupsPerSecond = 20
 )
 
 // ErrUnknownBot is the answer for an id no bot has (and for Shared, which the registry holds only as a client).
@@ -62,6 +66,9 @@ type Registry struct {
 	bots   map[ID]*entry
 	since  time.Time        // the next refresh reads the rows changed at or after it
 	misses map[ID]time.Time // ids PostgreSQL did not know, and when
+	// lookups counts the queries for unknown ids in the second that started at window.
+	lookups int
+	window  time.Time
 }
 
 type entry struct {
@@ -173,7 +180,7 @@ func (r *Registry) lookup(ctx context.Context, id ID) (*entry, error) {
 	if ok {
 		return e, nil
 	}
-	if recent && time.Since(missed) < MissTTL {
+	if recent && time.Since(missed) < MissTTL || !r.mayLookUp() {
 		return nil, ErrUnknownBot
 	}
 	b, err := r.o.Store.GetBot(ctx, id)
@@ -194,6 +201,21 @@ func (r *Registry) lookup(ctx context.Context, id ID) (*entry, error) {
 	}
 	r.putLocked(b)
 	return r.bots[id], nil
+}
+
+// mayLookUp reports whether a query for an unknown id fits in this second's MissLookupsPerSecond, and
+// counts it.
+func (r *Registry) mayLookUp() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if now := time.Now(); now.Sub(r.window) >= time.Second {
+		r.window, r.lookups = now, 0
+	}
+	if r.lookups >= MissLookupsPerSecond {
+		return false
+	}
+	r.lookups++
+	return true
 }
 
 // Get returns bot id: ErrUnknownBot when there is no such bot.
