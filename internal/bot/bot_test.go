@@ -94,6 +94,7 @@ func TestRegisterChecksTheTokenAndSetsTheWebhook(t *testing.T) {
 		t.Fatal(err)
 	}
 	if b.ID != 4242 || b.Username != "acme_bot" || b.RateLimit != 100 || !b.PaidBroadcast || b.State != store.BotReady ||
+		b.WebhookURL != hook.URL+"/messenger/webhook/4242" ||
 		b.TokenDigest != sha256.Sum256([]byte(token)) || len(b.WebhookSecretDigest) != 32 {
 		t.Fatalf("registered %+v", b)
 	}

@@ -95,7 +95,7 @@ func (r *Registrar) Register(ctx context.Context, token string, s Settings) (sto
 	secretDigest := sha256.Sum256([]byte(secret))
 	b.TokenSealed = SealToken(r.Key, b.ID, token)
 	b.TokenDigest = TokenDigest(token)
-	b.WebhookSecretDigest = secretDigest[:]
+	b.WebhookURL, b.WebhookSecretDigest = hook, secretDigest[:]
 	b.RateLimit, b.PaidBroadcast = s.RateLimit, s.PaidBroadcast
 	b.State = store.BotReady
 	return b, nil

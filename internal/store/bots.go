@@ -35,7 +35,9 @@ type Bot struct {
 	// (internal/bot); TokenDigest its SHA-256.
 	TokenSealed []byte
 	TokenDigest [32]byte
-	// WebhookSecretDigest is the SHA-256 of the secret_token given to setWebhook; nil before one was set.
+	// WebhookURL is where setWebhook pointed the bot, and WebhookSecretDigest the SHA-256 of the
+	// secret_token it was given; "" and nil before a webhook was set.
+	WebhookURL          string
 	WebhookSecretDigest []byte
 	// RateLimit is the bot's messages per second; 0: the workers' HERALD_MESSENGER_RATE_LIMIT.
 	RateLimit     int
@@ -54,13 +56,13 @@ func botArg(b notification.BotID) *int64 {
 	return &id
 }
 
-const botColumns = `id, username, token_sealed, token_digest, webhook_secret_digest, COALESCE(rate_limit, 0), paid_broadcast,
-	state, COALESCE(state_message, ''), updated_at`
+const botColumns = `id, username, token_sealed, token_digest, COALESCE(webhook_url, ''), webhook_secret_digest, COALESCE(rate_limit, 0),
+	paid_broadcast, state, COALESCE(state_message, ''), updated_at`
 
 func scanBot(r pgx.Row) (Bot, error) {
 	var b Bot
 	var digest []byte
-	err := r.Scan(&b.ID, &b.Username, &b.TokenSealed, &digest, &b.WebhookSecretDigest, &b.RateLimit, &b.PaidBroadcast,
+	err := r.Scan(&b.ID, &b.Username, &b.TokenSealed, &digest, &b.WebhookURL, &b.WebhookSecretDigest, &b.RateLimit, &b.PaidBroadcast,
 		&b.State, &b.StateMessage, &b.UpdatedAt)
 	if err == nil {
 		b.TokenDigest = [32]byte(digest) // the column's CHECK: 32 bytes
@@ -72,8 +74,8 @@ func scanBot(r pgx.Row) (Bot, error) {
 const MaxBotRateLimit = 1000
 
 // UpsertBot records a registration (internal/bot.Register): the bot's row is created, or brought to b —
-// username, token, webhook secret (a nil WebhookSecretDigest keeps the recorded one), rate, paid broadcast,
-// state and its message. Tenants that name the same token share the row, and the last registration stands.
+// username, token, webhook (a nil WebhookSecretDigest keeps the recorded URL and secret), rate, paid
+// broadcast, state and its message. Tenants that name the same token share the row, and the last registration stands.
 func (s *Store) UpsertBot(ctx context.Context, b Bot) error {
 	if b.ID <= 0 {
 		return fmt.Errorf("while recording bot %d: a bot's id is positive", b.ID)
@@ -84,15 +86,17 @@ func (s *Store) UpsertBot(ctx context.Context, b Bot) error {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	_, err := s.pool.Exec(ctx, `
-		INSERT INTO bots (id, username, token_sealed, token_digest, webhook_secret_digest, rate_limit, paid_broadcast, state, state_message)
-		VALUES ($1, $2, $3, $4, $5, NULLIF($6, 0), $7, $8, NULLIF($9, ''))
+		INSERT INTO bots (id, username, token_sealed, token_digest, webhook_url, webhook_secret_digest, rate_limit, paid_broadcast,
+		                  state, state_message)
+		VALUES ($1, $2, $3, $4, NULLIF($10, ''), $5, NULLIF($6, 0), $7, $8, NULLIF($9, ''))
 		ON CONFLICT (id) DO UPDATE SET
 			username = EXCLUDED.username, token_sealed = EXCLUDED.token_sealed, token_digest = EXCLUDED.token_digest,
+			webhook_url = CASE WHEN EXCLUDED.webhook_secret_digest IS NULL THEN bots.webhook_url ELSE EXCLUDED.webhook_url END,
 			webhook_secret_digest = COALESCE(EXCLUDED.webhook_secret_digest, bots.webhook_secret_digest),
 			rate_limit = EXCLUDED.rate_limit, paid_broadcast = EXCLUDED.paid_broadcast,
 			state = EXCLUDED.state, state_message = EXCLUDED.state_message, updated_at = now()`,
 		int64(b.ID), b.Username, b.TokenSealed, b.TokenDigest[:], b.WebhookSecretDigest, b.RateLimit, b.PaidBroadcast,
-		string(b.State), b.StateMessage)
+		string(b.State), b.StateMessage, b.WebhookURL)
 	return translate(err, "recording bot "+strconv.FormatInt(int64(b.ID), 10))
 }
 

@@ -75,7 +75,8 @@ func TestBotsAreRecordedReadAndListedByChange(t *testing.T) {
 	}
 	secret := sha256.Sum256([]byte("webhook secret"))
 	b := store.Bot{ID: 42, Username: "acme_bot", TokenSealed: []byte("sealed-1"), TokenDigest: sha256.Sum256([]byte("42:one")),
-		WebhookSecretDigest: secret[:], RateLimit: 100, PaidBroadcast: true, State: store.BotReady}
+		WebhookURL: "https://h.example.com/messenger/webhook/42", WebhookSecretDigest: secret[:], RateLimit: 100, PaidBroadcast: true,
+		State: store.BotReady}
 	before := time.Now().Add(-time.Minute)
 	if err := s.UpsertBot(ctx, b); err != nil {
 		t.Fatal(err)
@@ -89,14 +90,15 @@ func TestBotsAreRecordedReadAndListedByChange(t *testing.T) {
 		t.Fatalf("read %+v, want %+v", got, b)
 	}
 
-	// A new token for the same bot, without a new webhook secret: the secret recorded stays; the rate goes
-	// back to the default.
-	b.TokenSealed, b.TokenDigest, b.WebhookSecretDigest, b.RateLimit, b.PaidBroadcast = []byte("sealed-2"), sha256.Sum256([]byte("42:two")), nil, 0, false
+	// A new token for the same bot, without a new webhook: the webhook recorded stays; the rate goes back to
+	// the default.
+	b.TokenSealed, b.TokenDigest, b.WebhookURL, b.WebhookSecretDigest, b.RateLimit, b.PaidBroadcast = []byte("sealed-2"), sha256.Sum256([]byte("42:two")), "", nil, 0, false
 	if err := s.UpsertBot(ctx, b); err != nil {
 		t.Fatal(err)
 	}
 	got, _ = s.GetBot(ctx, 42)
 	if string(got.TokenSealed) != "sealed-2" || got.TokenDigest != b.TokenDigest || string(got.WebhookSecretDigest) != string(secret[:]) ||
+		got.WebhookURL != "https://h.example.com/messenger/webhook/42" ||
 		got.RateLimit != 0 || got.PaidBroadcast || !got.UpdatedAt.After(before) {
 		t.Errorf("after a new token: %+v", got)
 	}
@@ -138,7 +140,7 @@ func TestBotsAreRecordedReadAndListedByChange(t *testing.T) {
 
 func botsEqual(a, b store.Bot) bool {
 	return a.ID == b.ID && a.Username == b.Username && string(a.TokenSealed) == string(b.TokenSealed) && a.TokenDigest == b.TokenDigest &&
-		string(a.WebhookSecretDigest) == string(b.WebhookSecretDigest) && a.RateLimit == b.RateLimit && a.PaidBroadcast == b.PaidBroadcast &&
+		a.WebhookURL == b.WebhookURL && string(a.WebhookSecretDigest) == string(b.WebhookSecretDigest) && a.RateLimit == b.RateLimit && a.PaidBroadcast == b.PaidBroadcast &&
 		a.State == b.State && a.StateMessage == b.StateMessage && a.UpdatedAt.Equal(b.UpdatedAt)
 }
 

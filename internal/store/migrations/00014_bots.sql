@@ -13,6 +13,8 @@ SET LOCAL lock_timeout = '10s';
 --   token_sealed           the token, AES-256-GCM under HERALD_BOT_TOKEN_KEY with the id as additional
 --                          data (internal/bot): the database alone cannot send as the bot.
 --   token_digest           SHA-256 of the token: a change of token is seen without opening it.
+--   webhook_url            where setWebhook pointed the bot (HERALD_PUBLIC_URL/messenger/webhook/{id}): a
+--                          change of HERALD_PUBLIC_URL is seen by comparing it.
 --   webhook_secret_digest  SHA-256 of the secret_token given to setWebhook; the webhook compares digests.
 --   rate_limit             messages per second; NULL: the workers' HERALD_MESSENGER_RATE_LIMIT.
 --   paid_broadcast         sends past the platform's free 30 a second carry allow_paid_broadcast.
@@ -23,6 +25,7 @@ CREATE TABLE bots (
     username              text NOT NULL,
     token_sealed          bytea NOT NULL,
     token_digest          bytea NOT NULL CHECK (length(token_digest) = 32),
+    webhook_url           text,
     webhook_secret_digest bytea CHECK (length(webhook_secret_digest) = 32),
     rate_limit            integer CHECK (rate_limit BETWEEN 1 AND 1000),
     paid_broadcast        boolean NOT NULL DEFAULT false,
