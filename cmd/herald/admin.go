@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -12,7 +14,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/heraldhq/herald/internal/apikey"
+	"github.com/heraldhq/herald/internal/bot"
 	"github.com/heraldhq/herald/internal/config"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 )
 
@@ -21,7 +25,7 @@ import (
 
 type tenantCmd struct {
 	Create       tenantCreateCmd       `cmd:"" help:"create a tenant"`
-	Update       tenantUpdateCmd       `cmd:"" help:"change a tenant's developer name or limits"`
+	Update       tenantUpdateCmd       `cmd:"" help:"change a tenant's developer name, limits or bot"`
 	Suspend      tenantSuspendCmd      `cmd:"" help:"suspend a tenant: its keys stop authenticating"`
 	Resume       tenantResumeCmd       `cmd:"" help:"resume a suspended tenant"`
 	List         tenantListCmd         `cmd:"" help:"list the tenants"`
@@ -102,16 +106,75 @@ func (c *tenantCreateCmd) Run(e runEnv) error {
 }
 
 type tenantUpdateCmd struct {
-	config.Admin
+	config.AdminBot
 	ID            string `name:"id" required:"" placeholder:"TENANT" help:"tenant id"`
 	DeveloperName string `name:"developer-name" placeholder:"NAME" help:"new developer name (1-128 characters)"`
 	limitFlags
+	botFlags
+}
+
+// botFlags give a tenant its own bot (spec §11), or take it back to the shared one. The token is read from
+// a file, never from a flag's value: a command line is visible to every user of the machine.
+type botFlags struct {
+	BotTokenFile     string `name:"bot-token-file" placeholder:"FILE" help:"give the tenant its own bot: the file holding the bot's token (from @BotFather); the bot is checked (getMe), its webhook set (setWebhook at HERALD_PUBLIC_URL), its token stored sealed under HERALD_BOT_TOKEN_KEY, and its username printed. Another bot than the tenant's ends the links made through the old one: those users must link again"`
+	BotRateLimit     *int   `name:"bot-rate-limit" placeholder:"N" help:"with --bot-token-file: the bot's messages per second, 1-1000 (default: the workers' HERALD_MESSENGER_RATE_LIMIT)"`
+	BotPaidBroadcast bool   `name:"bot-paid-broadcast" help:"with --bot-token-file: sends past 30 a second carry allow_paid_broadcast, up to --bot-rate-limit (the platform charges the bot's owner for them)"`
+	NoBot            bool   `name:"no-bot" help:"take the tenant back to the shared bot: the links made through its own bot end, and its users must link again"`
+}
+
+// settings checks the combination of the bot flags and returns the bot's settings.
+func (f botFlags) settings() (bot.Settings, error) {
+	switch {
+	case f.NoBot && f.BotTokenFile != "":
+		return bot.Settings{}, errors.New("--no-bot and --bot-token-file: give one of them")
+	case f.BotTokenFile == "" && (f.BotRateLimit != nil || f.BotPaidBroadcast):
+		return bot.Settings{}, errors.New("--bot-rate-limit and --bot-paid-broadcast go with --bot-token-file (the bot is registered again with them)")
+	case f.BotRateLimit != nil && (*f.BotRateLimit < 1 || *f.BotRateLimit > store.MaxBotRateLimit):
+		return bot.Settings{}, fmt.Errorf("--bot-rate-limit must be 1-%d messages per second (leave it out for the workers' HERALD_MESSENGER_RATE_LIMIT)", store.MaxBotRateLimit)
+	}
+	s := bot.Settings{PaidBroadcast: f.BotPaidBroadcast}
+	if f.BotRateLimit != nil {
+		s.RateLimit = *f.BotRateLimit
+	}
+	return s, nil
+}
+
+// readToken reads the bot's token from --bot-token-file. Neither the token nor the file's content is ever
+// in an error.
+func (f botFlags) readToken() (string, error) {
+	b, err := os.ReadFile(f.BotTokenFile)
+	if err != nil {
+		var pathErr *fs.PathError
+		if errors.As(err, &pathErr) {
+			err = pathErr.Err // the path is said below; the rest of the error is the system's
+		}
+		return "", fmt.Errorf("while reading the bot token file %s: %w", f.BotTokenFile, err)
+	}
+	token := strings.TrimSpace(string(b))
+	if err := bot.CheckToken(token); err != nil {
+		return "", fmt.Errorf("the file %s does not hold a bot token: %w", f.BotTokenFile, err)
+	}
+	return token, nil
 }
 
 func (c *tenantUpdateCmd) Run(e runEnv) error {
 	name := strings.TrimSpace(c.DeveloperName)
 	if c.DeveloperName != "" && (name == "" || len([]rune(name)) > 128) {
 		return usageError{errors.New("--developer-name must be 1-128 characters")}
+	}
+	settings, err := c.botFlags.settings()
+	if err != nil {
+		return usageError{err}
+	}
+	var registrar *bot.Registrar
+	var token string
+	if c.BotTokenFile != "" {
+		if registrar, err = bot.NewRegistrar(c.MessengerAPIURL, nil, c.Key(), c.PublicURL); err != nil {
+			return err
+		}
+		if token, err = c.botFlags.readToken(); err != nil {
+			return err
+		}
 	}
 	return withStore(e, &c.Admin, func(st *store.Store) error {
 		t, err := st.GetTenant(e.ctx, c.ID)
@@ -121,6 +184,13 @@ func (c *tenantUpdateCmd) Run(e runEnv) error {
 		if err := c.limitFlags.apply(&t.Limits); err != nil {
 			return usageError{err}
 		}
+		// The bot is registered before anything is written: a token the platform refuses changes nothing.
+		var registered store.Bot
+		if registrar != nil {
+			if registered, err = registrar.Register(e.ctx, token, settings); err != nil {
+				return fmt.Errorf("while registering the bot of tenant %s: %w", c.ID, err)
+			}
+		}
 		if name != "" {
 			if err := st.SetTenantDeveloperName(e.ctx, c.ID, name); err != nil {
 				return tenantError(c.ID, err)
@@ -129,9 +199,39 @@ func (c *tenantUpdateCmd) Run(e runEnv) error {
 		if err := st.SetTenantLimits(e.ctx, c.ID, t.Limits); err != nil {
 			return tenantError(c.ID, err)
 		}
-		fmt.Fprintf(e.stderr, "updated tenant %s\n", c.ID)
+		switch {
+		case registrar != nil:
+			if err := st.UpsertBot(e.ctx, registered); err != nil {
+				return err
+			}
+			change, err := st.SetTenantBot(e.ctx, c.ID, registered.ID)
+			if err != nil {
+				return tenantError(c.ID, err)
+			}
+			// The username alone on stdout: scripts read it (the tenant's deep links name it).
+			fmt.Fprintln(e.stdout, registered.Username)
+			fmt.Fprintf(e.stderr, "tenant %s sends through its own bot @%s (bot %d)\n", c.ID, registered.Username, registered.ID)
+			reportBotChange(e, change)
+		case c.NoBot:
+			change, err := st.SetTenantBot(e.ctx, c.ID, bot.Shared)
+			if err != nil {
+				return tenantError(c.ID, err)
+			}
+			fmt.Fprintf(e.stderr, "tenant %s sends through the shared bot\n", c.ID)
+			reportBotChange(e, change)
+		default:
+			fmt.Fprintf(e.stderr, "updated tenant %s\n", c.ID)
+		}
 		return nil
 	})
+}
+
+// reportBotChange says what a change of bot did to the tenant's users.
+func reportBotChange(e runEnv, c store.BotChange) {
+	if c.LinksEnded > 0 || c.Unlinked > 0 {
+		fmt.Fprintf(e.stderr, "%d user(s) linked through the previous bot must link again, through the new one; "+
+			"%d of their notifications that were waiting ended unlinked (code %d)\n", c.LinksEnded, c.Unlinked, notification.CodeBotChanged)
+	}
 }
 
 type tenantSuspendCmd struct {
@@ -187,14 +287,22 @@ func (c *tenantListCmd) Run(e runEnv) error {
 			return err
 		}
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tDEVELOPER NAME\tSUSPENDED\tDEVELOPERS\tSENDS/S\tBURST\tREQUESTS/S\tWEIGHT\tCREATED")
+		fmt.Fprintln(tw, "ID\tDEVELOPER NAME\tSUSPENDED\tDEVELOPERS\tSENDS/S\tBURST\tREQUESTS/S\tWEIGHT\tBOT\tCREATED")
 		for _, t := range tenants {
-			fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.DeveloperName, t.Suspended, joinIDs(t.Developers),
+			fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.DeveloperName, t.Suspended, joinIDs(t.Developers),
 				limitText(t.Limits.SendsPerSecond), limitText(t.Limits.Burst), limitText(t.Limits.RequestsPerSecond),
-				limitText(t.Limits.DeliveryWeight), t.CreatedAt.UTC().Format(time.RFC3339))
+				limitText(t.Limits.DeliveryWeight), botText(t.BotID), t.CreatedAt.UTC().Format(time.RFC3339))
 		}
 		return tw.Flush()
 	})
+}
+
+// botText shows the bot a tenant sends through: its id, or "shared".
+func botText(id bot.ID) string {
+	if id == bot.Shared {
+		return "shared"
+	}
+	return strconv.FormatInt(int64(id), 10)
 }
 
 // limitText shows a tenant's own limit, or "default".

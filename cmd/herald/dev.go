@@ -29,7 +29,7 @@ func (c *devCmd) Run(e runEnv) error {
 		WebhookSecret: c.WebhookSecret, PhoneHashKey: c.PhoneHashKey, RateLimit: c.MessengerRateLimit, DevAdmins: c.DevAdmins,
 		TenantSendsPerSecond: c.TenantSendsPerSecond, TenantRequestsPerSecond: c.TenantRequestsPerSecond,
 		Retention:         retentionPolicy(&c.Retention),
-		CallbackSecretKey: c.CallbackSecretKey, CallbackPolicy: c.Policy(),
+		CallbackSecretKey: c.CallbackSecretKey, CallbackPolicy: c.Policy(), BotTokenKey: c.BotTokenKey,
 		CallbackConcurrency: c.CallbackConcurrency, CallbackEndpointConcurrency: c.CallbackEndpointConcurrency, PGBin: c.PGBin,
 		Logger: logger, Stdout: e.stdout,
 	})

@@ -161,16 +161,67 @@ func (c *BotToken) check(p *problems) {
 	}
 }
 
-// BotAPI is how Herald calls the messaging platform.
-type BotAPI struct {
+// MessengerAPI is where Herald calls the messaging platform.
+type MessengerAPI struct {
 	// herald dev sets messenger_api_url to empty: its simulator, unless a URL is given.
 	MessengerAPIURL string `name:"messenger-api-url" env:"HERALD_MESSENGER_API_URL" default:"${messenger_api_url=https://api.telegram.org}" dev:"the simulator" help:"Bot API base URL"`
+}
+
+func (c *MessengerAPI) check(p *problems) { checkHTTPURL(p, &c.MessengerAPIURL) }
+
+// BotAPI is how Herald calls the messaging platform as the shared bot.
+type BotAPI struct {
+	MessengerAPI
 	BotToken
 }
 
 func (c *BotAPI) check(p *problems) {
-	checkHTTPURL(p, &c.MessengerAPIURL)
+	c.MessengerAPI.check(p)
 	c.BotToken.check(p)
+}
+
+// BotKey seals the tokens of tenants' own bots in PostgreSQL (internal/bot): the operator and the admin CLI
+// seal them, the webhook and the workers open them. Optional: without it no tenant can bring its own bot.
+type BotKey struct {
+	BotTokenKey string `name:"bot-token-key" env:"HERALD_BOT_TOKEN_KEY" placeholder:"KEY" dev:"generated, kept in --data-dir" help:"key that seals the tokens of tenants' own bots in PostgreSQL: the standard base64 of 32 random bytes (openssl rand -base64 32); to rotate it, a comma-separated list: the first seals, every one opens; empty: tenants cannot bring their own bots"`
+}
+
+func (c *BotKey) check(p *problems) {
+	// Never quote the value: it is a secret.
+	if c.BotTokenKey == "" {
+		return
+	}
+	if _, err := signing.ParseKey(c.BotTokenKey); err != nil {
+		p.add(&c.BotTokenKey, "%v", err)
+	}
+}
+
+// Key is the parsed key, nil when none is set; call it after the check passed.
+func (c *BotKey) Key() *signing.Key {
+	if c.BotTokenKey == "" {
+		return nil
+	}
+	k, err := signing.ParseKey(c.BotTokenKey)
+	if err != nil {
+		panic("config: BotKey used unchecked")
+	}
+	return k
+}
+
+// BotRegistration is where a tenant's own bot is registered to send its updates (setWebhook): the operator
+// and the admin CLI register bots. Optional: without it no tenant can bring its own bot.
+type BotRegistration struct {
+	PublicURL string `name:"public-url" env:"HERALD_PUBLIC_URL" placeholder:"URL" help:"the https URL at which the messaging platform reaches the webhook component (herald webhook), like https://herald.example.com: a tenant's own bot gets its updates at URL/messenger/webhook/{bot_id}; empty: tenants cannot bring their own bots"`
+}
+
+func (c *BotRegistration) check(p *problems) {
+	if c.PublicURL == "" {
+		return
+	}
+	// The platform calls only https webhooks; the bot's path is added to the URL.
+	if u, err := url.Parse(c.PublicURL); err != nil || u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		p.add(&c.PublicURL, "must be an https:// URL without a query, a fragment or credentials, like https://herald.example.com")
+	}
 }
 
 // BotUsername names the bot in deep links (and in the simulator).
@@ -471,6 +522,7 @@ type Webhook struct {
 	UpdateHandling
 	Updates string `name:"updates" env:"HERALD_WEBHOOK_UPDATES" default:"webhook" help:"how updates arrive: webhook (POST /messenger/webhook) or polling (long-poll getUpdates; no public URL needed)"`
 	BotAPI
+	BotKey
 	Log
 }
 
@@ -493,6 +545,7 @@ func (c *Webhook) check(p *problems) {
 	} else {
 		c.WebhookAuth.check(p)
 	}
+	c.BotKey.check(p)
 	c.Log.check(p)
 }
 
@@ -516,6 +569,7 @@ type Worker struct {
 	HTTP
 	Metrics
 	BotAPI
+	BotKey
 	RateLimit
 	Delivery
 	Retention
@@ -528,6 +582,7 @@ func (c *Worker) check(p *problems) {
 	c.HTTP.check(p)
 	c.Metrics.check(p, &c.HTTP)
 	c.BotAPI.check(p)
+	c.BotKey.check(p)
 	c.RateLimit.check(p)
 	c.Delivery.check(p)
 	c.Retention.check(p)
@@ -568,11 +623,18 @@ type Operator struct {
 	RotationGracePeriod     time.Duration `name:"rotation-grace-period" env:"HERALD_ROTATION_GRACE_PERIOD" default:"24h" help:"how long a rotated-out key keeps working"`
 	ResyncPeriod            time.Duration `name:"resync-period" env:"HERALD_RESYNC_PERIOD" default:"5m" help:"how often every object is checked against the key store"`
 	OrphanGracePeriod       time.Duration `name:"orphan-grace-period" env:"HERALD_ORPHAN_GRACE_PERIOD" default:"10m" help:"how long the keys of an ApiKey that no longer exists stay before they are revoked"`
+	// Tenants' own bots (spec.bot): registered with the platform, their tokens sealed.
+	MessengerAPI
+	BotRegistration
+	BotKey
 	Log
 }
 
 func (c *Operator) check(p *problems) {
 	c.Database.check(p)
+	c.MessengerAPI.check(p)
+	c.BotRegistration.check(p)
+	c.BotKey.check(p)
 	c.Log.check(p)
 }
 
@@ -603,6 +665,7 @@ type Dev struct {
 	CallbackKey
 	CallbackPolicy `set:"callback_allow=true"`
 	CallbackSending
+	BotKey
 	DataDir string `name:"data-dir" env:"HERALD_DEV_DATA_DIR" default:".dev" help:"where the private PostgreSQL and the generated secrets are kept between runs"`
 	PGBin   string `name:"pg-bin" env:"HERALD_PG_BIN" placeholder:"DIR" help:"directory of the PostgreSQL server binaries (initdb, pg_ctl, postgres) for the private PostgreSQL; empty: pg_config --bindir, the newest /usr/lib/postgresql/*/bin, or initdb on the PATH"`
 	Log     `set:"log_format=text"`
@@ -632,6 +695,7 @@ func (c *Dev) check(p *problems) {
 	if c.CallbackSecretKey != "" {
 		c.CallbackKey.check(p)
 	}
+	c.BotKey.check(p)
 	// A real platform needs a real bot; the simulator brings its own.
 	if c.MessengerAPIURL != "" {
 		c.BotAPI.check(p)
@@ -670,6 +734,22 @@ type Admin struct {
 }
 
 func (c *Admin) check(p *problems) { c.Database.check(p) }
+
+// AdminBot is what `herald tenant update` reads: the admin CLI's settings, and what registering a tenant's
+// own bot needs (--bot-token-file), which the command asks for only when it registers one.
+type AdminBot struct {
+	Admin
+	MessengerAPI
+	BotRegistration
+	BotKey
+}
+
+func (c *AdminBot) check(p *problems) {
+	c.Admin.check(p)
+	c.MessengerAPI.check(p)
+	c.BotRegistration.check(p)
+	c.BotKey.check(p)
+}
 
 // List is a comma-separated list of strings, trimmed, without empty items; a repeated flag adds to it.
 type List []string

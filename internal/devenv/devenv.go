@@ -57,6 +57,8 @@ type Options struct {
 	PhoneHashKey    string // empty: generated and kept in secrets.json
 	// CallbackSecretKey seals the callback endpoints' secrets; empty: generated and kept in secrets.json.
 	CallbackSecretKey string
+	// BotTokenKey seals the tokens of tenants' own bots; empty: generated and kept in secrets.json.
+	BotTokenKey string
 	// CallbackPolicy: herald dev allows http:// and private addresses, so that callbacks can reach the
 	// simulator's receiver on 127.0.0.1.
 	CallbackPolicy egress.Policy
@@ -81,7 +83,9 @@ type secrets struct {
 	PhoneHashKey  string `json:"phone_hash_key"`
 	// CallbackSecretKey was added later: a secrets.json without it gets one, the rest unchanged.
 	CallbackSecretKey string `json:"callback_secret_key"`
-	DemoKey           string `json:"demo_key,omitempty"`
+	// BotTokenKey likewise.
+	BotTokenKey string `json:"bot_token_key"`
+	DemoKey     string `json:"demo_key,omitempty"`
 }
 
 // Run starts everything and blocks until ctx is done, then stops it all cleanly.
@@ -114,6 +118,12 @@ func Run(ctx context.Context, o Options) error {
 	callbackKey, err := signing.ParseKey(o.CallbackSecretKey)
 	if err != nil {
 		return fmt.Errorf("HERALD_CALLBACK_SECRET_KEY %w", err)
+	}
+	if o.BotTokenKey == "" {
+		o.BotTokenKey = sec.BotTokenKey
+	}
+	if _, err := signing.ParseKey(o.BotTokenKey); err != nil {
+		return fmt.Errorf("HERALD_BOT_TOKEN_KEY %w", err)
 	}
 
 	// PostgreSQL.
@@ -304,8 +314,10 @@ func loadSecrets(path string) (secrets, error) {
 			*v, changed = randomString(32), true
 		}
 	}
-	if s.CallbackSecretKey == "" {
-		s.CallbackSecretKey, changed = signing.GenerateKey(), true
+	for _, k := range []*string{&s.CallbackSecretKey, &s.BotTokenKey} {
+		if *k == "" {
+			*k, changed = signing.GenerateKey(), true
+		}
 	}
 	if changed {
 		return s, saveSecrets(path, s)

@@ -88,6 +88,24 @@ func TestSendMessagePostsJSONToTheMethodURL(t *testing.T) {
 	}
 }
 
+// A send past the platform's free rate carries allow_paid_broadcast (a bot whose tenant allows paid
+// broadcast); every other send leaves it out, as before.
+func TestAPaidBroadcastSendSaysSo(t *testing.T) {
+	srv, reqs := fakePlatform(t, func(w http.ResponseWriter, _ string) { ok(w, `{"message_id":1}`) })
+	c := messenger.New(srv.URL, testToken, nil)
+	for _, paid := range []bool{true, false} {
+		if _, err := c.SendMessage(t.Context(), messenger.SendMessageRequest{ChatID: 1, Text: "x", AllowPaidBroadcast: paid}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := reqs()[0].body["allow_paid_broadcast"]; got != true {
+		t.Errorf("a paid broadcast sent allow_paid_broadcast %v, want true", got)
+	}
+	if _, present := reqs()[1].body["allow_paid_broadcast"]; present {
+		t.Errorf("an ordinary send carries allow_paid_broadcast: %v", reqs()[1].body)
+	}
+}
+
 func TestOtherMethodsSendBotAPIParameters(t *testing.T) {
 	srv, reqs := fakePlatform(t, func(w http.ResponseWriter, method string) {
 		switch method {

@@ -249,6 +249,9 @@ type SendMessageRequest struct {
 	ChatID      int64           `json:"chat_id"`
 	Text        string          `json:"text"`
 	ReplyMarkup json.RawMessage `json:"reply_markup,omitempty"`
+	// AllowPaidBroadcast lets the send past the platform's free 30 messages a second, paid for by the bot's
+	// owner (spec §11: a tenant's bot with paidBroadcast, on its sends past that rate).
+	AllowPaidBroadcast bool `json:"allow_paid_broadcast,omitempty"`
 }
 
 // SetWebhookRequest is the body of setWebhook.

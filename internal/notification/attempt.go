@@ -17,11 +17,18 @@ type Delivery struct {
 	// user has no link any more, or linked another account since (Relinked).
 	ChatID int64
 	// Relinked: the user's link now leads to another chat than the one the notification was accepted for
-	// (a relink while this notification was being delivered): nothing may be sent (CodeRelinked).
-	Relinked    bool
-	Priority    int
-	Body        string
-	ReplyMarkup json.RawMessage
+	// (a relink while this notification was being delivered), or to the same chat of another bot: nothing
+	// may be sent (CodeRelinked).
+	Relinked bool
+	// Bot is the bot to send through: the one whose link the notification was accepted for (a tenant
+	// notification), or the one a system message replies through. SharedBot for the shared bot.
+	Bot BotID
+	// BotTokenRefused: the platform refused Bot's token (the bot's state in the store is token_invalid):
+	// nothing can be sent through it until the tenant gives a new token (CodeBotTokenRefused).
+	BotTokenRefused bool
+	Priority        int
+	Body            string
+	ReplyMarkup     json.RawMessage
 	// Attempts counts this attempt too. It identifies the claim: a status write for an older attempt (a
 	// worker whose lease ran out and was redriven) matches nothing.
 	Attempts int
@@ -46,7 +53,7 @@ type DeliveryResult struct {
 }
 
 // The gateway-side last_error_code and last_error_message of the outcomes that are the lifecycle's, not
-// the platform's: a tenant notification that ends unlinked without a send. They lie outside the HTTP range
+// the platform's: a tenant notification that ends unlinked, or fails, without a send. They lie outside the HTTP range
 // the platform's error_code uses, beside the codes of sends the platform did not answer
 // (internal/messenger: 1001–1004).
 const (
@@ -60,6 +67,16 @@ const (
 	// running then (Delivery.Relinked).
 	CodeRelinked    = 1101
 	RelinkedMessage = "the user linked another messenger account"
+	// CodeBotTokenRefused: the platform refused the token of the bot the notification goes through (its 401),
+	// so nothing can be sent through that bot until its tenant gives a new token: the notification fails
+	// without a retry.
+	CodeBotTokenRefused    = 1102
+	BotTokenRefusedMessage = "the bot's token was refused by the messaging platform"
+	// CodeBotChanged: the tenant changed its bot (or went back to the shared one) after the notification was
+	// accepted through the old bot's link: the links made through the old bot end, and the user must link
+	// again through the new one (ChangeBot).
+	CodeBotChanged    = 1103
+	BotChangedMessage = "the tenant changed its bot; the user must link again"
 )
 
 // Backoff is a retry schedule, a notification's after transient failures that come without a retry_after

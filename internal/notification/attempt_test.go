@@ -25,19 +25,29 @@ func TestTheBackoffDoublesUpToItsMaximum(t *testing.T) {
 	}
 }
 
-// A chat's key names the chat, and nothing else reads as one.
+// A chat's key names the bot and the chat, and nothing else reads as one. The shared bot's keys are the keys
+// every envelope had before bots existed.
 func TestChatKeys(t *testing.T) {
-	for _, chat := range []int64{1, -1001234567890, 0} {
-		if got, ok := ParseChatKey(ChatKey(chat)); !ok || got != chat {
-			t.Errorf("ParseChatKey(ChatKey(%d)) = %d, %v", chat, got, ok)
+	for _, bot := range []BotID{SharedBot, 7, 9007199254740993} {
+		for _, chat := range []int64{1, -1001234567890, 0} {
+			if gotBot, got, ok := ParseChatKey(ChatKey(bot, chat)); !ok || got != chat || gotBot != bot {
+				t.Errorf("ParseChatKey(ChatKey(%d, %d)) = %d, %d, %v", bot, chat, gotBot, got, ok)
+			}
 		}
 	}
-	if ChatKey(42) != "chat/42" {
-		t.Errorf("ChatKey(42) = %q, want chat/42 (the key of every envelope already on Kafka)", ChatKey(42))
+	if ChatKey(SharedBot, 42) != "chat/42" {
+		t.Errorf("ChatKey(SharedBot, 42) = %q, want chat/42 (the key of every envelope already on Kafka)", ChatKey(SharedBot, 42))
 	}
-	for _, key := range []string{"acme/u1", "chat/", "chat/x", "chat/1/2", "Chat/1", ""} {
-		if chat, ok := ParseChatKey(key); ok {
-			t.Errorf("ParseChatKey(%q) = %d, want no chat", key, chat)
+	if ChatKey(7, 42) != "bot/7/chat/42" {
+		t.Errorf("ChatKey(7, 42) = %q, want bot/7/chat/42", ChatKey(7, 42))
+	}
+	if ChatKey(7, 42) == ChatKey(8, 42) || ChatKey(7, 42) == ChatKey(SharedBot, 42) {
+		t.Error("one user's chats with two bots share a key")
+	}
+	for _, key := range []string{"acme/u1", "chat/", "chat/x", "chat/1/2", "Chat/1", "", "bot/7", "bot/7/", "bot/7/chat/",
+		"bot/0/chat/1", "bot/-7/chat/1", "bot/07/chat/1", "bot/x/chat/1", "bot//chat/1", "bot/7/chat/1/2", "bot/7/bot/8/chat/1"} {
+		if bot, chat, ok := ParseChatKey(key); ok {
+			t.Errorf("ParseChatKey(%q) = %d, %d, want no chat", key, bot, chat)
 		}
 	}
 }

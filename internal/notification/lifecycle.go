@@ -19,6 +19,7 @@ package notification
 //	scheduled, queued, retrying ──expire──▶ expired                    expires_at passed (the sweep, or the claim)
 //	delivering past its lease ──expire──▶ expired                      likewise, once its worker died
 //	scheduled, queued, retrying ──relink──▶ unlinked                   the user linked another account (CodeRelinked)
+//	scheduled, queued, retrying ──change bot──▶ unlinked               the tenant changed its bot (CodeBotChanged)
 //
 // No attempt starts at or after expires_at: the claim's guard. Each transition is one guarded statement of
 // internal/store; an attempt's outcome is chosen by internal/delivery (Decide) and written under the
@@ -52,10 +53,13 @@ const (
 	Cancel Event = "cancel" // the tenant, or the erasure of the user
 	Expire Event = "expire" // expires_at passed: the expiry sweep, or the claim that finds it so
 	Relink Event = "relink" // the user linked another messenger account: what waits for the old one ends
+	// ChangeBot: the tenant changed its bot (§11): the links made through the old bot end, and what waits to
+	// go through them with it.
+	ChangeBot Event = "change_bot"
 )
 
 // Events lists every event.
-var Events = []Event{Accept, Schedule, Release, Claim, Redrive, Deliver, Retry, Block, Unlink, Fail, Lapse, Cancel, Expire, Relink}
+var Events = []Event{Accept, Schedule, Release, Claim, Redrive, Deliver, Retry, Block, Unlink, Fail, Lapse, Cancel, Expire, Relink, ChangeBot}
 
 // Outcomes are the events that end an attempt, one for each state an attempt may end in.
 var Outcomes = []Event{Deliver, Retry, Block, Unlink, Fail, Lapse}
@@ -119,7 +123,7 @@ type transition struct {
 }
 
 // waiting are the states in which no attempt is running and nothing has ended the notification: a cancel,
-// the clock and a relink end it there. A delivering notification is its attempt's; a terminal one is over.
+// the clock, a relink and a change of bot end it there. A delivering notification is its attempt's; a terminal one is over.
 var waiting = []Status{Scheduled, Queued, Retrying}
 
 // transitions is the state machine. An event has one To; a state appears at most once per event.
@@ -144,6 +148,7 @@ var transitions = []transition{
 	{waiting, Expire, Expired, always},
 	{[]Status{Delivering}, Expire, Expired, leaseRanOut},
 	{waiting, Relink, Unlinked, always},
+	{waiting, ChangeBot, Unlinked, always},
 }
 
 // guards hold for every transition of their event.

@@ -10,20 +10,21 @@ import (
 // out by hand: for each event, the state it moves each state to; a state it does not name, it does not
 // move. None is a notification not stored yet.
 var machine = map[Event]map[Status]Status{
-	Accept:   {None: Queued},
-	Schedule: {None: Scheduled},
-	Release:  {Scheduled: Queued}, // §2: send_at reached
-	Claim:    {Queued: Delivering, Retrying: Delivering, Delivering: Delivering},
-	Redrive:  {Delivering: Delivering},                                       // the worker died: claimed again
-	Deliver:  {Delivering: Delivered},                                        // the platform accepted it
-	Retry:    {Delivering: Retrying},                                         // 429, 5xx, no answer; shutdown
-	Block:    {Delivering: Blocked},                                          // 403 blocked / deactivated
-	Unlink:   {Delivering: Unlinked},                                         // chat not found, can't initiate; 1100, 1101
-	Fail:     {Delivering: Failed},                                           // other 4xx, attempts exhausted
-	Lapse:    {Delivering: Expired},                                          // §2: fails transiently after expires_at
-	Cancel:   {Scheduled: Cancelled, Queued: Cancelled, Retrying: Cancelled}, // §2
-	Expire:   {Scheduled: Expired, Queued: Expired, Retrying: Expired, Delivering: Expired},
-	Relink:   {Scheduled: Unlinked, Queued: Unlinked, Retrying: Unlinked}, // 1101
+	Accept:    {None: Queued},
+	Schedule:  {None: Scheduled},
+	Release:   {Scheduled: Queued}, // §2: send_at reached
+	Claim:     {Queued: Delivering, Retrying: Delivering, Delivering: Delivering},
+	Redrive:   {Delivering: Delivering},                                       // the worker died: claimed again
+	Deliver:   {Delivering: Delivered},                                        // the platform accepted it
+	Retry:     {Delivering: Retrying},                                         // 429, 5xx, no answer; shutdown
+	Block:     {Delivering: Blocked},                                          // 403 blocked / deactivated
+	Unlink:    {Delivering: Unlinked},                                         // chat not found, can't initiate; 1100, 1101
+	Fail:      {Delivering: Failed},                                           // other 4xx, attempts exhausted
+	Lapse:     {Delivering: Expired},                                          // §2: fails transiently after expires_at
+	Cancel:    {Scheduled: Cancelled, Queued: Cancelled, Retrying: Cancelled}, // §2
+	Expire:    {Scheduled: Expired, Queued: Expired, Retrying: Expired, Delivering: Expired},
+	Relink:    {Scheduled: Unlinked, Queued: Unlinked, Retrying: Unlinked}, // 1101
+	ChangeBot: {Scheduled: Unlinked, Queued: Unlinked, Retrying: Unlinked}, // 1103: §11, the tenant changed its bot
 }
 
 // Every (state, event) pair: the table moves it where the documented machine does, or not at all.
@@ -88,6 +89,10 @@ func TestTheConditionsOfTheTransitions(t *testing.T) {
 		{"cancel delivering", Delivering, Cancel, Row{LeaseExpiresAt: &past}, false},
 		{"relink queued", Queued, Relink, Row{}, true},
 		{"relink delivering", Delivering, Relink, Row{LeaseExpiresAt: &future}, false},
+		{"a change of bot ends a scheduled one", Scheduled, ChangeBot, Row{SendAt: &future}, true},
+		{"a change of bot ends a retry not due", Retrying, ChangeBot, Row{NextAttemptAt: &future}, true},
+		{"a change of bot leaves a running attempt to it", Delivering, ChangeBot, Row{LeaseExpiresAt: &future}, false},
+		{"a change of bot leaves a terminal one", Delivered, ChangeBot, Row{}, false},
 		{"an outcome under a lease that ran out", Delivering, Deliver, Row{LeaseExpiresAt: &past}, true},
 		{"an outcome of a terminal one", Delivered, Retry, Row{}, false},
 	}
@@ -174,6 +179,7 @@ func TestTheSQLNamesTheStatesAsTheIndexesDo(t *testing.T) {
 		{StatusIn(), "false"},
 		{Release.SQL(), "(send_at <= now() AND (expires_at IS NULL OR expires_at > now()) AND status = 'scheduled')"},
 		{Relink.SQL(), "status IN ('scheduled', 'queued', 'retrying')"},
+		{ChangeBot.SQL(), "status IN ('scheduled', 'queued', 'retrying')"},
 		{KindSystemSQL, "'system'"},
 	}
 	for _, c := range cases {

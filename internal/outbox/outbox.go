@@ -231,8 +231,8 @@ func (o *Outbox) sendTogether(reqs []*request) ([]answer, error) {
 		}
 	}
 	var ns []store.NewNotification
-	var accepted map[string]int64   // tracking id → chat
-	var keys []store.IdempotencyKey // the keys this batch claimed and keeps
+	var accepted map[string]store.Destination // tracking id → chat
+	var keys []store.IdempotencyKey           // the keys this batch claimed and keeps
 	var err error
 	if len(claims) == 0 {
 		for _, r := range reqs {
@@ -293,13 +293,13 @@ func (o *Outbox) sendTogether(reqs []*request) ([]answer, error) {
 			continue
 		}
 		for _, n := range r.ns {
-			chat, ok := accepted[n.TrackingID]
+			to, ok := accepted[n.TrackingID]
 			if !ok {
 				continue
 			}
 			ids = append(ids, n.TrackingID)
 			if n.Status != notification.Scheduled {
-				n.ChatID = chat
+				n.ChatID, n.Bot = to.Chat, to.Bot
 				envs = append(envs, outgoing(n, r.headers))
 			}
 		}
@@ -341,7 +341,7 @@ func (o *Outbox) sendTogether(reqs []*request) ([]answer, error) {
 // settleKeys finishes the keys this batch claimed: a request whose notifications all went out is marked
 // answered (its repeats replay at once); one that lost every notification to a failed publish loses its
 // key (a retry starts afresh, as if first); one that lost only some keeps its key with its true answer.
-func (o *Outbox) settleKeys(ctx context.Context, reqs []*request, out []answer, accepted map[string]int64, lost map[string]bool, keys []store.IdempotencyKey) {
+func (o *Outbox) settleKeys(ctx context.Context, reqs []*request, out []answer, accepted map[string]store.Destination, lost map[string]bool, keys []store.IdempotencyKey) {
 	if len(keys) == 0 {
 		return
 	}
@@ -387,7 +387,7 @@ func (o *Outbox) settleKeys(ctx context.Context, reqs []*request, out []answer, 
 }
 
 // publishes reports whether the request stored a notification to publish now (queued, not scheduled).
-func publishes(r *request, accepted map[string]int64) bool {
+func publishes(r *request, accepted map[string]store.Destination) bool {
 	for _, n := range r.ns {
 		if isAccepted(accepted, n.TrackingID) && n.Status != notification.Scheduled {
 			return true
@@ -401,7 +401,7 @@ func keyOf(r *request) store.IdempotencyKey {
 }
 
 // results is a request's answer, given what the batch stored and which of it a failed publish lost.
-func results(r *request, accepted map[string]int64, lost map[string]bool) []Result {
+func results(r *request, accepted map[string]store.Destination, lost map[string]bool) []Result {
 	res := make([]Result, len(r.items))
 	for i, it := range r.items {
 		if it.Refused != nil {
@@ -422,7 +422,7 @@ func results(r *request, accepted map[string]int64, lost map[string]bool) []Resu
 	return res
 }
 
-func isAccepted(accepted map[string]int64, trackingID string) bool {
+func isAccepted(accepted map[string]store.Destination, trackingID string) bool {
 	_, ok := accepted[trackingID]
 	return ok
 }

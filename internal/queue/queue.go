@@ -78,7 +78,7 @@ type Outgoing struct {
 // on the row (chatID 0) is keyed by tenant and user ("tenant/user"), which keeps one user's messages
 // together as before.
 func NewOutgoing(trackingID, tenantID, userID string, chatID int64, priority int) Outgoing {
-	key := notification.ChatKey(chatID)
+	key := notification.ChatKey(notification.SharedBot, chatID)
 	if chatID == 0 && userID != "" {
 		key = tenantID + "/" + userID
 	}

@@ -87,16 +87,21 @@ func GenerateKey() string {
 }
 
 // Seal encrypts the secret of the endpoint endpointID under the first key.
-func (k *Key) Seal(s Secret, endpointID string) []byte {
+func (k *Key) Seal(s Secret, endpointID string) []byte { return k.SealBytes(s.key, endpointID) }
+
+// SealBytes encrypts plain under the first key, bound to owner (the additional data: what it belongs to,
+// so that a sealed value copied onto another owner does not open). The callback endpoints' secrets are
+// sealed with it (Seal), and tenants' bot tokens under HERALD_BOT_TOKEN_KEY (internal/bot).
+func (k *Key) SealBytes(plain []byte, owner string) []byte {
 	first := &k.keys[0]
-	out := make([]byte, 0, 1+len(first.id)+first.aead.NonceSize()+len(s.key)+first.aead.Overhead())
+	out := make([]byte, 0, 1+len(first.id)+first.aead.NonceSize()+len(plain)+first.aead.Overhead())
 	out = append(out, k.CurrentPrefix()...)
 	nonce := make([]byte, first.aead.NonceSize())
 	if _, err := rand.Read(nonce); err != nil {
 		panic(err)
 	}
 	out = append(out, nonce...)
-	return first.aead.Seal(out, nonce, s.key, []byte(endpointID))
+	return first.aead.Seal(out, nonce, plain, []byte(owner))
 }
 
 // Open errors.
@@ -107,23 +112,33 @@ var (
 
 // Open decrypts a secret Seal made for endpointID, under whichever of the keys sealed it.
 func (k *Key) Open(sealed []byte, endpointID string) (Secret, error) {
+	key, err := k.OpenBytes(sealed, endpointID)
+	if err != nil {
+		return Secret{}, err
+	}
+	return Secret{key: key}, nil
+}
+
+// OpenBytes decrypts what SealBytes sealed for owner, under whichever of the keys sealed it: ErrOtherKey
+// when none of them did, ErrSealed when it does not open (altered, or sealed for another owner).
+func (k *Key) OpenBytes(sealed []byte, owner string) ([]byte, error) {
 	const head = 1 + 4 // version, key id
 	if len(sealed) < head || sealed[0] != sealVersion {
-		return Secret{}, ErrSealed
+		return nil, ErrSealed
 	}
 	ak := k.find(sealed[1:head])
 	if ak == nil {
-		return Secret{}, ErrOtherKey
+		return nil, ErrOtherKey
 	}
 	if len(sealed) < head+ak.aead.NonceSize()+ak.aead.Overhead() {
-		return Secret{}, ErrSealed
+		return nil, ErrSealed
 	}
 	nonce := sealed[head : head+ak.aead.NonceSize()]
-	key, err := ak.aead.Open(nil, nonce, sealed[head+ak.aead.NonceSize():], []byte(endpointID))
+	plain, err := ak.aead.Open(nil, nonce, sealed[head+ak.aead.NonceSize():], []byte(owner))
 	if err != nil {
-		return Secret{}, ErrSealed
+		return nil, ErrSealed
 	}
-	return Secret{key: key}, nil
+	return plain, nil
 }
 
 // Current reports whether sealed was sealed under the first key, the one that seals now.

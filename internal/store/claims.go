@@ -90,10 +90,11 @@ func (s *Store) ClaimDelivery(ctx context.Context, trackingID string, lease time
 }
 
 // claimOnce is the claim's one statement. A tenant notification goes to the chat recorded when it was
-// accepted, and only while the user's link still leads there: a relink that committed before this
-// statement has ended the notification if it was waiting, or makes this claim Relinked if an attempt was
-// running then (its retry); one that commits after it ends nothing this attempt holds, which then goes to
-// the verified owner's chat.
+// accepted, through the bot recorded then, and only while the user's link still leads there (the same
+// chat of the same bot): a relink that committed before this statement has ended the notification if it
+// was waiting, or makes this claim Relinked if an attempt was running then (its retry); one that commits
+// after it ends nothing this attempt holds, which then goes to the verified owner's chat. It reads whether
+// the bot's token was refused (a tenant's own bot only: the shared bot has no row).
 func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Duration) (notification.Delivery, error) {
 	var d notification.Delivery
 	var markup *string
@@ -103,14 +104,18 @@ func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Dur
 			SET status = `+notification.Claim.To().SQL()+`, attempts = attempts + 1,
 			    lease_expires_at = now() + make_interval(secs => $2), updated_at = now()
 			WHERE tracking_id = $1 AND `+claimSQL+`
-			RETURNING tracking_id, kind, tenant_id, user_id, chat_id, priority, body, reply_markup, attempts, expires_at)
+			RETURNING tracking_id, kind, tenant_id, user_id, chat_id, bot_id, priority, body, reply_markup, attempts, expires_at)
 		SELECT c.tracking_id::text, c.kind, COALESCE(c.tenant_id, ''), COALESCE(c.user_id, ''),
-		       CASE WHEN c.kind = `+notification.KindSystemSQL+` OR l.chat_id = c.chat_id THEN c.chat_id ELSE 0 END,
-		       COALESCE(l.chat_id <> c.chat_id, false),
+		       CASE WHEN c.kind = `+notification.KindSystemSQL+` OR (l.chat_id = c.chat_id AND l.bot_id IS NOT DISTINCT FROM c.bot_id)
+		            THEN c.chat_id ELSE 0 END,
+		       COALESCE(l.chat_id <> c.chat_id OR l.bot_id IS DISTINCT FROM c.bot_id, false),
+		       COALESCE(c.bot_id, 0), COALESCE(b.state = '`+string(BotTokenInvalid)+`', false),
 		       c.priority, c.body, c.reply_markup::text, c.attempts, c.expires_at
-		FROM c LEFT JOIN links l ON c.kind = `+notification.KindTenantSQL+` AND l.tenant_id = c.tenant_id AND l.user_id = c.user_id`,
+		FROM c LEFT JOIN links l ON c.kind = `+notification.KindTenantSQL+` AND l.tenant_id = c.tenant_id AND l.user_id = c.user_id
+		     LEFT JOIN bots b ON b.id = c.bot_id`,
 		trackingID, lease.Seconds()).
-		Scan(&d.TrackingID, &d.Kind, &d.TenantID, &d.UserID, &d.ChatID, &d.Relinked, &d.Priority, &d.Body, &markup, &d.Attempts, &d.ExpiresAt)
+		Scan(&d.TrackingID, &d.Kind, &d.TenantID, &d.UserID, &d.ChatID, &d.Relinked, &d.Bot, &d.BotTokenRefused,
+			&d.Priority, &d.Body, &markup, &d.Attempts, &d.ExpiresAt)
 	if err == nil && markup != nil {
 		d.ReplyMarkup = json.RawMessage(*markup)
 	}
@@ -171,17 +176,19 @@ func (s *Store) FinishDelivery(ctx context.Context, d notification.Delivery, r n
 		if !updated {
 			return nil
 		}
-		// Only the link the attempt used: if the user linked another account meanwhile, that link stands.
-		// A system message names no user, so every link of its tenant to the dead chat goes.
+		// Only the link the attempt used: if the user linked another account (or through another bot)
+		// meanwhile, that link stands. A system message names no user, so every link of its tenant to the
+		// dead chat of its bot goes.
 		_, err := tx.Exec(ctx, `
 			WITH gone AS (
-				DELETE FROM links WHERE tenant_id = $1 AND chat_id = $3 AND ($2 = '' OR user_id = $2)
+				DELETE FROM links WHERE tenant_id = $1 AND chat_id = $3 AND bot_id IS NOT DISTINCT FROM $4::bigint
+				                        AND ($2 = '' OR user_id = $2)
 				RETURNING tenant_id, user_id)
 			UPDATE phone_verifications v
 			SET status = 'unverified', session_expires_at = NULL, verified_at = NULL, phone_last4 = NULL,
 			    phone_hash = NULL, updated_at = now()
 			FROM gone WHERE v.tenant_id = gone.tenant_id AND v.user_id = gone.user_id`,
-			d.TenantID, d.UserID, d.ChatID)
+			d.TenantID, d.UserID, d.ChatID, botArg(d.Bot))
 		if err != nil {
 			return fmt.Errorf("removing link: %w", err)
 		}
@@ -213,13 +220,18 @@ type Pending struct {
 	TenantID   string
 	UserID     string
 	ChatID     int64
+	Bot        notification.BotID // with ChatID, the envelope's key
 	Priority   int
 	Status     notification.Status
 }
 
+// pendingColumns are the columns scanPending reads, of a notifications row.
+const pendingColumns = `tracking_id::text, kind, COALESCE(tenant_id, ''), COALESCE(user_id, ''), COALESCE(chat_id, 0),
+	COALESCE(bot_id, 0), priority, status`
+
 func scanPending(row pgx.CollectableRow) (Pending, error) {
 	var p Pending
-	err := row.Scan(&p.TrackingID, &p.Kind, &p.TenantID, &p.UserID, &p.ChatID, &p.Priority, &p.Status)
+	err := row.Scan(&p.TrackingID, &p.Kind, &p.TenantID, &p.UserID, &p.ChatID, &p.Bot, &p.Priority, &p.Status)
 	return p, err
 }
 
@@ -232,7 +244,7 @@ type RepublishFunc func(ctx context.Context, batch []Pending) []string
 // several workers share the work without producing the same envelope twice.
 func (s *Store) RepublishDueRetries(ctx context.Context, limit int, quiet time.Duration, publish RepublishFunc) (int, error) {
 	return s.republish(ctx, `
-		SELECT tracking_id::text, kind, COALESCE(tenant_id, ''), COALESCE(user_id, ''), COALESCE(chat_id, 0), priority, status
+		SELECT `+pendingColumns+`
 		FROM notifications
 		WHERE status = `+notification.Retrying.SQL()+` AND next_attempt_at <= now()
 		  AND (published_at IS NULL OR published_at < now() - make_interval(secs => $2))
@@ -243,7 +255,7 @@ func (s *Store) RepublishDueRetries(ctx context.Context, limit int, quiet time.D
 // (published_at cleared by MarkUnpublished) to publish, and marks the ones it produced.
 func (s *Store) RepublishUnpublished(ctx context.Context, limit int, publish RepublishFunc) (int, error) {
 	return s.republish(ctx, `
-		SELECT tracking_id::text, kind, COALESCE(tenant_id, ''), COALESCE(user_id, ''), COALESCE(chat_id, 0), priority, status
+		SELECT `+pendingColumns+`
 		FROM notifications
 		WHERE status = `+notification.Queued.SQL()+` AND published_at IS NULL
 		ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED`, publish, limit)
@@ -253,7 +265,7 @@ func (s *Store) RepublishUnpublished(ctx context.Context, limit int, publish Rep
 // queuedAfter (the envelope never arrived), or delivering past an expired lease (the worker died).
 func (s *Store) RepublishStuck(ctx context.Context, limit int, queuedAfter, quiet time.Duration, publish RepublishFunc) (int, error) {
 	return s.republish(ctx, `
-		SELECT tracking_id::text, kind, COALESCE(tenant_id, ''), COALESCE(user_id, ''), COALESCE(chat_id, 0), priority, status
+		SELECT `+pendingColumns+`
 		FROM notifications
 		WHERE `+notification.StatusIn(notification.Queued, notification.Delivering)+`
 		  AND ((status = `+notification.Queued.SQL()+` AND updated_at < now() - make_interval(secs => $2))

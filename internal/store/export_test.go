@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"io/fs"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -38,3 +39,18 @@ func PurgeSQLForTest() map[PurgeKind]string {
 // FinishUpdateSQL is the status write of FinishDelivery without its callback events: what the statement was
 // before callbacks, for the benchmark that measures what they add.
 var FinishUpdateSQL = finishUpdateSQL
+
+// MigrationsForTest are the embedded migrations, for tests that move a database between versions.
+func MigrationsForTest() fs.FS { return mustSub(migrations, "migrations") }
+
+// LockTenantBotForTest takes, in tx, the lock a change of the tenant's bot takes first.
+func LockTenantBotForTest(ctx context.Context, tx pgx.Tx, tenantID string) error {
+	_, err := tx.Exec(ctx, `SELECT `+tenantBotLockSQL(`pg_advisory_xact_lock`, `$1::text`), tenantID)
+	return err
+}
+
+// LockTenantBotSharedForTest takes, in tx, the lock a redemption of the tenant's link token takes first.
+func LockTenantBotSharedForTest(ctx context.Context, tx pgx.Tx, tenantID string) error {
+	_, err := tx.Exec(ctx, `SELECT `+tenantBotLockSQL(`pg_advisory_xact_lock_shared`, `$1::text`), tenantID)
+	return err
+}

@@ -2,9 +2,10 @@ package store
 
 // The lifecycle transitions of tenant notifications that are not a delivery attempt's: the scheduler's
 // release (scheduled → queued), the cancel (scheduled, queued, retrying → cancelled), the expiry
-// (scheduled, queued, retrying, or delivering whose worker died → expired) and the relink's (scheduled,
-// queued, retrying → unlinked, when the user links another messenger account). Each transition is one SQL
-// update, written once below (releaseSQL, cancelUpdate, expireUpdate, relinkUpdate), guarded by the states
+// (scheduled, queued, retrying, or delivering whose worker died → expired), the relink's (scheduled,
+// queued, retrying → unlinked, when the user links another messenger account) and the change of bot's
+// (the same, when the tenant changes its bot). Each transition is one SQL update, written once
+// (releaseSQL, cancelUpdate, expireUpdate, relinkUpdate below; changeBotUpdate in bots.go), guarded by the states
 // it may leave and the conditions it needs, both rendered by internal/notification from its table of
 // transitions, and returning the rows it moved: a caller that must record more in the same transaction (an
 // event per change) has them at hand.
@@ -43,13 +44,14 @@ func expireUpdate(cond string) string {
 var expirableSQL = notification.Expire.SQL()
 
 // relinkUpdate is the relink's transition for the rows cond selects: those in a state no attempt is running
-// in whose chat is not newChat (a SQL expression) end unlinked, with notification.CodeRelinked. A
-// notification being delivered is its attempt's: it goes to the chat recorded at acceptance, and a retry
-// is refused by the claim.
-func relinkUpdate(cond, newChat string) string {
+// in whose chat is not newChat of newBot (SQL expressions; a NULL bot is the shared bot) end unlinked, with
+// notification.CodeRelinked. A notification being delivered is its attempt's: it goes to the chat recorded
+// at acceptance, and a retry is refused by the claim.
+func relinkUpdate(cond, newBot, newChat string) string {
 	return moveTo(notification.Relink.To()) + `,
 		last_error_code = ` + strconv.Itoa(notification.CodeRelinked) + `, last_error_message = '` + notification.RelinkedMessage + `'
-		WHERE ` + cond + ` AND ` + notification.Relink.SQL() + ` AND chat_id IS DISTINCT FROM ` + newChat
+		WHERE ` + cond + ` AND ` + notification.Relink.SQL() + `
+		  AND (chat_id IS DISTINCT FROM ` + newChat + ` OR bot_id IS DISTINCT FROM ` + newBot + `)`
 }
 
 // cancelOneSQL cancels one tenant notification ($1, of tenant $2) with its notification.cancelled event, and
@@ -119,7 +121,7 @@ var releaseSQL = `
 	SET status = ` + notification.Release.To().SQL() + `, published_at = now(), updated_at = now()
 	FROM due
 	WHERE n.tracking_id = due.tracking_id AND ` + notification.StatusIn(notification.Release.From()...) + `
-	RETURNING n.tracking_id::text, n.kind, n.tenant_id, n.user_id, COALESCE(n.chat_id, 0), n.priority, n.status`
+	RETURNING n.tracking_id::text, n.kind, n.tenant_id, n.user_id, COALESCE(n.chat_id, 0), COALESCE(n.bot_id, 0), n.priority, n.status`
 
 // ReleaseScheduled moves up to limit due scheduled notifications to queued and commits, and returns them
 // for the caller to publish (internal/outbox: a publish that fails goes to the relay). The commit comes

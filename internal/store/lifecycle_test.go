@@ -731,7 +731,7 @@ func TestEraseAndSendSerialiseOnTheGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	late := tenantNotification("ok")
-	lateDone := make(chan map[string]int64, 1)
+	lateDone := make(chan map[string]store.Destination, 1)
 	go func() {
 		got, err := s.InsertTenantNotifications(ctx, []store.NewNotification{late})
 		if err != nil {

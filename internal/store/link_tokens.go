@@ -40,6 +40,9 @@ const (
 	LinkUnknown LinkOutcome = "unknown" // no such token
 	LinkExpired LinkOutcome = "expired" // the token outlived LinkTokenTTL unused
 	LinkUsed    LinkOutcome = "used"    // the token was redeemed before
+	// LinkWrongBot: the token is valid, but its tenant sends through another bot than the one it was
+	// redeemed in (§11): nothing is linked, and the token stays valid for the tenant's own bot.
+	LinkWrongBot LinkOutcome = "wrong_bot"
 )
 
 // Redemption is a /start <token> from a private chat.
@@ -47,6 +50,9 @@ type Redemption struct {
 	Digest          [32]byte // SHA-256 of the token
 	MessengerUserID int64
 	ChatID          int64
+	// Bot is the bot the /start was sent to (the bot of the webhook route or the poll that received it). A
+	// token links only through its tenant's bot, and the link belongs to that bot.
+	Bot notification.BotID
 }
 
 // LinkResult describes a redemption. TenantID and Label are set for every outcome but LinkUnknown, UserID
@@ -72,21 +78,29 @@ type LinkResult struct {
 // A notification only ever reaches the chat whose owner was verified when it was accepted, so the user's
 // notifications still waiting for another chat (scheduled, queued, retrying: accepted for the account
 // linked before) end unlinked in the same transaction, each with its notification.unlinked event, and
-// never reach the platform. A relink of the same account (the same chat) ends nothing.
+// never reach the platform. A relink of the same account (the same chat of the same bot) ends nothing.
+//
+// A token links only through its tenant's bot (r.Bot): redeemed in another bot it links nothing
+// (LinkWrongBot). The tenant's bot lock is taken shared first (tenantBotLockSQL), so that a change of the
+// tenant's bot (SetTenantBot, which ends the links made through the old bot) is either seen here or waits
+// for this link, and then ends it.
 func RedeemLinkToken(updateID int64, r Redemption, reply func(LinkResult) NewNotification) (*Effect, *LinkResult) {
 	var (
 		res      LinkResult
 		consumed bool
 		previous *int64 // the messenger account the user was linked to
 	)
+	bot := botArg(r.Bot)
 	return &Effect{
 		UpdateID: updateID,
 		first: func(b *pgx.Batch) {
 			res, consumed, previous = LinkResult{}, false, nil
+			b.Queue(`SELECT `+tenantBotLockSQL(`pg_advisory_xact_lock_shared`, `k.tenant_id`)+` FROM link_tokens k WHERE k.digest = $1`, r.Digest[:])
 			b.Queue(`
-				UPDATE link_tokens SET used_at = now()
-				WHERE digest = $1 AND used_at IS NULL AND expires_at > now()
-				RETURNING tenant_id, user_id, label`, r.Digest[:]).QueryRow(func(row pgx.Row) error {
+				UPDATE link_tokens k SET used_at = now()
+				WHERE k.digest = $1 AND k.used_at IS NULL AND k.expires_at > now()
+				  AND EXISTS (SELECT 1 FROM tenants t WHERE t.id = k.tenant_id AND t.bot_id IS NOT DISTINCT FROM $2::bigint)
+				RETURNING k.tenant_id, k.user_id, k.label`, r.Digest[:], bot).QueryRow(func(row pgx.Row) error {
 				err := row.Scan(&res.TenantID, &res.UserID, &res.Label)
 				if errors.Is(err, pgx.ErrNoRows) {
 					return nil
@@ -96,12 +110,13 @@ func RedeemLinkToken(updateID int64, r Redemption, reply func(LinkResult) NewNot
 			})
 			// Why a token was refused, and the current link of its user, read after the consumption above.
 			b.Queue(`
-				SELECT t.tenant_id, t.label, t.used_at IS NOT NULL,
-				       (SELECT l.messenger_user_id FROM links l WHERE l.tenant_id = t.tenant_id AND l.user_id = t.user_id)
-				FROM link_tokens t WHERE t.digest = $1`, r.Digest[:]).QueryRow(func(row pgx.Row) error {
+				SELECT k.tenant_id, k.label, k.used_at IS NOT NULL, k.expires_at <= now(),
+				       t.bot_id IS NOT DISTINCT FROM $2::bigint,
+				       (SELECT l.messenger_user_id FROM links l WHERE l.tenant_id = k.tenant_id AND l.user_id = k.user_id)
+				FROM link_tokens k JOIN tenants t ON t.id = k.tenant_id WHERE k.digest = $1`, r.Digest[:], bot).QueryRow(func(row pgx.Row) error {
 				var tenantID, label string
-				var used bool
-				err := row.Scan(&tenantID, &label, &used, &previous)
+				var used, expired, ownBot bool
+				err := row.Scan(&tenantID, &label, &used, &expired, &ownBot, &previous)
 				switch {
 				case errors.Is(err, pgx.ErrNoRows):
 					res.Outcome = LinkUnknown
@@ -112,6 +127,8 @@ func RedeemLinkToken(updateID int64, r Redemption, reply func(LinkResult) NewNot
 					res.Outcome = LinkLinked
 				case used:
 					res.Outcome, res.TenantID, res.Label = LinkUsed, tenantID, label
+				case !expired && !ownBot:
+					res.Outcome, res.TenantID, res.Label = LinkWrongBot, tenantID, label
 				default:
 					res.Outcome, res.TenantID, res.Label = LinkExpired, tenantID, label
 				}
@@ -125,19 +142,20 @@ func RedeemLinkToken(updateID int64, r Redemption, reply func(LinkResult) NewNot
 			// The link and its user.linked callback event, in one statement.
 			b.Queue(`
 				WITH linked AS (
-					INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ($1, $2, $3, $4)
+					INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id, bot_id) VALUES ($1, $2, $3, $4, $5)
 					ON CONFLICT (tenant_id, user_id) DO UPDATE
-					  SET messenger_user_id = EXCLUDED.messenger_user_id, chat_id = EXCLUDED.chat_id, linked_at = now()
+					  SET messenger_user_id = EXCLUDED.messenger_user_id, chat_id = EXCLUDED.chat_id, bot_id = EXCLUDED.bot_id,
+					      linked_at = now()
 					RETURNING tenant_id, user_id, linked_at AS at),
 				`+userEvents("linked", EventUserLinked)+`
 				SELECT count(*) FROM linked`,
-				res.TenantID, res.UserID, r.MessengerUserID, r.ChatID)
+				res.TenantID, res.UserID, r.MessengerUserID, r.ChatID, bot)
 			// The notifications accepted for another chat: they were for the account verified then, not for
 			// this one. (Also when no link was left to replace: the platform's "chat not found" removed it.)
-			b.Queue(`WITH changed AS (`+relinkUpdate(`tenant_id = $1 AND user_id = $2 AND kind = `+notification.KindTenantSQL, `$3`)+`
+			b.Queue(`WITH changed AS (`+relinkUpdate(`tenant_id = $1 AND user_id = $2 AND kind = `+notification.KindTenantSQL, `$4::bigint`, `$3`)+`
 					RETURNING `+notificationEventColumns+`),
 				`+notificationEvents("changed")+`
-				SELECT count(*) FROM changed`, res.TenantID, res.UserID, r.ChatID).QueryRow(func(row pgx.Row) error {
+				SELECT count(*) FROM changed`, res.TenantID, res.UserID, r.ChatID, bot).QueryRow(func(row pgx.Row) error {
 				return row.Scan(&res.Unlinked)
 			})
 			// A verification proves the phone of one messenger account; it does not carry over to another.

@@ -23,11 +23,14 @@ import (
 
 // NewNotification is a notification to insert.
 type NewNotification struct {
-	TrackingID  string
-	Kind        string // notification.KindTenant or KindSystem
-	TenantID    string // empty for a system message of no tenant
-	UserID      string // tenant notifications
-	ChatID      int64  // system messages; for tenant notifications, set from the link when stored
+	TrackingID string
+	Kind       string // notification.KindTenant or KindSystem
+	TenantID   string // empty for a system message of no tenant
+	UserID     string // tenant notifications
+	ChatID     int64  // system messages; for tenant notifications, set from the link when stored
+	// Bot is the bot a system message goes through (the one that received the update it answers, or the
+	// bot of the link it is about); for tenant notifications, set from the link when stored.
+	Bot         notification.BotID
 	Priority    int
 	Body        string          // branded snapshot
 	ReplyMarkup json.RawMessage // system messages: keyboards
@@ -50,8 +53,9 @@ type NewNotification struct {
 
 // insertTenantSQL inserts tenant notifications, queued or scheduled, each only when its user has a link
 // and a verified phone (the send gate and the insert are one statement), and returns the ones it inserted
-// with the chat each goes to: the envelope's partition key (queue.NewOutgoing). The chat is recorded on the
-// row: it is the chat of the account whose phone was verified, the only one the notification may reach
+// with the bot and the chat each goes to: the envelope's partition key (queue.NewOutgoing). Both are
+// recorded on the row, from the link: the chat of the account whose phone was verified, through the bot
+// the link was made through, is the only one the notification may reach
 // (the claim sends there only while the link still leads there; a relink to another account ends the
 // waiting ones: RedeemLinkToken), and republishing keys it alike. Queued rows are inserted with
 // published_at set (their publish follows the commit); scheduled ones are not published until the
@@ -59,19 +63,19 @@ type NewNotification struct {
 var insertTenantSQL = `
 	WITH r AS (
 		SELECT r.tracking_id, r.tenant_id, r.user_id, r.priority, r.body, r.status, r.metadata, r.send_at,
-		       r.expires_at, l.chat_id
+		       r.expires_at, l.chat_id, l.bot_id
 		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::smallint[], $5::text[], $6::text[], $7::text[],
 		            $8::timestamptz[], $9::timestamptz[])
 		     AS r(tracking_id, tenant_id, user_id, priority, body, status, metadata, send_at, expires_at)
 		JOIN links l ON l.tenant_id = r.tenant_id AND l.user_id = r.user_id
 		JOIN phone_verifications v ON v.tenant_id = r.tenant_id AND v.user_id = r.user_id
 		WHERE v.status = 'verified')
-	INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, chat_id, priority, body, status, published_at,
+	INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, chat_id, bot_id, priority, body, status, published_at,
 	                           metadata, send_at, expires_at)
-	SELECT tracking_id, ` + notification.KindTenantSQL + `, tenant_id, user_id, chat_id, priority, body, status,
+	SELECT tracking_id, ` + notification.KindTenantSQL + `, tenant_id, user_id, chat_id, bot_id, priority, body, status,
 	       CASE WHEN status = ` + notification.Queued.SQL() + ` THEN now() END, metadata::jsonb, send_at, expires_at
 	FROM r
-	RETURNING tracking_id::text, chat_id`
+	RETURNING tracking_id::text, COALESCE(bot_id, 0), chat_id`
 
 // The send gate and the erasure of a user (EraseUser) serialise on an advisory lock of the user's bucket:
 // a send holds its users' buckets shared from just before its insert until it commits; an erasure holds its
@@ -104,21 +108,27 @@ func userGateBucket(tenantID, userID string) int32 {
 	return int32(h.Sum32() % userGateBuckets)
 }
 
+// Destination is where an accepted notification goes: a chat, of a bot.
+type Destination struct {
+	Bot  notification.BotID
+	Chat int64
+}
+
 // InsertTenantNotifications inserts tenant notifications in one statement of its own (committed when it
 // returns), each gated on its user's verified phone, and returns the tracking ids it inserted with their
-// chats; the others' users may not receive notifications.
-func (s *Store) InsertTenantNotifications(ctx context.Context, ns []NewNotification) (map[string]int64, error) {
+// destinations (recorded from their users' links); the others' users may not receive notifications.
+func (s *Store) InsertTenantNotifications(ctx context.Context, ns []NewNotification) (map[string]Destination, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	return insertTenant(ctx, s.pool, ns)
 }
 
 // InsertTenantNotifications is the transaction's variant of Store.InsertTenantNotifications.
-func (tx *Tx) InsertTenantNotifications(ctx context.Context, ns []NewNotification) (map[string]int64, error) {
+func (tx *Tx) InsertTenantNotifications(ctx context.Context, ns []NewNotification) (map[string]Destination, error) {
 	return insertTenant(ctx, tx.tx, ns)
 }
 
-func insertTenant(ctx context.Context, q querier, ns []NewNotification) (map[string]int64, error) {
+func insertTenant(ctx context.Context, q querier, ns []NewNotification) (map[string]Destination, error) {
 	ids := make([]string, len(ns))
 	tenants := make([]string, len(ns))
 	users := make([]string, len(ns))
@@ -158,11 +168,11 @@ func insertTenant(ctx context.Context, q querier, ns []NewNotification) (map[str
 		return nil, translate(err, "inserting notifications")
 	}
 	rows, err := br.Query()
-	accepted := make(map[string]int64, len(ns))
+	accepted := make(map[string]Destination, len(ns))
 	if err == nil {
 		var id string
-		var chat int64
-		_, err = pgx.ForEachRow(rows, []any{&id, &chat}, func() error { accepted[id] = chat; return nil })
+		var to Destination
+		_, err = pgx.ForEachRow(rows, []any{&id, &to.Bot, &to.Chat}, func() error { accepted[id] = to; return nil })
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -175,15 +185,15 @@ func insertTenant(ctx context.Context, q querier, ns []NewNotification) (map[str
 
 // insertSystemSQL inserts a system message in state queued; systemArgs are its arguments.
 var insertSystemSQL = `
-	INSERT INTO notifications (tracking_id, kind, tenant_id, chat_id, priority, body, reply_markup, status, published_at)
-	VALUES ($1, ` + notification.KindSystemSQL + `, NULLIF($2, ''), $3, $4, $5, $6::jsonb, ` + notification.Accept.To().SQL() + `, now())`
+	INSERT INTO notifications (tracking_id, kind, tenant_id, chat_id, bot_id, priority, body, reply_markup, status, published_at)
+	VALUES ($1, ` + notification.KindSystemSQL + `, NULLIF($2, ''), $3, $7, $4, $5, $6::jsonb, ` + notification.Accept.To().SQL() + `, now())`
 
 func systemArgs(n NewNotification) []any {
 	var markup any
 	if len(n.ReplyMarkup) > 0 {
 		markup = string(n.ReplyMarkup)
 	}
-	return []any{n.TrackingID, n.TenantID, n.ChatID, n.Priority, n.Body, markup}
+	return []any{n.TrackingID, n.TenantID, n.ChatID, n.Priority, n.Body, markup, botArg(n.Bot)}
 }
 
 func insertSystem(ctx context.Context, q querier, n NewNotification) error {

@@ -18,7 +18,7 @@ func TestInsertGatesEachRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Each comes back with its chat (user "ok" is linked to chat 1): the envelope's partition key.
-	if len(got) != 2 || got[ok1.TrackingID] != 1 || got[ok2.TrackingID] != 1 {
+	if len(got) != 2 || got[ok1.TrackingID].Chat != 1 || got[ok2.TrackingID].Chat != 1 {
 		t.Fatalf("accepted %v, want exactly the two sends to the verified user, with chat 1", got)
 	}
 	if n := count(t, s, `SELECT count(*) FROM notifications WHERE chat_id = 1`); n != 2 {

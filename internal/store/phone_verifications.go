@@ -15,18 +15,21 @@ import (
 const VerificationTTL = 10 * time.Minute
 
 // StartVerification moves the user's verification to pending for VerificationTTL and inserts the prompt
-// (built by prompt from the link's chat id) in the same transaction; the caller publishes the prompt it
-// returns. ErrNotFound when the user has no link for the tenant.
+// (built by prompt from the link's chat id, and sent through the bot of the link) in the same transaction;
+// the caller publishes the prompt it returns. ErrNotFound when the user has no link for the tenant.
 func (s *Store) StartVerification(ctx context.Context, tenantID, userID, label string, prompt func(chatID int64) NewNotification) (expires time.Time, n NewNotification, err error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var chatID int64
+		var bot notification.BotID
 		// Lock the link so a concurrent relink cannot slip between reading the chat and queuing the prompt.
-		if err := tx.QueryRow(ctx, `SELECT chat_id FROM links WHERE tenant_id = $1 AND user_id = $2 FOR UPDATE`, tenantID, userID).Scan(&chatID); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT chat_id, COALESCE(bot_id, 0) FROM links WHERE tenant_id = $1 AND user_id = $2 FOR UPDATE`,
+			tenantID, userID).Scan(&chatID, &bot); err != nil {
 			return err
 		}
 		n = prompt(chatID)
+		n.Bot = bot
 		if err := tx.QueryRow(ctx, `
 			INSERT INTO phone_verifications (tenant_id, user_id, status, session_expires_at, label, prompt_tracking_id, updated_at)
 			VALUES ($1, $2, 'pending', now() + $4::interval, $3, $5, now())
@@ -108,6 +111,9 @@ type ContactShare struct {
 	MessengerUserID int64
 	PhoneLast4      string
 	PhoneHash       [32]byte
+	// Bot is the bot the contact was shared with: it completes the sessions of the links made through it
+	// only (a verification proves a phone to one bot's chat).
+	Bot notification.BotID
 }
 
 // Session is one phone verification session of a tenant user.
@@ -126,7 +132,7 @@ type VerificationResult struct {
 }
 
 // CompleteVerifications is the effect of the sender's own contact: it verifies every pending, unexpired
-// session of the tenant users linked to the sender's messenger account, across tenants (recording a
+// session of the tenant users linked to the sender's messenger account through c.Bot, across tenants (recording a
 // user.verified callback event for each), and inserts the replies built from the result (filled into
 // *VerificationResult when ApplyUpdates returns).
 func CompleteVerifications(updateID int64, c ContactShare, replies func(VerificationResult) []NewNotification) (*Effect, *VerificationResult) {
@@ -141,12 +147,13 @@ func CompleteVerifications(updateID int64, c ContactShare, replies func(Verifica
 					UPDATE phone_verifications v
 					SET status = 'verified', phone_last4 = $2, phone_hash = $3, verified_at = now(), updated_at = now()
 					FROM links l, tenants t
-					WHERE l.messenger_user_id = $1 AND v.tenant_id = l.tenant_id AND v.user_id = l.user_id
+					WHERE l.messenger_user_id = $1 AND l.bot_id IS NOT DISTINCT FROM $4::bigint
+					  AND v.tenant_id = l.tenant_id AND v.user_id = l.user_id
 					  AND t.id = v.tenant_id AND v.status = 'pending' AND v.session_expires_at > now()
 					RETURNING v.tenant_id, v.user_id, COALESCE(v.label, t.developer_name) AS label, v.verified_at AS at),
 				`+userEvents("verified", EventUserVerified)+`
 				SELECT tenant_id, user_id, label FROM verified`,
-				c.MessengerUserID, c.PhoneLast4, c.PhoneHash[:]).Query(func(rows pgx.Rows) error {
+				c.MessengerUserID, c.PhoneLast4, c.PhoneHash[:], botArg(c.Bot)).Query(func(rows pgx.Rows) error {
 				var err error
 				res.Verified, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Session, error) {
 					var v Session
@@ -160,8 +167,9 @@ func CompleteVerifications(updateID int64, c ContactShare, replies func(Verifica
 			b.Queue(`
 				SELECT v.tenant_id, v.user_id, COALESCE(v.label, t.developer_name)
 				FROM phone_verifications v JOIN links l USING (tenant_id, user_id) JOIN tenants t ON t.id = v.tenant_id
-				WHERE l.messenger_user_id = $1 AND v.status = 'pending' AND v.session_expires_at <= now()
-				ORDER BY v.session_expires_at DESC LIMIT 1`, c.MessengerUserID).QueryRow(func(row pgx.Row) error {
+				WHERE l.messenger_user_id = $1 AND l.bot_id IS NOT DISTINCT FROM $2::bigint
+				  AND v.status = 'pending' AND v.session_expires_at <= now()
+				ORDER BY v.session_expires_at DESC LIMIT 1`, c.MessengerUserID, botArg(c.Bot)).QueryRow(func(row pgx.Row) error {
 				var e Session
 				err := row.Scan(&e.TenantID, &e.UserID, &e.Label)
 				if errors.Is(err, pgx.ErrNoRows) {

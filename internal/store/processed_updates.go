@@ -1,16 +1,20 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhq/herald/internal/notification"
 )
 
 // The transaction of messenger updates (internal/updates batches them). Every update that has an effect
-// runs in one transaction that first claims its update_id in processed_updates, then applies the effect,
+// runs in one transaction that first claims its update_id — of its bot: update ids are per bot on the
+// platform — in processed_updates, then applies the effect,
 // then inserts the replies; the caller publishes the replies after the commit. So an update_id takes
 // effect at most once, also when two copies arrive at the same time (the second INSERT waits for the first
 // transaction and then finds the row), and a failure before the commit leaves nothing behind, so the
@@ -30,9 +34,12 @@ var ErrUpdateProcessed = errors.New("update already processed")
 // with ReplyEffect, RedeemLinkToken or CompleteVerifications; ApplyUpdates fills Err and Replies.
 type Effect struct {
 	UpdateID int64
-	replies  []NewNotification
-	first    func(b *pgx.Batch)
-	then     func(b *pgx.Batch) ([]NewNotification, error)
+	// Bot is the bot that received the update (notification.SharedBot: the shared bot). Two bots' updates
+	// may carry the same update_id: each takes effect once per bot.
+	Bot     notification.BotID
+	replies []NewNotification
+	first   func(b *pgx.Batch)
+	then    func(b *pgx.Batch) ([]NewNotification, error)
 
 	// Err is ErrUpdateProcessed when the update_id was claimed before (nothing was applied).
 	Err error
@@ -47,8 +54,9 @@ func ReplyEffect(updateID int64, reply NewNotification) *Effect {
 }
 
 // ApplyUpdates applies the effects in one transaction. It returns an error only when the transaction
-// failed (nothing was applied); an effect whose update_id was claimed before gets ErrUpdateProcessed in its
-// Err. Two copies of one update_id in the same call: the second is a repeat.
+// failed (nothing was applied); an effect whose update_id was claimed before for its bot gets
+// ErrUpdateProcessed in its Err. Two copies of one update_id of one bot in the same call: the second is a
+// repeat.
 func (s *Store) ApplyUpdates(ctx context.Context, effects []*Effect) error {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
@@ -57,27 +65,32 @@ func (s *Store) ApplyUpdates(ctx context.Context, effects []*Effect) error {
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// Claim every update_id in one statement, in a fixed order so two batches cannot deadlock here.
-		ids := make([]int64, len(effects))
+		keys := make([]processedUpdate, len(effects))
 		for i, e := range effects {
-			ids[i] = e.UpdateID
+			keys[i] = processedUpdate{bot: int64(e.Bot), update: e.UpdateID}
 		}
-		slices.Sort(ids)
-		rows, err := tx.Query(ctx, `INSERT INTO processed_updates (update_id) SELECT unnest($1::bigint[]) ON CONFLICT DO NOTHING RETURNING update_id`, ids)
+		slices.SortFunc(keys, func(a, b processedUpdate) int {
+			return cmp.Or(cmp.Compare(a.bot, b.bot), cmp.Compare(a.update, b.update))
+		})
+		bots, ids := make([]int64, len(keys)), make([]int64, len(keys))
+		for i, k := range keys {
+			bots[i], ids[i] = k.bot, k.update
+		}
+		rows, err := tx.Query(ctx, `
+			INSERT INTO processed_updates (bot_id, update_id) SELECT * FROM unnest($1::bigint[], $2::bigint[])
+			ON CONFLICT DO NOTHING RETURNING bot_id, update_id`, bots, ids)
 		if err != nil {
 			return fmt.Errorf("claiming updates: %w", err)
 		}
-		got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
+		claimed := map[processedUpdate]bool{}
+		var k processedUpdate
+		if _, err := pgx.ForEachRow(rows, []any{&k.bot, &k.update}, func() error { claimed[k] = true; return nil }); err != nil {
 			return fmt.Errorf("claiming updates: %w", err)
-		}
-		claimed := map[int64]bool{}
-		for _, id := range got {
-			claimed[id] = true
 		}
 		var live []*Effect
 		for _, e := range effects {
-			if claimed[e.UpdateID] {
-				delete(claimed, e.UpdateID) // a second copy in the same batch is a repeat
+			if k := (processedUpdate{bot: int64(e.Bot), update: e.UpdateID}); claimed[k] {
+				delete(claimed, k) // a second copy in the same batch is a repeat
 				live = append(live, e)
 			} else {
 				e.Err = ErrUpdateProcessed
@@ -129,6 +142,9 @@ func (s *Store) ApplyUpdates(ctx context.Context, effects []*Effect) error {
 	}
 	return translate(err, "applying updates")
 }
+
+// processedUpdate is the key of processed_updates: an update of a bot (0: the shared bot).
+type processedUpdate struct{ bot, update int64 }
 
 // queueSystem queues the insert of a system message in state queued, for a batch.
 func queueSystem(b *pgx.Batch, n NewNotification) { b.Queue(insertSystemSQL, systemArgs(n)...) }

@@ -127,8 +127,9 @@ var purgeRules = map[PurgeKind]purgeRule{
 		age:    func(RetentionPolicy) time.Duration { return IdempotencyWindow },
 	},
 	PurgeProcessedUpdates: {
-		purge: `DELETE FROM processed_updates WHERE update_id IN (
-			SELECT update_id FROM processed_updates WHERE processed_at < now() - $1::interval
+		// By the whole key: two bots' updates may share an update id.
+		purge: `DELETE FROM processed_updates WHERE (bot_id, update_id) IN (
+			SELECT bot_id, update_id FROM processed_updates WHERE processed_at < now() - $1::interval
 			ORDER BY processed_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
 		oldest: `SELECT min(processed_at) + $1::interval FROM processed_updates WHERE processed_at < now() - $1::interval`,
 		age:    func(RetentionPolicy) time.Duration { return ProcessedUpdateRetention },

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhq/herald/internal/notification"
 )
 
 // Tenant is a row of the tenants table.
@@ -14,7 +16,9 @@ type Tenant struct {
 	Suspended     bool
 	Developers    []int64
 	Limits        TenantLimits
-	CreatedAt     time.Time
+	// BotID is the bot the tenant sends through: notification.SharedBot, or its own (SetTenantBot).
+	BotID     notification.BotID
+	CreatedAt time.Time
 }
 
 // TenantLimits are a tenant's own limits; a nil field takes the installation's default.
@@ -33,12 +37,13 @@ func (l TenantLimits) Equal(o TenantLimits) bool {
 }
 
 // tenantColumns are the columns scanTenant reads.
-const tenantColumns = `id, developer_name, suspended, developers, sends_per_second, burst, requests_per_second, delivery_weight, created_at`
+const tenantColumns = `id, developer_name, suspended, developers, sends_per_second, burst, requests_per_second, delivery_weight,
+	COALESCE(bot_id, 0), created_at`
 
 func scanTenant(r pgx.Row) (Tenant, error) {
 	var t Tenant
 	err := r.Scan(&t.ID, &t.DeveloperName, &t.Suspended, &t.Developers,
-		&t.Limits.SendsPerSecond, &t.Limits.Burst, &t.Limits.RequestsPerSecond, &t.Limits.DeliveryWeight, &t.CreatedAt)
+		&t.Limits.SendsPerSecond, &t.Limits.Burst, &t.Limits.RequestsPerSecond, &t.Limits.DeliveryWeight, &t.BotID, &t.CreatedAt)
 	return t, err
 }
 

@@ -197,6 +197,25 @@ func TestTheStoreMovesWhatTheStateMachineAllows(t *testing.T) {
 			}
 			return moved
 		},
+		// The tenant changes its bot: what waits to go through the old one's links ends.
+		notification.ChangeBot: func(t *testing.T, s *store.Store, rows []stateRow) map[string]bool {
+			before := statuses(t, s)
+			bot := ownBot(t, s, 800)
+			c, err := s.SetTenantBot(ctx, "acme", bot)
+			if err != nil || !c.Changed {
+				t.Fatalf("change of bot: %+v %v", c, err)
+			}
+			after, moved, n := statuses(t, s), map[string]bool{}, 0
+			for _, r := range rows {
+				if moved[r.id] = after[r.id] != before[r.id]; moved[r.id] {
+					n++
+				}
+			}
+			if n != c.Unlinked {
+				t.Errorf("the change of bot reports %d unlinked, %d rows changed", c.Unlinked, n)
+			}
+			return moved
+		},
 	}
 
 	for _, e := range notification.Events {

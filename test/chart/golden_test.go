@@ -13,9 +13,9 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden from the current chart")
 
 // generated matches the values the chart generates at random when none is given (webhook secret, phone-hash
-// key, callback secret key, the salt of checksum/secrets, and so the checksum): the golden files hold a
+// key, callback secret key, bot token key, the salt of checksum/secrets, and so the checksum): the golden files hold a
 // placeholder instead. TestChecksumAnnotationDoesNotConfirmGuessesOfSecretValues checks the checksum itself.
-var generated = regexp.MustCompile(`(?m)^(  (?:webhook-secret|phone-hash-key): )[A-Za-z0-9+/=]{64}$|^(  checksum-salt: )[A-Za-z0-9+/=]{44}$|^(        checksum/secrets: )[0-9a-f]{64}$|^(  callback-secret-key: )[A-Za-z0-9+/=]{60}$`)
+var generated = regexp.MustCompile(`(?m)^(  (?:webhook-secret|phone-hash-key): )[A-Za-z0-9+/=]{64}$|^(  checksum-salt: )[A-Za-z0-9+/=]{44}$|^(        checksum/secrets: )[0-9a-f]{64}$|^(  (?:callback-secret-key|bot-token-key): )[A-Za-z0-9+/=]{60}$`)
 
 func TestHelmTemplateMatchesGoldenFiles(t *testing.T) {
 	for _, vs := range valueSets {

@@ -183,7 +183,7 @@ func TestNetworkPoliciesByDefaultOpenOnlyWhatEachComponentNeeds(t *testing.T) {
 	dns := portRule{ports: []string{"UDP/53", "TCP/53"}}
 	pg, kafka, bot := portRule{ports: []string{"TCP/5432"}}, portRule{ports: []string{"TCP/9092"}}, portRule{ports: []string{"TCP/443"}}
 	wantEgress := map[string][]portRule{
-		"operator": {dns, pg, {ports: []string{"TCP/443", "TCP/6443"}}},
+		"operator": {dns, pg, {ports: []string{"TCP/443", "TCP/6443"}}, bot}, // the Bot API: registering tenants' own bots
 		"ingress":  {dns, pg, kafka},
 		"webhook":  {dns, pg, kafka, bot},
 		"worker":   {dns, pg, kafka, bot},

@@ -61,10 +61,10 @@ passes a component exactly these, as HERALD_* variables. Keep in step with the w
 checks every variable against `herald <subcommand> -h`.
 */}}
 {{- define "herald.settings" -}}
-operator: [database-url, metrics-addr, log-level, log-format]
+operator: [database-url, metrics-addr, messenger-api-url, public-url, bot-token-key, log-level, log-format]
 ingress: [database-url, kafka-brokers, kafka-topic-prefix, http-addr, metrics-addr, shutdown-delay, trusted-proxies, behind-proxy, messenger-bot-username, deep-link-base, callback-secret-key, callback-allow-insecure, callback-allow-private, log-level, log-format]
-webhook: [database-url, kafka-brokers, kafka-topic-prefix, http-addr, metrics-addr, shutdown-delay, webhook-secret, phone-hash-key, dev-admins, messenger-api-url, messenger-bot-token, log-level, log-format]
-worker: [database-url, kafka-brokers, kafka-topic-prefix, http-addr, metrics-addr, messenger-api-url, messenger-bot-token, messenger-rate-limit, messenger-per-chat-interval, worker-group-id, worker-max-attempts, worker-concurrency, worker-lease, retention-body-days, retention-notification-days, retention-expired, retention-callback-days, log-level, log-format]
+webhook: [database-url, kafka-brokers, kafka-topic-prefix, http-addr, metrics-addr, shutdown-delay, webhook-secret, phone-hash-key, dev-admins, messenger-api-url, messenger-bot-token, bot-token-key, log-level, log-format]
+worker: [database-url, kafka-brokers, kafka-topic-prefix, http-addr, metrics-addr, messenger-api-url, messenger-bot-token, bot-token-key, messenger-rate-limit, messenger-per-chat-interval, worker-group-id, worker-max-attempts, worker-concurrency, worker-lease, retention-body-days, retention-notification-days, retention-expired, retention-callback-days, log-level, log-format]
 callbacks: [database-url, http-addr, metrics-addr, callback-secret-key, callback-allow-insecure, callback-allow-private, callback-concurrency, callback-endpoint-concurrency, log-level, log-format]
 migrate: [database-url, log-level, log-format]
 {{- end }}
@@ -86,7 +86,7 @@ key: {{ include "herald.secretKey" .item }}
 
 {{/* The key of a sensitive setting in the chart-made Secret. */}}
 {{- define "herald.secretKey" -}}
-{{- get (dict "databaseURL" "database-url" "kafkaBrokers" "kafka-brokers" "botToken" "messenger-bot-token" "webhookSecret" "webhook-secret" "phoneHashKey" "phone-hash-key" "callbackSecretKey" "callback-secret-key") . }}
+{{- get (dict "databaseURL" "database-url" "kafkaBrokers" "kafka-brokers" "botToken" "messenger-bot-token" "webhookSecret" "webhook-secret" "phoneHashKey" "phone-hash-key" "callbackSecretKey" "callback-secret-key" "botTokenKey" "bot-token-key") . }}
 {{- end }}
 
 {{/* The HTTP port of ingress, webhook, worker and callbacks: HERALD_HTTP_ADDR. */}}
@@ -104,7 +104,7 @@ Secrets, the rest are plain values; a value left empty is not passed, so the bin
 {{- define "herald.env" -}}
 {{- $root := .root }}
 {{- $v := $root.Values }}
-{{- $secretItems := dict "database-url" "databaseURL" "kafka-brokers" "kafkaBrokers" "messenger-bot-token" "botToken" "webhook-secret" "webhookSecret" "phone-hash-key" "phoneHashKey" "callback-secret-key" "callbackSecretKey" }}
+{{- $secretItems := dict "database-url" "databaseURL" "kafka-brokers" "kafkaBrokers" "messenger-bot-token" "botToken" "webhook-secret" "webhookSecret" "phone-hash-key" "phoneHashKey" "callback-secret-key" "callbackSecretKey" "bot-token-key" "botTokenKey" }}
 {{- /* Integers go through int64: YAML numbers reach templates as float64, which print 7123456789 as 7.123456789e+09. */}}
 {{- $admins := list }}
 {{- range $v.messenger.devAdmins }}
@@ -115,6 +115,7 @@ Secrets, the rest are plain values; a value left empty is not passed, so the bin
   "http-addr" (printf ":%s" (include "herald.httpPort" $root))
   "shutdown-delay" (get (index $v .component) "shutdownDelay" | default "")
   "messenger-api-url" $v.messenger.apiURL
+  "public-url" $v.messenger.publicURL
   "messenger-bot-username" $v.messenger.botUsername
   "deep-link-base" $v.messenger.deepLinkBase
   "messenger-rate-limit" (toString $v.messenger.rateLimit)
@@ -165,7 +166,7 @@ Secrets, the rest are plain values; a value left empty is not passed, so the bin
 The sensitive settings the chart-made Secret holds (those without an existing Secret), one per line.
 */}}
 {{- define "herald.chartSecretItems" -}}
-{{- range $item := list "databaseURL" "kafkaBrokers" "botToken" "webhookSecret" "phoneHashKey" "callbackSecretKey" }}
+{{- range $item := list "databaseURL" "kafkaBrokers" "botToken" "webhookSecret" "phoneHashKey" "callbackSecretKey" "botTokenKey" }}
 {{- if not (index $.Values.secrets $item).existingSecret.name }}
 {{ $item }}
 {{- end }}

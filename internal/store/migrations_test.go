@@ -1,0 +1,99 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+
+	"github.com/heraldhq/herald/internal/notification"
+	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/pgtest"
+)
+
+// migrateTo moves the database at url to version v, up or down.
+func migrateTo(t *testing.T, url string, v int64) {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := stdlib.OpenDB(*cfg)
+	defer db.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, db, store.MigrationsForTest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	current, err := p.GetDBVersion(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v < current {
+		_, err = p.DownTo(ctx, v)
+	} else {
+		_, err = p.UpTo(ctx, v)
+	}
+	if err != nil {
+		t.Fatalf("migrating from %d to %d: %v", current, v, err)
+	}
+}
+
+// The bots migrations (00014, 00015) keep every row written before them working as the shared bot's: a
+// link, a notification waiting for it and a processed update id. They go down and up again.
+func TestTheBotsMigrationsKeepTheRowsOfTheSharedBot(t *testing.T) {
+	s, url := pgtest.NewStore(t)
+	ctx := context.Background()
+	migrateTo(t, url, 13)
+	exec(t, s, `INSERT INTO tenants (id, developer_name) VALUES ('acme', 'Acme')`)
+	exec(t, s, `INSERT INTO users (tenant_id, user_id) VALUES ('acme', 'ok')`)
+	exec(t, s, `INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ('acme', 'ok', 1, 1)`)
+	exec(t, s, `INSERT INTO phone_verifications (tenant_id, user_id, status) VALUES ('acme', 'ok', 'verified')`)
+	exec(t, s, `INSERT INTO processed_updates (update_id) VALUES (500)`)
+	before := newID()
+	exec(t, s, `INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, chat_id, priority, body, status, published_at)
+		VALUES ($1, 'tenant', 'acme', 'ok', 1, 5, 'hello', 'queued', now())`, before)
+
+	migrateTo(t, url, 15)
+	// The previous release's webhook claims an update id as it did.
+	exec(t, s, `INSERT INTO processed_updates (update_id) SELECT unnest('{500,501}'::bigint[]) ON CONFLICT DO NOTHING`)
+	if n := count(t, s, `SELECT count(*) FROM processed_updates WHERE bot_id = 0`); n != 2 {
+		t.Errorf("%d processed updates of the shared bot, want 2 (500 once, and 501)", n)
+	}
+	eff := store.ReplyEffect(500, store.NewNotification{TrackingID: newID(), Kind: notification.KindSystem, ChatID: 1, Priority: 9, Body: "r"})
+	if err := s.ApplyUpdates(ctx, []*store.Effect{eff}); err != nil || !errors.Is(eff.Err, store.ErrUpdateProcessed) {
+		t.Errorf("update 500 after the migration: %v %v, want a repeat", err, eff.Err)
+	}
+	d, err := s.ClaimDelivery(ctx, before, time.Minute)
+	if err != nil || d.Bot != notification.SharedBot || d.ChatID != 1 || d.Relinked {
+		t.Errorf("the notification accepted before: %+v %v, want chat 1 of the shared bot", d, err)
+	}
+	after := tenantNotification("ok")
+	if got, err := s.InsertTenantNotifications(ctx, []store.NewNotification{after}); err != nil || got[after.TrackingID] != (store.Destination{Chat: 1}) {
+		t.Errorf("a send through the link made before: %v %v", got, err)
+	}
+	var pkey string
+	if err := s.Pool().QueryRow(ctx, `SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'processed_updates_pkey'`).Scan(&pkey); err != nil ||
+		pkey != "PRIMARY KEY (bot_id, update_id)" {
+		t.Errorf("processed_updates' key: %q %v", pkey, err)
+	}
+	var validated bool
+	if err := s.Pool().QueryRow(ctx, `SELECT convalidated FROM pg_constraint WHERE conname = 'links_bot_id_fkey'`).Scan(&validated); err != nil || !validated {
+		t.Errorf("links_bot_id_fkey validated %v %v", validated, err)
+	}
+
+	// Down and up again: a second bot's update id that the old key cannot hold goes; the rest stays.
+	exec(t, s, `INSERT INTO processed_updates (bot_id, update_id) VALUES (9, 500)`)
+	migrateTo(t, url, 13)
+	if n := count(t, s, `SELECT count(*) FROM processed_updates`); n != 2 {
+		t.Errorf("%d processed updates after going down, want the shared bot's 2", n)
+	}
+	migrateTo(t, url, 15)
+	if n := count(t, s, `SELECT count(*) FROM links WHERE bot_id IS NULL`); n != 1 {
+		t.Errorf("%d links of the shared bot after down and up, want 1", n)
+	}
+}
