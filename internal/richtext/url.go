@@ -1,0 +1,120 @@
+package richtext
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// checkURL says why the platform would not take u as the URL of a text_link, or "". It accepts a subset
+// of what the platform takes (tdlib LinkManager::check_link, parse_url): sent as an entity, a URL the
+// platform does not take fails the whole message, long after the tenant's 202.
+func checkURL(u string) string {
+	if u == "" {
+		return "the URL is empty"
+	}
+	if !utf8.ValidString(u) {
+		return "the URL is not valid UTF-8"
+	}
+	for i := 0; i < len(u); i++ {
+		if u[i] <= ' ' || u[i] == 0x7F {
+			return "a URL has no spaces or control characters (write %20)"
+		}
+	}
+	scheme, rest, _ := strings.Cut(u, ":")
+	switch {
+	case strings.EqualFold(scheme, "https"), strings.EqualFold(scheme, "http"):
+		return checkHTTPURL(rest)
+	case strings.EqualFold(scheme, "tg"):
+		return checkTgURL(rest)
+	}
+	return "a link is https:, http: or tg:"
+}
+
+// checkHTTPURL checks what follows "http:" or "https:".
+func checkHTTPURL(rest string) string {
+	rest, ok := strings.CutPrefix(rest, "//")
+	if !ok {
+		return "an http or https URL goes on with //: https://host/…"
+	}
+	authority := rest
+	if end := strings.IndexAny(rest, "/?#"); end >= 0 {
+		authority = rest[:end]
+	}
+	if strings.IndexByte(authority, '@') >= 0 {
+		return "a URL with user information (user@host) is refused: it disguises the host"
+	}
+	host, port, hasPort := strings.Cut(authority, ":")
+	if host == "" {
+		return "the URL has no host"
+	}
+	dot := false
+	for i := 0; i < len(host); i++ {
+		switch c := host[i]; {
+		case c == '.':
+			if i == 0 || i == len(host)-1 || host[i-1] == '.' {
+				return fmt.Sprintf("the host %q is not a domain name", host)
+			}
+			dot = true
+		case isLetter(c) || isDigit(c) || c == '-' || c == '_' || c >= utf8.RuneSelf:
+		default:
+			return fmt.Sprintf("the host %q holds %q: a host is letters, digits, '-', '_' and dots", host, c)
+		}
+	}
+	if !dot {
+		return fmt.Sprintf("the host %q has no dot: the platform takes a link to a domain name only", host)
+	}
+	if hasPort {
+		v := 0
+		for i := 0; i < len(port) && v <= 65535; i++ {
+			if !isDigit(port[i]) {
+				v = -1
+				break
+			}
+			v = v*10 + int(port[i]-'0')
+		}
+		if port == "" || v < 1 || v > 65535 {
+			return fmt.Sprintf("the port %q is not a number from 1 to 65535", port)
+		}
+	}
+	return ""
+}
+
+// checkTgURL checks what follows "tg:": an optional //, a host of letters, digits, '-' or '_', then
+// anything from '/', '?' or '#' on (tg://resolve?domain=…).
+func checkTgURL(rest string) string {
+	rest = strings.TrimPrefix(rest, "//")
+	host := rest
+	if end := strings.IndexAny(rest, "/?#"); end >= 0 {
+		host = rest[:end]
+	}
+	if host == "" {
+		return "a tg: link names a host: tg://resolve?domain=…"
+	}
+	for i := 0; i < len(host); i++ {
+		if c := host[i]; !isLetter(c) && !isDigit(c) && c != '-' && c != '_' {
+			return fmt.Sprintf("the host of a tg: link is letters, digits, '-' and '_', not %q", host)
+		}
+	}
+	if strings.EqualFold(host, "user") {
+		return "tg://user links (mentions by user id) are refused: the platform takes them only for users the bot has met, and refuses the message otherwise"
+	}
+	return ""
+}
+
+// maxLanguage bounds a pre's language: the platform's names (libprisma's) are short.
+const maxLanguage = 64
+
+// checkLanguage says why lang is not a pre's programming language, or "": 1 to 64 letters, digits and
+// + # _ . - (c++, c#, objective-c, vb.net).
+func checkLanguage(lang string) string {
+	if lang == "" || len(lang) > maxLanguage {
+		return fmt.Sprintf("a language is 1 to %d characters", maxLanguage)
+	}
+	for i := 0; i < len(lang); i++ {
+		if c := lang[i]; !isLetter(c) && !isDigit(c) && !strings.ContainsRune("+#_.-", rune(c)) {
+			return fmt.Sprintf("a language is letters, digits and + # _ . -, not %q", lang)
+		}
+	}
+	return ""
+}
