@@ -17,6 +17,7 @@ import (
 	"github.com/heraldhq/herald/internal/signing"
 	"github.com/heraldhq/herald/internal/sim"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/syncbuf"
 	"github.com/heraldhq/herald/internal/testing/wait"
 	"github.com/heraldhq/herald/internal/updates"
 )
@@ -532,6 +533,50 @@ func TestPollingPollsEveryBot(t *testing.T) {
 	}
 	if through[acmeID] != 2 || through[initechID] != 1 || through[bot.Shared] != 1 {
 		t.Errorf("replies through the bots: %v", through)
+	}
+}
+
+// A bot whose token the platform refused (a worker's 401 marks it token_invalid) is not polled, and says
+// so once; registered anew, it is polled again.
+func TestPollingLeavesABotWhoseTokenWasRefused(t *testing.T) {
+	t.Parallel()
+	e := newBotsEnv(t)
+	e.tenant("acme", "Acme Dev")
+	acme, acmeID := e.register("acme", "acme_bot", sim.BotConfig{})
+	shared := messenger.New(e.api, e.sim.Token(), nil).WithTimeout(5 * time.Second)
+	logs := &syncbuf.Buffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- updates.PollBots(ctx, shared, e.reg, e.rc, slog.New(slog.NewJSONHandler(logs, nil))) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	wait.Until(t, 10*time.Second, "polling to remove acme's webhook", func() bool { return acme.WebhookInfo().URL == "" })
+
+	if _, err := e.st.SetBotState(ctx, acmeID, store.BotTokenInvalid, "401 Unauthorized"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.reg.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const notPolled = `"msg":"a bot's updates are not polled"`
+	wait.Until(t, 10*time.Second, "polling to leave the bot", func() bool { return strings.Contains(logs.String(), notPolled) })
+
+	// Registered anew (the operator, once the tenant gave a working token): polled again.
+	r, _ := bot.NewRegistrar(e.api, nil, e.key, e.srv.URL)
+	row, err := r.Register(ctx, acme.Token(), bot.Settings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.record("", row)
+	wait.Until(t, 10*time.Second, "polling to take the bot again", func() bool { return acme.WebhookInfo().URL == "" })
+	if _, err := acme.StartUser(601, e.token("acme", "u1", "Acme", "")); err != nil {
+		t.Fatal(err)
+	}
+	wait.Until(t, 10*time.Second, "polling to link", func() bool { _, ok := e.linkOf("acme", "u1"); return ok })
+	if n := strings.Count(logs.String(), notPolled); n != 1 {
+		t.Errorf("the bot left was logged %d times, want once", n)
 	}
 }
 
