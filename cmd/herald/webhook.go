@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/heraldhq/herald/internal/bot"
 	"github.com/heraldhq/herald/internal/config"
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/server"
@@ -13,12 +14,13 @@ import (
 // webhookCmd is `herald webhook` (serve, the default, hidden so that the command reads as before) and
 // `herald webhook set-url URL`.
 type webhookCmd struct {
-	Serve  webhookServeCmd  `cmd:"" default:"withargs" hidden:"" help:"serve POST /messenger/webhook, or with --updates=polling long-poll getUpdates; herald webhook set-url URL registers the webhook with the platform"`
+	Serve  webhookServeCmd  `cmd:"" default:"withargs" hidden:"" help:"serve POST /messenger/webhook and the tenants' bots' POST /messenger/webhook/{bot_id}, or with --updates=polling long-poll every bot's getUpdates; herald webhook set-url URL registers the shared bot's webhook with the platform"`
 	SetURL webhookSetURLCmd `cmd:"" name:"set-url" help:"register URL with the platform (setWebhook), with the secret and the update kinds Herald handles"`
 }
 
-// webhookServeCmd is `herald webhook`: POST /messenger/webhook, or with --updates=polling a long poll of
-// getUpdates feeding the same handler.
+// webhookServeCmd is `herald webhook`: POST /messenger/webhook and POST /messenger/webhook/{bot_id} (the
+// tenants' own bots), or with --updates=polling a long poll of every bot's getUpdates feeding the same
+// handler.
 type webhookServeCmd struct{ config.Webhook }
 
 func (c *webhookServeCmd) Run(e runEnv) error {
@@ -32,15 +34,19 @@ func (c *webhookServeCmd) Run(e runEnv) error {
 	}
 	defer closeAll()
 
+	// The tenants' own bots: their webhook secrets (webhook mode), or their tokens to poll with (polling mode,
+	// which needs HERALD_BOT_TOKEN_KEY to open them).
+	bots := bot.NewRegistry(bot.RegistryOptions{Store: st, Key: c.Key(), APIURL: c.MessengerAPIURL, Logger: logger})
 	rc := updates.New(st, ob, updates.Options{
-		Secret: c.WebhookSecret, PhoneHashKey: []byte(c.PhoneHashKey), DevAdmins: c.DevAdmins, Logger: logger,
+		Secret: c.WebhookSecret, PhoneHashKey: []byte(c.PhoneHashKey), DevAdmins: c.DevAdmins, Bots: bots, Logger: logger,
 	})
 	defer rc.Close() // after the server and the poller stopped: updates in flight are answered first
 	r, g, gctx := serving(e.ctx, logger, storeReady(st), kafkaReady(c.Brokers()))
+	g.Go(func() error { return bots.Run(gctx, 0) })
 	if c.Polling() {
 		// No public URL: the HTTP address serves only /healthz, /readyz and /metrics.
 		client := messenger.New(c.MessengerAPIURL, c.MessengerBotToken, nil)
-		g.Go(func() error { return updates.Poll(gctx, client, rc, logger) })
+		g.Go(func() error { return updates.PollBots(gctx, client, bots, rc, logger) })
 	} else {
 		rc.Routes(r)
 	}

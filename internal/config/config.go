@@ -520,7 +520,7 @@ type Webhook struct {
 	Drain
 	WebhookAuth
 	UpdateHandling
-	Updates string `name:"updates" env:"HERALD_WEBHOOK_UPDATES" default:"webhook" help:"how updates arrive: webhook (POST /messenger/webhook) or polling (long-poll getUpdates; no public URL needed)"`
+	Updates string `name:"updates" env:"HERALD_WEBHOOK_UPDATES" default:"webhook" help:"how updates arrive: webhook (POST /messenger/webhook, and /messenger/webhook/{bot_id} for the tenants' own bots) or polling (long-poll getUpdates of the shared bot and of every tenant's bot, whose tokens HERALD_BOT_TOKEN_KEY opens; no public URL needed)"`
 	BotAPI
 	BotKey
 	Log

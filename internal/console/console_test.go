@@ -256,7 +256,8 @@ func TestTheStateListsAChatPerBot(t *testing.T) {
 			break
 		}
 	}
-	if len(st.Bots) != 2 || st.Bots[0].Username != sim.DefaultBotUsername || st.Bots[1].Username != "second_bot" {
+	// herald dev's second demo tenant's bot, @demo_shop_bot, is listed too.
+	if len(st.Bots) != 3 || st.Bots[0].Username != sim.DefaultBotUsername || st.Bots[1].Username != "demo_shop_bot" || st.Bots[2].Username != "second_bot" {
 		t.Errorf("bots: %+v", st.Bots)
 	}
 	var got []string

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/heraldhq/herald/internal/apikey"
+	"github.com/heraldhq/herald/internal/bot"
 	"github.com/heraldhq/herald/internal/callback"
 	"github.com/heraldhq/herald/internal/console"
 	"github.com/heraldhq/herald/internal/delivery"
@@ -86,6 +87,10 @@ type secrets struct {
 	// BotTokenKey likewise.
 	BotTokenKey string `json:"bot_token_key"`
 	DemoKey     string `json:"demo_key,omitempty"`
+	// ShopBotToken is the simulator's token of the second demo tenant's own bot: kept, so that the bot keeps
+	// its id, and the links made through it stay valid, across runs.
+	ShopBotToken string `json:"shop_bot_token"`
+	ShopKey      string `json:"shop_key,omitempty"`
 }
 
 // Run starts everything and blocks until ctx is done, then stops it all cleanly.
@@ -122,7 +127,8 @@ func Run(ctx context.Context, o Options) error {
 	if o.BotTokenKey == "" {
 		o.BotTokenKey = sec.BotTokenKey
 	}
-	if _, err := signing.ParseKey(o.BotTokenKey); err != nil {
+	botKey, err := signing.ParseKey(o.BotTokenKey)
+	if err != nil {
 		return fmt.Errorf("HERALD_BOT_TOKEN_KEY %w", err)
 	}
 
@@ -196,6 +202,9 @@ func Run(ctx context.Context, o Options) error {
 		local.Handle("/sim/*", simulator)
 	}
 	client := messenger.New(o.MessengerAPIURL, o.BotToken, nil)
+	// The tenants' own bots, for the webhook (their secrets) and the poller (their tokens).
+	bots := bot.NewRegistry(bot.RegistryOptions{Store: st, Key: botKey, APIURL: o.MessengerAPIURL, Shared: client,
+		Logger: log.With("component", "bots")})
 
 	ob := outbox.New(st, producer, outbox.Options{Logger: log})
 	defer ob.Close()
@@ -204,7 +213,7 @@ func Run(ctx context.Context, o Options) error {
 		CallbackKey: callbackKey, CallbackPolicy: o.CallbackPolicy})
 	api.Routes(router)
 	receiver := updates.New(st, ob, updates.Options{
-		Secret: o.WebhookSecret, PhoneHashKey: []byte(o.PhoneHashKey), DevAdmins: o.DevAdmins, Logger: log.With("component", "webhook")})
+		Secret: o.WebhookSecret, PhoneHashKey: []byte(o.PhoneHashKey), DevAdmins: o.DevAdmins, Bots: bots, Logger: log.With("component", "webhook")})
 	defer receiver.Close()
 	receiver.Routes(router)
 
@@ -225,6 +234,14 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	sec.DemoKey = demoKey
+	// The second demo tenant has a bot of its own, which only the simulator can play.
+	var shop *shopTenant
+	if simulator != nil {
+		if shop, err = ensureShopTenant(ctx, st, simulator, sec, filepath.Join(o.DataDir, "secrets.json")); err != nil {
+			return err
+		}
+	}
 	if err := writeInstance(o.DataDir, instance{APIBase: base, DatabaseURL: o.DatabaseURL, DemoKey: demoKey}); err != nil {
 		return err
 	}
@@ -243,17 +260,27 @@ func Run(ctx context.Context, o Options) error {
 	})
 	g.Go(func() error { return worker.Run(gctx) })
 	g.Go(func() error { return callbacks.Run(gctx) })
+	g.Go(func() error { return bots.Run(gctx, 0) })
 	g.Go(func() error {
 		if polling {
-			// A real bot without a public URL: long-poll its updates.
+			// A real bot without a public URL: long-poll its updates (and those of any tenant's own bot).
 			printWalkthrough(o.Stdout, walkthrough{Base: base, Key: demoKey, DatabaseURL: o.DatabaseURL, DataDir: o.DataDir})
-			return updates.Poll(gctx, client, receiver, log.With("component", "webhook"))
+			return updates.PollBots(gctx, client, bots, receiver, log.With("component", "webhook"))
 		}
 		// The simulator delivers updates to our own webhook, with the secret header.
 		if err := updates.SetWebhookURL(gctx, client, base+updates.Path, o.WebhookSecret); err != nil {
 			return fmt.Errorf("while registering the webhook with the simulator: %w", err)
 		}
-		printWalkthrough(o.Stdout, walkthrough{Base: base, Key: demoKey, Simulated: simulator != nil, DatabaseURL: o.DatabaseURL, DataDir: o.DataDir})
+		w := walkthrough{Base: base, Key: demoKey, Simulated: true, DatabaseURL: o.DatabaseURL, DataDir: o.DataDir}
+		if shop != nil {
+			// Registered as the admin CLI registers a bot, its webhook at ours (the simulator forgot it).
+			username, err := shop.register(gctx, st, bots, o.MessengerAPIURL, botKey, base)
+			if err != nil {
+				return err
+			}
+			w.ShopKey, w.ShopBot = shop.key, username
+		}
+		printWalkthrough(o.Stdout, w)
 		<-gctx.Done()
 		return nil
 	})
@@ -298,6 +325,73 @@ func ensureDemoTenant(ctx context.Context, st *store.Store, sec secrets, path st
 	return k.Secret, saveSecrets(path, sec)
 }
 
+// The second demo tenant, with a bot of its own.
+const (
+	shopTenantID = "shop"
+	shopLabel    = "Demo Shop"
+	shopBotName  = "demo_shop_bot"
+	// shopBotID is its bot's id in the simulator: below the ids the simulator gives bots made without one.
+	shopBotID = 7_000_000_000
+)
+
+// shopTenant is the second demo tenant: its key (empty when it was made by a run whose secrets.json is
+// gone) and its bot's token in the simulator.
+type shopTenant struct {
+	key, botToken string
+}
+
+// ensureShopTenant creates the second demo tenant, with its key, on the first run that has the demo tenant
+// (also on a data directory made before it existed), and gives the simulator its bot, with the token kept
+// in secrets.json.
+func ensureShopTenant(ctx context.Context, st *store.Store, simulator *sim.Server, sec secrets, path string) (*shopTenant, error) {
+	if _, err := st.GetTenant(ctx, "demo"); errors.Is(err, store.ErrNotFound) {
+		return nil, nil // not herald dev's database: leave it alone, as ensureDemoTenant does
+	} else if err != nil {
+		return nil, err
+	}
+	if _, err := simulator.CreateBot(sim.BotConfig{Token: sec.ShopBotToken, Username: shopBotName, FirstName: shopLabel}); err != nil {
+		return nil, fmt.Errorf("while giving the simulator the second demo tenant's bot: %w", err)
+	}
+	switch _, err := st.GetTenant(ctx, shopTenantID); {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return nil, err
+	default:
+		return &shopTenant{key: sec.ShopKey, botToken: sec.ShopBotToken}, nil
+	}
+	if err := st.CreateTenant(ctx, shopTenantID, "Demo Shop Developer"); err != nil {
+		return nil, err
+	}
+	label := shopLabel
+	k := apikey.New()
+	if _, err := st.InsertAPIKey(ctx, shopTenantID, k.Digest, k.Prefix, &label, nil); err != nil {
+		return nil, err
+	}
+	sec.ShopKey = k.Secret
+	return &shopTenant{key: k.Secret, botToken: sec.ShopBotToken}, saveSecrets(path, sec)
+}
+
+// register registers the tenant's bot with the simulator at apiURL as the admin CLI does (getMe, setWebhook
+// at publicURL/messenger/webhook/{id} with a fresh secret, the token sealed under key) and makes the
+// tenant send through it. The registry reads it at once, so that the bot's first update finds its secret.
+func (s *shopTenant) register(ctx context.Context, st *store.Store, bots *bot.Registry, apiURL string, key *signing.Key, publicURL string) (string, error) {
+	r, err := bot.NewRegistrar(apiURL, nil, key, publicURL)
+	if err != nil {
+		return "", err
+	}
+	b, err := r.Register(ctx, s.botToken, bot.Settings{})
+	if err != nil {
+		return "", fmt.Errorf("while registering the second demo tenant's bot with the simulator: %w", err)
+	}
+	if err := st.UpsertBot(ctx, b); err != nil {
+		return "", err
+	}
+	if _, err := st.SetTenantBot(ctx, shopTenantID, b.ID); err != nil {
+		return "", err
+	}
+	return b.Username, bots.Refresh(ctx)
+}
+
 func loadSecrets(path string) (secrets, error) {
 	var s secrets
 	b, err := os.ReadFile(path)
@@ -318,6 +412,9 @@ func loadSecrets(path string) (secrets, error) {
 		if *k == "" {
 			*k, changed = signing.GenerateKey(), true
 		}
+	}
+	if s.ShopBotToken == "" {
+		s.ShopBotToken, changed = strconv.FormatInt(shopBotID, 10)+":"+randomString(24), true
 	}
 	if changed {
 		return s, saveSecrets(path, s)

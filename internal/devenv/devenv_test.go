@@ -62,6 +62,18 @@ func TestDevRunsThePrintedWalkthrough(t *testing.T) {
 	if bytes.Contains(out, []byte("not_found")) {
 		t.Errorf("a step answered not_found:\n%s", out)
 	}
+	// Step 7: the second tenant's deep link names its own bot; the user's /start and contact in that bot
+	// were answered by its webhook; its notification was delivered.
+	if !regexp.MustCompile(`(?m)^https://t\.me/demo_shop_bot\?start=[A-Za-z0-9_-]{43}$`).Match(out) {
+		t.Errorf("the second tenant's deep link does not name its bot:\n%s", out)
+	}
+	answered := regexp.MustCompile(`"webhook":\s*\{\s*"state":\s*"answered",\s*"status":\s*200`)
+	if n := len(answered.FindAll(out, -1)); n != 4 {
+		t.Errorf("%d of the four user actions were answered by Herald's webhook:\n%s", n, out)
+	}
+	if n := len(regexp.MustCompile(`"status":\s*"delivered"`).FindAll(out, -1)); n != 2 {
+		t.Errorf("%d of the two sends were delivered:\n%s", n, out)
+	}
 
 	// A second herald dev on the same data directory says why it cannot start, without PostgreSQL's log.
 	err = devenv.Run(t.Context(), devenv.Options{HTTPAddr: "127.0.0.1:0", DataDir: dir, Logger: discard, Stdout: io.Discard})
@@ -95,10 +107,17 @@ func TestDevRunsThePrintedWalkthrough(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the printed database URL: %v", err)
 	}
-	if tenants, err := st.ListTenants(t.Context()); err != nil || len(tenants) != 1 || tenants[0].ID != "demo" {
-		t.Errorf("the printed database URL reaches %v, %v; want the demo tenant", tenants, err)
+	if tenants, err := st.ListTenants(t.Context()); err != nil || len(tenants) != 2 || tenants[0].ID != "demo" || tenants[0].BotID != 0 ||
+		tenants[1].ID != "shop" || tenants[1].BotID != shopBotID {
+		t.Errorf("the printed database URL reaches %+v, %v; want the demo tenant, and shop with its bot %d", tenants, err, shopBotID)
+	}
+	var linkedThrough int64
+	if err := st.Pool().QueryRow(t.Context(), `SELECT bot_id FROM links WHERE tenant_id = 'shop' AND user_id = 'alice'`).Scan(&linkedThrough); err != nil ||
+		linkedThrough != shopBotID {
+		t.Errorf("shop's alice is linked through bot %d (%v), want its own bot", linkedThrough, err)
 	}
 	st.Close()
+	shopKey := shopKeyOf(t, dev.out.String())
 	dev.stop()
 	if err := devenv.PrintEnv(io.Discard, dir); err == nil || !strings.Contains(err.Error(), "no herald dev is running") {
 		t.Errorf("--print-env without a running herald dev: %v", err)
@@ -118,10 +137,35 @@ func TestDevRunsThePrintedWalkthrough(t *testing.T) {
 	if got := dev2.do(t, "GET", "/v1/phone-verification/status/alice", "")["status"]; got != "verified" {
 		t.Errorf("after a restart alice reads %v", got)
 	}
+	// The second tenant keeps its key and its bot (the same id: the link made through it stands).
+	if got := shopKeyOf(t, dev2.out.String()); got != shopKey {
+		t.Errorf("the second tenant's key changed across restarts")
+	}
+	shop := *dev2
+	shop.key = shopKey
+	if got := shop.do(t, "GET", "/v1/phone-verification/status/alice", "")["status"]; got != "verified" {
+		t.Errorf("after a restart the second tenant's alice reads %v", got)
+	}
+	if link := shop.do(t, "POST", "/v1/link-token", `{"user_id":"bob"}`)["deep_link"].(string); !strings.HasPrefix(link, "https://t.me/demo_shop_bot?start=") {
+		t.Errorf("after a restart the second tenant deep-links to %s", link)
+	}
 	// Without the lock's knowledge, a running server is refused in one sentence, not with its log.
 	if _, err := pglocal.Start(t.Context(), pglocal.Options{Dir: filepath.Join(dir, "postgres")}); !errors.Is(err, pglocal.ErrRunning) || strings.Contains(err.Error(), "LOG:") {
 		t.Errorf("starting on a running server: %v", err)
 	}
+}
+
+// shopBotID is the second demo tenant's bot in the simulator, kept across runs.
+const shopBotID = 7_000_000_000
+
+// shopKeyOf reads the second demo tenant's key from the printed walkthrough.
+func shopKeyOf(t *testing.T, printed string) string {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^  export SHOP_KEY=(hk_[A-Za-z0-9_-]+)$`).FindStringSubmatch(printed)
+	if m == nil {
+		t.Fatalf("the walkthrough names no second tenant's key:\n%s", printed)
+	}
+	return m[1]
 }
 
 // walkthroughOf extracts the commands of the printed walkthrough: the indented lines from the export on.

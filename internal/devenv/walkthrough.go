@@ -13,6 +13,10 @@ type walkthrough struct {
 	Simulated   bool   // the simulator plays the messenger
 	DatabaseURL string
 	DataDir     string
+	// ShopKey and ShopBot are the second demo tenant's key and its own bot's username; ShopBot is empty when
+	// there is no such tenant (a real messenger).
+	ShopKey string
+	ShopBot string
 }
 
 // printWalkthrough prints the copy-paste tour of the gateway. Every step can be pasted as soon as the
@@ -72,6 +76,25 @@ func printWalkthrough(w io.Writer, t walkthrough) {
 		p("  curl -s \"${auth[@]}\" -X POST $HERALD/v1/callbacks/$CB/test")
 		p("  curl -s \"${auth[@]}\" -d '{\"user_id\":\"alice\",\"message\":\"And another\"}' $HERALD/v1/send")
 		p("  sleep 2; curl -s $HERALD/sim/callbacks | jq -c '.callbacks[] | {type, verified, webhook_id}'")
+	}
+	if t.Simulated && t.ShopBot != "" {
+		shopKey := t.ShopKey
+		if shopKey == "" {
+			shopKey = "<its key: herald apikey create --tenant shop>"
+		}
+		p("")
+		p("  # 7. A second tenant, 'shop', has a bot of its own, @%s: its deep links open that bot, and its", t.ShopBot)
+		p("  #    messages come from it. User 1001 links to it too, in a chat of its own beside the shared bot's:")
+		p("  export SHOP_KEY=%s", shopKey)
+		p("  shop=(-H \"Authorization: Bearer $SHOP_KEY\" \"${json[@]}\")")
+		p("  LINK2=$(curl -s \"${shop[@]}\" -d '{\"user_id\":\"alice\"}' $HERALD/v1/link-token | jq -r .deep_link); echo $LINK2")
+		p("  curl -s \"${json[@]}\" -d \"{\\\"url\\\":\\\"$LINK2\\\"}\" $HERALD/sim/users/1001/open-link")
+		p("  curl -s \"${shop[@]}\" -d '{\"user_id\":\"alice\"}' $HERALD/v1/phone-verification/start")
+		p("  curl -s \"${json[@]}\" -d '{\"phone_number\":\"+15551234567\"}' \"$HERALD/sim/users/1001/share-contact?bot=%s\"", t.ShopBot)
+		p("  ID2=$(curl -s \"${shop[@]}\" -d '{\"user_id\":\"alice\",\"message\":\"Your table is booked\"}' $HERALD/v1/send | jq -r .tracking_id)")
+		p("  until curl -s \"${shop[@]}\" $HERALD/v1/status/$ID2 | jq -e '.status != \"queued\" and .status != \"delivering\"' >/dev/null; do sleep 0.2; done")
+		p("  curl -s \"${shop[@]}\" $HERALD/v1/status/$ID2")
+		p("  curl -s \"$HERALD/sim/chats/1001/messages?bot=%s\" | jq -r '.messages[].text'", t.ShopBot)
 	}
 	p("")
 	_, _ = io.WriteString(w, b.String())

@@ -19,7 +19,7 @@ import (
 // Options configure the tenant API.
 type Options struct {
 	DeepLinkBase string // e.g. https://t.me
-	BotUsername  string
+	BotUsername  string // the shared bot's; a tenant with its own bot deep-links to that bot's
 	// AuthCacheTTL bounds how long a key is trusted without asking PostgreSQL again, and so how long a
 	// revoked, disabled or expired key, or a suspended tenant, may still be accepted.
 	AuthCacheTTL time.Duration

@@ -48,7 +48,8 @@ type linkTokenResponse struct {
 }
 
 // linkToken is POST /v1/link-token: 32 random bytes, base64url (43 characters, within the platform's
-// 64-character start parameter); only the digest is stored, with the label snapshot.
+// 64-character start parameter); only the digest is stored, with the label snapshot. The deep link names
+// the bot the token links through: the tenant's own, or the shared one (Options.BotUsername).
 func (a *API) linkToken(w http.ResponseWriter, r *http.Request) error {
 	userID, err := decodeUser(w, r)
 	if err != nil {
@@ -60,14 +61,19 @@ func (a *API) linkToken(w http.ResponseWriter, r *http.Request) error {
 	}
 	token := base64.RawURLEncoding.EncodeToString(raw[:])
 	p := principalOf(r.Context())
-	expires, err := a.store.CreateLinkToken(r.Context(), p.TenantID, userID, sha256.Sum256([]byte(token)), p.Label)
+	issued, err := a.store.IssueLinkToken(r.Context(), p.TenantID, userID, sha256.Sum256([]byte(token)), p.Label)
 	if err != nil {
 		return err
 	}
+	// The deep link opens the tenant's own bot when it has one (spec §11): the token links only there.
+	username := a.opts.BotUsername
+	if issued.BotUsername != "" {
+		username = issued.BotUsername
+	}
 	writeJSON(w, http.StatusCreated, linkTokenResponse{
 		Token:     token,
-		ExpiresAt: timestamp(expires),
-		DeepLink:  a.opts.DeepLinkBase + "/" + a.opts.BotUsername + "?start=" + token,
+		ExpiresAt: timestamp(issued.ExpiresAt),
+		DeepLink:  a.opts.DeepLinkBase + "/" + username + "?start=" + token,
 	})
 	return nil
 }

@@ -16,19 +16,40 @@ const LinkTokenTTL = 15 * time.Minute
 // CreateLinkToken records a link token's digest with the label snapshot, creating the user record if it
 // is new, and returns the expiry.
 func (s *Store) CreateLinkToken(ctx context.Context, tenantID, userID string, digest [32]byte, label string) (time.Time, error) {
+	t, err := s.IssueLinkToken(ctx, tenantID, userID, digest, label)
+	return t.ExpiresAt, err
+}
+
+// IssuedLinkToken is what IssueLinkToken recorded, and where its deep link leads.
+type IssuedLinkToken struct {
+	ExpiresAt time.Time
+	// BotUsername is the username of the tenant's own bot, which its deep links name (spec §11); "" for a
+	// tenant of the shared bot.
+	BotUsername string
+}
+
+// IssueLinkToken is CreateLinkToken for the tenant API, which also needs the tenant's bot for the deep
+// link: read in the same statement, so that a change of bot is seen at once. (The token links only through
+// the tenant's bot at redemption, whatever the link named: RedeemLinkToken.)
+func (s *Store) IssueLinkToken(ctx context.Context, tenantID, userID string, digest [32]byte, label string) (IssuedLinkToken, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	var expires time.Time
+	var t IssuedLinkToken
+	var username *string
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO users (tenant_id, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, tenantID, userID); err != nil {
 			return err
 		}
 		return tx.QueryRow(ctx, `
 			INSERT INTO link_tokens (digest, tenant_id, user_id, label, expires_at)
-			VALUES ($1, $2, $3, $4, now() + $5::interval) RETURNING expires_at`,
-			digest[:], tenantID, userID, label, LinkTokenTTL.String()).Scan(&expires)
+			VALUES ($1, $2, $3, $4, now() + $5::interval)
+			RETURNING expires_at, (SELECT b.username FROM tenants t JOIN bots b ON b.id = t.bot_id WHERE t.id = $2)`,
+			digest[:], tenantID, userID, label, LinkTokenTTL.String()).Scan(&t.ExpiresAt, &username)
 	})
-	return expires, translate(err, "creating link token")
+	if username != nil {
+		t.BotUsername = *username
+	}
+	return t, translate(err, "creating link token")
 }
 
 // LinkOutcome is what a /start with a token did.

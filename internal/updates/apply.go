@@ -33,10 +33,11 @@ func jobActor(j *job) string {
 }
 
 // apply runs an update's effect in a batch and publishes its replies once committed. It returns
-// store.ErrUpdateProcessed for a repeated update_id. Once handed over, the update is carried out under the
-// batch's own deadline, whatever happens to ctx, so that the answer says what happened.
-func (rc *Receiver) apply(ctx context.Context, actor int64, e *store.Effect) error {
-	err, derr := rc.updates.Do(ctx, &job{effect: e, actor: actor})
+// store.ErrUpdateProcessed for an update_id its bot sent before. Once handed over, the update is carried
+// out under the batch's own deadline, whatever happens to ctx, so that the answer says what happened.
+func (rc *Receiver) apply(ctx context.Context, in incoming, e *store.Effect) error {
+	e.Bot = in.bot
+	err, derr := rc.updates.Do(ctx, &job{effect: e, actor: in.m.From.ID})
 	if derr != nil {
 		return derr
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/heraldhq/herald/internal/brand"
-	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/store"
 )
 
@@ -24,19 +23,21 @@ const StatsWindow = 24 * time.Hour
 const RefusalsWindow = time.Hour
 
 // dev answers the /dev_* commands of developers (tenants.developers) and platform admins (DevAdmins), only
-// about their own tenants. Anyone else gets the reply to an unknown command, as does an unknown /dev_*.
-// The reads happen before the transaction that claims the update: they have no effect to protect.
-func (rc *Receiver) dev(ctx context.Context, updateID int64, m *messenger.Message, name, args string) (Result, error) {
+// about their own tenants among those of the bot the command was sent to (a developer of tenants of two
+// bots asks each bot about its own). Anyone else gets the reply to an unknown command, as does an unknown
+// /dev_*. The reads happen before the transaction that claims the update: they have no effect to protect.
+func (rc *Receiver) dev(ctx context.Context, in incoming, name, args string) (Result, error) {
 	r := Result{Kind: kindDevCommand, Outcome: outcomeReplied}
-	from := m.From.ID
+	from := in.m.From.ID
 	admin := slices.Contains(rc.devAdmins, from)
-	tenants, err := rc.store.DeveloperTenants(ctx, from, admin)
+	all, err := rc.store.DeveloperTenants(ctx, from, admin)
 	if err != nil {
 		return r, err
 	}
+	tenants := slices.DeleteFunc(all, func(t store.Tenant) bool { return t.BotID != in.bot })
 	if !admin && len(tenants) == 0 {
 		r.Outcome = outcomeRefused
-		return r, rc.reply(ctx, updateID, m, unbranded(textUnknown))
+		return r, rc.reply(ctx, in, unbranded(textUnknown))
 	}
 	ids := make([]string, len(tenants))
 	for i, t := range tenants {
@@ -64,12 +65,12 @@ func (rc *Receiver) dev(ctx context.Context, updateID int64, m *messenger.Messag
 			return r, err
 		}
 	case "/dev_ping":
-		body = fmt.Sprintf(textDevPingFormat, updateID, rc.now().UTC().Format(time.RFC3339Nano))
+		body = fmt.Sprintf(textDevPingFormat, in.id, rc.now().UTC().Format(time.RFC3339Nano))
 	default:
 		r.Kind = kindCommand
 		body = textUnknown
 	}
-	return r, rc.reply(ctx, updateID, m, unbranded(truncate(body)))
+	return r, rc.reply(ctx, in, unbranded(truncate(body)))
 }
 
 // truncate keeps an answer within the platform's message limit (an admin's list of tenants can be long).

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/heraldhq/herald/internal/bot"
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/phone"
@@ -22,28 +23,47 @@ type Result struct {
 	Outcome string
 }
 
-// Handle acts on one update; the webhook and the poller share it. A repeated update_id is acknowledged
-// without effect. An error means nothing took effect and the update may be retried (IsTransient tells
-// whether a retry can help).
+// Handle acts on one update of the shared bot; the webhook and the poller share it. A repeated update_id is
+// acknowledged without effect. An error means nothing took effect and the update may be retried
+// (IsTransient tells whether a retry can help).
 func (rc *Receiver) Handle(ctx context.Context, u messenger.Update) (Result, error) {
-	res, err := rc.handle(ctx, u)
+	return rc.handleFrom(ctx, bot.Shared, u)
+}
+
+// handleFrom is Handle for an update that bot through received: its update_id is that bot's, and what it
+// does concerns that bot's links and tenants.
+func (rc *Receiver) handleFrom(ctx context.Context, through bot.ID, u messenger.Update) (Result, error) {
+	res, err := rc.handle(ctx, through, u)
 	switch {
 	case errors.Is(err, store.ErrUpdateProcessed):
 		res.Outcome, err = outcomeDuplicate, nil
 	case err != nil:
 		res.Outcome = outcomeError
 		rc.log.LogAttrs(ctx, slog.LevelError, "handling an update failed", slog.Int64("update_id", u.UpdateID),
-			slog.String("kind", res.Kind), slog.Bool("transient", IsTransient(err)), slog.Any("err", err))
+			slog.Int64("bot_id", int64(through)), slog.String("kind", res.Kind), slog.Bool("transient", IsTransient(err)), slog.Any("err", err))
 	}
 	observe(res.Kind, res.Outcome)
 	if err == nil {
 		rc.log.LogAttrs(ctx, slog.LevelDebug, "update handled", slog.Int64("update_id", u.UpdateID),
-			slog.String("kind", res.Kind), slog.String("outcome", res.Outcome))
+			slog.Int64("bot_id", int64(through)), slog.String("kind", res.Kind), slog.String("outcome", res.Outcome))
 	}
 	return res, err
 }
 
-func (rc *Receiver) handle(ctx context.Context, u messenger.Update) (Result, error) {
+// incoming is a private message from a human, as the handlers below see it: the bot that received it, the
+// update's id (that bot's) and the message.
+type incoming struct {
+	bot bot.ID
+	id  int64
+	m   *messenger.Message
+}
+
+// logAttrs are the attributes of every line about the update: its id and its bot's, never the sender.
+func (in incoming) logAttrs(attrs ...slog.Attr) []slog.Attr {
+	return append([]slog.Attr{slog.Int64("update_id", in.id), slog.Int64("bot_id", int64(in.bot))}, attrs...)
+}
+
+func (rc *Receiver) handle(ctx context.Context, through bot.ID, u messenger.Update) (Result, error) {
 	m := u.Message
 	if u.Kind() != messenger.KindMessage || m == nil {
 		return Result{Kind: updateKindLabel(u.Kind()), Outcome: outcomeIgnored}, nil
@@ -55,8 +75,9 @@ func (rc *Receiver) handle(ctx context.Context, u messenger.Update) (Result, err
 	if m.From == nil || m.From.IsBot {
 		return Result{Kind: kindOtherMessage, Outcome: outcomeIgnored}, nil
 	}
+	in := incoming{bot: through, id: u.UpdateID, m: m}
 	if m.Contact != nil {
-		return rc.contact(ctx, u.UpdateID, m)
+		return rc.contact(ctx, in)
 	}
 	if m.Text == "" {
 		return Result{Kind: kindOtherMessage, Outcome: outcomeIgnored}, nil
@@ -64,13 +85,13 @@ func (rc *Receiver) handle(ctx context.Context, u messenger.Update) (Result, err
 	name, args, isCommand := parseCommand(m.Text)
 	switch {
 	case !isCommand:
-		return Result{Kind: kindText, Outcome: outcomeReplied}, rc.reply(ctx, u.UpdateID, m, unbranded(textUnknown))
+		return Result{Kind: kindText, Outcome: outcomeReplied}, rc.reply(ctx, in, unbranded(textUnknown))
 	case name == "/start":
-		return rc.start(ctx, u.UpdateID, m, args)
+		return rc.start(ctx, in, args)
 	case strings.HasPrefix(name, "/dev_"):
-		return rc.dev(ctx, u.UpdateID, m, name, args)
+		return rc.dev(ctx, in, name, args)
 	}
-	return Result{Kind: kindCommand, Outcome: outcomeReplied}, rc.reply(ctx, u.UpdateID, m, unbranded(textUnknown))
+	return Result{Kind: kindCommand, Outcome: outcomeReplied}, rc.reply(ctx, in, unbranded(textUnknown))
 }
 
 // parseCommand splits "/name@bot args" into "/name" (lower case, without the bot's name) and the
@@ -103,22 +124,23 @@ func validToken(s string) bool {
 	return true
 }
 
-// start handles /start: with a token it links, without one it explains.
-func (rc *Receiver) start(ctx context.Context, updateID int64, m *messenger.Message, args string) (Result, error) {
+// start handles /start: with a token it links, without one it explains. A token links only through its
+// tenant's bot (store.RedeemLinkToken), and the link is that bot's.
+func (rc *Receiver) start(ctx context.Context, in incoming, args string) (Result, error) {
 	r := Result{Kind: kindStart, Outcome: outcomeReplied}
 	fields := strings.Fields(args)
 	if len(fields) == 0 {
-		return r, rc.reply(ctx, updateID, m, unbranded(textStart))
+		return r, rc.reply(ctx, in, unbranded(textStart))
 	}
 	r.Outcome = outcomeRejected
 	token := fields[0]
 	if !validToken(token) {
-		return r, rc.reply(ctx, updateID, m, linkReply(store.LinkResult{Outcome: store.LinkUnknown}))
+		return r, rc.reply(ctx, in, linkReply(store.LinkResult{Outcome: store.LinkUnknown}))
 	}
-	effect, result := store.RedeemLinkToken(updateID,
-		store.Redemption{Digest: sha256.Sum256([]byte(token)), MessengerUserID: m.From.ID, ChatID: m.Chat.ID},
-		func(res store.LinkResult) store.NewNotification { return rc.notification(m, linkReply(res)) })
-	if err := rc.apply(ctx, m.From.ID, effect); err != nil {
+	effect, result := store.RedeemLinkToken(in.id,
+		store.Redemption{Digest: sha256.Sum256([]byte(token)), MessengerUserID: in.m.From.ID, ChatID: in.m.Chat.ID, Bot: in.bot},
+		func(res store.LinkResult) store.NewNotification { return rc.notification(in, linkReply(res)) })
+	if err := rc.apply(ctx, in, effect); err != nil {
 		return r, err
 	}
 	res := *result
@@ -126,42 +148,43 @@ func (rc *Receiver) start(ctx context.Context, updateID int64, m *messenger.Mess
 		r.Outcome = outcomeLinked
 		// Never the tenant's user id nor the messenger account (docs/security.md): the update id ties the line
 		// to the update.
-		rc.log.LogAttrs(ctx, slog.LevelInfo, "account linked", slog.Int64("update_id", updateID),
+		rc.log.LogAttrs(ctx, slog.LevelInfo, "account linked", in.logAttrs(
 			slog.String("tenant_id", res.TenantID), slog.Bool("replaced_other_account", res.Replaced),
-			slog.Int("notifications_unlinked", res.Unlinked))
+			slog.Int("notifications_unlinked", res.Unlinked))...)
 	} else {
-		rc.log.LogAttrs(ctx, slog.LevelInfo, "link token refused", slog.Int64("update_id", updateID),
-			slog.String("reason", string(res.Outcome)), slog.String("tenant_id", res.TenantID))
+		rc.log.LogAttrs(ctx, slog.LevelInfo, "link token refused", in.logAttrs(
+			slog.String("reason", string(res.Outcome)), slog.String("tenant_id", res.TenantID))...)
 	}
 	return r, nil
 }
 
-// contact handles a shared contact: only the sender's own contact completes verification.
-func (rc *Receiver) contact(ctx context.Context, updateID int64, m *messenger.Message) (Result, error) {
+// contact handles a shared contact: only the sender's own contact completes verification, of the sessions
+// of the sender's links made through the bot it was shared with.
+func (rc *Receiver) contact(ctx context.Context, in incoming) (Result, error) {
 	r := Result{Kind: kindContact, Outcome: outcomeRejected}
-	c := m.Contact
+	m, c := in.m, in.m.Contact
 	// A contact without user_id was typed in by hand; one with another user_id is somebody else's. Neither
 	// proves the sender's number.
 	if c.UserID == 0 || c.UserID != m.From.ID {
-		rc.log.LogAttrs(ctx, slog.LevelInfo, "contact refused: not the sender's own", slog.Int64("update_id", updateID),
-			slog.Bool("has_user_id", c.UserID != 0))
-		return r, rc.reply(ctx, updateID, m, unbranded(textNotOwnContact))
+		rc.log.LogAttrs(ctx, slog.LevelInfo, "contact refused: not the sender's own", in.logAttrs(
+			slog.Bool("has_user_id", c.UserID != 0))...)
+		return r, rc.reply(ctx, in, unbranded(textNotOwnContact))
 	}
 	e164, err := phone.Normalize(c.PhoneNumber)
 	if err != nil {
-		rc.log.LogAttrs(ctx, slog.LevelInfo, "contact refused: unreadable phone number", slog.Int64("update_id", updateID))
-		return r, rc.reply(ctx, updateID, m, unbranded(textBadPhone))
+		rc.log.LogAttrs(ctx, slog.LevelInfo, "contact refused: unreadable phone number", in.logAttrs()...)
+		return r, rc.reply(ctx, in, unbranded(textBadPhone))
 	}
-	share := store.ContactShare{MessengerUserID: m.From.ID, PhoneLast4: phone.Last4(e164), PhoneHash: rc.hasher.Sum(e164)}
-	effect, result := store.CompleteVerifications(updateID, share, func(res store.VerificationResult) []store.NewNotification {
+	share := store.ContactShare{MessengerUserID: m.From.ID, PhoneLast4: phone.Last4(e164), PhoneHash: rc.hasher.Sum(e164), Bot: in.bot}
+	effect, result := store.CompleteVerifications(in.id, share, func(res store.VerificationResult) []store.NewNotification {
 		msgs := verificationReplies(res)
 		out := make([]store.NewNotification, len(msgs))
 		for i, msg := range msgs {
-			out[i] = rc.notification(m, msg)
+			out[i] = rc.notification(in, msg)
 		}
 		return out
 	})
-	if err := rc.apply(ctx, m.From.ID, effect); err != nil {
+	if err := rc.apply(ctx, in, effect); err != nil {
 		return r, err
 	}
 	res := *result
@@ -169,25 +192,26 @@ func (rc *Receiver) contact(ctx context.Context, updateID int64, m *messenger.Me
 		r.Outcome = outcomeVerified
 	}
 	for _, s := range res.Verified {
-		rc.log.LogAttrs(ctx, slog.LevelInfo, "phone verified", slog.Int64("update_id", updateID),
-			slog.String("tenant_id", s.TenantID))
+		rc.log.LogAttrs(ctx, slog.LevelInfo, "phone verified", in.logAttrs(slog.String("tenant_id", s.TenantID))...)
 	}
 	if len(res.Verified) == 0 {
-		rc.log.LogAttrs(ctx, slog.LevelInfo, "contact refused: no pending verification", slog.Int64("update_id", updateID),
-			slog.Bool("expired", res.Expired != nil))
+		rc.log.LogAttrs(ctx, slog.LevelInfo, "contact refused: no pending verification", in.logAttrs(
+			slog.Bool("expired", res.Expired != nil))...)
 	}
 	return r, nil
 }
 
 // reply queues one message to the sender's chat, once per update.
-func (rc *Receiver) reply(ctx context.Context, updateID int64, m *messenger.Message, msg outbox.SystemMessage) error {
-	return rc.apply(ctx, m.From.ID, store.ReplyEffect(updateID, rc.notification(m, msg)))
+func (rc *Receiver) reply(ctx context.Context, in incoming, msg outbox.SystemMessage) error {
+	return rc.apply(ctx, in, store.ReplyEffect(in.id, rc.notification(in, msg)))
 }
 
-// notification addresses msg to the chat the update came from.
-func (rc *Receiver) notification(m *messenger.Message, msg outbox.SystemMessage) store.NewNotification {
-	msg.ChatID = m.Chat.ID
-	return outbox.System(msg)
+// notification addresses msg to the chat the update came from, through the bot that received it.
+func (rc *Receiver) notification(in incoming, msg outbox.SystemMessage) store.NewNotification {
+	msg.ChatID = in.m.Chat.ID
+	n := outbox.System(msg)
+	n.Bot = in.bot
+	return n
 }
 
 // removeKeyboard is the reply_markup that takes the contact button away once it has served.

@@ -50,7 +50,8 @@ type env struct {
 	nextID atomic.Int64
 }
 
-func newEnv(t *testing.T) *env {
+// newEnv makes the env; each option may change the receiver's options (it is given the store).
+func newEnv(t *testing.T, options ...func(*store.Store, *updates.Options)) *env {
 	t.Helper()
 	st, _ := pgtest.NewStore(t)
 	b := kafkatest.New(t, prefix)
@@ -60,9 +61,13 @@ func newEnv(t *testing.T) *env {
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ob := outbox.New(st, p, outbox.Options{ProduceTimeout: time.Second, Logger: logger})
 	t.Cleanup(ob.Close)
-	rc := updates.New(st, ob, updates.Options{
+	opts := updates.Options{
 		Secret: secret, PhoneHashKey: []byte(phoneHashKey), DevAdmins: []int64{adminID}, Logger: logger,
-	})
+	}
+	for _, o := range options {
+		o(st, &opts)
+	}
+	rc := updates.New(st, ob, opts)
 	r := server.NewRouter(logger)
 	rc.Routes(r)
 	srv := httptest.NewServer(r)
@@ -84,6 +89,12 @@ type response struct {
 // header unless headers are given (pairs of name, value; a nil slice means "the default secret header").
 func (e *env) post(body any, headers ...string) response {
 	e.t.Helper()
+	return e.postTo(updates.Path, body, headers...)
+}
+
+// postTo is post to another path of the webhook component (a bot's own route).
+func (e *env) postTo(path string, body any, headers ...string) response {
+	e.t.Helper()
 	if headers == nil {
 		headers = []string{updates.SecretHeader, secret}
 	}
@@ -99,7 +110,7 @@ func (e *env) post(body any, headers ...string) response {
 			e.t.Fatal(err)
 		}
 	}
-	req, err := http.NewRequest(http.MethodPost, e.srv.URL+updates.Path, bytes.NewReader(raw))
+	req, err := http.NewRequest(http.MethodPost, e.srv.URL+path, bytes.NewReader(raw))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -109,7 +120,7 @@ func (e *env) post(body any, headers ...string) response {
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		e.t.Fatalf("POST %s: %v", updates.Path, err)
+		e.t.Fatalf("POST %s: %v", path, err)
 	}
 	defer res.Body.Close()
 	rb, _ := io.ReadAll(res.Body)
@@ -273,6 +284,7 @@ type reply struct {
 	Kind        string
 	TenantID    *string
 	ChatID      int64
+	Bot         int64 // the bot it goes through; 0: the shared bot
 	Priority    int
 	Body        string
 	ReplyMarkup map[string]any
@@ -296,8 +308,8 @@ func (e *env) replies() []reply {
 		r := reply{TrackingID: env.TrackingID, EnvTenantID: env.TenantID}
 		var markup []byte
 		err = e.st.Pool().QueryRow(context.Background(), `
-			SELECT kind, tenant_id, chat_id, priority, body, reply_markup::text, created_at FROM notifications WHERE tracking_id = $1`,
-			env.TrackingID).Scan(&r.Kind, &r.TenantID, &r.ChatID, &r.Priority, &r.Body, &markup, &r.CreatedAt)
+			SELECT kind, tenant_id, chat_id, COALESCE(bot_id, 0), priority, body, reply_markup::text, created_at FROM notifications WHERE tracking_id = $1`,
+			env.TrackingID).Scan(&r.Kind, &r.TenantID, &r.ChatID, &r.Bot, &r.Priority, &r.Body, &markup, &r.CreatedAt)
 		if err != nil {
 			e.t.Fatalf("envelope %s has no notification row: %v", env.TrackingID, err)
 		}

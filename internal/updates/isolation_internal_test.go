@@ -55,11 +55,11 @@ func TestAnUpdatePostgreSQLRefusesFailsAlone(t *testing.T) {
 		started.Add(2)
 		wg.Go(func() {
 			started.Done()
-			errs[2*i] = rc.reply(ctx, int64(100+i), message(int64(5000+i)), unbranded("refused\x00here"))
+			errs[2*i] = rc.reply(ctx, incoming{id: int64(100 + i), m: message(int64(5000 + i))}, unbranded("refused\x00here"))
 		})
 		wg.Go(func() {
 			started.Done()
-			errs[2*i+1] = rc.reply(ctx, int64(200+i), message(int64(6000+i)), unbranded(fmt.Sprintf("reply %d", i)))
+			errs[2*i+1] = rc.reply(ctx, incoming{id: int64(200 + i), m: message(int64(6000 + i))}, unbranded(fmt.Sprintf("reply %d", i)))
 		})
 	}
 	started.Wait()

@@ -27,6 +27,7 @@ import (
 
 	"github.com/heraldhq/herald/internal/apierror"
 	"github.com/heraldhq/herald/internal/batch"
+	"github.com/heraldhq/herald/internal/bot"
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/phone"
@@ -63,6 +64,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock for replies that show a time; time.Now when nil.
 	Now func() time.Time
+	// Bots are the tenants' own bots, whose updates arrive on their own routes with their own secrets; nil:
+	// none (every bot's route answers 401, as for an unknown bot).
+	Bots *bot.Registry
 }
 
 // Receiver handles updates. It is safe for concurrent use.
@@ -71,6 +75,7 @@ type Receiver struct {
 	outbox    *outbox.Outbox
 	updates   *batch.Batcher[*job, error]
 	secret    [32]byte
+	bots      *bot.Registry
 	hasher    phone.Hasher
 	devAdmins []int64
 	log       *slog.Logger
@@ -91,6 +96,7 @@ func New(st *store.Store, ob *outbox.Outbox, opts Options) *Receiver {
 		outbox: ob,
 		// Compared as digests, so the comparison takes the same time whatever the length of the guess.
 		secret:    sha256.Sum256([]byte(opts.Secret)),
+		bots:      opts.Bots,
 		hasher:    phone.NewHasher(opts.PhoneHashKey),
 		devAdmins: slices.Clone(opts.DevAdmins),
 		log:       opts.Logger,
@@ -103,15 +109,48 @@ func New(st *store.Store, ob *outbox.Outbox, opts Options) *Receiver {
 // Close answers the updates already handed over, then stops.
 func (rc *Receiver) Close() { rc.updates.Close() }
 
-// Routes mounts POST /messenger/webhook.
+// Routes mounts POST /messenger/webhook (the shared bot's updates) and POST /messenger/webhook/{bot_id} (a
+// tenant's own bot's, spec §11).
 func (rc *Receiver) Routes(r chi.Router) {
-	r.Post(Path, rc.serveWebhook)
+	r.Post(Path, rc.serveShared)
+	r.Post(bot.WebhookPathPrefix+"{bot_id}", rc.serveBot)
 }
 
-// serveWebhook authenticates before anything is read, bounds and parses the body, handles the update and
-// answers {"ok": true}. A failure to store or queue answers 5xx, so that the platform retries the update.
-func (rc *Receiver) serveWebhook(w http.ResponseWriter, r *http.Request) {
-	if !rc.authorized(r.Header) {
+// serveShared takes the shared bot's updates, with HERALD_WEBHOOK_SECRET.
+func (rc *Receiver) serveShared(w http.ResponseWriter, r *http.Request) {
+	rc.serve(w, r, bot.Shared, func(secret string) (bool, error) {
+		// Compared as digests, so the comparison takes the same time whatever the length of the guess.
+		got := sha256.Sum256([]byte(secret))
+		return subtle.ConstantTimeCompare(got[:], rc.secret[:]) == 1, nil
+	})
+}
+
+// serveBot takes a tenant's bot's updates, with that bot's own secret. An id that is no bot's (malformed,
+// unknown, or no registry) is refused exactly as a wrong secret is: the route is public, and its answer
+// must not tell which ids are bots.
+func (rc *Receiver) serveBot(w http.ResponseWriter, r *http.Request) {
+	id, valid := bot.ParseID(chi.URLParam(r, "bot_id"))
+	rc.serve(w, r, id, func(secret string) (bool, error) {
+		if !valid || rc.bots == nil {
+			return false, nil
+		}
+		return rc.bots.CheckSecret(r.Context(), id, secret)
+	})
+}
+
+// serve authenticates before anything is read, bounds and parses the body, handles the update as bot
+// through's and answers {"ok": true}. A failure to store or queue answers 5xx, so that the platform retries
+// the update.
+func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request, through bot.ID, check func(secret string) (bool, error)) {
+	ok, err := authorized(r.Header, check)
+	if err != nil {
+		observe(kindNone, outcomeError)
+		rc.log.LogAttrs(r.Context(), slog.LevelError, "checking a bot's webhook secret failed", slog.Int64("bot_id", int64(through)),
+			slog.Any("err", err))
+		writeFailure(w, err)
+		return
+	}
+	if !ok {
 		observe(kindNone, outcomeUnauthorized)
 		apierror.Write(w, apierror.Unauthorized.With("missing or invalid webhook secret"))
 		return
@@ -135,12 +174,8 @@ func (rc *Receiver) serveWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), HandleTimeout)
 	defer cancel()
-	if _, err := rc.Handle(ctx, u); err != nil {
-		if IsTransient(err) {
-			apierror.Write(w, apierror.Unavailable)
-			return
-		}
-		apierror.Write(w, apierror.Internal)
+	if _, err := rc.handleFrom(ctx, through, u); err != nil {
+		writeFailure(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -148,22 +183,30 @@ func (rc *Receiver) serveWebhook(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte(`{"ok":true}` + "\n"))
 }
 
+// writeFailure answers 503 when a retry may succeed, 500 for a bug.
+func writeFailure(w http.ResponseWriter, err error) {
+	if IsTransient(err) {
+		apierror.Write(w, apierror.Unavailable)
+		return
+	}
+	apierror.Write(w, apierror.Internal)
+}
+
 var secretHeaders = []string{SecretHeader, PlatformSecretHeader}
 
-// authorized: at least one secret header is present, and every value of every secret header equals the
-// secret (a request carrying a wrong value next to a right one is refused).
-func (rc *Receiver) authorized(h http.Header) bool {
+// authorized: at least one secret header is present, and check accepts every value of every secret header
+// (a request carrying a wrong value next to a right one is refused).
+func authorized(h http.Header, check func(secret string) (bool, error)) (bool, error) {
 	seen := false
 	for _, name := range secretHeaders {
 		for _, v := range h.Values(name) {
-			got := sha256.Sum256([]byte(v))
-			if subtle.ConstantTimeCompare(got[:], rc.secret[:]) != 1 {
-				return false
+			if ok, err := check(v); !ok || err != nil {
+				return false, err
 			}
 			seen = true
 		}
 	}
-	return seen
+	return seen, nil
 }
 
 // ParseUpdate decodes a webhook body: a JSON object with an integer update_id. Errors wrap

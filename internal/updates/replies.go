@@ -19,6 +19,9 @@ const (
 	textLinkUnknown    = "This link is not valid. Please ask the app for a new link."
 	textLinkExpired    = "This link has expired. Please ask the app for a new link."
 	textLinkUsed       = "This link has already been used. If you want to connect again, please ask the app for a new link."
+	// textLinkWrongBot answers a token redeemed in another bot than its tenant's (spec §11): the deep link the
+	// app gave opens the right bot.
+	textLinkWrongBot = "This link is not for this bot. Please open the link the app gave you again: it opens the chat it is meant for."
 
 	textVerified         = "Thank you, your phone number is verified."
 	textNotOwnContact    = "I can only verify your own phone number. Please tap the \"Share my phone number\" button instead of sending a contact."
@@ -62,6 +65,8 @@ func linkReply(res store.LinkResult) outbox.SystemMessage {
 		return branded(res.TenantID, res.Label, textLinkExpired)
 	case store.LinkUsed:
 		return branded(res.TenantID, res.Label, textLinkUsed)
+	case store.LinkWrongBot:
+		return branded(res.TenantID, res.Label, textLinkWrongBot)
 	}
 	return unbranded(textLinkUnknown)
 }
