@@ -122,13 +122,18 @@ func parseInlineButton(fields map[string]json.RawMessage) (inlineButton, error) 
 // callbackDataOK: 1 to 64 bytes, as the platform counts them.
 func callbackDataOK(data string) bool { return data != "" && len(data) <= maxCallbackData }
 
-// buttonURLOK: a link the platform's apps open, http(s) or tg, to somewhere.
+// buttonURLOK: a link the platform's apps open, http(s) to a host, or tg (tg://resolve?… or tg:…).
 func buttonURLOK(link string) bool {
 	u, err := url.Parse(link)
-	if err != nil || u.Host == "" {
+	switch {
+	case err != nil:
 		return false
+	case u.Scheme == "http" || u.Scheme == "https":
+		return u.Host != ""
+	case u.Scheme == "tg":
+		return u.Host != "" || u.Opaque != ""
 	}
-	return u.Scheme == "http" || u.Scheme == "https" || u.Scheme == "tg"
+	return false
 }
 
 // keyboardOf is the inline keyboard of a stored reply_markup, nil for none or another kind of markup.

@@ -176,6 +176,8 @@ func TestInlineKeyboardsAreValidatedAsThePlatformDoes(t *testing.T) {
 		"a javascript link":             {button(map[string]any{"text": "no", "url": "javascript:alert(1)"}), "Bad Request: BUTTON_URL_INVALID"},
 		"a link without a host":         {button(map[string]any{"text": "no", "url": "https://"}), "Bad Request: BUTTON_URL_INVALID"},
 		"a tg link":                     {button(map[string]any{"text": "ok", "url": "tg://resolve?domain=herald_sim_bot"}), ""},
+		"a tg link without slashes":     {button(map[string]any{"text": "ok", "url": "tg:resolve?domain=herald_sim_bot"}), ""},
+		"an ftp link":                   {button(map[string]any{"text": "no", "url": "ftp://example.com/x"}), "Bad Request: BUTTON_URL_INVALID"},
 		"rows that are not arrays":      {map[string]any{"inline_keyboard": []any{map[string]any{"text": "no", "callback_data": "x"}}}, "Bad Request: can't parse"},
 		"as a JSON string (form style)": {mustJSON(t, button(map[string]any{"text": "ok", "callback_data": "x"})), ""},
 	} {
