@@ -301,3 +301,85 @@ func TestOnlyHeraldDevMountsTheConsole(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A chat's state carries what the page renders of inline keyboards: the bot's message with its keyboard, as
+// edited last (its new text, when), and the user's taps with the notice the bot answered.
+func TestTheStateShowsInlineKeyboardsEditsAndTaps(t *testing.T) {
+	t.Parallel()
+	d := startDev(t)
+	call := func(path, body string) map[string]any {
+		t.Helper()
+		res, err := http.Post(d.base+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatalf("POST %s: %v", path, err)
+		}
+		defer res.Body.Close()
+		var out map[string]any
+		if err := json.NewDecoder(res.Body).Decode(&out); err != nil || res.StatusCode != 200 {
+			t.Fatalf("POST %s: %d %v %v", path, res.StatusCode, out, err)
+		}
+		return out
+	}
+	// A bot of its own, without a webhook: nothing but this test answers its taps.
+	token := call("/sim/bots", `{"username":"keys_bot"}`)["token"].(string)
+	call("/sim/users/1001/message?bot=keys_bot", `{"text":"/start"}`)
+	sent := call("/bot"+token+"/sendMessage", `{"chat_id":1001,"text":"What do you want to stop?","reply_markup":{"inline_keyboard":[[{"text":"Acme","callback_data":"p:0"}],[{"text":"Why?","url":"https://example.com/why"}]]}}`)
+	messageID := sent["result"].(map[string]any)["message_id"].(float64)
+	queryID := call("/sim/users/1001/tap?bot=keys_bot", `{"button":"Acme"}`)["callback_query_id"].(string)
+	call("/bot"+token+"/answerCallbackQuery", `{"callback_query_id":"`+queryID+`","text":"Acme is stopped","show_alert":true}`)
+	call("/bot"+token+"/editMessageText", fmt.Sprintf(`{"chat_id":1001,"message_id":%d,"text":"Acme is stopped.","reply_markup":{"inline_keyboard":[[{"text":"Resume","callback_data":"p:1"}]]}}`, int64(messageID)))
+
+	type line struct {
+		From        string `json:"from"`
+		Text        string `json:"text"`
+		EditedAt    string `json:"edited_at"`
+		ReplyMarkup struct {
+			InlineKeyboard [][]struct {
+				Text         string `json:"text"`
+				CallbackData string `json:"callback_data"`
+			} `json:"inline_keyboard"`
+		} `json:"reply_markup"`
+	}
+	type tap struct {
+		MessageID float64 `json:"message_id"`
+		Data      string  `json:"data"`
+		Answer    *struct {
+			Text      string `json:"text"`
+			ShowAlert bool   `json:"show_alert"`
+		} `json:"answer"`
+	}
+	type chat struct {
+		Bot struct {
+			Username string `json:"username"`
+		} `json:"bot"`
+		Lines []line `json:"lines"`
+		Taps  []tap  `json:"taps"`
+	}
+	var st struct {
+		Chats []chat `json:"chats"`
+	}
+	res := get(t, d.base+"/console/api/events")
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			if err := json.Unmarshal([]byte(data), &st); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	i := slices.IndexFunc(st.Chats, func(c chat) bool { return c.Bot.Username == "keys_bot" })
+	if i < 0 {
+		t.Fatalf("no chat with keys_bot: %+v", st.Chats)
+	}
+	c := st.Chats[i]
+	if len(c.Lines) != 2 || c.Lines[1].From != "bot" || c.Lines[1].Text != "Acme is stopped." || c.Lines[1].EditedAt == "" ||
+		len(c.Lines[1].ReplyMarkup.InlineKeyboard) != 1 || c.Lines[1].ReplyMarkup.InlineKeyboard[0][0].CallbackData != "p:1" {
+		t.Errorf("the chat's lines: %+v", c.Lines)
+	}
+	if len(c.Taps) != 1 || c.Taps[0].MessageID != messageID || c.Taps[0].Data != "p:0" || c.Taps[0].Answer == nil ||
+		c.Taps[0].Answer.Text != "Acme is stopped" || !c.Taps[0].Answer.ShowAlert {
+		t.Errorf("the chat's taps: %+v", c.Taps)
+	}
+}

@@ -15,6 +15,7 @@ const (
 	maxNotifications = 50
 	maxUsers         = 50
 	maxLines         = 100 // per chat
+	maxTaps          = 20  // per chat
 )
 
 // state is what the page renders, pushed whole whenever it changes. Timestamps are RFC 3339 UTC with
@@ -71,8 +72,11 @@ type bot struct {
 // per bot.
 type chat struct {
 	Bot   bot        `json:"bot"`
-	User  sim.User   `json:"user"` // Blocked: the user blocked this bot
-	Lines []sim.Line `json:"lines"`
+	User  sim.User   `json:"user"`  // Blocked: the user blocked this bot
+	Lines []sim.Line `json:"lines"` // a bot's message as last edited, with its inline keyboard
+	// Taps are the user's taps on the bot's inline keyboards, the latest, with the bot's answers: the
+	// notice the user saw.
+	Taps []sim.CallbackQuery `json:"taps"`
 }
 
 // simStats are the simulator's counters a developer watches while faults are on.
@@ -141,15 +145,19 @@ func chats(s *sim.Server) ([]bot, []chat) {
 			if len(lines) > maxLines {
 				lines = lines[len(lines)-maxLines:]
 			}
+			taps := h.CallbackQueries(u.ID)
+			if len(taps) > maxTaps {
+				taps = taps[len(taps)-maxTaps:]
+			}
 			listed[u.ID] = true
-			out = append(out, chat{Bot: b, User: u, Lines: lines})
+			out = append(out, chat{Bot: b, User: u, Lines: lines, Taps: append([]sim.CallbackQuery{}, taps...)})
 		}
 	}
 	def := s.DefaultBot()
 	info := def.Info()
 	for _, u := range def.Users() {
 		if !listed[u.ID] {
-			out = append(out, chat{Bot: bot{ID: info.ID, Username: info.Username, Default: true}, User: u, Lines: []sim.Line{}})
+			out = append(out, chat{Bot: bot{ID: info.ID, Username: info.Username, Default: true}, User: u, Lines: []sim.Line{}, Taps: []sim.CallbackQuery{}})
 		}
 	}
 	order := map[int64]int{}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -101,6 +102,10 @@ func (s *Server) serveBotAPI(w http.ResponseWriter, r *http.Request) {
 		result = (&BotHandle{s: s, b: b}).WebhookInfo()
 	case "getupdates":
 		result, err = s.getUpdates(r, b, body)
+	case "editmessagetext":
+		result, err = s.editMessageText(b, body)
+	case "answercallbackquery":
+		result, err = s.answerCallbackQuery(b, body)
 	default:
 		err = errMethodNotFound
 	}
@@ -177,6 +182,7 @@ func (c *chatID) UnmarshalJSON(b []byte) error {
 type sendMessageParams struct {
 	ChatID      chatID          `json:"chat_id"`
 	Text        string          `json:"text"`
+	Entities    json.RawMessage `json:"entities"`
 	ReplyMarkup json.RawMessage `json:"reply_markup"`
 	// AllowPaidBroadcast lets the send past the bot's rate (up to PaidBroadcastRate) when the bot is allowed
 	// paid broadcasts; for a bot that is not, it changes nothing.
@@ -192,6 +198,8 @@ func (s *Server) sendMessage(r *http.Request, b *bot, body []byte) (any, error) 
 		return nil, err
 	}
 	markup, err := normalizeMarkup(p.ReplyMarkup)
+	entities, entitiesErr := parseEntities(p.Entities)
+	err = cmp.Or(err, entitiesErr)
 
 	s.mu.Lock()
 	s.count(b, func(st *Stats) { st.Sends++ })
@@ -264,23 +272,12 @@ func (s *Server) sendMessage(r *http.Request, b *bot, body []byte) (any, error) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c.nextMsgID++
-	sent := SentMessage{MessageID: c.nextMsgID, ChatID: c.id, Text: p.Text, ReplyMarkup: markup, Time: s.now()}
+	sent := SentMessage{MessageID: c.nextMsgID, ChatID: c.id, Text: p.Text, Entities: entities, ReplyMarkup: markup, Time: s.now()}
 	c.messages = append(c.messages, sent)
 	c.addLine(Line{From: "bot", MessageID: sent.MessageID, Text: sent.Text, ReplyMarkup: sent.ReplyMarkup, Time: sent.Time})
 	s.count(b, func(st *Stats) { st.Delivered++ })
 	s.broadcastLocked()
-	me := b.user()
-	var member *user
-	if c.typ == messenger.ChatPrivate {
-		member = s.users[c.id]
-	}
-	return messenger.Message{
-		MessageID: sent.MessageID,
-		From:      &me,
-		Chat:      s.chatView(c, member),
-		Date:      sent.Time.Unix(),
-		Text:      sent.Text,
-	}, nil
+	return s.wireLocked(b, c, sent), nil
 }
 
 // admitLocked applies the bot's global limit and the per-chat limit of (bot, chat) to one send at now; sends
@@ -394,9 +391,9 @@ func (s *Server) afterLatency(d time.Duration, result any, err error) (any, erro
 	return result, err
 }
 
-// normalizeMarkup checks a reply_markup and returns it as a JSON object. Form-style clients send it as a
-// JSON string, so a string is decoded once more.
-func normalizeMarkup(raw json.RawMessage) (json.RawMessage, error) {
+// unquoteMarkup returns a reply_markup as a JSON object, nil for none. Form-style clients send it as a JSON
+// string, so a string is decoded once more.
+func unquoteMarkup(raw json.RawMessage) (json.RawMessage, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
@@ -406,6 +403,16 @@ func normalizeMarkup(raw json.RawMessage) (json.RawMessage, error) {
 			return nil, errBadMarkup
 		}
 		raw = json.RawMessage(inner)
+	}
+	return raw, nil
+}
+
+// normalizeMarkup checks a reply_markup and returns it as a JSON object, an inline keyboard in the
+// simulator's form (inline.go).
+func normalizeMarkup(raw json.RawMessage) (json.RawMessage, error) {
+	raw, err := unquoteMarkup(raw)
+	if err != nil || raw == nil {
+		return nil, err
 	}
 	var m struct {
 		Keyboard       *[][]messenger.KeyboardButton `json:"keyboard"`
@@ -429,7 +436,9 @@ func normalizeMarkup(raw json.RawMessage) (json.RawMessage, error) {
 		if !*m.RemoveKeyboard {
 			return nil, badRequest("remove_keyboard must be true")
 		}
-	case m.InlineKeyboard != nil, m.ForceReply != nil:
+	case m.InlineKeyboard != nil:
+		return parseInlineKeyboard(raw)
+	case m.ForceReply != nil:
 	default:
 		return nil, errBadMarkup
 	}

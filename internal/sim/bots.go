@@ -52,8 +52,9 @@ type bot struct {
 	// waking all of them at every change of the world would cost more than the sends themselves.
 	wake chan struct{}
 
-	chats  map[int64]*chat // private chats by user id, groups by their id
-	faults *Faults         // its own faults; nil: the simulator's
+	chats   map[int64]*chat // private chats by user id, groups by their id
+	queries queries         // the taps on its inline keyboards (inline.go)
+	faults  *Faults         // its own faults; nil: the simulator's
 
 	free, total bucket // its rate; every send it makes, against PaidBroadcastRate
 	freeWin     window // the sends of the last second held to its rate (without paid broadcast)
@@ -66,6 +67,7 @@ type bot struct {
 // reset forgets the bot's world and counters, as Server.Reset does; its configuration and webhook stay.
 func (b *bot) reset() {
 	b.chats = map[int64]*chat{}
+	b.queries = queries{byID: map[string]*CallbackQuery{}}
 	b.pending = nil
 	b.faults = nil
 	b.free, b.total = bucket{}, bucket{}

@@ -17,7 +17,7 @@ import (
 
 // help lists the control API for a person with curl.
 var help = map[string]any{
-	"bot_api": "POST /bot{token}/{getMe|sendMessage|setWebhook|deleteWebhook|getWebhookInfo|getUpdates}: every token <id>:<secret> is a bot of its own from its first POST",
+	"bot_api": "POST /bot{token}/{getMe|sendMessage|editMessageText|answerCallbackQuery|setWebhook|deleteWebhook|getWebhookInfo|getUpdates}: every token <id>:<secret> is a bot of its own from its first POST",
 	"control": []string{
 		`Every POST and DELETE (here and to the Bot API) must be Content-Type: application/json, body or not, and not from another origin's page`,
 		`?bot=<id or username> makes a route act on that bot (a user's actions, chats, updates, webhook, stats, faults); without it, the default bot`,
@@ -31,8 +31,10 @@ var help = map[string]any{
 		`POST /sim/users/{id}/open-link {"url":"https://t.me/<bot>?start=<link token>"}  (in the bot the link names)`,
 		`POST /sim/users/{id}/message {"text":"/dev_help"}  (optional "chat_id","chat_type" for a group)`,
 		`POST /sim/users/{id}/share-contact {"phone_number":"+15551230001","contact_user_id":1001}  (omit contact_user_id: own contact; 0: no user_id)`,
-		`POST /sim/users/{id}/block | /unblock (per bot) | /delete (the account)`,
-		`GET  /sim/chats/{id}/messages (what the bot sent), GET /sim/chats/{id}/transcript (both sides, in order)`,
+		`POST /sim/users/{id}/block | /unblock (per bot: the bot gets my_chat_member, kicked or member; the answer waits for its webhook) | /delete (the account)`,
+		`POST /sim/users/{id}/tap {"message_id":3,"button":"Acme"}  (or "callback_data":"…"; no message_id: the latest message with it; "forged":true sends any callback_data): the bot gets a callback_query`,
+		`GET  /sim/chats/{id}/messages (what the bot sent, as edited, with inline keyboards), GET /sim/chats/{id}/transcript (both sides, in order)`,
+		`GET  /sim/chats/{id}/taps (the taps in the chat, with the bot's answerCallbackQuery: the notice the user saw)`,
 		`GET  /sim/updates (pending), POST /sim/updates {"edited_message":{...}} (inject)`,
 		`GET  /sim/webhook, GET /sim/stats (the totals, and "bots": each bot's; ?bot=: one bot's), POST /sim/reset`,
 		`GET|POST|DELETE /sim/faults {"latency_ms":50,"error_rate_5xx":0.1,"timeout_rate":0,"rate_429":0,"retry_after":1,"next_429":{"count":3,"retry_after":2},"next_5xx":1,"next_timeout":1}`,
@@ -282,6 +284,80 @@ func (s *Server) handleUserAction(action func(h *BotHandle, userID int64) error)
 			writeJSON(w, 200, u)
 		}
 	}
+}
+
+// handleSetBlocked blocks or unblocks the bot as the user, and answers once the bot's webhook has answered
+// the my_chat_member update (as a user's actions do): the user, whether it changed, and the update.
+func (s *Server) handleSetBlocked(blocked bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, h, ok := s.userAndBot(w, r)
+		if !ok {
+			return
+		}
+		updateID, changed, err := h.SetBlocked(id, blocked)
+		switch {
+		case errors.Is(err, ErrUserDeleted):
+			writeError(w, http.StatusConflict, "user_deleted", err.Error())
+			return
+		case err != nil:
+			writeError(w, http.StatusNotFound, "not_found", err.Error())
+			return
+		}
+		var outcome *WebhookOutcome
+		if changed {
+			wait, _ := s.actionWait(r)
+			ctx, cancel := context.WithTimeout(r.Context(), wait)
+			defer cancel()
+			o := h.WaitWebhook(ctx, updateID)
+			outcome = &o
+		}
+		u, _ := h.GetUser(id)
+		writeJSON(w, http.StatusOK, struct {
+			User
+			OK       bool            `json:"ok"`
+			Changed  bool            `json:"changed"`
+			UpdateID int64           `json:"update_id"`
+			Webhook  *WebhookOutcome `json:"webhook"` // null when nothing changed: no update was sent
+		}{u, true, changed, updateID, outcome})
+	}
+}
+
+// handleTap taps a button as the user and answers once the bot's webhook has answered the callback_query,
+// with the bot's answer to the query if it gave one by then.
+func (s *Server) handleTap(w http.ResponseWriter, r *http.Request) {
+	id, h, ok := s.userAndBot(w, r)
+	var in Tap
+	if !ok || !readJSON(w, r, &in) {
+		return
+	}
+	q, err := h.Tap(id, in)
+	switch {
+	case errors.Is(err, ErrUserDeleted):
+		writeError(w, http.StatusConflict, "user_deleted", err.Error())
+		return
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		return
+	}
+	wait, _ := s.actionWait(r)
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	defer cancel()
+	outcome := h.WaitWebhook(ctx, q.UpdateID)
+	q, _ = h.CallbackQuery(q.ID)
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "update_id": q.UpdateID, "callback_query_id": q.ID,
+		"webhook": outcome, "answer": q.Answer})
+}
+
+func (s *Server) handleTaps(w http.ResponseWriter, r *http.Request) {
+	id, h, ok := s.userAndBot(w, r)
+	if !ok {
+		return
+	}
+	taps := h.CallbackQueries(id)
+	if taps == nil {
+		taps = []CallbackQuery{}
+	}
+	writeJSON(w, 200, map[string]any{"chat_id": id, "taps": taps})
 }
 
 func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {

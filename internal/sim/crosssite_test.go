@@ -50,7 +50,7 @@ func TestControlAPIRefusesCrossSiteRequests(t *testing.T) {
 		"JSON the browser says is cross-site":     {[]string{"Content-Type", json, "Sec-Fetch-Site", "cross-site"}, http.StatusForbidden},
 		"text/plain from another origin":          {[]string{"Content-Type", "text/plain", "Origin", "http://evil.example"}, http.StatusForbidden},
 	} {
-		for _, path := range []string{"/sim/users", "/sim/faults", "/sim/users/1001/block", "/sim/callbacks/fail"} {
+		for _, path := range []string{"/sim/users", "/sim/faults", "/sim/users/1001/block", "/sim/users/1001/tap", "/sim/callbacks/fail"} {
 			if status, body := e.raw(t, "POST", path, user, c.headers...); status != c.status || !strings.Contains(body, `"error"`) {
 				t.Errorf("%s to %s: %d %s, want %d with an error body", name, path, status, body, c.status)
 			}

@@ -3,7 +3,8 @@
 // platform's rate limits and counts every violation, and injects faults (latency, 429s, 5xx, timeouts).
 // It also plays a tenant's endpoint for status callbacks (callbacks.go), verifying their signatures.
 //
-// Bot API:   POST {base}/bot{token}/{getMe|sendMessage|setWebhook|deleteWebhook|getWebhookInfo|getUpdates}
+// Bot API:   POST {base}/bot{token}/{method}: getMe, sendMessage, editMessageText, answerCallbackQuery,
+// setWebhook, deleteWebhook, getWebhookInfo, getUpdates
 // Control:   see routes.go; every action is also a method of *Server (the default bot) or of a BotHandle
 // (any bot) for in-process tests.
 //
@@ -171,6 +172,10 @@ type Server struct {
 	inSec   int64
 
 	callbacks callbackState
+
+	// nextQueryID is the next callback query's id (inline.go), from the clock as update ids are: ids keep
+	// increasing across Reset and restarts, as the platform's never repeat.
+	nextQueryID int64
 }
 
 type user struct {
@@ -208,6 +213,7 @@ type Line struct {
 	Contact     *messenger.Contact `json:"contact,omitempty"`
 	ReplyMarkup json.RawMessage    `json:"reply_markup,omitempty"`
 	Time        time.Time          `json:"time"`
+	EditedAt    *time.Time         `json:"edited_at,omitempty"` // when the bot last edited it (editMessageText)
 }
 
 func (c *chat) addLine(l Line) {
@@ -228,13 +234,16 @@ type User struct {
 	Deleted     bool   `json:"deleted"` // the account is deactivated
 }
 
-// SentMessage is a message the bot sent, as the receiving chat sees it.
+// SentMessage is a message the bot sent, as the receiving chat sees it now: editMessageText replaces its
+// text, entities and inline keyboard.
 type SentMessage struct {
 	MessageID   int64           `json:"message_id"`
 	ChatID      int64           `json:"chat_id"`
 	Text        string          `json:"text"`
-	ReplyMarkup json.RawMessage `json:"reply_markup,omitempty"`
+	Entities    json.RawMessage `json:"entities,omitempty"`
+	ReplyMarkup json.RawMessage `json:"reply_markup,omitempty"` // an inline keyboard as inline.go keeps it
 	Time        time.Time       `json:"time"`
+	EditedAt    *time.Time      `json:"edited_at,omitempty"`
 }
 
 // Stats count what the simulator saw since the last Reset: for every bot together (Server.Stats) or for
@@ -298,6 +307,7 @@ func New(opts Options) *Server {
 		limits:  opts.limits(),
 		nextID:  firstAllocatedBotID,
 	}
+	s.nextQueryID = s.firstUpdateID()
 	s.mu.Lock()
 	s.def = s.addBotLocked(&bot{id: opts.BotID, token: opts.Token, username: opts.BotUsername, firstName: opts.BotFirstName,
 		paid: opts.PaidBroadcast, isDefault: true})

@@ -320,27 +320,42 @@ func (s *Server) Unblock(userID int64) error { return s.DefaultBot().Unblock(use
 
 // Block makes the user block this bot: its sends to the chat then answer 403 "Forbidden: bot was blocked by
 // the user"; other bots are not concerned. The bot receives a my_chat_member update, as on the platform.
-func (h *BotHandle) Block(userID int64) error { return h.setBlocked(userID, true) }
+func (h *BotHandle) Block(userID int64) error {
+	_, _, err := h.SetBlocked(userID, true)
+	return err
+}
 
 // Unblock undoes Block.
-func (h *BotHandle) Unblock(userID int64) error { return h.setBlocked(userID, false) }
+func (h *BotHandle) Unblock(userID int64) error {
+	_, _, err := h.SetBlocked(userID, false)
+	return err
+}
 
-func (h *BotHandle) setBlocked(userID int64, blocked bool) error {
+// SetBlocked makes the user block (or unblock) this bot and says whether that changed anything, and the id
+// of the my_chat_member update the bot receives for it: 0 when nothing changed, or when the bot's
+// allowed_updates leave my_chat_member out (the platform's default includes it).
+func (h *BotHandle) SetBlocked(userID int64, blocked bool) (updateID int64, changed bool, err error) {
 	s := h.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	u := s.users[userID]
 	if u == nil {
-		return fmt.Errorf("no user %d", userID)
+		return 0, false, fmt.Errorf("no user %d", userID)
 	}
 	if u.Deleted {
-		return ErrUserDeleted
+		return 0, false, ErrUserDeleted
 	}
 	s.privateChatLocked(h.b, userID) // a user blocks a bot from its chat
-	_, err := s.setBlockedLocked(h.b, u, blocked)
-	return err
+	if u.blocked[h.b.id] == blocked {
+		return 0, false, nil
+	}
+	updateID, err = s.setBlockedLocked(h.b, u, blocked)
+	return updateID, err == nil, err
 }
 
+// setBlockedLocked changes the user's block of the bot and queues the bot's my_chat_member update: a
+// ChatMemberUpdated whose members are the bot, "kicked" (banned for good: until_date 0) while blocked and
+// "member" otherwise. Callers hold s.mu.
 func (s *Server) setBlockedLocked(b *bot, u *user, blocked bool) (int64, error) {
 	if u.blocked[b.id] == blocked {
 		return 0, nil
@@ -357,13 +372,20 @@ func (s *Server) setBlockedLocked(b *bot, u *user, blocked bool) (int64, error) 
 	}
 	from := messenger.User{ID: u.ID, FirstName: u.FirstName, Username: u.Username}
 	me := b.user()
+	member := func(status string) map[string]any {
+		m := map[string]any{"status": status, "user": me}
+		if status == "kicked" {
+			m["until_date"] = 0 // ChatMemberBanned: 0 is for good
+		}
+		return m
+	}
 	s.log.Info("user changed the bot's membership", "user_id", u.ID, "bot_id", b.id, "blocked", blocked)
 	return s.enqueueLocked(b, messenger.KindMyChatMember, map[string]any{
 		"chat":            messenger.Chat{ID: u.ID, Type: messenger.ChatPrivate, FirstName: u.FirstName, Username: u.Username},
 		"from":            from,
 		"date":            s.now().Unix(),
-		"old_chat_member": map[string]any{"status": oldStatus, "user": me},
-		"new_chat_member": map[string]any{"status": newStatus, "user": me},
+		"old_chat_member": member(oldStatus),
+		"new_chat_member": member(newStatus),
 	})
 }
 

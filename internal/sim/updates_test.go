@@ -138,13 +138,15 @@ func TestAllowedUpdatesFilter(t *testing.T) {
 	}
 }
 
-// receiver is a webhook endpoint that records what it receives, answering with status() each time.
+// receiver is a webhook endpoint that records what it receives, answering with status() each time. When
+// set, onUpdate handles each update it accepts before it answers, as a bot does.
 type receiver struct {
-	mu      sync.Mutex
-	bodies  []messenger.Update
-	secrets []string
-	status  func(n int) int
-	srv     *httptest.Server
+	mu       sync.Mutex
+	bodies   []messenger.Update
+	secrets  []string
+	status   func(n int) int
+	onUpdate func(messenger.Update)
+	srv      *httptest.Server
 }
 
 func newReceiver(t *testing.T, status func(n int) int) *receiver {
@@ -155,15 +157,21 @@ func newReceiver(t *testing.T, status func(n int) int) *receiver {
 		rc.mu.Lock()
 		calls++
 		code := rc.status(calls)
+		var u messenger.Update
 		if code == 200 {
-			u, err := messenger.ParseUpdate(body)
+			var err error
+			u, err = messenger.ParseUpdate(body)
 			if err != nil || r.Header.Get("Content-Type") != "application/json" || r.Method != http.MethodPost {
 				t.Errorf("webhook got %s %s (%s): %v", r.Method, body, r.Header.Get("Content-Type"), err)
 			}
 			rc.bodies = append(rc.bodies, u)
 			rc.secrets = append(rc.secrets, r.Header.Get("X-Telegram-Bot-Api-Secret-Token"))
 		}
+		handle := rc.onUpdate
 		rc.mu.Unlock()
+		if code == 200 && handle != nil {
+			handle(u)
+		}
 		w.WriteHeader(code)
 	}))
 	t.Cleanup(rc.srv.Close)
@@ -307,5 +315,128 @@ func TestSetWebhookValidatesAndDropsPending(t *testing.T) {
 	noError(t, e.client.DeleteWebhook(t.Context()))
 	if u := e.poll(t, 0); len(u) != 0 {
 		t.Errorf("drop_pending_updates left %d updates", len(u))
+	}
+}
+
+// membership is a ChatMemberUpdated as the webhook receives it.
+type membership struct {
+	Chat messenger.Chat `json:"chat"`
+	From messenger.User `json:"from"`
+	Date int64          `json:"date"`
+	Old  chatMember     `json:"old_chat_member"`
+	New  chatMember     `json:"new_chat_member"`
+}
+
+type chatMember struct {
+	Status    string         `json:"status"`
+	User      messenger.User `json:"user"`
+	UntilDate *int64         `json:"until_date"`
+}
+
+// blockResult is the control API's answer to a block or an unblock: the user, and the update it sent.
+type blockResult struct {
+	actionResult
+	Blocked bool `json:"blocked"`
+	Changed bool `json:"changed"`
+}
+
+// A user blocking or unblocking the bot reaches its webhook as a my_chat_member update, as on the platform: a
+// ChatMemberUpdated with the private chat, the user, the date, and the bot's old and new membership (kicked,
+// banned for good: until_date 0; member). The control route answers once the webhook has answered it, so
+// that a test's next step finds the block handled.
+func TestBlockAndUnblockReachTheWebhookAsMyChatMember(t *testing.T) {
+	e := newEnv(t, sim.Options{})
+	e.user(t, sim.User{ID: 1001, FirstName: "Ann", Username: "ann"})
+	rc := newReceiver(t, func(int) int { return 200 })
+	e.mustBotAPI(t, "setWebhook", map[string]any{"url": rc.srv.URL, "allowed_updates": []string{"message", "my_chat_member", "callback_query"}}, nil)
+
+	var blocked, again, unblocked blockResult
+	e.mustControl(t, "POST", "/sim/users/1001/block", nil, &blocked)
+	e.mustControl(t, "POST", "/sim/users/1001/block", nil, &again)
+	e.mustControl(t, "POST", "/sim/users/1001/unblock", nil, &unblocked)
+	if !blocked.Blocked || !blocked.Changed || blocked.UpdateID == 0 || blocked.Webhook.State != sim.WebhookAnswered {
+		t.Errorf("block answered %+v", blocked)
+	}
+	if !again.Blocked || again.Changed || again.UpdateID != 0 {
+		t.Errorf("blocking again answered %+v, want no change and no update", again)
+	}
+	if unblocked.Blocked || !unblocked.Changed || unblocked.UpdateID == 0 || unblocked.Webhook.State != sim.WebhookAnswered {
+		t.Errorf("unblock answered %+v", unblocked)
+	}
+
+	got, _ := rc.received()
+	if len(got) != 2 || got[0].UpdateID != blocked.UpdateID || got[1].UpdateID != unblocked.UpdateID {
+		t.Fatalf("the webhook got %+v, want the block's and the unblock's updates", got)
+	}
+	var ms []membership
+	for _, u := range got {
+		var m membership
+		if u.Kind() != messenger.KindMyChatMember || json.Unmarshal(u.MyChatMember, &m) != nil {
+			t.Fatalf("a %s update: %s", u.Kind(), u.MyChatMember)
+		}
+		ms = append(ms, m)
+	}
+	me := e.sim.Bot()
+	for i, m := range ms {
+		if m.Chat.ID != 1001 || m.Chat.Type != "private" || m.Chat.FirstName != "Ann" || m.Date == 0 ||
+			m.From.ID != 1001 || m.From.IsBot || m.From.FirstName != "Ann" || m.From.Username != "ann" {
+			t.Errorf("update %d: chat %+v, from %+v, date %d", i, m.Chat, m.From, m.Date)
+		}
+		if m.Old.User != me || m.New.User != me {
+			t.Errorf("update %d: the member is %+v / %+v, want the bot %+v", i, m.Old.User, m.New.User, me)
+		}
+	}
+	kicked := func(c chatMember) bool { return c.Status == "kicked" && c.UntilDate != nil && *c.UntilDate == 0 }
+	if ms[0].Old.Status != "member" || !kicked(ms[0].New) {
+		t.Errorf("the block: %+v -> %+v (until %v), want member -> kicked until 0", ms[0].Old, ms[0].New, ms[0].New.UntilDate)
+	}
+	if !kicked(ms[1].Old) || ms[1].New.Status != "member" {
+		t.Errorf("the unblock: %+v -> %+v, want kicked -> member", ms[1].Old, ms[1].New)
+	}
+}
+
+// my_chat_member goes only to a bot that asked for it: allowed_updates without it leaves blocks out, for a
+// webhook and for getUpdates alike; the platform's default (an empty list, or none ever given) includes it
+// and leaves chat_member out. A list given once holds until another is given.
+func TestMyChatMemberOnlyWhenAllowed(t *testing.T) {
+	e := newEnv(t, sim.Options{})
+	e.user(t, sim.User{ID: 1001})
+	rc := newReceiver(t, func(int) int { return 200 })
+	e.mustBotAPI(t, "setWebhook", map[string]any{"url": rc.srv.URL, "allowed_updates": []string{"message"}}, nil)
+	var res blockResult
+	e.mustControl(t, "POST", "/sim/users/1001/block", nil, &res)
+	if !res.Changed || res.UpdateID != 0 || res.Webhook.State != sim.WebhookFiltered {
+		t.Errorf("a block the bot did not ask for answered %+v, want it filtered", res)
+	}
+	e.mustBotAPI(t, "setWebhook", map[string]any{"url": rc.srv.URL, "allowed_updates": []string{}}, nil)
+	e.mustControl(t, "POST", "/sim/users/1001/unblock", nil, &res)
+	if res.Webhook.State != sim.WebhookAnswered {
+		t.Errorf("an unblock under the default subscription answered %+v", res)
+	}
+	if got, _ := rc.received(); len(got) != 1 || got[0].Kind() != messenger.KindMyChatMember {
+		t.Errorf("the webhook got %+v, want the unblock only", got)
+	}
+
+	e.mustBotAPI(t, "deleteWebhook", map[string]any{}, nil)
+	e.mustBotAPI(t, "getUpdates", map[string]any{"allowed_updates": []string{"message", "callback_query"}}, nil)
+	e.mustControl(t, "POST", "/sim/users/1001/block", nil, &res)
+	e.mustBotAPI(t, "getUpdates", map[string]any{"allowed_updates": []string{"my_chat_member"}}, nil)
+	e.mustControl(t, "POST", "/sim/users/1001/unblock", nil, &res)
+	if _, err := e.sim.InjectUpdate(json.RawMessage(`{"chat_member":{}}`)); err != nil {
+		t.Fatal(err)
+	}
+	var polled []messenger.Update
+	e.mustBotAPI(t, "getUpdates", map[string]any{}, &polled) // the list given last still holds
+	if len(polled) != 1 || polled[0].UpdateID != res.UpdateID || !strings.Contains(string(polled[0].MyChatMember), `"new_chat_member":{"status":"member"`) {
+		t.Errorf("polled %+v, want the unblock only", polled)
+	}
+	e.mustBotAPI(t, "getUpdates", map[string]any{"offset": res.UpdateID + 1, "allowed_updates": []string{}}, nil)
+	e.mustControl(t, "POST", "/sim/users/1001/block", nil, &res)
+	if _, err := e.sim.InjectUpdate(json.RawMessage(`{"chat_member":{}}`)); err != nil {
+		t.Fatal(err)
+	}
+	e.mustBotAPI(t, "getUpdates", map[string]any{}, &polled)
+	if len(polled) != 1 || polled[0].Kind() != messenger.KindMyChatMember {
+		t.Errorf("the default subscription polled %+v, want the block and no chat_member", polled)
 	}
 }

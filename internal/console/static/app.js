@@ -5,8 +5,9 @@ import { $ } from './dom.js';
 import { v1, sim, session, useKey } from './api.js';
 import * as view from './render.js';
 
-// selected is the key of the chat shown; want, the chat a deep link just opened, selected once it appears.
-const ui = { state: null, selected: null, want: null, deepLink: '' };
+// selected is the key of the chat shown; want, the chat a deep link just opened, selected once it appears;
+// choices, what the tenant's user stopped (GET /v1/users/{id}), read again whenever the state changes.
+const ui = { state: null, selected: null, want: null, deepLink: '', choices: { busy: false, again: false } };
 
 const tenantUser = () => $('#user-id').value.trim() || 'alice';
 const linkUser = () => Number($('#open-link-user').value) || 1001;
@@ -39,7 +40,7 @@ function render() {
   const chat = selectedChat();
   view.renderBots(st.bots);
   view.renderChatList(st.chats, ui.selected, chatKey, (key) => { ui.selected = key; render(); });
-  view.renderChat(chat, press);
+  view.renderChat(chat, press, tap);
   const user = st.users.find((u) => u.user_id === tenantUser());
   view.renderUsers(st.users);
   view.renderVerification(user);
@@ -61,6 +62,26 @@ async function press(chat, button) {
   view.showResult('#user-result', res);
 }
 
+// A callback button of an inline keyboard: the user taps it, and the bot gets a callback_query.
+async function tap(chat, messageID, button) {
+  const res = await sim('POST', `/users/${chat.user.id}/tap${ofBot(chat)}`, { message_id: messageID, callback_data: button.callback_data });
+  view.showResult('#user-result', res);
+}
+
+// readChoices reads what the tenant's user stopped in the chat or had stopped (GET /v1/users/{id}): one
+// request at a time, once more if the state changed meanwhile. A user the tenant has not seen, or an API
+// without these fields, shows nothing.
+async function readChoices() {
+  const c = ui.choices;
+  if (c.busy) { c.again = true; return; }
+  c.busy = true;
+  const userID = tenantUser();
+  const res = await v1('GET', `/users/${encodeURIComponent(userID)}`);
+  c.busy = false;
+  if (userID === tenantUser()) view.renderChoices(res.ok ? res.json : null);
+  if (c.again) { c.again = false; readChoices(); }
+}
+
 // openLink opens a deep link as the user, in the bot it names (any of the simulator's), and shows that chat.
 async function openLink(url, userID) {
   if (!url) return;
@@ -73,7 +94,7 @@ async function openLink(url, userID) {
 }
 
 function bind() {
-  $('#user-id').addEventListener('input', render);
+  $('#user-id').addEventListener('input', () => { render(); readChoices(); });
   $('#open-link-user').addEventListener('input', () => { $('#open-as').textContent = linkUser(); });
 
   $('#create-link-token').addEventListener('click', async () => {
@@ -149,6 +170,7 @@ function listen() {
   events.addEventListener('state', (e) => {
     ui.state = JSON.parse(e.data);
     render();
+    readChoices();
   });
 }
 

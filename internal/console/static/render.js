@@ -51,9 +51,44 @@ export function currentKeyboard(lines) {
   return kb;
 }
 
+// safeLink is a url button's link when the page may open it (http or https), else null: a bot's links are
+// outside input.
+const safeLink = (url) => (/^https?:\/\//i.test(url || '') ? url : null);
+
+// inlineKeyboard renders a message's inline keyboard under it, as the platform does: a callback button taps
+// through the simulator (tap), a url button is a link.
+function inlineKeyboard(c, line, tap) {
+  const rows = line.reply_markup && line.reply_markup.inline_keyboard;
+  if (!Array.isArray(rows)) return null;
+  return el('div', { class: 'inline-keys' }, rows.map((row) => el('div', { class: 'keys' }, row.map((button) => {
+    if (button.url) {
+      const href = safeLink(button.url);
+      return href
+        ? el('a', { class: 'inline url', href, target: '_blank', rel: 'noopener noreferrer', title: button.url }, button.text, ' ↗')
+        : el('span', { class: 'inline url', title: button.url }, button.text, ' ↗');
+    }
+    return el('button', { type: 'button', class: 'inline', dataset: { callbackData: button.callback_data }, onclick: () => tap(c, line.message_id, button) },
+      button.text);
+  }))));
+}
+
+// renderNotice shows the bot's answer to the user's latest tap (answerCallbackQuery): the notice the
+// platform shows at the top of the chat, or an alert; while the bot has not answered, that it has not.
+function renderNotice(c) {
+  const notice = $('#notice');
+  const last = c && c.taps && c.taps[c.taps.length - 1];
+  notice.hidden = !last;
+  if (!last) return;
+  const answer = last.answer;
+  notice.classList.toggle('alert', !!(answer && answer.show_alert));
+  notice.classList.toggle('waiting', !answer);
+  fill(notice, !answer ? 'The bot has not answered the tap yet…' : answer.text || 'The bot answered the tap (no notice).');
+}
+
 // renderChat renders one chat as the platform shows it: the bot's messages on the left (the brand line
-// first), the user's on the right, and the reply keyboard as buttons under the chat.
-export function renderChat(c, press) {
+// first, an inline keyboard under the text, "edited" once the bot edited it), the user's on the right, the
+// bot's answer to the latest tap, and the reply keyboard as buttons under the chat.
+export function renderChat(c, press, tap) {
   const lines = $('#chat-lines');
   const stick = lines.scrollTop + lines.clientHeight >= lines.scrollHeight - 8;
   if (!c) {
@@ -61,6 +96,7 @@ export function renderChat(c, press) {
     fill($('#chat-bot'), '');
     fill(lines, el('li', { class: 'hint' }, 'Create a link token, then open its deep link as a user: their chat with the bot appears here.'));
     $('#keyboard').hidden = true;
+    renderNotice(null);
     return;
   }
   fill($('#chat-title'), el('b', {}, userName(c.user)), ` #${c.user.id}`,
@@ -82,10 +118,13 @@ export function renderChat(c, press) {
     } else {
       body = line.text;
     }
-    return el('li', { class: `bubble ${line.from}`, dataset: { id: line.message_id } },
-      el('span', { class: 'text' }, body), el('time', {}, time(line.time)));
+    return el('li', { class: `bubble ${line.from}`, dataset: line.edited_at ? { id: line.message_id, edited: 'true' } : { id: line.message_id } },
+      el('span', { class: 'text' }, body),
+      line.from === 'bot' ? inlineKeyboard(c, line, tap) : null,
+      el('time', { title: line.edited_at ? `edited ${time(line.edited_at)}` : null }, line.edited_at ? 'edited ' : '', time(line.time)));
   }));
   if (stick) lines.scrollTop = lines.scrollHeight;
+  renderNotice(c);
 
   const kb = currentKeyboard(c.lines);
   const keyboard = $('#keyboard');
@@ -109,6 +148,21 @@ export function renderUsers(users) {
 }
 
 const promptText = (p) => [stateBadge(p.status), p.last_error_code ? ` ${p.last_error_code} ${p.last_error_message || ''}` : ''];
+
+// renderChoices is what the tenant's user stopped, as GET /v1/users/{id} says (opted_out,
+// opted_out_categories, blocked); nothing when the answer has none of them.
+export function renderChoices(user) {
+  const out = $('#choices');
+  const known = user && ['opted_out', 'opted_out_categories', 'blocked'].some((k) => k in user);
+  out.hidden = !known;
+  if (!known) return;
+  const categories = Array.isArray(user.opted_out_categories) ? user.opted_out_categories : [];
+  const parts = [];
+  if (user.opted_out) parts.push(el('span', { class: 'tag' }, 'stopped this tenant\'s messages'));
+  if (categories.length) parts.push(el('span', { class: 'tag' }, `stopped ${categories.join(', ')}`));
+  if (user.blocked) parts.push(el('span', { class: 'tag' }, 'blocked the bot'));
+  fill(out, 'The user\'s choices: ', parts.length ? parts : 'receives every message');
+}
 
 // renderVerification is the tenant's view of its user's verification, the prompt's fate included.
 export function renderVerification(user) {
