@@ -11,5 +11,5 @@ type simCmd struct{ config.Sim }
 
 func (c *simCmd) Run(e runEnv) error {
 	return sim.Run(e.ctx, c.HTTPAddr, sim.Options{Token: c.MessengerBotToken, BotUsername: c.MessengerBotUsername,
-		GlobalRate: c.MessengerRateLimit, PerChatRate: c.SimPerChatRate, Logger: c.Logger(e.stderr).With("component", "sim")})
+		GlobalRate: c.MessengerRateLimit, PerChatRate: c.SimPerChatRate, WebhookPlainHTTP: c.SimWebhookPlainHTTP, Logger: c.Logger(e.stderr).With("component", "sim")})
 }

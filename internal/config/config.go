@@ -712,7 +712,8 @@ type Sim struct {
 	BotToken
 	BotUsername
 	RateLimit
-	SimPerChatRate float64 `name:"per-chat-rate" env:"HERALD_SIM_PER_CHAT_RATE" default:"1" help:"messages per second the simulated platform allows per chat"`
+	SimPerChatRate      float64 `name:"per-chat-rate" env:"HERALD_SIM_PER_CHAT_RATE" default:"1" help:"messages per second the simulated platform allows per chat"`
+	SimWebhookPlainHTTP bool    `name:"webhook-plain-http" env:"HERALD_SIM_WEBHOOK_PLAIN_HTTP" default:"false" help:"post to https:// webhook URLs over plain http at the same host, as a load balancer terminating TLS would (for clusters without certificates)"`
 	Log
 }
 

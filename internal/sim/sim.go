@@ -77,6 +77,11 @@ type Options struct {
 	WebhookBackoff time.Duration
 	// WebhookClient POSTs updates to the webhook; default: a client with a 10 s timeout.
 	WebhookClient *http.Client
+	// WebhookPlainHTTP posts to an https:// webhook URL over plain http, at the same host (and port, when
+	// the URL names one), as a load balancer terminating TLS in front of the webhook component would pass
+	// it on. For clusters without certificates (the end-to-end test): the platform itself posts only to
+	// https, which is why HERALD_PUBLIC_URL must be https.
+	WebhookPlainHTTP bool
 	// ActionWait bounds how long a control call that makes a user act (open-link, start, message,
 	// share-contact, an injected update) waits for the webhook's answer to the update; default 10 s.
 	ActionWait time.Duration

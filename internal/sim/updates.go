@@ -540,7 +540,13 @@ func (s *Server) post(hook webhookConfig, body []byte) (int, error) {
 		case <-ctx.Done():
 		}
 	}()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hook.url, bytes.NewReader(body))
+	target := hook.url
+	if s.opts.WebhookPlainHTTP {
+		if rest, ok := strings.CutPrefix(target, "https://"); ok {
+			target = "http://" + rest
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
 		return 0, fmt.Errorf("while building the webhook request: %w", err)
 	}

@@ -440,3 +440,26 @@ func TestMyChatMemberOnlyWhenAllowed(t *testing.T) {
 		t.Errorf("the default subscription polled %+v, want the block and no chat_member", polled)
 	}
 }
+
+// With WebhookPlainHTTP the simulator posts to an https:// webhook over plain http, as a load balancer
+// terminating TLS would pass it on; without it, the same URL is tried over TLS and fails.
+func TestWebhookPlainHTTPPostsAnHTTPSURLOverHTTP(t *testing.T) {
+	for _, plain := range []bool{true, false} {
+		e := newEnv(t, sim.Options{WebhookPlainHTTP: plain, WebhookAttempts: 1})
+		rc := newReceiver(t, func(int) int { return 200 })
+		hook := strings.Replace(rc.srv.URL, "http://", "https://", 1) + "/messenger/webhook"
+		if err := e.client.SetWebhook(t.Context(), hook, "s3cr3t", []string{"message"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.sim.SendText(1, "hello"); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the update delivered or dropped", func() bool { return e.sim.Stats().UpdatesPending == 0 })
+		got, _ := rc.received()
+		if st := e.sim.Stats(); plain && (len(got) != 1 || st.WebhookDeliveries != 1) {
+			t.Errorf("plain http: the receiver got %d updates, %d deliveries counted; want 1", len(got), st.WebhookDeliveries)
+		} else if !plain && (len(got) != 0 || st.WebhookFailures == 0) {
+			t.Errorf("over TLS to a plain server: the receiver got %d updates, %d failures counted; want 0 and some", len(got), st.WebhookFailures)
+		}
+	}
+}
