@@ -126,6 +126,7 @@ const (
 	tenantLabel   = "Chaos"
 	webhookSecret = "chaos-webhook-secret"
 	phoneHashKey  = "chaos-phone-hash-key-0123456789"
+	botTokenKey   = "Y2hhb3MtYm90LXRva2VuLWtleS0wMTIzNDU2Nzg5YWI=" // the base64 of 32 bytes
 	firstChatID   = 7_000_001
 )
 
@@ -175,6 +176,8 @@ func (e *Env) start(ctx context.Context, kfake string) error {
 		"HERALD_MESSENGER_PER_CHAT_INTERVAL="+e.Cfg.PerChatInterval.String(),
 		"HERALD_LOG_FORMAT=text",
 		"HERALD_LOG_LEVEL="+logLevel,
+		// Tenants' own bots (AddBotTenant): their tokens sealed by the CLI, opened by the webhook and workers.
+		"HERALD_BOT_TOKEN_KEY="+botTokenKey,
 	)
 	e.commonEnv = append(e.commonEnv, e.Cfg.Env...)
 	if _, err := e.cli(ctx, "migrate"); err != nil {
@@ -196,8 +199,11 @@ func (e *Env) start(ctx context.Context, kfake string) error {
 
 	// The messenger simulator, enforcing the same limits as the workers: per chat with no burst, so that
 	// two sends closer than the interval (less the 5 % tolerance) count as a violation.
+	// A tenant's own bot is registered at an https URL (HERALD_PUBLIC_URL must be): the simulator posts
+	// to it over plain http, as a load balancer ending TLS in front of the webhook would.
 	e.Sim = e.add(newProc("sim", simAddr, e.logPath("sim"), e.herald, []string{"sim"}, append(e.env("HERALD_HTTP_ADDR="+simAddr),
-		"HERALD_SIM_PER_CHAT_RATE="+strconv.FormatFloat(1/e.Cfg.PerChatInterval.Seconds(), 'f', -1, 64))))
+		"HERALD_SIM_PER_CHAT_RATE="+strconv.FormatFloat(1/e.Cfg.PerChatInterval.Seconds(), 'f', -1, 64),
+		"HERALD_SIM_WEBHOOK_PLAIN_HTTP=true")))
 	if err := e.Sim.Start(); err != nil {
 		return err
 	}
@@ -249,6 +255,12 @@ func (e *Env) start(ctx context.Context, kfake string) error {
 	}
 	// The replies of linking and verification are system messages to the same chats: let them all be
 	// delivered before the load starts, so that they cannot interleave with it.
+	return e.WaitSettled(ctx)
+}
+
+// WaitSettled waits until every notification is terminal: the replies of linking and verification
+// delivered, so that they cannot interleave with a scenario's messages.
+func (e *Env) WaitSettled(ctx context.Context) error {
 	return Eventually(ctx, 2*time.Minute, 200*time.Millisecond, "setup messages delivered", func(ctx context.Context) error {
 		st, err := e.Statuses(ctx)
 		if err != nil {
@@ -473,12 +485,16 @@ func (e *Env) linkUsers(ctx context.Context) error {
 	return errors.Join(slicesOf(errs)...)
 }
 
-func (e *Env) linkUser(ctx context.Context, u User) error {
+func (e *Env) linkUser(ctx context.Context, u User) error { return e.linkUserVia(ctx, e.Key, "", u) }
+
+// linkUserVia links u as a user of the tenant of key, through bot (the simulator's ?bot=; empty: the shared
+// bot): the deep link the tenant API gives opens the tenant's bot.
+func (e *Env) linkUserVia(ctx context.Context, key, bot string, u User) error {
 	api := e.APIURL
 	var tok struct {
 		DeepLink string `json:"deep_link"`
 	}
-	if err := doJSON(ctx, http.MethodPost, api("/v1/link-token"), e.Key, map[string]string{"user_id": u.ID}, http.StatusCreated, &tok); err != nil {
+	if err := doJSON(ctx, http.MethodPost, api("/v1/link-token"), key, map[string]string{"user_id": u.ID}, http.StatusCreated, &tok); err != nil {
 		return err
 	}
 	if err := doJSON(ctx, http.MethodPost, e.SimURL("/sim/users"), "", map[string]any{"id": u.ChatID, "first_name": "User " + u.ID, "phone_number": u.Phone}, 200, nil); err != nil {
@@ -490,19 +506,19 @@ func (e *Env) linkUser(ctx context.Context, u User) error {
 	// The simulator hands the /start to the webhook asynchronously: until the link is committed the start
 	// of verification answers 404.
 	err := Eventually(ctx, time.Minute, 100*time.Millisecond, "link", func(ctx context.Context) error {
-		return doJSON(ctx, http.MethodPost, api("/v1/phone-verification/start"), e.Key, map[string]string{"user_id": u.ID}, http.StatusAccepted, nil)
+		return doJSON(ctx, http.MethodPost, api("/v1/phone-verification/start"), key, map[string]string{"user_id": u.ID}, http.StatusAccepted, nil)
 	})
 	if err != nil {
 		return err
 	}
-	if err := doJSON(ctx, http.MethodPost, e.SimURL(fmt.Sprintf("/sim/users/%d/share-contact", u.ChatID)), "", map[string]string{"phone_number": u.Phone}, 200, nil); err != nil {
+	if err := doJSON(ctx, http.MethodPost, e.SimURL(fmt.Sprintf("/sim/users/%d/share-contact%s", u.ChatID, botQuery(bot))), "", map[string]string{"phone_number": u.Phone}, 200, nil); err != nil {
 		return err
 	}
 	return Eventually(ctx, time.Minute, 100*time.Millisecond, "verification", func(ctx context.Context) error {
 		var st struct {
 			Status string `json:"status"`
 		}
-		if err := doJSON(ctx, http.MethodGet, api("/v1/phone-verification/status/"+u.ID), e.Key, nil, 200, &st); err != nil {
+		if err := doJSON(ctx, http.MethodGet, api("/v1/phone-verification/status/"+u.ID), key, nil, 200, &st); err != nil {
 			return err
 		}
 		if st.Status != "verified" {
@@ -527,10 +543,15 @@ func (e *Env) APIURL(path string) string {
 // Send posts one message for user through the first running ingress, outside the load, and returns its
 // tracking id: an answer other than 202 is an error.
 func (e *Env) Send(ctx context.Context, user, message string) (string, error) {
+	return e.SendAs(ctx, e.Key, user, message)
+}
+
+// SendAs is Send for the tenant of key.
+func (e *Env) SendAs(ctx context.Context, key, user, message string) (string, error) {
 	var out struct {
 		TrackingID string `json:"tracking_id"`
 	}
-	err := doJSON(ctx, http.MethodPost, e.APIURL("/v1/send"), e.Key, map[string]string{"user_id": user, "message": message}, http.StatusAccepted, &out)
+	err := doJSON(ctx, http.MethodPost, e.APIURL("/v1/send"), key, map[string]string{"user_id": user, "message": message}, http.StatusAccepted, &out)
 	if err == nil && out.TrackingID == "" {
 		err = errors.New("POST /v1/send: 202 without a tracking id")
 	}
@@ -539,8 +560,13 @@ func (e *Env) Send(ctx context.Context, user, message string) (string, error) {
 
 // cli runs a one-shot herald command (migrate, tenant, apikey, webhook set-url) and returns its stdout.
 func (e *Env) cli(ctx context.Context, args ...string) (string, error) {
+	return e.cliWith(ctx, nil, args...)
+}
+
+// cliWith is cli with extra KEY=VALUE settings.
+func (e *Env) cliWith(ctx context.Context, extra []string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, e.herald, args...)
-	cmd.Env = e.commonEnv
+	cmd.Env = e.env(extra...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
