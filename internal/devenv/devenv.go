@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/heraldhq/herald/internal/apikey"
+	"github.com/heraldhq/herald/internal/bot"
 	"github.com/heraldhq/herald/internal/callback"
 	"github.com/heraldhq/herald/internal/console"
 	"github.com/heraldhq/herald/internal/delivery"
@@ -122,7 +123,8 @@ func Run(ctx context.Context, o Options) error {
 	if o.BotTokenKey == "" {
 		o.BotTokenKey = sec.BotTokenKey
 	}
-	if _, err := signing.ParseKey(o.BotTokenKey); err != nil {
+	botKey, err := signing.ParseKey(o.BotTokenKey)
+	if err != nil {
 		return fmt.Errorf("HERALD_BOT_TOKEN_KEY %w", err)
 	}
 
@@ -208,7 +210,10 @@ func Run(ctx context.Context, o Options) error {
 	defer receiver.Close()
 	receiver.Routes(router)
 
-	worker, err := delivery.New(delivery.Options{Store: st, Sender: client, Brokers: o.KafkaBrokers, TopicPrefix: o.TopicPrefix,
+	// The tenants' own bots, which the worker sends through.
+	bots := bot.NewRegistry(bot.RegistryOptions{Store: st, Key: botKey, APIURL: o.MessengerAPIURL, Shared: client,
+		Logger: log.With("component", "bots")})
+	worker, err := delivery.New(delivery.Options{Store: st, Sender: client, Bots: bots, Brokers: o.KafkaBrokers, TopicPrefix: o.TopicPrefix,
 		Outbox: ob, Logger: log.With("component", "worker"), RateLimit: o.RateLimit})
 	if err != nil {
 		return err
@@ -241,6 +246,7 @@ func Run(ctx context.Context, o Options) error {
 		server.WatchDependencies(gctx, log, server.DependencyCheckInterval, checks...)
 		return nil
 	})
+	g.Go(func() error { return bots.Run(gctx, 0) })
 	g.Go(func() error { return worker.Run(gctx) })
 	g.Go(func() error { return callbacks.Run(gctx) })
 	g.Go(func() error {

@@ -20,6 +20,10 @@ var (
 		Name: "herald_worker_tenant_backlog",
 		Help: "Messages this worker holds per tenant (tenant label capped at 100 names, then \"other\"; \"system\" for messages of no tenant), by priority: a tenant's backlog waiting for its turn.",
 	}, []string{"tenant", "priority"})
+	heldGauge = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "herald_worker_held",
+		Help: "Messages fetched and held in a compact form, past their bot's share of the buffer, by priority: they enter the lanes as the bot's drain.",
+	}, []string{"priority"})
 	bufferedGauge = promauto.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "herald_worker_buffered",
 		Help: "Messages fetched and not finished (waiting for their chat, their turn, or in flight), by priority.",
