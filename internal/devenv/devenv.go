@@ -217,7 +217,10 @@ func Run(ctx context.Context, o Options) error {
 	defer receiver.Close()
 	receiver.Routes(router)
 
-	worker, err := delivery.New(delivery.Options{Store: st, Sender: client, Brokers: o.KafkaBrokers, TopicPrefix: o.TopicPrefix,
+	// The tenants' own bots, which the worker sends through.
+	bots := bot.NewRegistry(bot.RegistryOptions{Store: st, Key: botKey, APIURL: o.MessengerAPIURL, Shared: client,
+		Logger: log.With("component", "bots")})
+	worker, err := delivery.New(delivery.Options{Store: st, Sender: client, Bots: bots, Brokers: o.KafkaBrokers, TopicPrefix: o.TopicPrefix,
 		Outbox: ob, Logger: log.With("component", "worker"), RateLimit: o.RateLimit})
 	if err != nil {
 		return err
@@ -258,6 +261,7 @@ func Run(ctx context.Context, o Options) error {
 		server.WatchDependencies(gctx, log, server.DependencyCheckInterval, checks...)
 		return nil
 	})
+	g.Go(func() error { return bots.Run(gctx, 0) })
 	g.Go(func() error { return worker.Run(gctx) })
 	g.Go(func() error { return callbacks.Run(gctx) })
 	g.Go(func() error { return bots.Run(gctx, 0) })

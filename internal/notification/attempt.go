@@ -77,6 +77,11 @@ const (
 	// again through the new one (ChangeBot).
 	CodeBotChanged    = 1103
 	BotChangedMessage = "the tenant changed its bot; the user must link again"
+	// CodeBotUnavailable: the worker could not send through the tenant's bot (it cannot open the bot's
+	// token: a worker configured without the key it was sealed under). Retried like a platform's 5xx, for
+	// a worker that can; its cause is in the worker's log, not here.
+	CodeBotUnavailable    = 1104
+	BotUnavailableMessage = "the gateway could not send through the tenant's bot; its operator has been told"
 )
 
 // Backoff is a retry schedule, a notification's after transient failures that come without a retry_after
