@@ -128,6 +128,10 @@ bench-batch: build postgres ## bench-ingress plus POST /v1/send/batch of 100: no
 bench-fairness: postgres ## Fairness and limits: a quiet tenant behind a noisy backlog at 30/s, one busy chat among fifty, three replicas holding one limit
 	$(GO) run ./hack/bench/fairness
 
+.PHONY: bench-bots
+bench-bots: postgres ## Tenants' own bots: 50 bots × 30/s with backlogs, a fresh message on an idle bot behind them, paid broadcast, workers 1 → 3 (BENCH_FLAGS=-short, -parts …)
+	$(GO) run ./hack/bench/bots $(BENCH_FLAGS)
+
 .PHONY: bench-insert
 bench-insert: postgres ## The send's insert alone, before and after the v1 extensions, and with 1,000,000 scheduled notifications stored
 	$(GO) run ./hack/bench/insert

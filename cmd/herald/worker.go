@@ -3,6 +3,7 @@ package main
 import (
 	"time"
 
+	"github.com/heraldhq/herald/internal/bot"
 	"github.com/heraldhq/herald/internal/config"
 	"github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/internal/delivery/send"
@@ -27,9 +28,13 @@ func (c *workerCmd) Run(e runEnv) error {
 		return err
 	}
 	defer st.Close()
+	shared := messenger.New(c.MessengerAPIURL, c.MessengerBotToken, nil)
+	// The tenants' own bots: their tokens (opened with HERALD_BOT_TOKEN_KEY) and their rates.
+	bots := bot.NewRegistry(bot.RegistryOptions{Store: st, Key: c.Key(), APIURL: c.MessengerAPIURL, Shared: shared, Logger: logger})
 	w, err := delivery.New(delivery.Options{
 		Store:           st,
-		Sender:          messenger.New(c.MessengerAPIURL, c.MessengerBotToken, nil),
+		Sender:          shared,
+		Bots:            bots,
 		Brokers:         c.Brokers(),
 		TopicPrefix:     c.KafkaTopicPrefix,
 		GroupID:         c.WorkerGroupID,
@@ -47,6 +52,7 @@ func (c *workerCmd) Run(e runEnv) error {
 	}
 	purger := retention.New(retention.Options{Store: st, Policy: retentionPolicy(&c.Retention), Logger: logger})
 	r, g, gctx := serving(e.ctx, logger, storeReady(st), kafkaReady(c.Brokers()))
+	g.Go(func() error { return bots.Run(gctx, 0) })
 	g.Go(func() error { return w.Run(gctx) })
 	g.Go(func() error { return purger.Run(gctx) })
 	g.Go(func() error {

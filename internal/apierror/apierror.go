@@ -43,14 +43,16 @@ func (e *Error) With(format string, args ...any) *Error {
 	return &c
 }
 
-// The catalogue: the spec's codes (v1-extensions' included: not_cancellable, limit_reached, invalid_format)
-// and the ones the design brief adds.
+// The catalogue: the spec's codes (v1-extensions' included: not_cancellable, limit_reached, invalid_format,
+// and §9's user_opted_out and opted_out_by_user) and the ones the design brief adds.
 var (
 	Unauthorized        = &Error{Code: "unauthorized", Status: http.StatusUnauthorized, Message: "missing, invalid or inactive credentials"}
 	InvalidRequest      = &Error{Code: "invalid_request", Status: http.StatusBadRequest, Message: "the request is malformed"}
 	MessageTooLong      = &Error{Code: "message_too_long_after_branding", Status: http.StatusBadRequest, Message: "the branded message exceeds the messaging platform's limit of 4096 characters"}
 	InvalidFormat       = &Error{Code: "invalid_format", Status: http.StatusBadRequest, Message: "the message is not valid in the format it declares"}
 	PhoneUnverified     = &Error{Code: "phone_unverified", Status: http.StatusConflict, Message: "the user has no verified phone"}
+	UserOptedOut        = &Error{Code: "user_opted_out", Status: http.StatusConflict, Message: "the user opted out of these notifications"}
+	OptedOutByUser      = &Error{Code: "opted_out_by_user", Status: http.StatusConflict, Message: "the user stopped these notifications in the chat; only the user can resume them, with /resume"}
 	QueueError          = &Error{Code: "queue_error", Status: http.StatusBadGateway, Message: "the notification could not be queued; nothing was stored, retry later"}
 	NotFound            = &Error{Code: "not_found", Status: http.StatusNotFound, Message: "not found"}
 	IdempotencyConflict = &Error{Code: "idempotency_conflict", Status: http.StatusConflict, Message: "this Idempotency-Key was used with a different request body"}
@@ -72,8 +74,8 @@ var (
 var catalogue = map[string]*Error{}
 
 func init() {
-	for _, e := range []*Error{Unauthorized, InvalidRequest, MessageTooLong, InvalidFormat, PhoneUnverified, QueueError, NotFound,
-		IdempotencyConflict, NotCancellable, LimitReached, RateLimited, Internal, Unavailable} {
+	for _, e := range []*Error{Unauthorized, InvalidRequest, MessageTooLong, InvalidFormat, PhoneUnverified, UserOptedOut, OptedOutByUser, QueueError,
+		NotFound, IdempotencyConflict, NotCancellable, LimitReached, RateLimited, Internal, Unavailable} {
 		catalogue[e.Code] = e
 	}
 }

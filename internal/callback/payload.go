@@ -17,8 +17,17 @@ type payload struct {
 	Data      any    `json:"data"`
 }
 
-type userData struct {
-	UserID string `json:"user_id"`
+// userData is the data of a user.* event: the user id, and what the event carries beyond it (§9:
+// user.opted_out and user.opted_in's "category" and "by"), as the change recorded it.
+func userData(userID string, extra []byte) (map[string]any, error) {
+	data := map[string]any{}
+	if len(extra) > 0 {
+		if err := json.Unmarshal(extra, &data); err != nil {
+			return nil, err
+		}
+	}
+	data["user_id"] = userID
+	return data, nil
 }
 
 // webhookID is the webhook-id of an event: one per event, the same at every endpoint and on every retry.
@@ -26,7 +35,7 @@ func webhookID(eventID string) string { return "evt_" + strings.ReplaceAll(event
 
 // render fills in the payload of each event claimed without one (its first attempt): data is the
 // Notification resource as GET /v1/status shows it (read in one query for the batch) for notification.*,
-// {"user_id"} for user.*, {} for ping. A notification that no longer exists (purged) leaves its event
+// {"user_id", …} for user.*, {} for ping. A notification that no longer exists (purged) leaves its event
 // without a payload: there is nothing to send.
 func (s *Sender) render(ctx context.Context, evs []store.CallbackEvent) error {
 	var ids []string
@@ -55,7 +64,11 @@ func (s *Sender) render(ctx context.Context, evs []store.CallbackEvent) error {
 			}
 			p.Data = v.Resource()
 		case ev.UserID != "":
-			p.Data = userData{UserID: ev.UserID}
+			data, err := userData(ev.UserID, ev.Data)
+			if err != nil {
+				return err
+			}
+			p.Data = data
 		default:
 			p.Data = struct{}{}
 		}

@@ -300,7 +300,7 @@ type Delivery struct {
 	WorkerGroupID            string        `name:"worker-group-id" env:"HERALD_WORKER_GROUP_ID" default:"herald-workers" help:"Kafka consumer group of the workers"`
 	WorkerMaxAttempts        int           `name:"worker-max-attempts" env:"HERALD_WORKER_MAX_ATTEMPTS" default:"8" help:"delivery attempts before a notification fails"`
 	WorkerConcurrency        int           `name:"worker-concurrency" env:"HERALD_WORKER_CONCURRENCY" default:"256" help:"deliveries in flight per worker (claim, platform call, status write)"`
-	WorkerBuffer             int           `name:"worker-buffer" env:"HERALD_WORKER_BUFFER" default:"10000" help:"messages a worker reads ahead and holds (waiting for their chat, their tenant's turn, or in flight): tenants are served in turn among these"`
+	WorkerBuffer             int           `name:"worker-buffer" env:"HERALD_WORKER_BUFFER" default:"10000" help:"messages a worker reads ahead into its lanes (waiting for their chat, their tenant's turn, or in flight): tenants are served in turn among these; each bot has a share of them, and its messages past its share are held compactly, up to 20 times as many"`
 	WorkerLease              time.Duration `name:"worker-lease" env:"HERALD_WORKER_LEASE" default:"2m" help:"how long a claimed delivery may stay in flight before it is redriven"`
 	WorkerBackoffBase        time.Duration `name:"worker-backoff-base" env:"HERALD_WORKER_BACKOFF_BASE" default:"15s" help:"wait after the first transient delivery failure (5xx, timeout), doubled after each"`
 	WorkerBackoffMax         time.Duration `name:"worker-backoff-max" env:"HERALD_WORKER_BACKOFF_MAX" default:"30m" help:"longest wait between two delivery attempts"`

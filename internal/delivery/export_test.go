@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/heraldhq/herald/internal/notification"
 )
 
 // Kill stops the worker as a crash would: in-flight sends are cut off, nothing more is written to
@@ -18,8 +20,14 @@ func (w *Worker) Kill() {
 // ClientID names the worker's members in the consumer group.
 func (w *Worker) ClientID() string { return w.clientID }
 
-// Rate is the worker's current share of the global rate.
-func (w *Worker) Rate() float64 { return w.limiter.Rate() }
+// Rate is the worker's current share of the shared bot's global rate.
+func (w *Worker) Rate() float64 { return w.paces.Rate(notification.SharedBot) }
+
+// Held is how many fetched messages the worker holds past their bots' shares of its buffer.
+func (w *Worker) Held() int { return w.group.Held() }
+
+// BotRate is the worker's current share of a bot's global rate.
+func (w *Worker) BotRate(b notification.BotID) float64 { return w.paces.Rate(b) }
 
 // GenerationsEnded is how many consumer group generations the process's readers saw end
 // (herald_worker_generations_total{event="ended"}, the consumer's).

@@ -1,8 +1,8 @@
 package delivery
 
 // The worker's periodic loops (the retry scheduler and relay, the redrive, the scheduler of send_at, the
-// expiry sweep, the lag gauge, the offset commits, the pruning of chats, the tenants' weights) share one
-// helper: every.
+// expiry sweep, the lag gauge, the offset commits, the pruning of chats, the tenants' weights, the per-bot
+// gauges) share one helper: every.
 
 import (
 	"context"
@@ -24,9 +24,9 @@ func every(ctx context.Context, interval time.Duration, f func(ctx context.Conte
 	}
 }
 
-// pruneChats forgets chats whose per-chat slot is long past.
+// pruneChats forgets chats whose per-chat slot is long past, of every bot.
 func (w *Worker) pruneChats(ctx context.Context) {
-	w.chats.Prune(time.Now().Add(-time.Minute))
+	w.paces.Prune(time.Now().Add(-time.Minute))
 }
 
 // refreshWeights gives the limiter the tenants' delivery weights (spec.limits.deliveryWeight).
@@ -38,5 +38,5 @@ func (w *Worker) refreshWeights(ctx context.Context) {
 		}
 		return
 	}
-	w.limiter.SetWeights(weights)
+	w.paces.SetWeights(weights)
 }

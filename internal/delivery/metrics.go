@@ -1,10 +1,15 @@
 package delivery
 
 import (
+	"context"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/heraldhq/herald/internal/metriclabel"
 	"github.com/heraldhq/herald/internal/notification"
+	"github.com/heraldhq/herald/internal/store"
 )
 
 // The metrics of the worker's loops. The consumer's, the sender's and the rate lease's are theirs
@@ -22,6 +27,14 @@ var (
 		Name: "herald_worker_expired_total",
 		Help: "Notifications the expiry sweep moved to expired (their expires_at passed before an attempt started).",
 	})
+	botBacklogAge = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "herald_worker_bot_backlog_age_seconds",
+		Help: "Per bot (\"shared\", or a tenant's bot's username, capped at 100 then \"other\"): how long ago the oldest message this worker holds for it (fetched and not finished) was published; 0 when it holds none.",
+	}, []string{"bot"})
+	botTokenRefused = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "herald_worker_bot_token_refused",
+		Help: "1 for a tenant's bot whose token the messaging platform refused (its notifications fail with 1102 until the tenant gives a new token), 0 for the others (bot: its username, capped at 100 then \"other\"; \"shared\" for the shared bot, always 0).",
+	}, []string{"bot"})
 	redriveFound = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_worker_redrive_found_total",
 		Help: "Notifications the redrive found stuck, by status: queued (queued for longer than the queued-redrive threshold: its envelope was lost, or is still waiting behind a backlog) or delivering (its lease expired: the worker died).",
@@ -33,5 +46,46 @@ func init() {
 	// first event: a series born at 1 has no earlier sample to increase from, and an alert would miss it.
 	for _, s := range []notification.Status{notification.Queued, notification.Delivering} {
 		redriveFound.WithLabelValues(string(s))
+	}
+	botBacklogAge.WithLabelValues(metriclabel.SharedBot)
+	botTokenRefused.WithLabelValues(metriclabel.SharedBot)
+}
+
+// botMetricsInterval is how often the per-bot gauges are set.
+const botMetricsInterval = 5 * time.Second
+
+// updateBotMetrics sets the per-bot gauges: each bot's backlog age here, and whether its token was
+// refused (the registry's state of every tenant's bot: the HeraldBotTokenInvalid alert).
+func (w *Worker) updateBotMetrics(ctx context.Context) {
+	ages := map[string]float64{}
+	for b, age := range w.group.BacklogAges() {
+		l := w.botLabel(b)
+		ages[l] = max(ages[l], age.Seconds())
+	}
+	w.metricsMu.Lock()
+	defer w.metricsMu.Unlock()
+	for l := range w.agesSet {
+		if _, ok := ages[l]; !ok {
+			botBacklogAge.WithLabelValues(l).Set(0)
+		}
+	}
+	for l, age := range ages {
+		botBacklogAge.WithLabelValues(l).Set(age)
+	}
+	w.agesSet = ages
+	if w.opts.Bots == nil {
+		return
+	}
+	refused := map[string]float64{}
+	for _, b := range w.opts.Bots.Bots() {
+		l := w.botLabel(b.ID)
+		if b.State == store.BotTokenInvalid {
+			refused[l] = 1
+		} else if _, ok := refused[l]; !ok {
+			refused[l] = 0
+		}
+	}
+	for l, v := range refused {
+		botTokenRefused.WithLabelValues(l).Set(v)
 	}
 }

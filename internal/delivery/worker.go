@@ -1,10 +1,11 @@
 // Package delivery is the delivery worker behind `herald worker`: a Kafka consumer group over the two
-// priority topics that claims each notification in PostgreSQL, sends it through the messenger within the
-// bot's rate limits, and records the outcome. Its parts, one package each, are wired here (Worker):
+// priority topics that claims each notification in PostgreSQL, sends it through the messenger with its
+// bot's token (the shared bot's, or its tenant's own: internal/bot) within that bot's rate limits, and
+// records the outcome. Its parts, one package each, are wired here (Worker):
 //   - consume: the topics, the consumer group, the offsets, and the lanes that hand each key's messages
-//     on one at a time;
+//     on one at a time; each bot's share of what is read ahead;
 //   - send: the claim, the platform call and the decision on its answer (send.Decide), for one message;
-//   - rate: who may send now — the bot's global rate, shared with the other workers by lease, and its
+//   - rate: who may send now — each bot's global rate, shared with the other workers by lease, and its
 //     per-chat interval.
 //
 // The worker's own loops run beside them: retries are scheduled in PostgreSQL and re-published when due,
@@ -18,13 +19,16 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/heraldhq/herald/internal/bot"
 	"github.com/heraldhq/herald/internal/delivery/consume"
 	"github.com/heraldhq/herald/internal/delivery/rate"
 	"github.com/heraldhq/herald/internal/delivery/send"
+	"github.com/heraldhq/herald/internal/metriclabel"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
@@ -34,7 +38,7 @@ import (
 // Options configure a Worker. Zero values take the defaults given in each comment.
 type Options struct {
 	Store       *store.Store  // required
-	Sender      send.Platform // required: *messenger.Client in production
+	Sender      send.Platform // required: the shared bot's; *messenger.Client in production
 	Brokers     []string      // required
 	TopicPrefix string        // "herald"
 	GroupID     string        // "herald-workers"
@@ -42,16 +46,23 @@ type Options struct {
 	// on a producer from Brokers and TopicPrefix, and closed by Run.
 	Outbox *outbox.Outbox
 	Logger *slog.Logger // slog.Default()
+	// Bots are the tenants' own bots: their tokens' clients and their settings. nil: this worker sends
+	// through the shared bot only (a notification through a tenant's bot is retried, for a worker that
+	// can: send.BotUnavailable). The caller keeps it refreshed (bot.Registry.Run).
+	Bots *bot.Registry
 
-	RateLimit       float64              // the bot's global messages per second, shared by all workers; 30
+	RateLimit       float64              // a bot's global messages per second (the shared bot's, and a tenant's bot's without a rateLimit of its own), shared by all workers; 30
 	PerChatInterval time.Duration        // minimum spacing of two sends to one chat; 1 s
 	MaxAttempts     int                  // attempts before a transient failure becomes failed; 8
 	Concurrency     int                  // deliveries in flight (claim, call, status write); 256 (normal at most 3/4)
-	Buffer          int                  // messages fetched and not finished; 10,000 (normal at most 3/4)
+	Buffer          int                  // messages in lanes (fetched and not finished); 10,000 (normal at most 3/4)
 	HighWeight      int                  // high-priority grants per normal one while both wait; 9
 	Lease           time.Duration        // how long a claim may stay in flight before it is redriven; 2 m
 	Backoff         notification.Backoff // transient-failure schedule; send.DefaultBackoff
 	SendTimeout     time.Duration        // one sendMessage call; min(10 s, Lease/2), so a slow call never outlives its lease
+	// Hold bounds, per topic, the messages fetched and held compactly past their bot's share of Buffer
+	// (consume/hold.go); fetching stops when that many are held. 20 × Buffer.
+	Hold int
 
 	SchedulerInterval time.Duration // how often due retries and failed publishes are re-published; 1 s
 	// ScheduleInterval is how often scheduled notifications whose send_at has come are released; 250 ms, so
@@ -121,6 +132,7 @@ func (o *Options) defaults() error {
 	defInt(&o.MaxAttempts, 8)
 	defInt(&o.Concurrency, 256)
 	defInt(&o.Buffer, 10000)
+	defInt(&o.Hold, 20*o.Buffer)
 	defInt(&o.HighWeight, 9)
 	defInt(&o.RepublishBatch, 500)
 	def(&o.Lease, 2*time.Minute)
@@ -159,13 +171,15 @@ type Worker struct {
 	owned    func() // closes the outbox and producer New built
 	clientID string
 
-	// The bot's pace (rate), this worker's part in the consumer group (consume), and the sender that
+	// The bots' paces (rate), this worker's part in the consumer group (consume), and the sender that
 	// delivers what the group fetches (send).
-	limiter *rate.Limiter
-	chats   *rate.Chats
-	lease   *rate.Lease
-	group   *consume.Group
-	sender  *send.Sender
+	paces  *rate.Paces
+	group  *consume.Group
+	sender *send.Sender
+
+	// agesSet are the bot labels whose backlog age was set last (metrics.go), under metricsMu.
+	metricsMu sync.Mutex
+	agesSet   map[string]float64
 
 	// killed and killCtx are the test hook for a crash (export_test.go): stop at once, write nothing more.
 	killed  atomic.Bool
@@ -186,8 +200,6 @@ func New(opts Options) (*Worker, error) {
 		topics:   queue.TopicsFor(opts.TopicPrefix),
 		outbox:   opts.Outbox,
 		clientID: "herald-worker-" + hex.EncodeToString(b[:]),
-		limiter:  rate.NewLimiter(0, opts.HighWeight),
-		chats:    rate.NewChats(opts.PerChatInterval),
 	}
 	if w.outbox == nil {
 		p := queue.NewProducer(opts.Brokers, opts.TopicPrefix)
@@ -195,26 +207,87 @@ func New(opts Options) (*Worker, error) {
 		w.owned = func() { w.outbox.Close(); p.Close() }
 	}
 	w.killCtx, w.kill = context.WithCancel(context.Background())
+	// The group's lanes are each bot's demand on its rate; the paces are made before the group, which
+	// keeps a chat's pace across a rebalance through them.
+	var group *consume.Group
+	w.paces = rate.NewPaces(rate.PacesOptions{
+		Store: opts.Store, Holder: w.clientID, Pool: w.pool, Settings: w.settings, HighWeight: opts.HighWeight,
+		PerChatInterval: opts.PerChatInterval, Interval: opts.RateLeaseInterval, TTL: opts.RateLeaseTTL,
+		Lanes: func(b notification.BotID) int { return group.Lanes(b) }, Killed: w.killed.Load, Logger: w.log,
+	})
+	var bots func(ctx context.Context, b notification.BotID) (send.Platform, error)
+	if opts.Bots != nil {
+		bots = func(ctx context.Context, b notification.BotID) (send.Platform, error) {
+			c, err := opts.Bots.Client(ctx, b)
+			if err != nil {
+				return nil, err
+			}
+			return c, nil
+		}
+	}
 	w.sender = send.New(send.Options{
-		Store: opts.Store, Platform: opts.Sender, Limiter: w.limiter, Chats: w.chats, Logger: w.log,
+		Store: opts.Store, Platform: opts.Sender, Bots: bots, Paces: w.paces, BotLabel: w.botLabel, Logger: w.log,
 		PerChatInterval: opts.PerChatInterval, MaxAttempts: opts.MaxAttempts, Concurrency: opts.Concurrency,
 		Lease: opts.Lease, Backoff: opts.Backoff, SendTimeout: opts.SendTimeout, HandoverWait: opts.HandoverWait,
 		Killed: w.killed.Load,
 	})
-	w.group = consume.New(consume.Options{
+	group = consume.New(consume.Options{
 		Brokers: opts.Brokers, GroupID: opts.GroupID, ClientID: w.clientID, Topics: w.topics,
-		Buffer: opts.Buffer, Concurrency: opts.Concurrency,
+		Buffer: opts.Buffer, Hold: opts.Hold, Concurrency: opts.Concurrency,
 		SessionTimeout: opts.SessionTimeout, HeartbeatInterval: opts.HeartbeatInterval,
 		AssignmentInterval: opts.AssignmentInterval, CommitInterval: opts.CommitInterval,
-		Chats: w.chats, PerChatInterval: opts.PerChatInterval, Handler: w.sender, Logger: w.log,
+		Paces: w.paces, PerChatInterval: opts.PerChatInterval, Handler: w.sender, Logger: w.log,
 	})
-	// One consumer group, one bot: the workers of the group share its rate.
-	w.lease = rate.NewLease(w.limiter, rate.LeaseOptions{
-		Store: opts.Store, Pool: "bot:" + opts.GroupID, Holder: w.clientID, Limit: opts.RateLimit,
-		PerChatInterval: opts.PerChatInterval, Interval: opts.RateLeaseInterval, TTL: opts.RateLeaseTTL,
-		Lanes: w.group.ActiveLanes, Killed: w.killed.Load, Logger: w.log,
-	})
+	w.group = group
 	return w, nil
+}
+
+// pool names the rate_leases pool of a bot. The shared bot's is the consumer group's, as before tenants
+// had bots of their own; a tenant's bot's is its id's, whichever group sends through it.
+func (w *Worker) pool(b notification.BotID) string {
+	if b == notification.SharedBot {
+		return "bot:" + w.opts.GroupID
+	}
+	return "bot/" + strconv.FormatInt(int64(b), 10)
+}
+
+// settings are a bot's rate settings: a tenant's bot's own rateLimit (else RateLimit) and paid broadcast
+// past the platform's free rate; the shared bot's RateLimit.
+func (w *Worker) settings(b notification.BotID) rate.Settings {
+	s := rate.Settings{Rate: w.opts.RateLimit}
+	if b == notification.SharedBot || w.opts.Bots == nil {
+		return s
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	info, err := w.opts.Bots.Get(ctx, b)
+	if err != nil {
+		return s // a bot the registry cannot read now: the default rate, without paid broadcast
+	}
+	if info.RateLimit > 0 {
+		s.Rate = float64(info.RateLimit)
+	}
+	if info.PaidBroadcast {
+		s.Free = bot.FreeRate
+	}
+	return s
+}
+
+// botLabel names a bot in the per-bot metrics: "shared", or a tenant's bot's username (its id while the
+// registry does not have it), capped (metriclabel.Bots).
+func (w *Worker) botLabel(b notification.BotID) string {
+	if b == notification.SharedBot {
+		return metriclabel.SharedBot
+	}
+	name := strconv.FormatInt(int64(b), 10)
+	if w.opts.Bots != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if info, err := w.opts.Bots.Get(ctx, b); err == nil && info.Username != "" {
+			name = info.Username
+		}
+	}
+	return metriclabel.Bots.Of(name)
 }
 
 // Run consumes until ctx ends, then shuts down: it stops fetching, lets in-flight deliveries finish for
@@ -245,11 +318,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer stopBG()
 
 	var bg sync.WaitGroup
-	bg.Go(func() { w.limiter.Run(bgCtx) })
 	w.group.Join()
-	bg.Go(func() { w.lease.Run(bgCtx) })
+	bg.Go(func() { w.paces.Run(bgCtx) })
 	bg.Go(func() { w.group.Watch(bgCtx) })
 	bg.Go(func() { every(bgCtx, time.Minute, w.pruneChats) })
+	bg.Go(func() { every(bgCtx, botMetricsInterval, w.updateBotMetrics) })
 	var loops sync.WaitGroup
 	loops.Go(func() { every(fetchCtx, w.opts.SchedulerInterval, w.republishDue) })
 	loops.Go(func() { every(fetchCtx, w.opts.ScheduleInterval, w.releaseScheduled) })
@@ -259,7 +332,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	loops.Go(func() { every(fetchCtx, 10*time.Second, w.refreshWeights) })
 
 	w.log.Info("delivery worker started", "group", w.opts.GroupID, "client_id", w.clientID,
-		"topics", []string{w.topics.High, w.topics.Normal}, "rate_limit", w.opts.RateLimit, "concurrency", w.opts.Concurrency, "buffer", w.opts.Buffer)
+		"topics", []string{w.topics.High, w.topics.Normal}, "rate_limit", w.opts.RateLimit, "concurrency", w.opts.Concurrency, "buffer", w.opts.Buffer, "bots", w.opts.Bots != nil)
 	w.group.Fetch(fetchCtx, workCtx) // until fetchCtx ends
 	loops.Wait()
 	if !w.killed.Load() {

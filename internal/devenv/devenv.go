@@ -202,7 +202,7 @@ func Run(ctx context.Context, o Options) error {
 		local.Handle("/sim/*", simulator)
 	}
 	client := messenger.New(o.MessengerAPIURL, o.BotToken, nil)
-	// The tenants' own bots, for the webhook (their secrets) and the poller (their tokens).
+	// The tenants' own bots, for the webhook (their secrets), the poller and the worker (their tokens).
 	bots := bot.NewRegistry(bot.RegistryOptions{Store: st, Key: botKey, APIURL: o.MessengerAPIURL, Shared: client,
 		Logger: log.With("component", "bots")})
 
@@ -217,7 +217,7 @@ func Run(ctx context.Context, o Options) error {
 	defer receiver.Close()
 	receiver.Routes(router)
 
-	worker, err := delivery.New(delivery.Options{Store: st, Sender: client, Brokers: o.KafkaBrokers, TopicPrefix: o.TopicPrefix,
+	worker, err := delivery.New(delivery.Options{Store: st, Sender: client, Bots: bots, Brokers: o.KafkaBrokers, TopicPrefix: o.TopicPrefix,
 		Outbox: ob, Logger: log.With("component", "worker"), RateLimit: o.RateLimit})
 	if err != nil {
 		return err
@@ -258,9 +258,9 @@ func Run(ctx context.Context, o Options) error {
 		server.WatchDependencies(gctx, log, server.DependencyCheckInterval, checks...)
 		return nil
 	})
+	g.Go(func() error { return bots.Run(gctx, 0) })
 	g.Go(func() error { return worker.Run(gctx) })
 	g.Go(func() error { return callbacks.Run(gctx) })
-	g.Go(func() error { return bots.Run(gctx, 0) })
 	g.Go(func() error {
 		if polling {
 			// A real bot without a public URL: long-poll its updates (and those of any tenant's own bot).

@@ -131,7 +131,8 @@ func TestRevocationTakesEffectWithinTheCacheBound(t *testing.T) {
 	expectError(t, r, http.StatusUnauthorized, "unauthorized")
 }
 
-// The Notification resource is the spec's fields and the v1 extensions' (§2), nothing else: never the body.
+// The Notification resource is the spec's fields and the v1 extensions' (§2, and §9's category), nothing
+// else: never the body.
 func TestStatusReturnsExactlyTheContractFields(t *testing.T) {
 	t.Parallel()
 	e, key := newEnvWithUser(t)
@@ -143,7 +144,7 @@ func TestStatusReturnsExactlyTheContractFields(t *testing.T) {
 	}
 	m := r.json(t)
 	want := []string{"tracking_id", "user_id", "priority", "status", "attempts", "created_at", "updated_at", "messenger_message_id", "last_error_code", "last_error_message",
-		"metadata", "send_at", "expires_at", "delivered_at", "next_attempt_at"}
+		"metadata", "send_at", "expires_at", "delivered_at", "next_attempt_at", "category"}
 	if len(m) != len(want) {
 		t.Errorf("fields %v, want exactly %v", keys(m), want)
 	}

@@ -459,7 +459,7 @@ func TestUsersGetAndErase(t *testing.T) {
 	r := e.do("GET", path, key, nil)
 	m := r.json(t)
 	if r.status != 200 || m["user_id"] != user || m["linked"] != true || m["linked_at"] == nil || m["phone_verification"] != "verified" ||
-		m["phone_last4"] != "4567" || m["verified_at"] == nil || len(m) != 6 {
+		m["phone_last4"] != "4567" || m["verified_at"] == nil || len(m) != 9 { // §6's six and §9's opted_out, opted_out_categories, blocked
 		t.Errorf("GET verified user: %d %s", r.status, r.body)
 	}
 	if strings.Contains(string(r.body), "777001") {

@@ -2,6 +2,7 @@ package ingress_test
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"strings"
 	"testing"
@@ -105,6 +106,30 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 	}
 	check("GET", "/v1/users/{user_id}", e.do("GET", "/v1/users/u1", "", nil), 401)
 	check("GET", "/v1/users/{user_id}", e.do("GET", "/v1/users/nobody", key, nil), 404)
+	// §9: the category of a send, opt-outs, the refusal at the door, the user's new fields.
+	promo := e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "sale", "category": "promo"})
+	check("POST", "/v1/send", promo, 202)
+	optOut := "/v1/users/{user_id}/opt-out"
+	check("POST", optOut, e.do("POST", "/v1/users/u1/opt-out", key, map[string]any{"category": "promo"}), 204)
+	check("POST", optOut, e.do("POST", "/v1/users/u1/opt-out", key, map[string]any{"category": "Promo"}), 400)
+	check("POST", optOut, e.do("POST", "/v1/users/u1/opt-out", "", nil), 401)
+	check("POST", optOut, e.do("POST", "/v1/users/nobody/opt-out", key, nil), 404)
+	check("GET", "/v1/status/{tracking_id}", e.do("GET", "/v1/status/"+promo.json(t)["tracking_id"].(string), key, nil), 200) // blocked, opted out
+	check("POST", "/v1/send", e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "sale", "category": "promo"}), 409)
+	check("POST", "/v1/send/batch", e.do("POST", "/v1/send/batch", key, map[string]any{"notifications": []any{
+		map[string]any{"user_id": "u1", "message": "sale", "category": "promo"},
+		map[string]any{"user_id": "u1", "message": "news", "category": "news"},
+	}}), 200)
+	check("GET", "/v1/users/{user_id}", e.do("GET", "/v1/users/u1", key, nil), 200)
+	check("DELETE", optOut, e.do("DELETE", "/v1/users/u1/opt-out", key, map[string]any{"category": "promo"}), 204)
+	if _, err := e.st.OptOut(context.Background(), "acme", "u1", "news", store.ByUser); err != nil {
+		t.Fatal(err)
+	}
+	check("DELETE", optOut, e.do("DELETE", "/v1/users/u1/opt-out", key, map[string]any{"category": "news"}), 409)
+	check("DELETE", optOut, e.do("DELETE", "/v1/users/u1/opt-out", key, `{"category":1}`), 400)
+	check("DELETE", optOut, e.do("DELETE", "/v1/users/u1/opt-out", "", nil), 401)
+	check("DELETE", optOut, e.do("DELETE", "/v1/users/nobody/opt-out", key, nil), 404)
+
 	check("DELETE", "/v1/users/{user_id}", e.do("DELETE", "/v1/users/u3", key, nil), 204)
 	check("DELETE", "/v1/users/{user_id}", e.do("DELETE", "/v1/users/u3", key, nil), 404)
 	check("DELETE", "/v1/users/{user_id}", e.do("DELETE", "/v1/users/u3", "", nil), 401)

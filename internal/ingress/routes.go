@@ -28,6 +28,8 @@ func (a *API) Routes(r chi.Router) {
 				r.Get("/phone-verification/status/{user_id}", a.handle(a.verificationStatus))
 				r.Get("/users/{user_id}", a.handle(a.getUser))
 				r.Delete("/users/{user_id}", a.handle(a.eraseUser))
+				r.Post("/users/{user_id}/opt-out", a.handle(a.optOut))
+				r.Delete("/users/{user_id}/opt-out", a.handle(a.liftOptOut))
 				r.Post("/callbacks", a.handle(a.createCallback))
 				r.Get("/callbacks", a.handle(a.listCallbacks))
 				r.Delete("/callbacks/{id}", a.handle(a.deleteCallback))

@@ -28,7 +28,11 @@ const (
 	MaxBatchBodyBytes = MaxBatchItems * MaxBodyBytes
 )
 
-var metadataKey = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,40}$`)
+var (
+	metadataKey = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,40}$`)
+	// categoryName is the rule of a category (v1 extensions §9): of a send, and of an opt-out.
+	categoryName = regexp.MustCompile(`^[a-z0-9_.-]{1,40}$`)
+)
 
 // sendRequest is the body of POST /v1/send and each item of POST /v1/send/batch. The options are raw so
 // that null means "not given" (as for priority) and a wrong type gets a message that says what is wrong.
@@ -39,6 +43,7 @@ type sendRequest struct {
 	Metadata  json.RawMessage `json:"metadata"`
 	SendAt    json.RawMessage `json:"send_at"`
 	ExpiresAt json.RawMessage `json:"expires_at"`
+	Category  json.RawMessage `json:"category"`
 }
 
 type sendResponse struct {
@@ -55,7 +60,7 @@ type validSend struct {
 
 func (v validSend) meaning() []byte {
 	it := v.item
-	return sendMeaning(it.UserID, v.message, it.Priority, it.Metadata, it.SendAt, it.ExpiresAt)
+	return sendMeaning(it.UserID, v.message, it.Priority, it.Metadata, it.SendAt, it.ExpiresAt, it.Category)
 }
 
 // validateSend checks one send (the body of POST /v1/send, or an item of a batch: the same code for both)
@@ -94,6 +99,10 @@ func validateSend(req sendRequest, label string, now time.Time) (validSend, erro
 	if err != nil {
 		return validSend{}, err
 	}
+	category, err := parseCategory(req.Category)
+	if err != nil {
+		return validSend{}, err
+	}
 	if sendAt != nil && sendAt.Sub(now) > MaxScheduleAhead {
 		return validSend{}, apierror.InvalidRequest.With("send_at must be at most 30 days ahead")
 	}
@@ -112,13 +121,14 @@ func validateSend(req sendRequest, label string, now time.Time) (validSend, erro
 		return validSend{}, apierror.MessageTooLong.With("the branded message is %d characters; the messaging platform allows %d", brand.Length(body), brand.MaxLength)
 	}
 	return validSend{
-		item:    outbox.Item{UserID: userID, Priority: priority, Body: body, Metadata: metadata, SendAt: sendAt, ExpiresAt: expiresAt},
+		item: outbox.Item{UserID: userID, Priority: priority, Body: body, Metadata: metadata, SendAt: sendAt, ExpiresAt: expiresAt,
+			Category: category},
 		message: *req.Message,
 	}, nil
 }
 
 // send is POST /v1/send: validate and brand, then hand the notification to the outbox, which gates it on
-// a verified phone, stores it and publishes it (or keeps it scheduled), so that a 202 means the
+// a verified phone and the user's opt-outs (409 user_opted_out), stores it and publishes it (or keeps it scheduled), so that a 202 means the
 // notification is both stored and on Kafka, or stored and waiting for its send_at.
 func (a *API) send(w http.ResponseWriter, r *http.Request) error {
 	p := principalOf(r.Context())
@@ -357,6 +367,18 @@ func parseTimestamp(field string, raw json.RawMessage) (*time.Time, error) {
 	return &t, nil
 }
 
+// parseCategory accepts an absent or null category (none: "") or a string of 1-40 of a-z0-9_.-.
+func parseCategory(raw json.RawMessage) (string, error) {
+	if absent(raw) {
+		return "", nil
+	}
+	var s string
+	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil || !categoryName.MatchString(s) {
+		return "", apierror.InvalidRequest.With("category must be a string of 1-40 characters of a-z0-9_.-")
+	}
+	return s, nil
+}
+
 func absent(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }
 
 func validIdempotencyKey(k string) bool {
@@ -373,10 +395,11 @@ func validIdempotencyKey(k string) bool {
 
 // sendMeaning identifies a send by its meaning, not its bytes: the same fields in another order or spacing
 // are the same request. A send without the options means what it meant before they existed, so keys
-// recorded then still match.
-func sendMeaning(userID, message string, priority int, metadata map[string]string, sendAt, expiresAt *time.Time) []byte {
+// recorded then still match: the v1 options (metadata, send_at, expires_at) come only when one is given, the
+// category only when it is.
+func sendMeaning(userID, message string, priority int, metadata map[string]string, sendAt, expiresAt *time.Time, category string) []byte {
 	fields := []any{userID, message, priority}
-	if metadata != nil || sendAt != nil || expiresAt != nil {
+	if metadata != nil || sendAt != nil || expiresAt != nil || category != "" {
 		ts := func(t *time.Time) any {
 			if t == nil {
 				return nil
@@ -384,6 +407,9 @@ func sendMeaning(userID, message string, priority int, metadata map[string]strin
 			return t.UTC().Format(time.RFC3339Nano)
 		}
 		fields = append(fields, metadata, ts(sendAt), ts(expiresAt)) // json sorts map keys
+	}
+	if category != "" {
+		fields = append(fields, category)
 	}
 	b, _ := json.Marshal(fields)
 	return b

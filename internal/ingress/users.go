@@ -18,6 +18,10 @@ type userResponse struct {
 	PhoneVerification string  `json:"phone_verification"`
 	VerifiedAt        *string `json:"verified_at"`
 	PhoneLast4        *string `json:"phone_last4"`
+	// v1 extensions §9: an opt-out of the whole tenant, those of single categories, and the bot blocked.
+	OptedOut           bool     `json:"opted_out"`
+	OptedOutCategories []string `json:"opted_out_categories"`
+	Blocked            bool     `json:"blocked"`
 }
 
 // getUser is GET /v1/users/{user_id}: what Herald knows of the user for this tenant, never the chat id or
@@ -37,6 +41,7 @@ func (a *API) getUser(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, userResponse{
 		UserID: u.UserID, Linked: u.LinkedAt != nil, LinkedAt: optionalTimestamp(u.LinkedAt),
 		PhoneVerification: u.PhoneVerification, VerifiedAt: optionalTimestamp(u.VerifiedAt), PhoneLast4: u.PhoneLast4,
+		OptedOut: u.OptedOut, OptedOutCategories: u.OptedOutCategories, Blocked: u.Blocked,
 	})
 	return nil
 }
@@ -65,6 +70,75 @@ func (a *API) eraseUser(w http.ResponseWriter, r *http.Request) error {
 	a.log.Info("user erased", "tenant_id", p.TenantID, "request_id", server.RequestID(r.Context()),
 		"notifications_cancelled", e.Cancelled, "notifications_erased", e.Erased, "system_messages_deleted", e.SystemMessages,
 		"callback_events_erased", e.Events)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// optOutRequest is the optional body of POST and DELETE /v1/users/{user_id}/opt-out: no body, or a null or
+// absent category, means the whole tenant.
+type optOutRequest struct {
+	Category *string `json:"category"`
+}
+
+// optOutTarget reads the user and the category of an opt-out route ("" for the whole tenant).
+func optOutTarget(w http.ResponseWriter, r *http.Request) (userID, category string, err error) {
+	userID, ok := userIDParam(chi.URLParam(r, "user_id"))
+	if !ok {
+		return "", "", apierror.NotFound.With("unknown user_id")
+	}
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return userID, "", nil
+	}
+	var req optOutRequest
+	if err := decodeObject(w, r, &req); err != nil {
+		return "", "", err
+	}
+	if req.Category != nil && !categoryName.MatchString(*req.Category) {
+		return "", "", apierror.InvalidRequest.With("category must be 1-40 characters of a-z0-9_.-")
+	}
+	if req.Category != nil {
+		category = *req.Category
+	}
+	return userID, category, nil
+}
+
+// optOut is POST /v1/users/{user_id}/opt-out: the tenant opts its user out of its notifications, or of one
+// category (v1 extensions §9). The user's notifications still waiting that it covers end blocked ("opted
+// out") in the same transaction, so none reaches the platform after the 204 (store.OptOut). An opt-out the
+// user made in the chat stays the user's. 404 for a user the tenant has never seen.
+func (a *API) optOut(w http.ResponseWriter, r *http.Request) error {
+	userID, category, err := optOutTarget(w, r)
+	if err != nil {
+		return err
+	}
+	_, err = a.store.OptOut(r.Context(), principalOf(r.Context()).TenantID, userID, category, store.ByTenant)
+	if errors.Is(err, store.ErrNotFound) {
+		return apierror.NotFound.With("unknown user_id")
+	}
+	if err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// liftOptOut is DELETE /v1/users/{user_id}/opt-out: the tenant lifts an opt-out it made (204, also when
+// there was none). One the user made in the chat only the user lifts, with /resume: 409 opted_out_by_user —
+// a tenant cannot undo its user's own "stop".
+func (a *API) liftOptOut(w http.ResponseWriter, r *http.Request) error {
+	userID, category, err := optOutTarget(w, r)
+	if err != nil {
+		return err
+	}
+	_, err = a.store.LiftOptOut(r.Context(), principalOf(r.Context()).TenantID, userID, category, store.ByTenant)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return apierror.NotFound.With("unknown user_id")
+	case errors.Is(err, store.ErrOptedOutByUser):
+		return apierror.OptedOutByUser
+	case err != nil:
+		return err
+	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

@@ -2,7 +2,7 @@
 // value from an unbounded set (a tenant id, a request's method, a path) would grow the series count, and
 // the memory of every Prometheus that scrapes Herald, without limit. Label values come from closed sets
 // only: Herald's own codes and states, route patterns (never paths), the methods below, and the capped
-// sets of tenants.
+// sets of tenants and of bots.
 package metriclabel
 
 import (
@@ -55,3 +55,15 @@ func Method(method string) string {
 	}
 	return Other
 }
+
+// MaxBots caps the bot label of every per-bot metric, as MaxTenants caps the tenant label: past 100 bots,
+// the rest are counted together as "other".
+const MaxBots = 100
+
+// SharedBot is the bot label of the shared bot (HERALD_MESSENGER_BOT_TOKEN), which has no username of
+// Herald's own to go by. A tenant's own bot is labelled with its username (its id until the username is
+// known), through Bots.
+const SharedBot = "shared"
+
+// Bots is the process's one set of bot label values, shared by every per-bot metric.
+var Bots = &Set{Max: MaxBots}

@@ -26,9 +26,14 @@ type Delivery struct {
 	// BotTokenRefused: the platform refused Bot's token (the bot's state in the store is token_invalid):
 	// nothing can be sent through it until the tenant gives a new token (CodeBotTokenRefused).
 	BotTokenRefused bool
-	Priority        int
-	Body            string
-	ReplyMarkup     json.RawMessage
+	// Blocked: the user's link (the one the notification goes through) is marked blocked — the user blocked
+	// the bot (my_chat_member, or a 403) — and OptedOut: an opt-out of the tenant, or of the notification's
+	// category, covers it. Either way nothing may be sent: Stopped gives the outcome.
+	Blocked     bool
+	OptedOut    bool
+	Priority    int
+	Body        string
+	ReplyMarkup json.RawMessage
 	// Attempts counts this attempt too. It identifies the claim: a status write for an older attempt (a
 	// worker whose lease ran out and was redriven) matches nothing.
 	Attempts int
@@ -77,7 +82,33 @@ const (
 	// again through the new one (ChangeBot).
 	CodeBotChanged    = 1103
 	BotChangedMessage = "the tenant changed its bot; the user must link again"
+	// CodeBotUnavailable: the worker could not send through the tenant's bot (it cannot open the bot's
+	// token: a worker configured without the key it was sealed under). Retried like a platform's 5xx, for
+	// a worker that can; its cause is in the worker's log, not here.
+	CodeBotUnavailable    = 1104
+	BotUnavailableMessage = "the gateway could not send through the tenant's bot; its operator has been told"
+	// CodeBlocked: the claim found the user's link marked blocked (the user blocked the bot: a my_chat_member
+	// update, or an earlier 403): the notification ends blocked without a call to the platform.
+	CodeBlocked    = 1105
+	BlockedMessage = "the user blocked the bot"
+	// CodeOptedOut: an opt-out of the tenant, or of the notification's category, covers it (§9): the waiting
+	// ones end with the opt-out, in its transaction (OptOut); a claim that finds one ends the one it took.
+	CodeOptedOut    = 1106
+	OptedOutMessage = "opted out"
 )
+
+// Stopped returns the outcome of a claimed tenant notification that must end without a call to the
+// platform because its user blocked the bot or opted out of it (the Block outcome, with the lifecycle's own
+// code), and false when neither holds. An opt-out comes first: it says more than the block does.
+func (d Delivery) Stopped() (DeliveryResult, bool) {
+	switch {
+	case d.OptedOut:
+		return DeliveryResult{Status: Block.To(), ErrorCode: CodeOptedOut, ErrorMessage: OptedOutMessage}, true
+	case d.Blocked:
+		return DeliveryResult{Status: Block.To(), ErrorCode: CodeBlocked, ErrorMessage: BlockedMessage}, true
+	}
+	return DeliveryResult{}, false
+}
 
 // Backoff is a retry schedule, a notification's after transient failures that come without a retry_after
 // (5xx, timeouts, network errors) and a callback event's after its endpoint failed: after the attempt n

@@ -62,8 +62,59 @@ func TestTheResource(t *testing.T) {
 	}
 	want := `{"tracking_id":"t","user_id":"u","priority":5,"status":"queued","attempts":0,` +
 		`"created_at":"2026-01-02T14:04:05.123Z","updated_at":"2026-01-02T14:04:05.123Z","messenger_message_id":null,` +
-		`"last_error_code":0,"last_error_message":null,"metadata":{},"send_at":null,"expires_at":null,"delivered_at":null,"next_attempt_at":null}`
+		`"last_error_code":0,"last_error_message":null,"metadata":{},"send_at":null,"expires_at":null,"delivered_at":null,"next_attempt_at":null,"category":null}`
 	if string(b) != want {
 		t.Errorf("resource\n%s\nwant\n%s", b, want)
+	}
+}
+
+// The category a send named is in the resource; none is null.
+func TestTheResourceNamesTheCategory(t *testing.T) {
+	promo := "promo"
+	b, err := json.Marshal(View{TrackingID: "t", Status: Queued, Category: &promo}.Resource())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil || m["category"] != "promo" {
+		t.Errorf("resource %s, want category promo", b)
+	}
+}
+
+// A claim that found the user's link blocked, or an opt-out covering the notification, ends it blocked
+// without a call, with the lifecycle's own code and message; one that found neither is sent.
+func TestAClaimStoppedByABlockOrAnOptOut(t *testing.T) {
+	cases := []struct {
+		name string
+		d    Delivery
+		want DeliveryResult
+		stop bool
+	}{
+		{"neither", Delivery{Kind: KindTenant, ChatID: 1}, DeliveryResult{}, false},
+		{"the link is blocked", Delivery{Kind: KindTenant, ChatID: 1, Blocked: true},
+			DeliveryResult{Status: Blocked, ErrorCode: CodeBlocked, ErrorMessage: BlockedMessage}, true},
+		{"an opt-out covers it", Delivery{Kind: KindTenant, ChatID: 1, OptedOut: true},
+			DeliveryResult{Status: Blocked, ErrorCode: CodeOptedOut, ErrorMessage: OptedOutMessage}, true},
+		{"both: the opt-out says more", Delivery{Kind: KindTenant, ChatID: 1, Blocked: true, OptedOut: true},
+			DeliveryResult{Status: Blocked, ErrorCode: CodeOptedOut, ErrorMessage: OptedOutMessage}, true},
+	}
+	for _, c := range cases {
+		got, stop := c.d.Stopped()
+		if stop != c.stop || got != c.want {
+			t.Errorf("%s: %+v %v, want %+v %v", c.name, got, stop, c.want, c.stop)
+		}
+	}
+	if Block.To() != Blocked || OptOut.To() != Blocked {
+		t.Error("a block and an opt-out end a notification blocked")
+	}
+	if OptedOutMessage != "opted out" {
+		t.Errorf("the opt-out's message %q, the contract's is \"opted out\"", OptedOutMessage)
+	}
+	seen := map[int]bool{}
+	for _, code := range []int{CodeNoLink, CodeRelinked, CodeBotTokenRefused, CodeBotChanged, CodeBlocked, CodeOptedOut} {
+		if seen[code] {
+			t.Errorf("gateway code %d used twice", code)
+		}
+		seen[code] = true
 	}
 }

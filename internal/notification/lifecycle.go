@@ -10,7 +10,9 @@ package notification
 //	scheduled ──release (at send_at)──▶ queued                         waits in PostgreSQL, not on Kafka
 //	queued, retrying (due) ──claim──▶ delivering ──deliver──▶ delivered   the platform accepted it
 //	                                     │     ──retry──▶ retrying      a transient failure; claimed again when due
-//	                                     │     ──block──▶ blocked       403 blocked / deactivated
+//	                                     │     ──block──▶ blocked       403 blocked / deactivated; or, without a send,
+//	                                     │                               the claim found the link blocked (CodeBlocked)
+//	                                     │                               or an opt-out covering it (CodeOptedOut)
 //	                                     │     ──unlink──▶ unlinked     no link, relinked, chat not found, can't initiate
 //	                                     │     ──fail──▶ failed         other 4xx, or attempts exhausted
 //	                                     │     ──lapse──▶ expired       a transient failure after expires_at
@@ -20,6 +22,7 @@ package notification
 //	delivering past its lease ──expire──▶ expired                      likewise, once its worker died
 //	scheduled, queued, retrying ──relink──▶ unlinked                   the user linked another account (CodeRelinked)
 //	scheduled, queued, retrying ──change bot──▶ unlinked               the tenant changed its bot (CodeBotChanged)
+//	scheduled, queued, retrying ──opt out──▶ blocked                   an opt-out of the tenant or its category (CodeOptedOut)
 //
 // No attempt starts at or after expires_at: the claim's guard. Each transition is one guarded statement of
 // internal/store; an attempt's outcome is chosen by internal/delivery (Decide) and written under the
@@ -45,7 +48,7 @@ const (
 	// The outcomes of an attempt (Outcomes), written by its worker under the attempt's number.
 	Deliver Event = "deliver" // the platform accepted it
 	Retry   Event = "retry"   // a transient failure with attempts left before expires_at, or shutdown cut the attempt short
-	Block   Event = "block"   // the user blocked the bot or is deactivated
+	Block   Event = "block"   // the user blocked the bot or is deactivated (a 403), or the claim found a block or an opt-out (Delivery.Stopped)
 	Unlink  Event = "unlink"  // the platform does not know the chat, or the user has no link (CodeNoLink) or another one (CodeRelinked)
 	Fail    Event = "fail"    // a permanent error, or the last allowed attempt failed transiently
 	Lapse   Event = "lapse"   // a transient failure after expires_at
@@ -56,10 +59,14 @@ const (
 	// ChangeBot: the tenant changed its bot (§11): the links made through the old bot end, and what waits to
 	// go through them with it.
 	ChangeBot Event = "change_bot"
+	// OptOut: the user (in the chat) or the tenant (through the API) opted the user out of the tenant's
+	// notifications, or of one category of them (§9): what waits and is covered ends, in the opt-out's
+	// transaction; one whose attempt runs was claimed before the opt-out.
+	OptOut Event = "opt_out"
 )
 
 // Events lists every event.
-var Events = []Event{Accept, Schedule, Release, Claim, Redrive, Deliver, Retry, Block, Unlink, Fail, Lapse, Cancel, Expire, Relink, ChangeBot}
+var Events = []Event{Accept, Schedule, Release, Claim, Redrive, Deliver, Retry, Block, Unlink, Fail, Lapse, Cancel, Expire, Relink, ChangeBot, OptOut}
 
 // Outcomes are the events that end an attempt, one for each state an attempt may end in.
 var Outcomes = []Event{Deliver, Retry, Block, Unlink, Fail, Lapse}
@@ -123,7 +130,7 @@ type transition struct {
 }
 
 // waiting are the states in which no attempt is running and nothing has ended the notification: a cancel,
-// the clock, a relink and a change of bot end it there. A delivering notification is its attempt's; a terminal one is over.
+// the clock, a relink, a change of bot and an opt-out end it there. A delivering notification is its attempt's; a terminal one is over.
 var waiting = []Status{Scheduled, Queued, Retrying}
 
 // transitions is the state machine. An event has one To; a state appears at most once per event.
@@ -149,6 +156,7 @@ var transitions = []transition{
 	{[]Status{Delivering}, Expire, Expired, leaseRanOut},
 	{waiting, Relink, Unlinked, always},
 	{waiting, ChangeBot, Unlinked, always},
+	{waiting, OptOut, Blocked, always},
 }
 
 // guards hold for every transition of their event.

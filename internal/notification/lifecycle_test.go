@@ -25,6 +25,7 @@ var machine = map[Event]map[Status]Status{
 	Expire:    {Scheduled: Expired, Queued: Expired, Retrying: Expired, Delivering: Expired},
 	Relink:    {Scheduled: Unlinked, Queued: Unlinked, Retrying: Unlinked}, // 1101
 	ChangeBot: {Scheduled: Unlinked, Queued: Unlinked, Retrying: Unlinked}, // 1103: §11, the tenant changed its bot
+	OptOut:    {Scheduled: Blocked, Queued: Blocked, Retrying: Blocked},    // 1106: §9, an opt-out covers it
 }
 
 // Every (state, event) pair: the table moves it where the documented machine does, or not at all.
@@ -93,6 +94,10 @@ func TestTheConditionsOfTheTransitions(t *testing.T) {
 		{"a change of bot ends a retry not due", Retrying, ChangeBot, Row{NextAttemptAt: &future}, true},
 		{"a change of bot leaves a running attempt to it", Delivering, ChangeBot, Row{LeaseExpiresAt: &future}, false},
 		{"a change of bot leaves a terminal one", Delivered, ChangeBot, Row{}, false},
+		{"an opt-out ends a scheduled one", Scheduled, OptOut, Row{SendAt: &future}, true},
+		{"an opt-out ends a retry not due, past expires_at", Retrying, OptOut, Row{NextAttemptAt: &future, ExpiresAt: &past}, true},
+		{"an opt-out leaves a running attempt to it (the claim checked before it)", Delivering, OptOut, Row{LeaseExpiresAt: &future}, false},
+		{"an opt-out leaves a terminal one", Cancelled, OptOut, Row{}, false},
 		{"an outcome under a lease that ran out", Delivering, Deliver, Row{LeaseExpiresAt: &past}, true},
 		{"an outcome of a terminal one", Delivered, Retry, Row{}, false},
 	}
@@ -180,6 +185,7 @@ func TestTheSQLNamesTheStatesAsTheIndexesDo(t *testing.T) {
 		{Release.SQL(), "(send_at <= now() AND (expires_at IS NULL OR expires_at > now()) AND status = 'scheduled')"},
 		{Relink.SQL(), "status IN ('scheduled', 'queued', 'retrying')"},
 		{ChangeBot.SQL(), "status IN ('scheduled', 'queued', 'retrying')"},
+		{OptOut.SQL(), "status IN ('scheduled', 'queued', 'retrying')"},
 		{KindSystemSQL, "'system'"},
 	}
 	for _, c := range cases {

@@ -14,8 +14,8 @@
 //     request whose rows PostgreSQL refuses fails alone (sendBatch runs the others apart);
 //   - scheduling: an item whose send_at is still ahead is stored as scheduled and not published; the
 //     scheduler (ReleaseScheduled, in the worker) publishes it when it is due;
-//   - the answer per item: queued or scheduled, refused by the gate (phone unverified), or not queued
-//     (queue error), the two refusals as errors of the API's catalogue (internal/apierror).
+//   - the answer per item: queued or scheduled, refused by the gate (phone unverified, or the user opted
+//     out), or not queued (queue error), the refusals as errors of the API's catalogue (internal/apierror).
 //
 // Handlers call Send or, for system messages inserted in their own transaction, Publish; the worker's loops
 // call ReleaseScheduled and Republisher. None of them sees Kafka.
@@ -98,14 +98,16 @@ type Item struct {
 	Metadata  map[string]string
 	SendAt    *time.Time
 	ExpiresAt *time.Time
+	Category  string // "": none
 	// Refused, when set, is the item's answer already (the caller refused it, e.g. as invalid): it is not
 	// stored, and stands in the answer (and the idempotent replay) at its position.
 	Refused *Result
 }
 
 // Result is the answer for one item: TrackingID and Status when it was accepted, Code and Message when not
-// (an error of the API's catalogue: apierror.PhoneUnverified when the user has no link or no verified phone,
-// apierror.QueueError when the broker did not acknowledge in time; nothing was stored of either).
+// (an error of the API's catalogue: apierror.UserOptedOut when an opt-out of the tenant or of the item's
+// category covers it, apierror.PhoneUnverified when the user has no link or no verified phone,
+// apierror.QueueError when the broker did not acknowledge in time; nothing was stored of any).
 type Result struct {
 	TrackingID string `json:"tracking_id,omitempty"`
 	Status     string `json:"status,omitempty"`
@@ -168,7 +170,7 @@ func (o *Outbox) Send(ctx context.Context, tenantID string, items []Item, idem *
 			}
 			r.ns = append(r.ns, store.NewNotification{TrackingID: newTrackingID(), Kind: notification.KindTenant, TenantID: tenantID,
 				UserID: it.UserID, Priority: it.Priority, Body: it.Body, Status: status, Metadata: it.Metadata,
-				SendAt: it.SendAt, ExpiresAt: it.ExpiresAt})
+				SendAt: it.SendAt, ExpiresAt: it.ExpiresAt, Category: it.Category})
 			r.pos = append(r.pos, i)
 		}
 		a, err := o.sends.Do(ctx, r)
@@ -232,6 +234,7 @@ func (o *Outbox) sendTogether(reqs []*request) ([]answer, error) {
 	}
 	var ns []store.NewNotification
 	var accepted map[string]store.Destination // tracking id → chat
+	var optedOut map[string]string            // of the refused ones, those an opt-out covers → its category
 	var keys []store.IdempotencyKey           // the keys this batch claimed and keeps
 	var err error
 	if len(claims) == 0 {
@@ -239,6 +242,9 @@ func (o *Outbox) sendTogether(reqs []*request) ([]answer, error) {
 			ns = append(ns, r.ns...)
 		}
 		accepted, err = o.st.InsertTenantNotifications(ctx, ns)
+		if err == nil {
+			optedOut, err = o.st.CoveredByOptOuts(ctx, refusedBy(ns, accepted))
+		}
 	} else {
 		err = o.st.InTx(ctx, func(ctx context.Context, tx *store.Tx) error {
 			claimed, err := tx.ClaimIdempotencyKeys(ctx, claims)
@@ -255,6 +261,9 @@ func (o *Outbox) sendTogether(reqs []*request) ([]answer, error) {
 			if accepted, err = tx.InsertTenantNotifications(ctx, ns); err != nil {
 				return err
 			}
+			if optedOut, err = tx.CoveredByOptOuts(ctx, refusedBy(ns, accepted)); err != nil {
+				return err
+			}
 			// Keep the answer of each claimed key, for its repeats. A request that stored nothing keeps no key:
 			// a retry is evaluated afresh, as if it were the first.
 			var drop []store.IdempotencyKey
@@ -263,7 +272,7 @@ func (o *Outbox) sendTogether(reqs []*request) ([]answer, error) {
 				if r.idem == nil || out[i].replay {
 					continue
 				}
-				res := results(r, accepted, nil)
+				res := results(r, accepted, optedOut, nil)
 				if !anyAccepted(res) {
 					drop = append(drop, keyOf(r))
 					continue
@@ -329,10 +338,10 @@ func (o *Outbox) sendTogether(reqs []*request) ([]answer, error) {
 			}
 		}
 	}
-	o.settleKeys(ctx, reqs, out, accepted, lost, keys)
+	o.settleKeys(ctx, reqs, out, accepted, optedOut, lost, keys)
 	for i, r := range reqs {
 		if !out[i].replay {
-			out[i].results = results(r, accepted, lost)
+			out[i].results = results(r, accepted, optedOut, lost)
 		}
 	}
 	return out, nil
@@ -341,7 +350,8 @@ func (o *Outbox) sendTogether(reqs []*request) ([]answer, error) {
 // settleKeys finishes the keys this batch claimed: a request whose notifications all went out is marked
 // answered (its repeats replay at once); one that lost every notification to a failed publish loses its
 // key (a retry starts afresh, as if first); one that lost only some keeps its key with its true answer.
-func (o *Outbox) settleKeys(ctx context.Context, reqs []*request, out []answer, accepted map[string]store.Destination, lost map[string]bool, keys []store.IdempotencyKey) {
+func (o *Outbox) settleKeys(ctx context.Context, reqs []*request, out []answer, accepted map[string]store.Destination, optedOut map[string]string,
+	lost map[string]bool, keys []store.IdempotencyKey) {
 	if len(keys) == 0 {
 		return
 	}
@@ -363,7 +373,7 @@ func (o *Outbox) settleKeys(ctx context.Context, reqs []*request, out []answer, 
 			if r.idem == nil || out[i].replay || !claimed[keyOf(r)] {
 				continue
 			}
-			res := results(r, accepted, lost)
+			res := results(r, accepted, optedOut, lost)
 			if !anyAccepted(res) {
 				drop = append(drop, keyOf(r))
 				continue
@@ -400,8 +410,24 @@ func keyOf(r *request) store.IdempotencyKey {
 	return store.IdempotencyKey{TenantID: r.tenantID, Key: r.idem.Key}
 }
 
-// results is a request's answer, given what the batch stored and which of it a failed publish lost.
-func results(r *request, accepted map[string]store.Destination, lost map[string]bool) []Result {
+// refusedBy returns the notifications of ns the gate refused (not in accepted): nil when it refused none, so
+// that a batch it let through whole asks nothing more.
+func refusedBy(ns []store.NewNotification, accepted map[string]store.Destination) []store.NewNotification {
+	if len(accepted) == len(ns) {
+		return nil
+	}
+	var refused []store.NewNotification
+	for _, n := range ns {
+		if !isAccepted(accepted, n.TrackingID) {
+			refused = append(refused, n)
+		}
+	}
+	return refused
+}
+
+// results is a request's answer, given what the batch stored, which of the refused ones an opt-out covers
+// (with the category of that opt-out) and which of the stored ones a failed publish lost.
+func results(r *request, accepted map[string]store.Destination, optedOut map[string]string, lost map[string]bool) []Result {
 	res := make([]Result, len(r.items))
 	for i, it := range r.items {
 		if it.Refused != nil {
@@ -412,7 +438,7 @@ func results(r *request, accepted map[string]store.Destination, lost map[string]
 		i := r.pos[j]
 		switch {
 		case !isAccepted(accepted, n.TrackingID):
-			res[i] = refused(apierror.PhoneUnverified.With("user %q has no verified phone: link the user and complete phone verification first", n.UserID))
+			res[i] = refused(gateRefusal(n, optedOut))
 		case lost[n.TrackingID]:
 			res[i] = refused(apierror.QueueError)
 		default:
@@ -420,6 +446,19 @@ func results(r *request, accepted map[string]store.Destination, lost map[string]
 		}
 	}
 	return res
+}
+
+// gateRefusal says why the gate refused n: an opt-out covers it, or else its user has no link or no verified
+// phone.
+func gateRefusal(n store.NewNotification, optedOut map[string]string) *apierror.Error {
+	category, ok := optedOut[n.TrackingID]
+	switch {
+	case ok && category == "":
+		return apierror.UserOptedOut.With("user %q opted out of your notifications", n.UserID)
+	case ok:
+		return apierror.UserOptedOut.With("user %q opted out of your notifications of category %q", n.UserID, category)
+	}
+	return apierror.PhoneUnverified.With("user %q has no verified phone: link the user and complete phone verification first", n.UserID)
 }
 
 func isAccepted(accepted map[string]store.Destination, trackingID string) bool {

@@ -436,3 +436,28 @@ func TestReleaseScheduledPublishesOrHandsToTheRelay(t *testing.T) {
 		t.Error("the notification whose publish failed is not waiting for the relay")
 	}
 }
+
+// An item the gate refused for an opt-out answers user_opted_out, told apart from an unverified phone, with
+// a message that names the category it covers; its category is stored on the ones accepted. Under a key,
+// the refusal is kept and replayed like the rest.
+func TestAnItemOfAnOptedOutUserIsRefusedAsSuch(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.st.OptOut(ctx, "acme", "ok", "promo", store.ByUser); err != nil {
+		t.Fatal(err)
+	}
+	promo, news := item("ok"), item("ok")
+	promo.Category, news.Category = "promo", "news"
+	for _, idem := range []*outbox.Idempotency{nil, {Key: "k", RequestHash: [32]byte{1}}, {Key: "k", RequestHash: [32]byte{1}}} {
+		res, _, err := e.ob.Send(ctx, "acme", []outbox.Item{promo, news, item("no")}, idem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res[0].Code != apierror.UserOptedOut.Code || res[0].Message == "" || !res[1].Accepted() || res[2].Code != apierror.PhoneUnverified.Code {
+			t.Errorf("answers %+v, want user_opted_out, accepted, phone_unverified", res)
+		}
+		if n := e.count(`SELECT count(*) FROM notifications WHERE tracking_id = $1 AND category = 'news'`, res[1].TrackingID); n != 1 {
+			t.Error("the accepted item's category was not stored")
+		}
+	}
+}

@@ -37,7 +37,7 @@ func System(m SystemMessage) store.NewNotification {
 
 // outgoing is n's envelope, carrying headers (its request's trace context).
 func outgoing(n store.NewNotification, headers []kafka.Header) queue.Outgoing {
-	out := queue.NewOutgoing(n.TrackingID, n.TenantID, n.UserID, n.ChatID, n.Priority)
+	out := queue.NewOutgoingVia(n.Bot, n.TrackingID, n.TenantID, n.UserID, n.ChatID, n.Priority)
 	out.Headers = headers
 	return out
 }
@@ -104,7 +104,7 @@ func (o *Outbox) ReleaseScheduled(ctx context.Context, limit int) (released int,
 	out := make([]queue.Outgoing, len(due))
 	ids := make([]string, len(due))
 	for i, p := range due {
-		out[i], ids[i] = queue.NewOutgoing(p.TrackingID, p.TenantID, p.UserID, p.ChatID, p.Priority), p.TrackingID
+		out[i], ids[i] = queue.NewOutgoingVia(p.Bot, p.TrackingID, p.TenantID, p.UserID, p.ChatID, p.Priority), p.TrackingID
 	}
 	o.publishOrRelay(ctx, out, ids, "scheduled notifications")
 	return len(due), true, nil
@@ -127,7 +127,7 @@ func (o *Outbox) Republisher(published func(n int)) store.RepublishFunc {
 				defer func() { <-sem }()
 				pctx, cancel := context.WithTimeout(ctx, o.timeout)
 				defer cancel()
-				if err := o.producer.Publish(pctx, queue.NewOutgoing(p.TrackingID, p.TenantID, p.UserID, p.ChatID, p.Priority)); err != nil {
+				if err := o.producer.Publish(pctx, queue.NewOutgoingVia(p.Bot, p.TrackingID, p.TenantID, p.UserID, p.ChatID, p.Priority)); err != nil {
 					o.log.Warn("could not publish again", "tracking_id", p.TrackingID, "err", err)
 					return
 				}

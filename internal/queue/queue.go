@@ -73,12 +73,18 @@ type Outgoing struct {
 	Headers  []kafka.Header
 }
 
-// NewOutgoing is the one constructor of an envelope: every message is keyed by the chat it goes to
-// (notification.ChatKey, the partition-key rule). A tenant notification stored before its chat was recorded
-// on the row (chatID 0) is keyed by tenant and user ("tenant/user"), which keeps one user's messages
-// together as before.
+// NewOutgoing is NewOutgoingVia for the shared bot.
 func NewOutgoing(trackingID, tenantID, userID string, chatID int64, priority int) Outgoing {
-	key := notification.ChatKey(notification.SharedBot, chatID)
+	return NewOutgoingVia(notification.SharedBot, trackingID, tenantID, userID, chatID, priority)
+}
+
+// NewOutgoingVia is the one constructor of an envelope: every message is keyed by the chat it goes to, of
+// the bot it goes through (notification.ChatKey, the partition-key rule), so that the worker knows a
+// message's bot from its key before it claims it. A tenant notification stored before its chat was
+// recorded on the row (chatID 0, which predates tenants' own bots) is keyed by tenant and user
+// ("tenant/user"), which keeps one user's messages together as before.
+func NewOutgoingVia(bot notification.BotID, trackingID, tenantID, userID string, chatID int64, priority int) Outgoing {
+	key := notification.ChatKey(bot, chatID)
 	if chatID == 0 && userID != "" {
 		key = tenantID + "/" + userID
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/testing/kafkatest"
 )
@@ -74,5 +75,20 @@ func TestParseEnvelopeRejectsUnknownVersions(t *testing.T) {
 		if _, err := queue.ParseEnvelope([]byte(raw)); err == nil {
 			t.Errorf("ParseEnvelope(%s) accepted an invalid envelope", raw)
 		}
+	}
+}
+
+// A tenant's own bot's messages are keyed by bot and chat: a user's chats with two bots are two chats, and
+// the worker reads the bot from the key before it claims (notification.ParseChatKey). The shared bot's keys
+// stay those of every envelope published before bots existed.
+func TestAnOwnBotsMessagesAreKeyedByBotAndChat(t *testing.T) {
+	t.Parallel()
+	own := queue.NewOutgoingVia(42, "1", "acme", "u1", 77, 5)
+	shared := queue.NewOutgoingVia(notification.SharedBot, "2", "acme", "u1", 77, 5)
+	if string(own.Key) != "bot/42/chat/77" || string(shared.Key) != "chat/77" {
+		t.Errorf("keys %q and %q, want bot/42/chat/77 and chat/77", own.Key, shared.Key)
+	}
+	if bot, chat, ok := notification.ParseChatKey(string(own.Key)); !ok || bot != 42 || chat != 77 {
+		t.Errorf("ParseChatKey(%q) = %d, %d, %v", own.Key, bot, chat, ok)
 	}
 }

@@ -282,19 +282,20 @@ func (s *Server) sendMessage(r *http.Request, b *bot, body []byte) (any, error) 
 
 // admitLocked applies the bot's global limit and the per-chat limit of (bot, chat) to one send at now; sends
 // to unknown chats count against the global limit only. A send flagged allow_paid_broadcast from a bot
-// allowed paid broadcasts that does not fit the bot's rate is held to PaidBroadcastRate instead, and
-// billed. It also keeps the sliding-second and per-chat interval counts (Stats). Callers hold s.mu.
+// allowed paid broadcasts ignores the bot's rate, for a fee, as the Bot API describes the flag: it is held
+// to PaidBroadcastRate instead, takes nothing of the free rate, and is billed. It also keeps the
+// sliding-second and per-chat interval counts (Stats). Callers hold s.mu.
 func (s *Server) admitLocked(b *bot, now time.Time, c *chat, paidFlag bool) error {
 	l := s.limits
 	rate, burst := b.globalLimit(l)
 	paid := paidFlag && b.paid
 	s.watchLocked(b, now, c, paid, rate, l)
 
-	globalWait := b.free.wait(now, rate, burst, l.Tolerance)
-	billed := false
-	if globalWait > 0 && paid {
+	var globalWait time.Duration
+	if paid {
 		globalWait = b.total.wait(now, PaidBroadcastRate, defaultBurst(PaidBroadcastRate), l.Tolerance)
-		billed = globalWait == 0
+	} else {
+		globalWait = b.free.wait(now, rate, burst, l.Tolerance)
 	}
 	var chatWait time.Duration
 	if c != nil {
@@ -314,7 +315,7 @@ func (s *Server) admitLocked(b *bot, now time.Time, c *chat, paidFlag bool) erro
 		s.log.Warn("rate limit exceeded", "bot_id", b.id, "chat_id", chatIDOf(c), "global_wait", globalWait, "chat_wait", chatWait)
 		return tooManyRequests(retryAfterSeconds(max(globalWait, chatWait)))
 	}
-	if billed {
+	if paid {
 		s.count(b, func(st *Stats) { st.PaidSends++ })
 	} else {
 		b.free.take(now, rate, l.Tolerance)

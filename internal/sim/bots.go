@@ -24,7 +24,7 @@ import (
 )
 
 // PaidBroadcastRate is how far the platform's paid broadcasts go: a send carrying allow_paid_broadcast, from
-// a bot allowed them, may go past the bot's rate, up to this many a second (the excess is billed).
+// a bot allowed them, ignores the bot's rate, up to this many a second, and is billed.
 const PaidBroadcastRate = 1000
 
 // firstAllocatedBotID is where the ids of bots the control API creates without one start: ten digits, as

@@ -388,6 +388,29 @@ func TestPaidBroadcastLetsOnlyAnAllowedBotPastItsRate(t *testing.T) {
 	}
 }
 
+// A flagged send is paid for and ignores the free rate: however many flagged sends went first, the allowed
+// bot's unflagged sends still have all of its free rate, and every flagged one is billed.
+func TestAFlaggedSendTakesNothingOfTheFreeRate(t *testing.T) {
+	e := newEnv(t, sim.Options{})
+	paid := e.createBot(t, map[string]any{"username": "flagged_bot", "rate_limit": 30, "burst": 3, "paid_broadcast": true})
+	for user := 1; user <= 23; user++ {
+		e.mustControl(t, "POST", fmt.Sprintf("/sim/users/%d/start?bot=flagged_bot&wait=0", user), nil, nil)
+	}
+	for user := int64(1); user <= 20; user++ {
+		if status, r := e.sendAs(t, paid.Token, user, true); status != 200 {
+			t.Fatalf("a flagged send: %d %s", status, r.Description)
+		}
+	}
+	for user := int64(21); user <= 23; user++ { // the free rate's burst, untouched by the flagged sends
+		if status, r := e.sendAs(t, paid.Token, user, false); status != 200 {
+			t.Errorf("an unflagged send after 20 flagged ones: %d %s, want it within the free rate", status, r.Description)
+		}
+	}
+	if st := e.botStatsOf(t, "flagged_bot"); st.PaidSends != 20 || st.LimitViolations != 0 {
+		t.Errorf("the paid bot's stats: %d paid sends, %d violations; want the 20 flagged ones billed, none refused", st.PaidSends, st.LimitViolations)
+	}
+}
+
 // /sim/stats keeps its totals and lists each bot's counters beside them; ?bot= reads one bot's.
 func TestStatsCountPerBot(t *testing.T) {
 	e := newEnv(t, sim.Options{})

@@ -18,11 +18,15 @@ import (
 	"github.com/heraldhq/herald/internal/notification"
 )
 
-// Callback event types (spec v1-extensions §7).
+// Callback event types (spec v1-extensions §7, §9).
 const (
-	EventPing         = "ping"
-	EventUserLinked   = "user.linked"
-	EventUserVerified = "user.verified"
+	EventPing          = "ping"
+	EventUserLinked    = "user.linked"
+	EventUserVerified  = "user.verified"
+	EventUserOptedOut  = "user.opted_out"
+	EventUserOptedIn   = "user.opted_in"
+	EventUserBlocked   = "user.blocked"
+	EventUserUnblocked = "user.unblocked"
 )
 
 // NotificationEvent is the type of the event that reports a notification reaching the terminal state s.
@@ -33,18 +37,20 @@ func NotificationEvent(s notification.Status) string { return "notification." + 
 var EventTypes = []string{
 	"notification.delivered", "notification.failed", "notification.blocked", "notification.unlinked",
 	"notification.expired", "notification.cancelled", EventUserLinked, EventUserVerified, EventPing,
+	EventUserOptedOut, EventUserOptedIn, EventUserBlocked, EventUserUnblocked,
 }
 
 // emitEvents is the one way an event enters the outbox. src names a CTE (or table expression) of events
-// with the columns (tenant_id, type, tracking_id, user_id, at); emitEvents returns a CTE, name, to put after
+// with the columns (tenant_id, type, tracking_id, user_id, at, data — the event's data beyond its user or
+// notification, a jsonb object or NULL); emitEvents returns a CTE, name, to put after
 // it in the same WITH, that records each event once in callback_inbox when its tenant has an endpoint
 // subscribed to its type. It runs in the statement that makes the change: a tenant without such an
 // endpoint costs an index probe — no round trip, no row — and one with five costs one narrow row. The
 // sender fans the inbox out to the endpoints (DispatchCallbackEvents).
 func emitEvents(name, src string) string {
 	return name + ` AS (
-		INSERT INTO callback_inbox (tenant_id, type, tracking_id, user_id, created_at)
-		SELECT s.tenant_id, s.type, s.tracking_id, s.user_id, s.at FROM ` + src + ` s
+		INSERT INTO callback_inbox (tenant_id, type, tracking_id, user_id, created_at, data)
+		SELECT s.tenant_id, s.type, s.tracking_id, s.user_id, s.at, s.data FROM ` + src + ` s
 		WHERE EXISTS (SELECT 1 FROM callback_endpoints ep WHERE ep.tenant_id = s.tenant_id AND s.type = ANY (ep.events)))`
 }
 
@@ -61,10 +67,10 @@ func (s *Store) DispatchCallbackEvents(ctx context.Context, limit int) (int, []s
 		WITH batch AS (
 			DELETE FROM callback_inbox
 			WHERE id IN (SELECT id FROM callback_inbox ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
-			RETURNING id, event_id, tenant_id, type, tracking_id, user_id, created_at),
+			RETURNING id, event_id, tenant_id, type, tracking_id, user_id, created_at, data),
 		fanned AS (
-			INSERT INTO callback_events (event_id, endpoint_id, type, tracking_id, user_id, created_at)
-			SELECT b.event_id, ep.id, b.type, b.tracking_id, b.user_id, b.created_at
+			INSERT INTO callback_events (event_id, endpoint_id, type, tracking_id, user_id, created_at, data)
+			SELECT b.event_id, ep.id, b.type, b.tracking_id, b.user_id, b.created_at, b.data
 			FROM batch b JOIN callback_endpoints ep ON ep.tenant_id = b.tenant_id AND b.type = ANY (ep.events)
 			ORDER BY b.id, ep.id
 			RETURNING endpoint_id)
@@ -87,16 +93,22 @@ const notificationEventColumns = `tracking_id, kind, tenant_id, status, updated_
 //	SELECT count(*) FROM changed
 func notificationEvents(changed string) string {
 	return changed + `_src AS (
-		SELECT tenant_id, 'notification.' || status AS type, tracking_id, NULL::text AS user_id, updated_at AS at
+		SELECT tenant_id, 'notification.' || status AS type, tracking_id, NULL::text AS user_id, updated_at AS at,
+		       NULL::jsonb AS data
 		FROM ` + changed + ` WHERE kind = ` + notification.KindTenantSQL + ` AND ` + notification.TerminalSQL() + `),
 	` + emitEvents(changed+"_events", changed+"_src")
 }
 
 // userEvents records an event of type eventType (a constant of this package) for each row of the CTE
 // changed, which returns tenant_id, user_id and at (the time of the change).
-func userEvents(changed, eventType string) string {
+func userEvents(changed, eventType string) string { return userEventsWith(changed, eventType, "NULL") }
+
+// userEventsWith is userEvents for events that carry data beyond the user: data is a SQL expression over the
+// columns of changed that yields the jsonb object merged into the payload's data ({"user_id", …}).
+func userEventsWith(changed, eventType, data string) string {
 	return changed + `_src AS (
-		SELECT tenant_id, '` + eventType + `'::text AS type, NULL::uuid AS tracking_id, user_id, at FROM ` + changed + `),
+		SELECT tenant_id, '` + eventType + `'::text AS type, NULL::uuid AS tracking_id, user_id, at, (` + data + `)::jsonb AS data
+		FROM ` + changed + `),
 	` + emitEvents(changed+"_events", changed+"_src")
 }
 
@@ -110,7 +122,10 @@ type CallbackEvent struct {
 	Type       string
 	TrackingID string // notification.* events
 	UserID     string // user.* events
-	CreatedAt  time.Time
+	// Data is the event's data beyond its user (user.opted_out, user.opted_in: {"category", "by"}); nil for
+	// the others.
+	Data      []byte
+	CreatedAt time.Time
 	// Attempts counts this attempt; it identifies the claim (the result write is guarded by it).
 	Attempts int
 	// Payload is the body rendered at the first attempt and kept while the event is retried; nil before.
@@ -154,7 +169,7 @@ func (s *Store) ClaimCallbackEvents(ctx context.Context, limit, perEndpoint int,
 		FROM due, callback_endpoints ep
 		WHERE e.id = due.id AND ep.id = e.endpoint_id
 		RETURNING e.id, e.event_id::text, e.endpoint_id::text, ep.tenant_id, ep.url, e.type,
-		          COALESCE(e.tracking_id::text, ''), COALESCE(e.user_id, ''), e.created_at, e.attempts, e.payload,
+		          COALESCE(e.tracking_id::text, ''), COALESCE(e.user_id, ''), e.data, e.created_at, e.attempts, e.payload,
 		          (SELECT COALESCE(array_agg(sc.sealed ORDER BY sc.expires_at DESC NULLS FIRST, sc.id DESC), '{}')
 		           FROM callback_secrets sc
 		           WHERE sc.endpoint_id = e.endpoint_id AND (sc.expires_at IS NULL OR sc.expires_at > now()))`,
@@ -164,7 +179,7 @@ func (s *Store) ClaimCallbackEvents(ctx context.Context, limit, perEndpoint int,
 	}
 	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (CallbackEvent, error) {
 		var e CallbackEvent
-		err := r.Scan(&e.ID, &e.EventID, &e.EndpointID, &e.TenantID, &e.URL, &e.Type, &e.TrackingID, &e.UserID,
+		err := r.Scan(&e.ID, &e.EventID, &e.EndpointID, &e.TenantID, &e.URL, &e.Type, &e.TrackingID, &e.UserID, &e.Data,
 			&e.CreatedAt, &e.Attempts, &e.Payload, &e.Secrets)
 		return e, err
 	})

@@ -94,7 +94,10 @@ func (s *Store) ClaimDelivery(ctx context.Context, trackingID string, lease time
 // chat of the same bot): a relink that committed before this statement has ended the notification if it
 // was waiting, or makes this claim Relinked if an attempt was running then (its retry); one that commits
 // after it ends nothing this attempt holds, which then goes to the verified owner's chat. It reads whether
-// the bot's token was refused (a tenant's own bot only: the shared bot has no row).
+// the bot's token was refused (a tenant's own bot only: the shared bot has no row), and for a tenant
+// notification whether that link is marked blocked and whether an opt-out covers it (§9): an opt-out that
+// committed before this statement is seen here, so a notification it did not end (accepted before it, its
+// envelope held by a worker) is not sent either.
 func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Duration) (notification.Delivery, error) {
 	var d notification.Delivery
 	var markup *string
@@ -104,17 +107,20 @@ func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Dur
 			SET status = `+notification.Claim.To().SQL()+`, attempts = attempts + 1,
 			    lease_expires_at = now() + make_interval(secs => $2), updated_at = now()
 			WHERE tracking_id = $1 AND `+claimSQL+`
-			RETURNING tracking_id, kind, tenant_id, user_id, chat_id, bot_id, priority, body, reply_markup, attempts, expires_at)
+			RETURNING tracking_id, kind, tenant_id, user_id, chat_id, bot_id, priority, body, reply_markup, attempts, expires_at, category)
 		SELECT c.tracking_id::text, c.kind, COALESCE(c.tenant_id, ''), COALESCE(c.user_id, ''),
 		       CASE WHEN c.kind = `+notification.KindSystemSQL+` OR (l.chat_id = c.chat_id AND l.bot_id IS NOT DISTINCT FROM c.bot_id)
 		            THEN c.chat_id ELSE 0 END,
 		       COALESCE(l.chat_id <> c.chat_id OR l.bot_id IS DISTINCT FROM c.bot_id, false),
 		       COALESCE(c.bot_id, 0), COALESCE(b.state = '`+string(BotTokenInvalid)+`', false),
+		       COALESCE(l.blocked_at IS NOT NULL AND l.chat_id = c.chat_id AND l.bot_id IS NOT DISTINCT FROM c.bot_id, false),
+		       c.kind = `+notification.KindTenantSQL+` AND EXISTS (
+		           SELECT 1 FROM opt_outs o WHERE o.tenant_id = c.tenant_id AND o.user_id = c.user_id AND `+optOutCovers(`c.category`)+`),
 		       c.priority, c.body, c.reply_markup::text, c.attempts, c.expires_at
 		FROM c LEFT JOIN links l ON c.kind = `+notification.KindTenantSQL+` AND l.tenant_id = c.tenant_id AND l.user_id = c.user_id
 		     LEFT JOIN bots b ON b.id = c.bot_id`,
 		trackingID, lease.Seconds()).
-		Scan(&d.TrackingID, &d.Kind, &d.TenantID, &d.UserID, &d.ChatID, &d.Relinked, &d.Bot, &d.BotTokenRefused,
+		Scan(&d.TrackingID, &d.Kind, &d.TenantID, &d.UserID, &d.ChatID, &d.Relinked, &d.Bot, &d.BotTokenRefused, &d.Blocked, &d.OptedOut,
 			&d.Priority, &d.Body, &markup, &d.Attempts, &d.ExpiresAt)
 	if err == nil && markup != nil {
 		d.ReplyMarkup = json.RawMessage(*markup)

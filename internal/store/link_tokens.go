@@ -92,7 +92,8 @@ type LinkResult struct {
 }
 
 // RedeemLinkToken is the effect of a /start <token>: it consumes a valid, unexpired, unused token, links
-// its user to the sender (recording the user.linked callback event), and inserts the reply built from the
+// its user to the sender (recording the user.linked callback event; the link keeps the token's label, which
+// brands the replies about the tenant in the chat, and a new link is not blocked), and inserts the reply built from the
 // result (filled into *LinkResult when ApplyUpdates returns). Of two concurrent redemptions of one token
 // exactly one links: the second waits on the token's row lock, then finds it used.
 //
@@ -163,14 +164,14 @@ func RedeemLinkToken(updateID int64, r Redemption, reply func(LinkResult) NewNot
 			// The link and its user.linked callback event, in one statement.
 			b.Queue(`
 				WITH linked AS (
-					INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id, bot_id) VALUES ($1, $2, $3, $4, $5)
+					INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id, bot_id, label) VALUES ($1, $2, $3, $4, $5, $6)
 					ON CONFLICT (tenant_id, user_id) DO UPDATE
 					  SET messenger_user_id = EXCLUDED.messenger_user_id, chat_id = EXCLUDED.chat_id, bot_id = EXCLUDED.bot_id,
-					      linked_at = now()
+					      label = EXCLUDED.label, blocked_at = NULL, linked_at = now()
 					RETURNING tenant_id, user_id, linked_at AS at),
 				`+userEvents("linked", EventUserLinked)+`
 				SELECT count(*) FROM linked`,
-				res.TenantID, res.UserID, r.MessengerUserID, r.ChatID, bot)
+				res.TenantID, res.UserID, r.MessengerUserID, r.ChatID, bot, res.Label)
 			// The notifications accepted for another chat: they were for the account verified then, not for
 			// this one. (Also when no link was left to replace: the platform's "chat not found" removed it.)
 			b.Queue(`WITH changed AS (`+relinkUpdate(`tenant_id = $1 AND user_id = $2 AND kind = `+notification.KindTenantSQL, `$4::bigint`, `$3`)+`

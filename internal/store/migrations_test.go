@@ -3,6 +3,9 @@ package store_test
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +17,17 @@ import (
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
+
+// latestMigration is the version of the newest migration: this release's code needs the schema at it.
+var latestMigration = func() int64 {
+	files, _ := fs.Glob(store.MigrationsForTest(), "*.sql")
+	var latest int64
+	for _, f := range files {
+		v, _ := strconv.ParseInt(strings.SplitN(f, "_", 2)[0], 10, 64)
+		latest = max(latest, v)
+	}
+	return latest
+}()
 
 // migrateTo moves the database at url to version v, up or down.
 func migrateTo(t *testing.T, url string, v int64) {
@@ -58,7 +72,7 @@ func TestTheBotsMigrationsKeepTheRowsOfTheSharedBot(t *testing.T) {
 	exec(t, s, `INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, chat_id, priority, body, status, published_at)
 		VALUES ($1, 'tenant', 'acme', 'ok', 1, 5, 'hello', 'queued', now())`, before)
 
-	migrateTo(t, url, 15)
+	migrateTo(t, url, latestMigration)
 	// The previous release's webhook claims an update id as it did.
 	exec(t, s, `INSERT INTO processed_updates (update_id) SELECT unnest('{500,501}'::bigint[]) ON CONFLICT DO NOTHING`)
 	if n := count(t, s, `SELECT count(*) FROM processed_updates WHERE bot_id = 0`); n != 2 {
@@ -96,4 +110,34 @@ func TestTheBotsMigrationsKeepTheRowsOfTheSharedBot(t *testing.T) {
 	if n := count(t, s, `SELECT count(*) FROM links WHERE bot_id IS NULL`); n != 1 {
 		t.Errorf("%d links of the shared bot after down and up, want 1", n)
 	}
+}
+
+// The opt-outs migrations (00016, 00017) go down and up again over a database in use: a user's opt-out, a
+// blocked link, a categorised notification and a stop prompt do not stop the way down, and a send for the
+// user keeps working on both sides.
+func TestTheOptOutsMigrationsGoDownAndUp(t *testing.T) {
+	s, url := pgtest.NewStore(t)
+	ctx := context.Background()
+	if err := s.CreateTenant(ctx, "acme", "Acme"); err != nil {
+		t.Fatal(err)
+	}
+	verifiedUser(t, s, "acme", "ok", 1)
+	if _, err := s.OptOut(ctx, "acme", "ok", "promo", store.ByUser); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetChatBlocked(ctx, notification.SharedBot, 1, true); err != nil {
+		t.Fatal(err)
+	}
+	n := tenantNotification("ok")
+	n.Category = "news"
+	insert(t, s, n)
+	exec(t, s, `INSERT INTO stop_prompts (id, chat_id, messenger_user_id, kind, choices) VALUES (decode(repeat('01', 16), 'hex'), 1, 1, 'stop', '[]')`)
+
+	migrateTo(t, url, 15)
+	exec(t, s, `INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, chat_id, priority, body, status) VALUES ($1, 'tenant', 'acme', 'ok', 1, 5, 'x', 'queued')`, newID())
+	migrateTo(t, url, latestMigration)
+	if u, err := s.GetUser(ctx, "acme", "ok"); err != nil || u.OptedOut || len(u.OptedOutCategories) != 0 || u.Blocked {
+		t.Errorf("after down and up: %+v %v, want the user without opt-outs or a block (the way down drops them)", u, err)
+	}
+	insert(t, s, tenantNotification("ok"))
 }

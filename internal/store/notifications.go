@@ -42,6 +42,7 @@ type NewNotification struct {
 	Metadata  map[string]string // nil or empty: none
 	SendAt    *time.Time        // as the tenant gave it, also when already due
 	ExpiresAt *time.Time
+	Category  string // "": none
 }
 
 // Every row is committed before its envelope is published (internal/outbox), so a worker that receives an
@@ -52,7 +53,8 @@ type NewNotification struct {
 // published_at set that nobody consumes: the redrive (RepublishStuck) finds it.
 
 // insertTenantSQL inserts tenant notifications, queued or scheduled, each only when its user has a link
-// and a verified phone (the send gate and the insert are one statement), and returns the ones it inserted
+// and a verified phone and no opt-out covers it — none of the tenant, none of its category (the send gate
+// and the insert are one statement; CoveredByOptOuts tells the refusals apart) —, and returns the ones it inserted
 // with the bot and the chat each goes to: the envelope's partition key (queue.NewOutgoing). Both are
 // recorded on the row, from the link: the chat of the account whose phone was verified, through the bot
 // the link was made through, is the only one the notification may reach
@@ -63,21 +65,24 @@ type NewNotification struct {
 var insertTenantSQL = `
 	WITH r AS (
 		SELECT r.tracking_id, r.tenant_id, r.user_id, r.priority, r.body, r.status, r.metadata, r.send_at,
-		       r.expires_at, l.chat_id, l.bot_id
+		       r.expires_at, r.category, l.chat_id, l.bot_id
 		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::smallint[], $5::text[], $6::text[], $7::text[],
-		            $8::timestamptz[], $9::timestamptz[])
-		     AS r(tracking_id, tenant_id, user_id, priority, body, status, metadata, send_at, expires_at)
+		            $8::timestamptz[], $9::timestamptz[], $10::text[])
+		     AS r(tracking_id, tenant_id, user_id, priority, body, status, metadata, send_at, expires_at, category)
 		JOIN links l ON l.tenant_id = r.tenant_id AND l.user_id = r.user_id
 		JOIN phone_verifications v ON v.tenant_id = r.tenant_id AND v.user_id = r.user_id
-		WHERE v.status = 'verified')
+		WHERE v.status = 'verified'
+		  AND NOT EXISTS (SELECT 1 FROM opt_outs o WHERE o.tenant_id = r.tenant_id AND o.user_id = r.user_id AND ` + optOutCovers(`r.category`) + `))
 	INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, chat_id, bot_id, priority, body, status, published_at,
-	                           metadata, send_at, expires_at)
+	                           metadata, send_at, expires_at, category)
 	SELECT tracking_id, ` + notification.KindTenantSQL + `, tenant_id, user_id, chat_id, bot_id, priority, body, status,
-	       CASE WHEN status = ` + notification.Queued.SQL() + ` THEN now() END, metadata::jsonb, send_at, expires_at
+	       CASE WHEN status = ` + notification.Queued.SQL() + ` THEN now() END, metadata::jsonb, send_at, expires_at, category
 	FROM r
 	RETURNING tracking_id::text, COALESCE(bot_id, 0), chat_id`
 
-// The send gate and the erasure of a user (EraseUser) serialise on an advisory lock of the user's bucket:
+// The send gate and the erasure of a user (EraseUser) serialise on an advisory lock of the user's bucket
+// (and an opt-out, OptOut, likewise: read "opt-out" for "erasure" below, and "finds the opt-out" for "finds
+// no verified phone"):
 // a send holds its users' buckets shared from just before its insert until it commits; an erasure holds its
 // user's bucket exclusively for its whole transaction. So a send that got its lock first commits before
 // the erasure goes on (which then sees, and cancels, its notification), and a send that waits for an
@@ -96,7 +101,7 @@ const (
 // lockGateSQL takes the shared locks of a send statement, in ascending order.
 var lockGateSQL = `SELECT count(pg_advisory_xact_lock_shared(` + strconv.Itoa(userGateClass) + `, b)) FROM unnest($1::int[]) AS b`
 
-// eraseGateSQL takes the exclusive lock of a user's bucket.
+// eraseGateSQL takes the exclusive lock of a user's bucket (an erasure's, or an opt-out's).
 var eraseGateSQL = `SELECT pg_advisory_xact_lock(` + strconv.Itoa(userGateClass) + `, $1::int)`
 
 // userGateBucket is the bucket of a tenant's user.
@@ -115,8 +120,9 @@ type Destination struct {
 }
 
 // InsertTenantNotifications inserts tenant notifications in one statement of its own (committed when it
-// returns), each gated on its user's verified phone, and returns the tracking ids it inserted with their
-// destinations (recorded from their users' links); the others' users may not receive notifications.
+// returns), each gated on its user's verified phone and opt-outs, and returns the tracking ids it inserted
+// with their destinations (recorded from their users' links); the others' users may not receive them
+// (CoveredByOptOuts tells which were refused for an opt-out).
 func (s *Store) InsertTenantNotifications(ctx context.Context, ns []NewNotification) (map[string]Destination, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
@@ -138,6 +144,7 @@ func insertTenant(ctx context.Context, q querier, ns []NewNotification) (map[str
 	metadata := make([]*string, len(ns))
 	sendAt := make([]*time.Time, len(ns))
 	expiresAt := make([]*time.Time, len(ns))
+	categories := make([]*string, len(ns))
 	for i, n := range ns {
 		ids[i], tenants[i], users[i], prios[i], bodies[i] = n.TrackingID, n.TenantID, n.UserID, int16(n.Priority), n.Body
 		statuses[i] = string(notification.Accept.To())
@@ -149,7 +156,7 @@ func insertTenant(ctx context.Context, q querier, ns []NewNotification) (map[str
 			m := string(b)
 			metadata[i] = &m
 		}
-		sendAt[i], expiresAt[i] = n.SendAt, n.ExpiresAt
+		sendAt[i], expiresAt[i], categories[i] = n.SendAt, n.ExpiresAt, optionalText(n.Category)
 	}
 	buckets := make([]int32, len(ns))
 	for i, n := range ns {
@@ -161,7 +168,7 @@ func insertTenant(ctx context.Context, q querier, ns []NewNotification) (map[str
 	// or in the caller's): the locks, then the insert, whose snapshot is taken after them.
 	b := &pgx.Batch{}
 	b.Queue(lockGateSQL, buckets)
-	b.Queue(insertTenantSQL, ids, tenants, users, prios, bodies, statuses, metadata, sendAt, expiresAt)
+	b.Queue(insertTenantSQL, ids, tenants, users, prios, bodies, statuses, metadata, sendAt, expiresAt, categories)
 	br := q.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
@@ -244,13 +251,13 @@ func (s *Store) MarkUnpublished(ctx context.Context, trackingIDs []string) error
 // viewColumns are the columns of a notification.View, in the order of viewScanArgs.
 var viewColumns = `tracking_id::text, user_id, priority, status, attempts, created_at, updated_at,
 	messenger_message_id, last_error_code, last_error_message, COALESCE(metadata, '{}'::jsonb), send_at, expires_at,
-	delivered_at, CASE WHEN status = ` + notification.Retrying.SQL() + ` THEN next_attempt_at END`
+	delivered_at, CASE WHEN status = ` + notification.Retrying.SQL() + ` THEN next_attempt_at END, category`
 
 // viewScanArgs are the destinations of viewColumns in v.
 func viewScanArgs(v *notification.View) []any {
 	return []any{&v.TrackingID, &v.UserID, &v.Priority, &v.Status, &v.Attempts, &v.CreatedAt, &v.UpdatedAt,
 		&v.MessengerMessageID, &v.LastErrorCode, &v.LastErrorMessage, &v.Metadata, &v.SendAt, &v.ExpiresAt,
-		&v.DeliveredAt, &v.NextAttemptAt}
+		&v.DeliveredAt, &v.NextAttemptAt, &v.Category}
 }
 
 // scanView reads one row of viewColumns.

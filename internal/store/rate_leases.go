@@ -26,49 +26,84 @@ const rateLeaseLock int32 = 0x6872_6c00
 // up yet. On error nothing was renewed, though decide may have run.
 func (s *Store) ShareRate(ctx context.Context, pool, holder string, demand float64, ttl time.Duration,
 	decide func(mine RateLease, others []RateLease) float64) (float64, error) {
+	rates, err := s.ShareRates(ctx, holder, ttl, []RateShare{{Pool: pool, Demand: demand, Decide: decide}})
+	if err != nil {
+		return 0, err
+	}
+	return rates[0], nil
+}
+
+// RateShare is one pool of a ShareRates renewal: the holder's demand there, and how it picks its rate.
+type RateShare struct {
+	Pool   string
+	Demand float64
+	// Decide is ShareRate's decide for this pool.
+	Decide func(mine RateLease, others []RateLease) float64
+}
+
+// ShareRates is ShareRate for several pools at once (a worker's leases on the rates of every bot it sends
+// through), in one transaction of a few statements whatever the number of pools: renewing each pool on
+// its own would cost a transaction per bot and renewal. The pools' locks are taken in one order, so two
+// holders renewing overlapping pools never deadlock. It returns the rates in the order of shares.
+func (s *Store) ShareRates(ctx context.Context, holder string, ttl time.Duration, shares []RateShare) ([]float64, error) {
+	if len(shares) == 0 {
+		return nil, nil
+	}
+	pools := make([]string, len(shares))
+	for i, sh := range shares {
+		pools[i] = sh.Pool
+	}
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	var rate float64
+	rates := make([]float64, len(shares))
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, rateLeaseLock, pool); err != nil {
+		// In the order of the locks' keys: the subquery's order is the order the locks are taken in.
+		if _, err := tx.Exec(ctx, `
+			SELECT pg_advisory_xact_lock($1, k) FROM (SELECT DISTINCT hashtext(p) AS k FROM unnest($2::text[]) p ORDER BY 1) l`,
+			rateLeaseLock, pools); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM rate_leases WHERE pool = $1 AND expires_at < now()`, pool); err != nil {
+		if _, err := tx.Exec(ctx, `DELETE FROM rate_leases WHERE pool = ANY($1) AND expires_at < now()`, pools); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `SELECT holder, demand, rate FROM rate_leases WHERE pool = $1`, pool)
+		rows, err := tx.Query(ctx, `SELECT pool, holder, demand, rate FROM rate_leases WHERE pool = ANY($1)`, pools)
 		if err != nil {
 			return err
 		}
-		leases, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RateLease, error) {
-			var l RateLease
-			return l, r.Scan(&l.Holder, &l.Demand, &l.Rate)
+		byPool := map[string][]RateLease{}
+		var pool string
+		var l RateLease
+		_, err = pgx.ForEachRow(rows, []any{&pool, &l.Holder, &l.Demand, &l.Rate}, func() error {
+			byPool[pool] = append(byPool[pool], l)
+			return nil
 		})
 		if err != nil {
 			return err
 		}
-		mine := RateLease{Holder: holder}
-		others := leases[:0:0]
-		for _, l := range leases {
-			if l.Holder == holder {
-				mine.Rate = l.Rate
-			} else {
-				others = append(others, l)
+		demands := make([]float64, len(shares))
+		for i, sh := range shares {
+			mine := RateLease{Holder: holder, Demand: sh.Demand}
+			var others []RateLease
+			for _, l := range byPool[sh.Pool] {
+				if l.Holder == holder {
+					mine.Rate = l.Rate
+				} else {
+					others = append(others, l)
+				}
 			}
+			rates[i], demands[i] = sh.Decide(mine, others), sh.Demand
 		}
-		mine.Demand = demand
-		rate = decide(mine, others)
 		_, err = tx.Exec(ctx, `
 			INSERT INTO rate_leases (pool, holder, demand, rate, expires_at)
-			VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5))
+			SELECT p, $2, d, r, now() + make_interval(secs => $5) FROM unnest($1::text[], $3::float8[], $4::float8[]) AS u(p, d, r)
 			ON CONFLICT (pool, holder) DO UPDATE SET demand = excluded.demand, rate = excluded.rate, expires_at = excluded.expires_at`,
-			pool, holder, demand, rate, ttl.Seconds())
+			pools, holder, demands, rates, ttl.Seconds())
 		return err
 	})
 	if err != nil {
-		return 0, translate(err, fmt.Sprintf("renewing the rate lease of %s", holder))
+		return nil, translate(err, fmt.Sprintf("renewing the rate leases of %s", holder))
 	}
-	return rate, nil
+	return rates, nil
 }
 
 // ReleaseRate ends holder's lease after hold: it sends no more, and its demand is 0 from now; rate is what

@@ -147,3 +147,65 @@ func TestShareRateNeverGivesMoreThanTheLimitUnderContention(t *testing.T) {
 		t.Errorf("the limit %v was exceeded: total %v; %v", limit, total, over)
 	}
 }
+
+// A worker renews its leases on every bot it sends through in one transaction: each pool is shared as if
+// renewed alone, and holders renewing overlapping sets of pools at once neither deadlock (the locks are
+// taken in one order) nor hold more than any pool's limit together.
+func TestShareRatesRenewsSeveralPoolsAtOnceUnderContention(t *testing.T) {
+	s, _ := pgtest.NewStore(t)
+	ctx := context.Background()
+	pools := []string{"bot/1", "bot/2", "bot/3", "bot:workers"}
+	const limit, holders, rounds = 30.0, 6, 12
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var over []string
+	for h := range holders {
+		wg.Go(func() {
+			name := fmt.Sprintf("w%d", h)
+			for r := range rounds {
+				// Each holder renews a different subset, in its own order.
+				var shares []store.RateShare
+				for i := range pools {
+					pool := pools[(h+i)%len(pools)]
+					if (h+i+r)%3 == 0 {
+						continue
+					}
+					shares = append(shares, store.RateShare{Pool: pool, Demand: float64(h + 1), Decide: func(mine store.RateLease, others []store.RateLease) float64 {
+						taken := 0.0
+						for _, o := range others {
+							taken += o.Rate
+						}
+						if taken > limit {
+							mu.Lock()
+							over = append(over, fmt.Sprintf("%s round %d saw the others hold %v of %s", name, r, taken, pool))
+							mu.Unlock()
+						}
+						return (limit - taken) / 2
+					}})
+				}
+				rates, err := s.ShareRates(ctx, name, time.Minute, shares)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(rates) != len(shares) {
+					t.Errorf("%d rates for %d pools", len(rates), len(shares))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, pool := range pools {
+		total := 0.0
+		for _, r := range leases(t, s, pool) {
+			total += r
+		}
+		if total > limit {
+			t.Errorf("pool %s: the leases add up to %v, over the limit %v", pool, total, limit)
+		}
+	}
+	if len(over) > 0 {
+		t.Errorf("the limit was exceeded: %v", over)
+	}
+}

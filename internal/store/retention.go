@@ -22,6 +22,7 @@ import (
 //	processed update ids     deleted ProcessedUpdateRetention after they were handled
 //	callback events          deleted RetentionPolicy.CallbackEvents after they were delivered or dropped
 //	                         (pending ones end within their 24-hour retry window, and are never purged)
+//	stop prompts             deleted StopPromptTTL after they were made (a tap changes nothing after it)
 //
 // "Final" is notification.Status.Terminal (notification.TerminalSQL), so a terminal state added later is
 // purged without a change here. A notification's updated_at is the time it reached its final state: a terminal row never changes
@@ -40,11 +41,12 @@ const (
 	PurgeIdempotencyKeys      PurgeKind = "idempotency_keys"
 	PurgeProcessedUpdates     PurgeKind = "processed_updates"
 	PurgeCallbackEvents       PurgeKind = "callback_events"
+	PurgeStopPrompts          PurgeKind = "stop_prompts"
 )
 
 // PurgeKinds lists every kind in purge order.
 var PurgeKinds = []PurgeKind{PurgeBodies, PurgeNotifications, PurgeLinkTokens, PurgeVerificationSessions,
-	PurgeIdempotencyKeys, PurgeProcessedUpdates, PurgeCallbackEvents}
+	PurgeIdempotencyKeys, PurgeProcessedUpdates, PurgeCallbackEvents, PurgeStopPrompts}
 
 // ProcessedUpdateRetention is how long processed update ids are kept. The platform keeps an update it
 // could not deliver for at most 24 hours; twice that covers any redelivery with a margin.
@@ -142,6 +144,14 @@ var purgeRules = map[PurgeKind]purgeRule{
 		oldest: `SELECT min(finished_at) + $1::interval FROM callback_events
 			WHERE state <> 'pending' AND finished_at < now() - $1::interval`,
 		age: func(p RetentionPolicy) time.Duration { return p.CallbackEvents },
+	},
+	PurgeStopPrompts: {
+		// Used or not: a day after it was made a tap on it changes nothing (StopChoiceEffect).
+		purge: `DELETE FROM stop_prompts WHERE id IN (
+			SELECT id FROM stop_prompts WHERE created_at < now() - $1::interval
+			ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+		oldest: `SELECT min(created_at) + $1::interval FROM stop_prompts WHERE created_at < now() - $1::interval`,
+		age:    func(RetentionPolicy) time.Duration { return StopPromptTTL },
 	},
 }
 

@@ -53,7 +53,7 @@ func purgeAll(t *testing.T, s *store.Store, batch int) map[store.PurgeKind]int64
 
 // What is due goes, what is not stays: bodies 7 days and rows 90 days after the final state, expired link
 // tokens and verification sessions a day after expiry, idempotency keys after 24 hours, processed update
-// ids after 48 hours, callback events 7 days after they were delivered or dropped. Notifications in flight
+// ids after 48 hours, callback events 7 days after they were delivered or dropped, stop prompts after a day. Notifications in flight
 // and callback events still pending are never touched, however old.
 func TestRetentionPurgesWhatIsDueAndNothingElse(t *testing.T) {
 	s := fixture(t)
@@ -90,6 +90,9 @@ func TestRetentionPurgesWhatIsDueAndNothingElse(t *testing.T) {
 		(gen_random_uuid(), $1, 'ping', 'dropped', now() - interval '9 days', now() - interval '8 days'),
 		(gen_random_uuid(), $1, 'ping', 'delivered', now() - interval '6 days', now() - interval '6 days'),
 		(gen_random_uuid(), $1, 'ping', 'pending', now() - interval '30 days', NULL)`, ep)
+	exec(t, s, `INSERT INTO stop_prompts (id, chat_id, messenger_user_id, kind, choices, created_at) VALUES
+		(decode(repeat('01', 16), 'hex'), 1, 1, 'stop', '[]', now() - interval '25 hours'),
+		(decode(repeat('02', 16), 'hex'), 1, 1, 'stop', '[]', now() - interval '23 hours')`)
 
 	for _, kind := range store.PurgeKinds {
 		if d, err := s.Overdue(ctx, kind, policy); err != nil || d <= 0 {
@@ -99,7 +102,7 @@ func TestRetentionPurgesWhatIsDueAndNothingElse(t *testing.T) {
 	purged := purgeAll(t, s, 2) // small batches: every kind takes several
 	want := map[store.PurgeKind]int64{store.PurgeBodies: 3, store.PurgeNotifications: 2, store.PurgeLinkTokens: 2,
 		store.PurgeVerificationSessions: 1, store.PurgeIdempotencyKeys: 1, store.PurgeProcessedUpdates: 1,
-		store.PurgeCallbackEvents: 2}
+		store.PurgeCallbackEvents: 2, store.PurgeStopPrompts: 1}
 	for kind, n := range want {
 		if purged[kind] != n {
 			t.Errorf("purged %d %s, want %d", purged[kind], kind, n)
@@ -169,6 +172,9 @@ func TestRetentionPurgesWhatIsDueAndNothingElse(t *testing.T) {
 	if n := count(t, s, `SELECT count(*) FROM callback_events WHERE (state = 'delivered' AND finished_at > now() - interval '7 days') OR state = 'pending'`) +
 		count(t, s, `SELECT count(*) FROM callback_events`); n != 4 {
 		t.Error("callback events: want only the one delivered 6 days ago and the pending one left")
+	}
+	if n := count(t, s, `SELECT count(*) FROM stop_prompts WHERE created_at > now() - interval '1 day'`) + count(t, s, `SELECT count(*) FROM stop_prompts`); n != 2 {
+		t.Error("stop prompts: want only the one made 23 hours ago left")
 	}
 	// A second run finds nothing.
 	for kind, n := range purgeAll(t, s, 100) {

@@ -216,6 +216,24 @@ func TestTheStoreMovesWhatTheStateMachineAllows(t *testing.T) {
 			}
 			return moved
 		},
+		// The user opts out of the tenant: what waits ends.
+		notification.OptOut: func(t *testing.T, s *store.Store, rows []stateRow) map[string]bool {
+			before := statuses(t, s)
+			res, err := s.OptOut(ctx, "acme", "ok", "", store.ByUser)
+			if err != nil || !res.Made {
+				t.Fatalf("opt-out: %+v %v", res, err)
+			}
+			after, moved, n := statuses(t, s), map[string]bool{}, 0
+			for _, r := range rows {
+				if moved[r.id] = after[r.id] != before[r.id]; moved[r.id] {
+					n++
+				}
+			}
+			if n != res.Ended {
+				t.Errorf("the opt-out reports %d ended, %d rows changed", res.Ended, n)
+			}
+			return moved
+		},
 	}
 
 	for _, e := range notification.Events {

@@ -1,7 +1,8 @@
 package store
 
 // A tenant's users as Herald knows them (GET /v1/users/{user_id}), and their erasure (DELETE): the user
-// record and everything hanging off it — users, links, link_tokens, phone_verifications —, the bodies and
+// record and everything hanging off it — users, links, link_tokens, phone_verifications, opt_outs —, the
+// /stop keyboards in the user's chat that name the tenant, the bodies and
 // messenger identifiers of the user's notifications, the tenant's system messages to the user's chat, and
 // the user's callback events.
 
@@ -22,6 +23,11 @@ type User struct {
 	PhoneVerification string     // unverified, pending or verified
 	VerifiedAt        *time.Time
 	PhoneLast4        *string
+	// OptedOut: an opt-out of the whole tenant; OptedOutCategories: of these categories (sorted, never nil).
+	OptedOut           bool
+	OptedOutCategories []string
+	// Blocked: the user's link is marked blocked (the user blocked the bot).
+	Blocked bool
 }
 
 // GetUser reads a user of the tenant; ErrNotFound when the tenant has never asked for a link token for
@@ -31,12 +37,16 @@ func (s *Store) GetUser(ctx context.Context, tenantID, userID string) (User, err
 	defer cancel()
 	u := User{UserID: userID}
 	err := s.pool.QueryRow(ctx, `
-		SELECT l.linked_at, `+verificationStatusSQL+`, v.verified_at, v.phone_last4
+		SELECT l.linked_at, `+verificationStatusSQL+`, v.verified_at, v.phone_last4,
+		       EXISTS (SELECT 1 FROM opt_outs o WHERE o.tenant_id = u.tenant_id AND o.user_id = u.user_id AND o.category = ''),
+		       (SELECT COALESCE(array_agg(o.category ORDER BY o.category), '{}') FROM opt_outs o
+		        WHERE o.tenant_id = u.tenant_id AND o.user_id = u.user_id AND o.category <> ''),
+		       COALESCE(l.blocked_at IS NOT NULL, false)
 		FROM users u
 		LEFT JOIN links l USING (tenant_id, user_id)
 		LEFT JOIN phone_verifications v USING (tenant_id, user_id)
 		WHERE u.tenant_id = $1 AND u.user_id = $2`, tenantID, userID).
-		Scan(&u.LinkedAt, &u.PhoneVerification, &u.VerifiedAt, &u.PhoneLast4)
+		Scan(&u.LinkedAt, &u.PhoneVerification, &u.VerifiedAt, &u.PhoneLast4, &u.OptedOut, &u.OptedOutCategories, &u.Blocked)
 	return u, translate(err, "reading user")
 }
 
@@ -48,6 +58,8 @@ type Erasure struct {
 	Erased         int
 	SystemMessages int // the tenant's system messages to the user's chat, deleted
 	Events         int // callback events naming the user: undelivered ones deleted, the others anonymised
+	OptOuts        int // the user's opt-outs, deleted
+	StopPrompts    int // the /stop and /resume keyboards in the user's chats that name the tenant, deleted
 }
 
 // erasedNotifications selects the user's notifications ($1 the tenant, $2 the user) in the statements of
@@ -55,7 +67,7 @@ type Erasure struct {
 const erasedNotifications = `tenant_id = $1 AND user_id = $2 AND kind = ` + notification.KindTenantSQL
 
 // The statements of an erasure that count what they did; each takes the tenant ($1) and the user ($2), but
-// eraseSystemMessagesSQL, which takes the tenant and the user's chats.
+// eraseSystemMessagesSQL and eraseStopPromptsSQL, which take the tenant and the user's chats.
 var (
 	// eraseCancelSQL cancels the waiting notifications; each reports notification.cancelled.
 	eraseCancelSQL = `WITH changed AS (` + cancelUpdate(erasedNotifications) + ` RETURNING ` + notificationEventColumns + `),
@@ -89,17 +101,27 @@ var (
 			WHERE e.user_id = $2 AND e.state = 'pending' AND ep.id = e.endpoint_id AND ep.tenant_id = $1
 			RETURNING 1),
 		finished AS (
-			UPDATE callback_events e SET user_id = NULL, payload = NULL
+			UPDATE callback_events e SET user_id = NULL, payload = NULL, data = NULL
 			FROM callback_endpoints ep
 			WHERE e.user_id = $2 AND e.state <> 'pending' AND ep.id = e.endpoint_id AND ep.tenant_id = $1
 			RETURNING 1)
 		SELECT (SELECT count(*) FROM inbox) + (SELECT count(*) FROM pending) + (SELECT count(*) FROM finished)`
+	// eraseOptOutsSQL deletes the user's opt-outs (the users row's cascade would too: this counts them).
+	eraseOptOutsSQL = `WITH gone AS (DELETE FROM opt_outs WHERE tenant_id = $1 AND user_id = $2 RETURNING 1) SELECT count(*) FROM gone`
+	// eraseStopPromptsSQL deletes the /stop and /resume keyboards shown in the user's chats ($2) that name
+	// the tenant: like the system messages, they tie the chat to the tenant. (A keyboard that also names
+	// other tenants goes too: a tap on it then changes nothing.)
+	eraseStopPromptsSQL = `WITH gone AS (
+		DELETE FROM stop_prompts
+		WHERE chat_id = ANY ($2::bigint[]) AND choices @> jsonb_build_array(jsonb_build_array(jsonb_build_object('tenant_id', $1::text)))
+		RETURNING 1)
+		SELECT count(*) FROM gone`
 )
 
 // EraseUser erases what Herald holds about a tenant's user, in one transaction: the phone verification
-// (digest, last four digits, session), the link, every link token, the user record; the body, the chat and
-// the messenger message id of the user's notifications; the tenant's system messages to the user's chat;
-// and the user's callback events (eraseSQL). Notifications still scheduled, queued or retrying are
+// (digest, last four digits, session), the link, every link token, the opt-outs, the user record; the body,
+// the chat and the messenger message id of the user's notifications; the tenant's system messages and
+// /stop keyboards in the user's chat; and the user's callback events (eraseSQL). Notifications still scheduled, queued or retrying are
 // cancelled (the cancel transition, lifecycle.go). Delivery metadata stays. ErrNotFound when there was
 // nothing to erase.
 //
@@ -147,6 +169,8 @@ func (s *Store) EraseUser(ctx context.Context, tenantID, userID string) (Erasure
 			{eraseNotificationsSQL, []any{tenantID, userID}, &e.Erased},
 			{eraseSystemMessagesSQL, []any{tenantID, chats}, &e.SystemMessages},
 			{eraseEventsSQL, []any{tenantID, userID}, &e.Events},
+			{eraseOptOutsSQL, []any{tenantID, userID}, &e.OptOuts},
+			{eraseStopPromptsSQL, []any{tenantID, chats}, &e.StopPrompts},
 		} {
 			if err := tx.QueryRow(ctx, c.sql, c.args...).Scan(c.into); err != nil {
 				return err

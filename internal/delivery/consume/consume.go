@@ -3,7 +3,8 @@
 // one at a time, in fetch order; different keys in parallel. Group is the entry point. Behind it: the
 // readers and the group's generations (consumer.go), what the worker knows of the group (group.go), the
 // lanes (lanes.go), the offsets that may be committed (offsets.go), the assignment that gives one worker
-// both topics' partition n (balancer.go), and the bound on what is fetched ahead (slots.go).
+// both topics' partition n (balancer.go), the bound on what is fetched ahead (slots.go), and each bot's
+// share of it, past which a bot's messages are held compactly (hold.go).
 package consume
 
 import (
@@ -17,6 +18,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/heraldhq/herald/internal/delivery/rate"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/queue"
 )
 
@@ -36,6 +38,8 @@ type Message struct {
 	// it is not an envelope.
 	Envelope    queue.Envelope
 	EnvelopeErr error
+	// Bot is the bot its key names (notification.ParseChatKey), the shared bot for a key that names none.
+	Bot notification.BotID
 }
 
 // Options configure a Group. Every field is required.
@@ -45,16 +49,17 @@ type Options struct {
 	// ClientID names this worker's members in the group, which is how it finds its partitions (group.go).
 	ClientID string
 	Topics   queue.Topics
-	// Buffer bounds the messages fetched and not finished (slots.go); Concurrency is the deliveries in
+	// Buffer bounds the messages in lanes (slots.go); Hold bounds, per topic, the messages held past their
+	// bot's share of it (hold.go): fetching stops when that many are held. Concurrency is the deliveries in
 	// flight, which each reader's queue covers.
-	Buffer, Concurrency int
-	SessionTimeout      time.Duration // Kafka group session
-	HeartbeatInterval   time.Duration // a rebalance waits for every member's next heartbeat
-	AssignmentInterval  time.Duration // how often the partitions held are re-read besides rebalances
-	CommitInterval      time.Duration // how often finished offsets are committed
-	// Chats and PerChatInterval are the bot's per-chat pace, which a partition's new holder keeps from its
+	Buffer, Hold, Concurrency int
+	SessionTimeout            time.Duration // Kafka group session
+	HeartbeatInterval         time.Duration // a rebalance waits for every member's next heartbeat
+	AssignmentInterval        time.Duration // how often the partitions held are re-read besides rebalances
+	CommitInterval            time.Duration // how often finished offsets are committed
+	// Paces and PerChatInterval are the bots' per-chat pace, which a partition's new holder keeps from its
 	// previous holder's sends (consumer.go, keepPreviousHoldersPace).
-	Chats           *rate.Chats
+	Paces           *rate.Paces
 	PerChatInterval time.Duration
 	Handler         Handler
 	Logger          *slog.Logger
@@ -67,7 +72,7 @@ type Group struct {
 	opts Options
 	log  *slog.Logger
 	view *groupView
-	// buffered bounds the messages fetched and not finished (slots.go).
+	// buffered bounds the messages in lanes (slots.go).
 	buffered *Slots
 	readers  []*consumer
 }
@@ -133,11 +138,55 @@ func (g *Group) Leave(commit bool) error {
 	return errors.Join(errs...)
 }
 
-// ActiveLanes is how many keys have messages fetched and not finished: chats with work (rate.Lease).
+// ActiveLanes is how many keys have messages fetched and not finished: chats with work.
 func (g *Group) ActiveLanes() int {
 	n := 0
 	for _, c := range g.readers {
 		n += c.activeLanes()
 	}
 	return n
+}
+
+// Lanes is how many keys of bot have messages in lanes: the bot's chats with work (rate.Lease's demand).
+func (g *Group) Lanes(bot notification.BotID) int {
+	n := 0
+	for _, c := range g.readers {
+		n += c.lanesOf(bot)
+	}
+	return n
+}
+
+// BacklogAges is, per bot with messages here, how long ago the oldest of them was published (by its
+// Kafka timestamp): in lanes or held.
+func (g *Group) BacklogAges() map[notification.BotID]time.Duration {
+	oldest := map[notification.BotID]time.Time{}
+	for _, c := range g.readers {
+		c.backlogAges(oldest)
+	}
+	now := time.Now()
+	out := make(map[notification.BotID]time.Duration, len(oldest))
+	for bot, t := range oldest {
+		out[bot] = max(0, now.Sub(t))
+	}
+	return out
+}
+
+// Held is how many fetched messages are held past their bots' shares of the buffer (hold.go).
+func (g *Group) Held() int {
+	n := 0
+	for _, c := range g.readers {
+		n += c.heldCount()
+	}
+	return n
+}
+
+// promote tells every reader that a buffer slot is free: a held message may take it (hold.go). The
+// readers share the buffer, so a slot one frees may go to the other.
+func (g *Group) promote() {
+	for _, c := range g.readers {
+		select {
+		case c.promoteWake <- struct{}{}:
+		default:
+		}
+	}
 }

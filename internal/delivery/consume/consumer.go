@@ -16,7 +16,6 @@ package consume
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/heraldhq/herald/internal/delivery/rate"
 	"github.com/heraldhq/herald/internal/metriclabel"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/queue"
 )
 
@@ -52,6 +52,15 @@ type consumer struct {
 	// queues holds, per Kafka key, the messages waiting behind the one in delivery: one user's (or one
 	// chat's) messages go one at a time, in fetch order, while other keys proceed in parallel.
 	queues map[string][]*fetched
+	// bots is what this consumer holds of each bot's messages, ring the bots with messages held in the
+	// order they take turns, capacity the consumer's part of the buffer (its priority's), and hold the
+	// slots of held messages and of the fetch under way (hold.go). promoteWake says a buffer slot is free.
+	bots        map[notification.BotID]*botWork
+	ring        []notification.BotID
+	capacity    int
+	hold        chan struct{}
+	promoteWake chan struct{}
+	tenants     map[string]string // interned tenant ids of held messages
 }
 
 func (g *Group) newConsumer(p rate.Priority) *consumer {
@@ -81,8 +90,13 @@ func (g *Group) newConsumer(p rate.Priority) *consumer {
 		ReadBackoffMax:    time.Second,
 		ErrorLogger:       kafka.LoggerFunc(func(f string, a ...any) { log.Warn(fmt.Sprintf(f, a...)) }),
 	}
+	capacity := g.opts.Buffer
+	if p == rate.Normal {
+		capacity = max(1, g.opts.Buffer-g.opts.Buffer/4) // slots.go: normal holds at most three quarters
+	}
 	c := &consumer{g: g, prio: p, topic: topic, tracker: newOffsetTracker(), queues: map[string][]*fetched{},
-		genChange: make(chan struct{})}
+		genChange: make(chan struct{}), bots: map[notification.BotID]*botWork{}, capacity: capacity,
+		hold: make(chan struct{}, max(1, g.opts.Hold)+1), promoteWake: make(chan struct{}, 1), tenants: map[string]string{}}
 	cfg.Logger = generationLogger{c: c, log: log}
 	c.reader = kafka.NewReader(cfg)
 	return c
@@ -113,15 +127,16 @@ func (g generationLogger) Printf(format string, args ...any) {
 	g.log.Debug(fmt.Sprintf(format, args...))
 }
 
-// endGeneration drops every fetched message that has not started, stops fetching until the next
-// generation, and forgets the offsets not yet committed (they would be another worker's to commit; the
-// next generation reads them again).
+// endGeneration drops every fetched message that has not started (the held at once, those in lanes when
+// their turn comes), stops fetching until the next generation, and forgets the offsets not yet committed
+// (they would be another worker's to commit; the next generation reads them again).
 func (c *consumer) endGeneration() {
 	c.mu.Lock()
 	if c.endGen != nil {
 		c.endGen()
 	}
 	c.gen, c.endGen = nil, nil
+	c.dropHeldLocked()
 	c.mu.Unlock()
 	c.tracker.reset()
 	generations.WithLabelValues("ended").Inc()
@@ -165,9 +180,13 @@ func (c *consumer) generation(ctx context.Context) (context.Context, error) {
 	}
 }
 
-// fetchLoop fetches while there is a free buffer slot, so a full worker stops fetching rather than holding
-// more than Options.Buffer messages.
+// fetchLoop fetches while fewer than Options.Hold messages are held, so a full worker stops fetching
+// rather than holding more. Each message goes to its lane, or is held when its bot has its share of the
+// buffer in lanes (hold.go).
 func (c *consumer) fetchLoop(fetchCtx, workCtx context.Context) {
+	var promoting sync.WaitGroup
+	defer promoting.Wait()
+	promoting.Go(func() { c.promoteLoop(fetchCtx, workCtx) })
 	// The first generation starts here: the reader may have logged its start already, or will (which
 	// begins a fresh generation before anything is fetched in this one: harmless).
 	c.mu.Lock()
@@ -183,11 +202,13 @@ func (c *consumer) fetchLoop(fetchCtx, workCtx context.Context) {
 		if err != nil {
 			return
 		}
-		if err := c.g.buffered.Acquire(gen, c.prio); err != nil {
+		select {
+		case c.hold <- struct{}{}:
+		case <-gen.Done():
 			if fetchCtx.Err() != nil {
 				return
 			}
-			continue // the generation ended while the buffer was full
+			continue // the generation ended while the hold was full
 		}
 		m, err := c.reader.FetchMessage(gen)
 		if err == nil && gen.Err() != nil {
@@ -195,7 +216,7 @@ func (c *consumer) fetchLoop(fetchCtx, workCtx context.Context) {
 			err = gen.Err()
 		}
 		if err != nil {
-			c.g.buffered.Release(c.prio)
+			<-c.hold
 			if fetchCtx.Err() != nil {
 				return
 			}
@@ -211,12 +232,12 @@ func (c *consumer) fetchLoop(fetchCtx, workCtx context.Context) {
 		}
 		c.g.view.sawPartition(c.topic, m.Partition)
 		c.keepPreviousHoldersPace(m)
-		f := c.tracker.add(m)
+		f := &fetched{msg: m, ticket: c.tracker.add(m), gen: gen}
 		f.env, f.envErr = queue.ParseEnvelope(m.Value)
 		f.tenant = tenantLabel(f.env, f.envErr)
-		f.gen = gen
+		f.bot, f.chat = keyOf(m.Key)
 		tenantBacklog.WithLabelValues(f.tenant, c.prio.String()).Inc()
-		c.dispatch(workCtx, f)
+		c.admit(workCtx, f)
 	}
 }
 
@@ -234,8 +255,8 @@ func (c *consumer) keepPreviousHoldersPace(m kafka.Message) {
 	if !fresh || !time.Now().Before(until) {
 		return
 	}
-	if chat := chatOfKey(strconv.Itoa(m.Partition) + "/" + string(m.Key)); chat != 0 {
-		c.g.opts.Chats.NotBefore(chat, until)
+	if bot, chat := keyOf(m.Key); chat != 0 {
+		c.g.opts.Paces.NotBefore(bot, chat, until)
 	}
 }
 
@@ -244,22 +265,6 @@ func (c *consumer) activeLanes() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.queues)
-}
-
-// dispatch queues f behind earlier messages of its key, starting a lane when the key has none.
-func (c *consumer) dispatch(workCtx context.Context, f *fetched) {
-	key := strconv.Itoa(f.msg.Partition) + "/" + string(f.msg.Key)
-	if len(f.msg.Key) == 0 {
-		key += "#" + strconv.FormatInt(f.msg.Offset, 10)
-	}
-	c.mu.Lock()
-	q, running := c.queues[key]
-	c.queues[key] = append(q, f)
-	c.mu.Unlock()
-	if running {
-		return
-	}
-	c.lanes.Go(func() { c.lane(workCtx, key) })
 }
 
 // commitLoop commits finished offsets at once and then every interval until ctx ends.

@@ -1,12 +1,9 @@
 package consume
 
 import (
-	"context"
 	"sync"
 
 	"github.com/segmentio/kafka-go"
-
-	"github.com/heraldhq/herald/internal/queue"
 )
 
 // offsetTracker finds, per partition, the last message up to which everything fetched has finished: the
@@ -18,24 +15,30 @@ type offsetTracker struct {
 }
 
 type partitionOffsets struct {
+	topic     string
+	partition int
 	// epoch changes when the reader goes back (after a rebalance it resumes from the committed offset), so
 	// completions of the earlier copies no longer count: their re-fetched copies will.
 	epoch    int
 	lastSeen int64
-	pending  []*fetched // in fetch order
-	ready    *kafka.Message
+	// marks are the messages fetched and not yet passed by the committable offset, in fetch order; marks[0]
+	// is the one with sequence number first. A mark is small: a worker holding a large backlog (consumer.go,
+	// "held") keeps one per message.
+	marks []mark
+	first int64
+	ready int64 // the offset to commit up to (the last contiguously finished message), -1 when none is new
 }
 
-// fetched is one message between fetch and completion.
-type fetched struct {
-	msg    kafka.Message
-	part   *partitionOffsets
-	epoch  int
+type mark struct {
+	offset int64
 	done   bool
-	env    queue.Envelope  // its value, decoded at fetch
-	envErr error           // why the value is not an envelope
-	tenant string          // the metric label of its tenant
-	gen    context.Context // the group generation it was fetched in (consumer.go)
+}
+
+// ticket is what a fetched message carries to mark itself finished.
+type ticket struct {
+	part  *partitionOffsets
+	epoch int
+	seq   int64
 }
 
 func newOffsetTracker() *offsetTracker {
@@ -43,22 +46,27 @@ func newOffsetTracker() *offsetTracker {
 }
 
 // add records a fetched message.
-func (t *offsetTracker) add(m kafka.Message) *fetched {
+func (t *offsetTracker) add(m kafka.Message) ticket {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	p := t.parts[m.Partition]
 	if p == nil {
-		p = &partitionOffsets{lastSeen: -1}
+		p = &partitionOffsets{topic: m.Topic, partition: m.Partition, lastSeen: -1, ready: -1}
 		t.parts[m.Partition] = p
 	}
 	if m.Offset <= p.lastSeen {
-		p.epoch++
-		p.pending, p.ready = nil, nil
+		p.rewind()
 	}
 	p.lastSeen = m.Offset
-	f := &fetched{msg: m, part: p, epoch: p.epoch}
-	p.pending = append(p.pending, f)
-	return f
+	p.marks = append(p.marks, mark{offset: m.Offset})
+	return ticket{part: p, epoch: p.epoch, seq: p.first + int64(len(p.marks)) - 1}
+}
+
+// rewind forgets the partition's progress: its messages are read again from an earlier offset.
+func (p *partitionOffsets) rewind() {
+	p.epoch++
+	p.first += int64(len(p.marks))
+	p.marks, p.ready = nil, -1
 }
 
 // reset forgets every partition's progress at the end of a group generation: the next generation reads
@@ -67,29 +75,28 @@ func (t *offsetTracker) reset() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, p := range t.parts {
-		p.epoch++
+		p.rewind()
 		p.lastSeen = -1
-		p.pending, p.ready = nil, nil
 	}
 }
 
 // done marks a message finished and advances its partition's committable offset past every finished
 // message at the head.
-func (t *offsetTracker) done(f *fetched) {
+func (t *offsetTracker) done(k ticket) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	p := f.part
-	if f.epoch != p.epoch {
+	p := k.part
+	if k.epoch != p.epoch {
 		return
 	}
-	f.done = true
+	p.marks[k.seq-p.first].done = true
 	i := 0
-	for i < len(p.pending) && p.pending[i].done {
-		p.ready = &p.pending[i].msg
+	for i < len(p.marks) && p.marks[i].done {
+		p.ready = p.marks[i].offset
 		i++
 	}
-	clear(p.pending[:i])
-	p.pending = p.pending[i:]
+	p.marks = p.marks[i:]
+	p.first += int64(i)
 }
 
 // committable returns, per partition, the last contiguously finished message not yet handed out.
@@ -98,9 +105,9 @@ func (t *offsetTracker) committable() []kafka.Message {
 	defer t.mu.Unlock()
 	var out []kafka.Message
 	for _, p := range t.parts {
-		if p.ready != nil {
-			out = append(out, *p.ready)
-			p.ready = nil
+		if p.ready >= 0 {
+			out = append(out, kafka.Message{Topic: p.topic, Partition: p.partition, Offset: p.ready})
+			p.ready = -1
 		}
 	}
 	return out
@@ -111,9 +118,8 @@ func (t *offsetTracker) restore(msgs []kafka.Message) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, m := range msgs {
-		if p := t.parts[m.Partition]; p != nil && (p.ready == nil || p.ready.Offset < m.Offset) {
-			mm := m
-			p.ready = &mm
+		if p := t.parts[m.Partition]; p != nil && p.ready < m.Offset {
+			p.ready = m.Offset
 		}
 	}
 }
@@ -124,8 +130,8 @@ func (t *offsetTracker) pendingCount() int {
 	defer t.mu.Unlock()
 	n := 0
 	for _, p := range t.parts {
-		for _, f := range p.pending {
-			if !f.done {
+		for _, m := range p.marks {
+			if !m.done {
 				n++
 			}
 		}

@@ -1,9 +1,10 @@
 package consume
 
 // Slots bound what a worker holds, per priority, in two pools:
-//   - buffered: messages fetched and not finished (Options.Buffer, the Group's). Reading far ahead is what
-//     lets a worker serve tenants in turn: a quiet tenant's message behind a noisy tenant's backlog in the
-//     same partition is fetched, and waits its turn, instead of waiting for the backlog to drain.
+//   - buffered: messages in lanes (Options.Buffer, the Group's). Reading far ahead is what lets a worker
+//     serve tenants in turn: a quiet tenant's message behind a noisy tenant's backlog in the same
+//     partition is fetched, and waits its turn, instead of waiting for the backlog to drain. (Past a bot's
+//     share of it, that bot's messages are held compactly instead: hold.go.)
 //   - in flight: deliveries between their grant and their status write (the sender's Concurrency): a
 //     claim, a platform call, a status write. A message waiting for its chat's interval or for its turn at
 //     the global rate holds none.
@@ -48,6 +49,27 @@ func (s *Slots) Acquire(ctx context.Context, p rate.Priority) error {
 			<-s.normal
 		}
 		return ctx.Err()
+	}
+}
+
+// TryAcquire takes a slot for priority p if one is free now, and reports whether it did.
+func (s *Slots) TryAcquire(p rate.Priority) bool {
+	if p == rate.Normal {
+		select {
+		case s.normal <- struct{}{}:
+		default:
+			return false
+		}
+	}
+	select {
+	case s.all <- struct{}{}:
+		s.gauge.WithLabelValues(p.String()).Inc()
+		return true
+	default:
+		if p == rate.Normal {
+			<-s.normal
+		}
+		return false
 	}
 }
 

@@ -1,8 +1,9 @@
 package rate
 
-// The bot's global rate, shared between the workers by demand. Every worker holds a lease on part of it in
-// PostgreSQL (store.ShareRate, table rate_leases) and renews it every LeaseOptions.Interval, saying what it
-// could use now. The parts follow the demands (allocate): with a backlog everywhere, in proportion to the
+// A bot's global rate, shared between the workers by demand. Every worker holds a lease on part of it in
+// PostgreSQL (table rate_leases, a pool per bot) and renews it every PacesOptions.Interval, saying what it
+// could use now; a worker renews its leases on all the bots it sends through in one transaction
+// (store.ShareRates). The parts follow the demands (allocate): with a backlog everywhere, in proportion to the
 // chats each worker has work for, so every chat gets the same rate whichever worker holds it. A worker
 // whose partitions carry most of the traffic gets most of the rate — the consumer group's murmur2
 // partitioner spreads chats unevenly, and a split by partitions left one worker's backlog draining at a
@@ -22,7 +23,6 @@ package rate
 //     (Limiter.SetLease).
 
 import (
-	"context"
 	"log/slog"
 	"math"
 	"slices"
@@ -32,37 +32,26 @@ import (
 	"github.com/heraldhq/herald/internal/store"
 )
 
-// LeaseOptions configure a Lease. Every field is required.
-type LeaseOptions struct {
-	Store *store.Store
-	// Pool names the rate the workers share: one pool, one bot.
-	Pool string
-	// Holder names this worker among the pool's holders.
-	Holder string
-	// Limit is the bot's global messages per second, shared by all workers.
-	Limit float64
-	// PerChatInterval is the bot's minimum spacing of two sends to one chat: a chat with work could use one
-	// message per interval (demand).
-	PerChatInterval time.Duration
-	// Interval is how often the lease is renewed; TTL how long a renewal holds.
-	Interval, TTL time.Duration
-	// Lanes counts this worker's keys with messages fetched and not finished: its chats with work.
-	Lanes func() int
-	// Killed reports whether the worker was killed (the tests' crash): a dead worker writes nothing more.
-	Killed func() bool
-	Logger *slog.Logger
-}
-
-// Lease renews this worker's lease on part of the bot's global rate and keeps the limiter to it.
+// Lease is this worker's lease on part of one bot's global rate (one pool of rate_leases), which keeps
+// the bot's limiter to that part. The bot's Paces renews every lease of the worker in one transaction
+// (renewAll); a Lease holds what one renewal needs and does with its answer.
 type Lease struct {
-	opts    LeaseOptions
+	pool    string
 	limiter *Limiter
+	// perChat is the bot's minimum spacing of two sends to one chat: a chat with work could use one
+	// message per interval (demand). lanes counts this worker's keys of the bot with messages fetched and
+	// not finished: its chats with work.
+	perChat time.Duration
+	lanes   func() int
+	ttl     time.Duration
+	log     *slog.Logger
 
-	mu      sync.Mutex
-	current float64        // the rate in force in the limiter
-	failing bool           // the last renewal failed (logged once per spell)
-	samples []demandSample // the last demandWindow+1 renewals' samples, newest last
-	history []rateAt       // the rates put in force over the last platform window, oldest first
+	mu       sync.Mutex
+	settings Settings       // the bot's, as last read (Paces.renewAll)
+	current  float64        // the rate in force in the limiter
+	failing  bool           // the last renewal failed (logged once per spell)
+	samples  []demandSample // the last demandWindow+1 renewals' samples, newest last
+	history  []rateAt       // the rates put in force over the last platform window, oldest first
 }
 
 type rateAt struct {
@@ -81,43 +70,14 @@ type demandSample struct {
 // so a demand does not drop between two messages of a steady stream.
 const demandWindow = 4
 
-// NewLease returns the lease that keeps limiter to this worker's part of the pool's rate. Call Run to hold it.
-func NewLease(limiter *Limiter, opts LeaseOptions) *Lease {
-	return &Lease{opts: opts, limiter: limiter}
-}
-
-// Run renews the lease every Interval until ctx ends (after the worker drained), then releases it: the
-// others may take its part one platform window later.
-func (l *Lease) Run(ctx context.Context) {
-	tick := time.NewTicker(l.opts.Interval)
-	defer tick.Stop()
-	for {
-		l.renew(ctx)
-		select {
-		case <-ctx.Done():
-			l.release()
-			return
-		case <-tick.C:
-		}
-	}
-}
-
-// release stops this worker's sends and shortens its lease to one platform window, unless the worker was
-// killed (a dead worker writes nothing; its lease lapses).
-func (l *Lease) release() {
+// release stops this lease's sends and returns what it recorded lately: the caller shortens the lease to
+// one platform window (store.ReleaseRate), unless the worker was killed (a dead worker writes nothing;
+// its lease lapses).
+func (l *Lease) release() float64 {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.setLocked(0, time.Now(), true)
-	recorded := l.recentMax(time.Now())
-	l.mu.Unlock()
-	rateShare.Set(0)
-	if l.opts.Killed() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := l.opts.Store.ReleaseRate(ctx, l.opts.Pool, l.opts.Holder, recorded, platformWindow); err != nil {
-		l.opts.Logger.Warn("could not release the rate lease; it lapses by itself", "err", err)
-	}
+	return l.recentMax(time.Now())
 }
 
 // platformWindow is the window over which the platform counts a bot's messages (the global limit is per
@@ -129,17 +89,19 @@ const platformWindow = time.Second
 // TTL, so that a worker that stops renewing has stopped sending, and its last sends have left the
 // platform's window, before the lease lapses in the database and another worker may take its part.
 func (l *Lease) good() time.Duration {
-	return l.opts.TTL - platformWindow - l.opts.TTL/12
+	return l.ttl - platformWindow - l.ttl/12
 }
 
 // setLocked puts rate in force in the limiter (with lease, good until start + good()) and remembers it
-// for recentMax. l.mu is held.
+// for recentMax; the free part of it follows (freeShare). l.mu is held.
 func (l *Lease) setLocked(rate float64, start time.Time, lease bool) {
+	free := l.settings.freeShare(rate)
 	if lease {
 		l.limiter.SetLease(rate, start.Add(l.good()))
 	} else {
 		l.limiter.SetRate(rate)
 	}
+	l.limiter.SetFree(free)
 	l.current = rate
 	l.history = append(l.history, rateAt{at: time.Now(), rate: rate})
 }
@@ -162,53 +124,56 @@ func (l *Lease) recentMax(now time.Time) float64 {
 	return m
 }
 
-// renew takes this worker's part of the rate for the next TTL.
+// share is this lease's part of a renewal of every lease (Paces.renewAll): its demand, and the decision
+// on its rate, which runs under the pool's lock before the commit. *next receives the rate decided.
 //
 // What it records is not only the rate it will send at but the highest it sent at over the last platform
 // window: a worker that lowers its rate may have sent at the old one less than a second ago, and another
 // worker that took the difference at once could put more than the limit into one of the platform's
 // sliding windows. So capacity given up reaches the others one window later.
-func (l *Lease) renew(ctx context.Context) {
-	start := time.Now()
+func (l *Lease) share(start time.Time, next *float64) store.RateShare {
 	demand := l.demand(start)
-	limit := math.Floor(l.opts.Limit)
-	var next float64
-	_, err := l.opts.Store.ShareRate(ctx, l.opts.Pool, l.opts.Holder, demand, l.opts.TTL,
-		func(mine store.RateLease, others []store.RateLease) float64 {
-			demands := map[string]float64{mine.Holder: demand}
-			taken := 0.0
-			for _, o := range others {
-				demands[o.Holder] = o.Demand
-				taken += o.Rate
-			}
-			next = min(allocate(limit, demands)[mine.Holder], max(0, limit-taken))
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			if next < l.current {
-				// Before the commit: the others may count on what is given up once it leaves the record.
-				l.setLocked(next, start, false)
-			}
-			return max(next, l.recentMax(time.Now()))
-		})
+	l.mu.Lock()
+	limit := math.Floor(l.settings.Rate)
+	l.mu.Unlock()
+	return store.RateShare{Pool: l.pool, Demand: demand, Decide: func(mine store.RateLease, others []store.RateLease) float64 {
+		demands := map[string]float64{mine.Holder: demand}
+		taken := 0.0
+		for _, o := range others {
+			demands[o.Holder] = o.Demand
+			taken += o.Rate
+		}
+		*next = min(allocate(limit, demands)[mine.Holder], max(0, limit-taken))
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if *next < l.current {
+			// Before the commit: the others may count on what is given up once it leaves the record.
+			l.setLocked(*next, start, false)
+		}
+		return max(*next, l.recentMax(time.Now()))
+	}}
+}
+
+// renewed puts the rate a renewal decided in force (after its commit), or notes that the renewal failed
+// (err): the limiter then stops at the end of the last lease by itself.
+func (l *Lease) renewed(start time.Time, next float64, err error, ctxDone bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err != nil {
-		if ctx.Err() == nil && !l.failing {
-			l.opts.Logger.Warn("could not renew the rate lease; sends stop when it lapses", "err", err, "lapses_in", l.good())
+		if !ctxDone && !l.failing {
+			l.log.Warn("could not renew the rate lease; sends stop when it lapses", "pool", l.pool, "err", err, "lapses_in", l.good())
 		}
 		l.failing = true
 		return
 	}
 	if l.failing {
-		l.opts.Logger.Info("rate lease renewed again", "rate", next)
+		l.log.Info("rate lease renewed again", "pool", l.pool, "rate", next)
 		l.failing = false
 	}
 	if next != l.current {
-		l.opts.Logger.Debug("rate lease changed", "from", l.current, "to", next, "demand", demand)
+		l.log.Debug("rate lease changed", "pool", l.pool, "from", l.current, "to", next)
 	}
 	l.setLocked(next, start, true)
-	rateShare.Set(next)
-	rateDemand.Set(demand)
 }
 
 // demand is what this worker could send per second now: the larger of
@@ -223,7 +188,7 @@ func (l *Lease) renew(ctx context.Context) {
 func (l *Lease) demand(now time.Time) float64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	lanes := l.opts.Lanes()
+	lanes := l.lanes()
 	l.samples = append(l.samples, demandSample{at: now, admitted: l.limiter.admitted.Load(), lanes: lanes})
 	if len(l.samples) > demandWindow+1 {
 		l.samples = l.samples[len(l.samples)-demandWindow-1:]
@@ -239,10 +204,10 @@ func (l *Lease) demand(now time.Time) float64 {
 	}
 	byLanes := 0.0
 	if peak > 0 {
-		if iv := l.opts.PerChatInterval; iv > 0 {
+		if iv := l.perChat; iv > 0 {
 			byLanes = float64(peak) / iv.Seconds()
 		} else {
-			byLanes = l.opts.Limit // no per-chat bound: any work could use the whole rate
+			byLanes = l.settings.Rate // no per-chat bound: any work could use the whole rate
 		}
 	}
 	return max(1, byLanes, used)

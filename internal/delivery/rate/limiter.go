@@ -47,6 +47,10 @@ func (p Priority) String() string {
 //     GC pause) after granting would otherwise send every grant it made before the stall at once when it
 //     resumes; Admit spaces them again, so that in any window of length T at most burst + rate·T requests
 //     leave — a sliding-window cap on what the platform sees, whatever happened to the process.
+//
+// For a bot allowed paid broadcasts, AdmitPaid also tells which requests must carry allow_paid_broadcast:
+// one more GCRA, at the part of the platform's free rate this worker may use (SetFree), takes the
+// requests that fit in it; the others are paid for.
 type Limiter struct {
 	weight int
 
@@ -57,11 +61,18 @@ type Limiter struct {
 	next        time.Time // GCRA theoretical arrival time of grants
 	sent        time.Time // GCRA theoretical arrival time of admissions
 	pausedUntil time.Time
-	classes     [2]turns
-	weights     map[string]int // per tenant grants per turn; 1 when absent
-	highRun     int            // grants to high in a row while normal waited
-	wake        chan struct{}
-	admitted    atomic.Int64 // requests admitted, ever: the rate this worker uses (lease.go)
+	// free is how many requests a second may leave without paid broadcast (NoPaidBroadcast: every one);
+	// freeSent is the GCRA theoretical arrival time of those, freeLog when the last free ones left (a ring
+	// of int(free), oldest at freeHead).
+	free     float64
+	freeSent time.Time
+	freeLog  []time.Time
+	freeHead int
+	classes  [2]turns
+	weights  map[string]int // per tenant grants per turn; 1 when absent
+	highRun  int            // grants to high in a row while normal waited
+	wake     chan struct{}
+	admitted atomic.Int64 // requests admitted, ever: the rate this worker uses (lease.go)
 }
 
 type waiter struct {
@@ -131,7 +142,7 @@ func (t *turns) next(weight func(tenant string) int) *waiter {
 
 // NewLimiter returns a limiter granting rate per second (0 pauses until SetRate). Call Run to serve it.
 func NewLimiter(rate float64, highWeight int) *Limiter {
-	l := &Limiter{weight: max(1, highWeight), wake: make(chan struct{}, 1)}
+	l := &Limiter{weight: max(1, highWeight), wake: make(chan struct{}, 1), free: NoPaidBroadcast}
 	l.SetRate(rate)
 	return l
 }
@@ -160,6 +171,26 @@ func (l *Limiter) SetLease(rate float64, until time.Time) {
 	l.until = until
 	l.mu.Unlock()
 	l.poke()
+}
+
+// NoPaidBroadcast is SetFree's value for a bot whose sends never carry allow_paid_broadcast.
+const NoPaidBroadcast = -1
+
+// SetFree sets how many requests a second may leave without allow_paid_broadcast; AdmitPaid marks the
+// others paid. NoPaidBroadcast (the default): none is.
+func (l *Limiter) SetFree(free float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.free = free
+	if n := max(0, int(free)); n != cap(l.freeLog) {
+		// The newest n of the free requests the log holds, oldest first.
+		var kept []time.Time
+		for i := range l.freeLog {
+			kept = append(kept, l.freeLog[(l.freeHead+i)%len(l.freeLog)])
+		}
+		kept = kept[max(0, len(kept)-n):]
+		l.freeLog, l.freeHead = append(make([]time.Time, 0, n), kept...), 0
+	}
 }
 
 // lapsed reports whether the lease ran out at now. l.mu is held.
@@ -246,6 +277,14 @@ func (l *Limiter) Refund() {
 // Admit waits until a granted request may leave now without exceeding rate and burst over the moments
 // requests actually left (stage 2, see Limiter), and records it as leaving.
 func (l *Limiter) Admit(ctx context.Context) error {
+	_, err := l.AdmitPaid(ctx)
+	return err
+}
+
+// AdmitPaid is Admit, and reports whether the request must carry allow_paid_broadcast: it does not fit in
+// the free rate (SetFree). The free requests are spaced evenly, without a burst, so that those of every
+// worker together stay within the platform's free rate in any one-second window.
+func (l *Limiter) AdmitPaid(ctx context.Context) (paid bool, err error) {
 	for {
 		l.mu.Lock()
 		now := time.Now()
@@ -261,17 +300,48 @@ func (l *Limiter) Admit(ctx context.Context) error {
 				wait = earliest.Sub(now)
 			} else {
 				l.sent = later(l.sent, now).Add(interval)
+				paid = l.paidLocked(now)
 			}
 		}
 		l.mu.Unlock()
 		if wait == 0 {
 			l.admitted.Add(1)
-			return nil
+			return paid, nil
 		}
 		if err := sleepUntil(ctx, now.Add(wait)); err != nil {
-			return err
+			return false, err
 		}
 	}
+}
+
+// paidLocked takes a free slot for a request leaving at now if one conforms, and reports whether none
+// did (the request is paid for). Free requests follow a GCRA with a burst of two, so that one that leaves
+// late does not push every later free slot back (requests leave on the total rate's grid, which the free
+// rate's does not match), and at most int(free) of them leave in any second, as the platform counts (the
+// log). l.mu is held.
+func (l *Limiter) paidLocked(now time.Time) bool {
+	n := int(l.free)
+	switch {
+	case l.free < 0:
+		return false
+	case n <= 0:
+		return true
+	}
+	interval := time.Duration(float64(time.Second) / l.free)
+	if now.Before(l.freeSent.Add(-interval)) {
+		return true
+	}
+	if len(l.freeLog) < n {
+		l.freeLog = append(l.freeLog, now)
+	} else {
+		if now.Sub(l.freeLog[l.freeHead]) < time.Second {
+			return true
+		}
+		l.freeLog[l.freeHead] = now
+		l.freeHead = (l.freeHead + 1) % n
+	}
+	l.freeSent = later(l.freeSent, now).Add(interval)
+	return false
 }
 
 func later(a, b time.Time) time.Time {

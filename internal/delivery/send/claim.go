@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/heraldhq/herald/internal/delivery/consume"
+	"github.com/heraldhq/herald/internal/delivery/rate"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/tracing"
@@ -22,9 +23,10 @@ import (
 // (its offset may be committed): false only when the worker was killed or aborted before settling it.
 //
 // The order of the waits is what makes delivery fair and keeps slots free: first the chat's interval
-// (holding nothing), then the tenant's turn at the global rate (holding nothing), then an in-flight slot
-// for the claim, the call and the status write. A grant that is not used (nothing to send) is refunded.
-// The waits end with startCtx (the worker stops starting deliveries); the delivery itself runs under ctx.
+// (holding nothing), then the tenant's turn at its bot's rate (holding nothing), then an in-flight slot
+// for the claim, the call and the status write. Each bot has its own pace (rate.Paces), so a message
+// waits only for its own bot. A grant that is not used (nothing to send) is refunded. The waits end with
+// startCtx (the worker stops starting deliveries); the delivery itself runs under ctx.
 func (s *Sender) Handle(startCtx, ctx context.Context, m consume.Message, lane *consume.Lane) bool {
 	p := m.Priority
 	// The consumer decoded the envelope at fetch (its tenant labels the backlog); it is not decoded again.
@@ -42,20 +44,27 @@ func (s *Sender) Handle(startCtx, ctx context.Context, m consume.Message, lane *
 		trace.WithAttributes(attribute.String("herald.tracking_id", env.TrackingID), attribute.String("messaging.destination.name", m.Topic),
 			attribute.Int("messaging.kafka.partition", m.Partition), attribute.Int64("messaging.kafka.offset", m.Offset)))
 	defer span.End()
-	start := time.Now()
-	if lane.Chat != 0 {
-		if err := s.opts.Chats.WaitFree(startCtx, lane.Chat); err != nil {
+	// The bot the key names; the claim says for sure (turn.use).
+	t := &turn{s: s, pace: s.opts.Paces.Acquire(lane.Bot)}
+	defer t.release()
+	// A bot whose token was refused sends nothing: its messages go straight to their claims, which fail them.
+	if !t.pace.Refused() {
+		start := time.Now()
+		if lane.Chat != 0 {
+			if err := t.pace.Chats.WaitFree(startCtx, lane.Chat); err != nil {
+				return false
+			}
+			limiterWait.WithLabelValues("chat", p.String()).Observe(time.Since(start).Seconds())
+			start = time.Now()
+		}
+		if err := t.pace.Limiter.Wait(startCtx, p, env.TenantID); err != nil {
 			return false
 		}
-		limiterWait.WithLabelValues("chat", p.String()).Observe(time.Since(start).Seconds())
-		start = time.Now()
+		t.granted = true
+		limiterWait.WithLabelValues("global", p.String()).Observe(time.Since(start).Seconds())
 	}
-	if err := s.opts.Limiter.Wait(startCtx, p, env.TenantID); err != nil {
-		return false
-	}
-	limiterWait.WithLabelValues("global", p.String()).Observe(time.Since(start).Seconds())
 	if err := s.inflight.Acquire(startCtx, p); err != nil {
-		s.opts.Limiter.Refund()
+		t.refund()
 		return false
 	}
 	defer s.inflight.Release(p)
@@ -75,34 +84,66 @@ func (s *Sender) Handle(startCtx, ctx context.Context, m consume.Message, lane *
 	case errors.As(err, &nc) && nc.Leased:
 		// Still held by another attempt after HandoverWait: its holder is stuck or dead. Its lease will run
 		// out and the redrive sends it again; the lane moves on.
-		s.opts.Limiter.Refund()
+		t.refund()
 		skipped.WithLabelValues("leased").Inc()
 		s.log.Warn("skipping a notification another attempt still holds", "tracking_id", env.TrackingID)
 		return true
 	case errors.Is(err, store.ErrNotClaimable):
 		// Terminal, or a retry not yet due (the scheduler re-publishes it).
-		s.opts.Limiter.Refund()
+		t.refund()
 		skipped.WithLabelValues("not_claimable").Inc()
 		s.log.Debug("skipping", "tracking_id", env.TrackingID, "reason", err)
 		return true
 	case errors.Is(err, store.ErrNotFound):
 		// Every producer commits the row before it publishes, so this envelope's publish was given up (the
 		// request was answered 502 and its row deleted) yet reached the broker after all. Drop it at once.
-		s.opts.Limiter.Refund()
+		t.refund()
 		skipped.WithLabelValues("not_found").Inc()
 		s.log.Info("dropping an envelope without a notification (a publish that was given up)", "tracking_id", env.TrackingID)
 		return true
 	default:
-		s.opts.Limiter.Refund()
+		t.refund()
 		return false // ctx ended while PostgreSQL was unavailable
 	}
 	lane.Chat = d.ChatID
+	t.use(d.Bot)
 	if !lane.Handover.IsZero() {
-		s.opts.Chats.Sent(d.ChatID, lane.Handover)
+		t.pace.Chats.Sent(d.ChatID, lane.Handover)
 		lane.Handover = time.Time{}
 	}
-	return s.deliver(ctx, p, d)
+	return s.deliver(ctx, p, d, t)
 }
+
+// turn is a delivery's place at its bot's pace: the pace, and whether it was granted a turn at the bot's
+// rate (refunded when it is not used).
+type turn struct {
+	s       *Sender
+	pace    *rate.Pace
+	granted bool
+}
+
+// refund gives back the grant, if any.
+func (t *turn) refund() {
+	if t.granted {
+		t.pace.Limiter.Refund()
+		t.granted = false
+	}
+}
+
+// use makes the turn one of bot's: the bot the claim found. It is the bot the key named unless the
+// envelope was keyed before its bot was known (an envelope of an older release, keyed by its tenant and
+// user, is the shared bot's): then the grant goes back, and the delivery waits for a turn of its own
+// bot's (Sender.deliver).
+func (t *turn) use(bot notification.BotID) {
+	if t.pace.Bot == bot {
+		return
+	}
+	t.refund()
+	t.s.opts.Paces.Release(t.pace)
+	t.pace = t.s.opts.Paces.Acquire(bot)
+}
+
+func (t *turn) release() { t.s.opts.Paces.Release(t.pace) }
 
 // claim claims the notification. It waits, indefinitely (until ctx ends), while PostgreSQL is unavailable,
 // and up to HandoverWait while another attempt holds the notification: then settledAt is when that

@@ -81,12 +81,18 @@ func decide(messageID int64, err error, attempts, maxAttempts int, backoff notif
 	case messenger.Failed:
 		return Decision{Result: notification.DeliveryResult{Status: notification.Failed, ErrorCode: code, ErrorMessage: msg}}
 	}
-	// Transient. Past expires_at there is no next attempt: expired, keeping the error that ended it (also
-	// on the last allowed attempt: the contract names expiry as what ends it).
+	return transient(code, msg, messenger.RetryAfter(err), attempts, maxAttempts, backoff, expired)
+}
+
+// transient is the decision after a transient failure (code and msg its last_error) that asked to wait
+// retryAfter (a 429's; 0 for none).
+func transient(code int, msg string, retryAfter time.Duration, attempts, maxAttempts int, backoff notification.Backoff, expired bool) Decision {
+	// Past expires_at there is no next attempt: expired, keeping the error that ended it (also on the last
+	// allowed attempt: the contract names expiry as what ends it).
 	if expired {
 		d := Decision{Result: notification.DeliveryResult{Status: notification.Expired, ErrorCode: code, ErrorMessage: msg}}
-		if wait := messenger.RetryAfter(err); wait > 0 {
-			d.Throttle, d.Wait = ThrottleChat, wait // the chat is throttled whatever becomes of this one
+		if retryAfter > 0 {
+			d.Throttle, d.Wait = ThrottleChat, retryAfter // the chat is throttled whatever becomes of this one
 		}
 		return d
 	}
@@ -95,7 +101,7 @@ func decide(messageID int64, err error, attempts, maxAttempts int, backoff notif
 		return Decision{Result: notification.DeliveryResult{Status: notification.Failed, ErrorCode: code, ErrorMessage: msg}}
 	}
 	d := Decision{Result: notification.DeliveryResult{Status: notification.Retrying, ErrorCode: code, ErrorMessage: msg}}
-	if wait := messenger.RetryAfter(err); wait > 0 {
+	if wait := retryAfter; wait > 0 {
 		// The platform said when: exactly then, never sooner, and the chat waits as long.
 		d.Result.RetryIn, d.Throttle, d.Wait = wait, ThrottleChat, wait
 	} else {
@@ -121,6 +127,24 @@ func NoLink() Decision {
 func Relinked() Decision {
 	return Decision{Result: notification.DeliveryResult{Status: notification.Unlinked, ErrorCode: notification.CodeRelinked,
 		ErrorMessage: notification.RelinkedMessage}}
+}
+
+// TokenRefused is the decision for a notification through a tenant's own bot whose token the platform
+// refused (a 401, for this send or an earlier one: notification.CodeBotTokenRefused): it fails without a
+// retry, since no attempt can succeed before the tenant gives a new token.
+func TokenRefused() Decision {
+	return Decision{Result: notification.DeliveryResult{Status: notification.Failed, ErrorCode: notification.CodeBotTokenRefused,
+		ErrorMessage: notification.BotTokenRefusedMessage}}
+}
+
+// BotUnavailable is the decision for a notification through a tenant's own bot that this worker cannot
+// send through now (cause: its token does not open under this worker's HERALD_BOT_TOKEN_KEY, or the bot
+// could not be read): a failure on Herald's side, retried as one of the platform's 5xx would be, so that a
+// worker that can send it does once the configuration is right.
+func BotUnavailable(cause error, attempts, maxAttempts int, backoff notification.Backoff, expired bool) Decision {
+	d := transient(notification.CodeBotUnavailable, notification.BotUnavailableMessage, 0, attempts, maxAttempts, backoff, expired)
+	d.Cause = cause
+	return d
 }
 
 // Release is the decision for a claimed notification that shutdown interrupted: retry at once (another

@@ -1,10 +1,11 @@
 package send
 
-// The send step: wait for the chat's interval and the bot's rate, call sendMessage, and record the
-// outcome the state machine (decide.go) decides.
+// The send step: wait for the chat's interval and the bot's rate, call sendMessage with the bot's token,
+// and record the outcome the state machine (decide.go) decides.
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	"go.opentelemetry.io/otel/codes"
@@ -13,35 +14,62 @@ import (
 	"github.com/heraldhq/herald/internal/delivery/rate"
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/notification"
+	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/tracing"
 )
 
-// deliver sends a claimed notification and records the outcome.
-func (s *Sender) deliver(ctx context.Context, p rate.Priority, d notification.Delivery) bool {
+// deliver sends a claimed notification through its bot and records the outcome.
+func (s *Sender) deliver(ctx context.Context, p rate.Priority, d notification.Delivery, t *turn) bool {
 	if d.Kind == notification.KindTenant && d.ChatID == 0 {
-		s.opts.Limiter.Refund()
+		t.refund()
 		if d.Relinked {
 			return s.finish(d, Relinked())
 		}
 		return s.finish(d, NoLink())
 	}
+	if d.BotTokenRefused {
+		// The platform refused the bot's token (a send's 401, here or in another worker): nothing is sent
+		// through it until the tenant gives a new one, and its next messages skip their waits.
+		t.refund()
+		t.pace.SetRefused(true)
+		return s.finish(d, TokenRefused())
+	}
+	t.pace.SetRefused(false) // a new token, if it had been refused: the bot sends again
+	platform, err := s.platform(ctx, d.Bot)
+	if err != nil {
+		t.refund()
+		s.log.Error("cannot send through the notification's bot", "tracking_id", d.TrackingID, "bot", int64(d.Bot), "err", err)
+		return s.finish(d, BotUnavailable(err, d.Attempts, s.opts.MaxAttempts, s.opts.Backoff, Expired(d, time.Now())))
+	}
+	if !t.granted {
+		// A turn of its own bot's (turn.use), or a bot that sends again: waited for here, holding the slot.
+		start := time.Now()
+		if err := t.pace.Limiter.Wait(ctx, p, d.TenantID); err != nil {
+			return s.finish(d, Release(false))
+		}
+		t.granted = true
+		limiterWait.WithLabelValues("global", p.String()).Observe(time.Since(start).Seconds())
+	}
 	// The chat's slot is reserved now (the lane waited for it already, unless this is its first message or
 	// another lane sends to the same chat: one messenger user linked by two tenants).
 	start := time.Now()
-	if err := s.opts.Chats.Wait(ctx, d.ChatID); err != nil {
+	if err := t.pace.Chats.Wait(ctx, d.ChatID); err != nil {
 		return s.finish(d, Release(false))
 	}
 	limiterWait.WithLabelValues("chat", p.String()).Observe(time.Since(start).Seconds())
-	// The last moment before the request leaves: see rate.Limiter.Admit.
-	if err := s.opts.Limiter.Admit(ctx); err != nil {
+	// The last moment before the request leaves: see rate.Limiter.Admit. Past the bot's free rate, a bot
+	// allowed paid broadcasts pays for the send (rate.Limiter.AdmitPaid).
+	paid, err := t.pace.Limiter.AdmitPaid(ctx)
+	if err != nil {
 		return s.finish(d, Release(false))
 	}
 
 	sent := time.Now()
-	s.opts.Chats.Sent(d.ChatID, sent)
+	t.pace.Chats.Sent(d.ChatID, sent)
 	sendCtx, cancel := context.WithTimeout(ctx, s.opts.SendTimeout)
 	sendCtx, sendSpan := tracing.Tracer().Start(sendCtx, "sendMessage", trace.WithSpanKind(trace.SpanKindClient))
-	msgID, err := s.opts.Platform.SendMessage(sendCtx, messenger.SendMessageRequest{ChatID: d.ChatID, Text: d.Body, ReplyMarkup: d.ReplyMarkup})
+	msgID, err := platform.SendMessage(sendCtx, messenger.SendMessageRequest{ChatID: d.ChatID, Text: d.Body, ReplyMarkup: d.ReplyMarkup,
+		AllowPaidBroadcast: paid})
 	if err != nil {
 		sendSpan.SetStatus(codes.Error, messenger.Classify(err).String())
 	}
@@ -50,7 +78,7 @@ func (s *Sender) deliver(ctx context.Context, p rate.Priority, d notification.De
 	// The platform had the request before it answered: counting the chat's interval from the answer too
 	// keeps two sends to one chat apart by at least the interval where the platform measures it, however
 	// late this one reached it (a busy CPU, a slow network).
-	s.opts.Chats.Sent(d.ChatID, time.Now())
+	t.pace.Chats.Sent(d.ChatID, time.Now())
 	elapsed := time.Since(sent)
 	if err != nil && ctx.Err() != nil {
 		// Shutdown interrupted the call: the platform may or may not have the message.
@@ -58,17 +86,43 @@ func (s *Sender) deliver(ctx context.Context, p rate.Priority, d notification.De
 	}
 	class := messenger.Classify(err).String()
 	platformLatency.WithLabelValues(class).Observe(elapsed.Seconds())
+	label := s.opts.BotLabel(d.Bot)
+	if d.Bot != notification.SharedBot && messenger.ErrorCode(err) == http.StatusUnauthorized {
+		botSends.WithLabelValues(label, outcomeTokenRefused).Inc()
+		s.tokenRefused(d, t.pace)
+		return s.finish(d, TokenRefused())
+	}
+	botSends.WithLabelValues(label, class).Inc()
 	dec := Decide(msgID, err, d.Attempts, s.opts.MaxAttempts, s.opts.Backoff, Expired(d, time.Now()))
 	if dec.Throttle == ThrottleChat {
-		if s.opts.Chats.Throttle(d.ChatID, dec.Wait) {
+		botThrottles.WithLabelValues(label).Inc()
+		if t.pace.Chats.Throttle(d.ChatID, dec.Wait) {
 			throttles.WithLabelValues("bot").Inc()
-			s.opts.Limiter.Pause(time.Now().Add(dec.Wait))
-			s.log.Warn("the platform throttles the whole bot", "retry_after", dec.Wait)
+			t.pace.Limiter.Pause(time.Now().Add(dec.Wait))
+			s.log.Warn("the platform throttles the whole bot", "bot", label, "retry_after", dec.Wait)
 		} else {
 			throttles.WithLabelValues("chat").Inc()
 		}
 	}
 	return s.finish(d, dec)
+}
+
+// tokenRefused records that the platform refused a tenant's bot's token (a send's 401): the store marks
+// the bot token_invalid — once, however many sends meet the 401 — which fails its later claims without a
+// send and tells the operator (BotReady=False); this worker's next messages of the bot skip their waits.
+func (s *Sender) tokenRefused(d notification.Delivery, pace *rate.Pace) {
+	pace.SetRefused(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	changed, err := s.opts.Store.SetBotState(ctx, d.Bot, store.BotTokenInvalid, notification.BotTokenRefusedMessage)
+	switch {
+	case err != nil:
+		// Its next sends meet the 401 too, and try again.
+		s.log.Error("could not record that the platform refused a bot's token", "bot", int64(d.Bot), "err", err)
+	case changed:
+		s.log.Warn("the platform refused a bot's token: its notifications fail until the tenant gives a new one",
+			"bot", int64(d.Bot), "tenant_id", d.TenantID)
+	}
 }
 
 // finish writes the decision. A write that keeps failing is given up after a few tries: the lease then

@@ -12,6 +12,7 @@ import (
 
 	"github.com/heraldhq/herald/internal/delivery/consume"
 	"github.com/heraldhq/herald/internal/delivery/rate"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/queue"
 )
 
@@ -23,11 +24,13 @@ func count(c interface{ Write(*dto.Metric) error }) float64 {
 	return m.GetCounter().GetValue()
 }
 
-// pausedSender is a sender whose bot rate is 0: a message that gets past the envelope check waits for a
-// grant until its start context ends.
+// pausedSender is a sender whose bot rate is 0 (its paces never lease any): a message that gets past the
+// envelope check waits for a grant until its start context ends.
 func pausedSender() *Sender {
-	return New(Options{Limiter: rate.NewLimiter(0, 9), Chats: rate.NewChats(time.Second), Concurrency: 1,
-		Logger: slog.New(slog.DiscardHandler), Killed: func() bool { return false }})
+	paces := rate.NewPaces(rate.PacesOptions{Pool: func(notification.BotID) string { return "" },
+		Settings: func(notification.BotID) rate.Settings { return rate.Settings{} }, HighWeight: 9, PerChatInterval: time.Second,
+		Lanes: func(notification.BotID) int { return 0 }})
+	return New(Options{Paces: paces, Concurrency: 1, Logger: slog.New(slog.DiscardHandler), Killed: func() bool { return false }})
 }
 
 // The consumer decodes each envelope once, at fetch; the sender takes that decoding and does not read the

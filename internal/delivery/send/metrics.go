@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/heraldhq/herald/internal/messenger"
+	"github.com/heraldhq/herald/internal/metriclabel"
 	"github.com/heraldhq/herald/internal/notification"
 )
 
@@ -38,7 +39,21 @@ var (
 		Name: "herald_worker_throttled_total",
 		Help: "429 answers from the platform, by scope (chat, bot).",
 	}, []string{"scope"})
+	// Per bot: the bot label is "shared" for the shared bot, a tenant's bot's username (capped, see
+	// internal/metriclabel).
+	botSends = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_worker_bot_sends_total",
+		Help: "sendMessage calls per bot (\"shared\", or a tenant's bot's username, capped at 100 then \"other\"), by outcome (delivered, retry, blocked, unlinked, failed, token_refused: the platform refused the bot's token).",
+	}, []string{"bot", "outcome"})
+	botThrottles = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_worker_bot_throttled_total",
+		Help: "429 answers from the platform per bot (\"shared\", or a tenant's bot's username, capped at 100 then \"other\").",
+	}, []string{"bot"})
 )
+
+// outcomeTokenRefused is the outcome of a send through a tenant's bot that the platform answered 401: the
+// bot's token was refused.
+const outcomeTokenRefused = "token_refused"
 
 func init() {
 	// The series the alerts count exist from the start at 0, so that increase() and rate() see a process's
@@ -46,6 +61,8 @@ func init() {
 	for _, scope := range []string{"chat", "bot"} {
 		throttles.WithLabelValues(scope)
 	}
+	botThrottles.WithLabelValues(metriclabel.SharedBot)
+	botSends.WithLabelValues(metriclabel.SharedBot, outcomeTokenRefused)
 }
 
 // recordOutcome counts a recorded attempt.
@@ -58,7 +75,8 @@ func recordOutcome(status notification.Status, code int) {
 func errorCodeLabel(code int) string {
 	switch code {
 	case 0, 400, 401, 403, 404, 409, 413, 420, 429, 500, 502, 503, 504,
-		messenger.CodeTimeout, messenger.CodeNetwork, messenger.CodeBadResponse, messenger.CodeCanceled, notification.CodeNoLink:
+		messenger.CodeTimeout, messenger.CodeNetwork, messenger.CodeBadResponse, messenger.CodeCanceled, notification.CodeNoLink,
+		notification.CodeBotTokenRefused, notification.CodeBotUnavailable:
 		return strconv.Itoa(code)
 	}
 	switch {

@@ -1,17 +1,21 @@
 // Package send delivers the notification of one fetched message: it claims the notification in
-// PostgreSQL (claim.go), waits for the chat's interval and the bot's rate (internal/delivery/rate), calls
-// the platform (deliver.go), and records the next state the answer leads to (decide.go: Decide). Sender is
-// the entry point; its Handle is the consumer's Handler.
+// PostgreSQL (claim.go), waits for the chat's interval and the rate of the bot it goes through
+// (internal/delivery/rate), calls the platform with that bot's token (deliver.go), and records the next
+// state the answer leads to (decide.go: Decide). Sender is the entry point; its Handle is the consumer's
+// Handler.
 package send
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/heraldhq/herald/internal/delivery/consume"
 	"github.com/heraldhq/herald/internal/delivery/rate"
 	"github.com/heraldhq/herald/internal/messenger"
+	"github.com/heraldhq/herald/internal/metriclabel"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 )
@@ -21,15 +25,20 @@ type Platform interface {
 	SendMessage(ctx context.Context, req messenger.SendMessageRequest) (int64, error)
 }
 
-// Options configure a Sender. Every field is required.
+// Options configure a Sender. Every field is required unless it says otherwise.
 type Options struct {
-	Store    *store.Store
+	Store *store.Store
+	// Platform sends through the shared bot. Bots returns the platform of a tenant's own bot (its token's
+	// client, internal/bot.Registry); nil: this worker cannot send through tenants' own bots, and their
+	// notifications wait as retries for a worker that can (BotUnavailable).
 	Platform Platform
-	// Limiter and Chats are the bot's pace: its global rate as this worker may use it, and its per-chat
+	Bots     func(ctx context.Context, bot notification.BotID) (Platform, error)
+	// Paces are the bots' paces: each bot's global rate as this worker may use it, and its per-chat
 	// interval.
-	Limiter *rate.Limiter
-	Chats   *rate.Chats
-	Logger  *slog.Logger
+	Paces *rate.Paces
+	// BotLabel names a bot in the per-bot metrics (metriclabel.Bots); nil: by its id.
+	BotLabel func(bot notification.BotID) string
+	Logger   *slog.Logger
 
 	PerChatInterval time.Duration        // minimum spacing of two sends to one chat
 	MaxAttempts     int                  // attempts before a transient failure becomes failed
@@ -54,5 +63,26 @@ type Sender struct {
 
 // New builds a sender.
 func New(opts Options) *Sender {
+	if opts.BotLabel == nil {
+		opts.BotLabel = func(bot notification.BotID) string {
+			if bot == notification.SharedBot {
+				return metriclabel.SharedBot
+			}
+			return metriclabel.Bots.Of(strconv.FormatInt(int64(bot), 10))
+		}
+	}
 	return &Sender{opts: opts, log: opts.Logger, inflight: consume.NewSlots(opts.Concurrency, inFlight)}
 }
+
+// platform is the platform to send through bot with.
+func (s *Sender) platform(ctx context.Context, bot notification.BotID) (Platform, error) {
+	if bot == notification.SharedBot {
+		return s.opts.Platform, nil
+	}
+	if s.opts.Bots == nil {
+		return nil, errNoBots
+	}
+	return s.opts.Bots(ctx, bot)
+}
+
+var errNoBots = errors.New("this worker was given no registry of tenants' bots")

@@ -1,0 +1,266 @@
+package consume
+
+// Holding. A worker reads far ahead (Options.Buffer messages in lanes, slots.go) so that tenants can be
+// served in turn. Were those messages one bot's backlog — which drains at that bot's rate, or not at all
+// while the platform throttles it — the buffer would stay full, the worker would stop fetching, and a
+// fresh message of another bot, behind the backlog in its partition, would wait for the backlog to drain.
+// So a bot may have at most its share of the buffer in lanes: the buffer divided among the bots with
+// messages here, plus one share kept for a bot that has none yet (shareLocked). Its messages past its share
+// are held in a compact form — ids, offset and time, about a hundred bytes, no goroutine — and enter the
+// lanes in fetch order as its own lanes drain, the bots with messages held taking turns (promote). Fetching
+// stops only when Options.Hold messages are held.
+//
+// Order: all of a key's messages are of one bot; once a bot has messages held, its newer ones are held
+// behind them, and they enter the lanes oldest first, so each key's messages still go in fetch order.
+// Offsets: a held message is fetched and not finished, so the offsets committed stay below it. A held
+// message belongs to its generation like any other: when the generation ends, the held are dropped.
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/heraldhq/herald/internal/notification"
+	"github.com/heraldhq/herald/internal/queue"
+)
+
+// fetched is one message in a lane, between fetch and completion.
+type fetched struct {
+	msg    kafka.Message
+	ticket ticket         // its mark in the offset tracker
+	env    queue.Envelope // its value, decoded at fetch
+	envErr error          // why the value is not an envelope
+	tenant string         // the metric label of its tenant
+	bot    notification.BotID
+	chat   int64           // from its key; 0 for a key that is not a chat's
+	gen    context.Context // the group generation it was fetched in (consumer.go)
+}
+
+// botWork is what a consumer holds of one bot's messages.
+type botWork struct {
+	active int       // messages in lanes
+	lanes  int       // keys with messages in lanes: the bot's chats with work (rate.Lease's demand)
+	held   []heldMsg // messages past the bot's share, oldest first
+	ringed bool      // in the consumer's ring of bots with messages held
+}
+
+// heldMsg is a held message in its compact form: what a lane needs to deliver it (its trace headers
+// aside: a held message's delivery starts a trace of its own).
+type heldMsg struct {
+	ticket    ticket
+	offset    int64
+	time      int64 // the message's timestamp, Unix nanoseconds
+	chat      int64
+	id        uuid.UUID
+	tenant    string // interned: one string per tenant, however many of its messages are held
+	gen       context.Context
+	partition int32
+	// full is the message itself when it has no compact form (a key that is not a chat's, an envelope
+	// that does not parse): rare.
+	full *fetched
+}
+
+// tenantLabel is the metric label of the held message's tenant (fetched.tenant).
+func (h heldMsg) tenantLabel() string {
+	if h.full != nil {
+		return h.full.tenant
+	}
+	return tenantLabel(queue.Envelope{TenantID: h.tenant}, nil)
+}
+
+// holdLocked keeps f compactly behind the bot's earlier messages. c.mu is held.
+func (c *consumer) holdLocked(b *botWork, f *fetched) {
+	h := heldMsg{ticket: f.ticket, offset: f.msg.Offset, time: f.msg.Time.UnixNano(), chat: f.chat,
+		tenant: c.intern(f.env.TenantID), gen: f.gen, partition: int32(f.msg.Partition)}
+	id, err := uuid.Parse(f.env.TrackingID)
+	if f.envErr != nil || f.chat == 0 || err != nil || id.String() != f.env.TrackingID {
+		h.full = f
+	} else {
+		h.id = id
+	}
+	b.held = append(b.held, h)
+	if !b.ringed {
+		b.ringed = true
+		c.ring = append(c.ring, f.bot)
+	}
+	heldGauge.WithLabelValues(c.prio.String()).Inc()
+}
+
+// expand is h as a lane takes it.
+func (c *consumer) expand(h heldMsg, bot notification.BotID) *fetched {
+	if h.full != nil {
+		return h.full
+	}
+	env := queue.Envelope{V: queue.EnvelopeVersion, TrackingID: h.id.String(), TenantID: h.tenant}
+	return &fetched{
+		msg: kafka.Message{Topic: c.topic, Partition: int(h.partition), Offset: h.offset,
+			Key: []byte(notification.ChatKey(bot, h.chat)), Time: time.Unix(0, h.time)},
+		ticket: h.ticket, env: env, tenant: tenantLabel(env, nil), bot: bot, chat: h.chat, gen: h.gen,
+	}
+}
+
+// intern returns one copy of a tenant id for all the held messages of that tenant.
+func (c *consumer) intern(s string) string {
+	if v, ok := c.tenants[s]; ok {
+		return v
+	}
+	if len(c.tenants) >= 10000 {
+		clear(c.tenants) // tenants are few; this bounds the map if they are not
+	}
+	c.tenants[s] = s
+	return s
+}
+
+// botLocked returns the bot's work, made when it has none. c.mu is held.
+func (c *consumer) botLocked(bot notification.BotID) *botWork {
+	b := c.bots[bot]
+	if b == nil {
+		b = &botWork{}
+		c.bots[bot] = b
+	}
+	return b
+}
+
+// forgetIdleLocked forgets the work of a bot with nothing here any more, so that it no longer counts
+// among the bots sharing the buffer. c.mu is held.
+func (c *consumer) forgetIdleLocked(bot notification.BotID, b *botWork) {
+	if b.active == 0 && b.lanes == 0 && len(b.held) == 0 && !b.ringed {
+		delete(c.bots, bot)
+	}
+}
+
+// shareLocked is how many messages one bot may have in lanes: the consumer's part of the buffer divided
+// among the bots with messages here, plus one share kept for a bot that has none yet, so that its first
+// message enters a lane at once even while the others' backlogs fill their shares. c.mu is held.
+func (c *consumer) shareLocked() int {
+	return max(1, c.capacity/(len(c.bots)+1))
+}
+
+// admit puts a fetched message in its lane when its bot has room (no message held, fewer than its share
+// in lanes, a free buffer slot), else holds it. It gives back the fetch's hold slot unless the message is
+// held.
+func (c *consumer) admit(workCtx context.Context, f *fetched) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.botLocked(f.bot)
+	share := c.shareLocked()
+	if len(b.held) == 0 && b.active < share && c.g.buffered.TryAcquire(c.prio) {
+		<-c.hold
+		c.dispatchLocked(workCtx, b, f)
+		return
+	}
+	c.holdLocked(b, f)
+	if b.active < share {
+		c.g.promote() // held behind its bot's earlier ones, which may go in as soon as a slot is free
+	}
+}
+
+// promoteLoop moves held messages into lanes as buffer slots free up, until fetchCtx ends: then the held
+// do not start (they are not committed; the partition's next owner reads them again).
+func (c *consumer) promoteLoop(fetchCtx, workCtx context.Context) {
+	for {
+		select {
+		case <-fetchCtx.Done():
+			return
+		case <-c.promoteWake:
+		}
+		c.promote(workCtx)
+	}
+}
+
+// promote moves held messages into lanes while buffer slots are free: the bots with messages held take
+// turns, one message each, among those below their share.
+func (c *consumer) promote(workCtx context.Context) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		moved := false
+		for i := 0; i < len(c.ring); {
+			bot := c.ring[i]
+			b := c.bots[bot]
+			if len(b.held) == 0 {
+				b.ringed = false
+				c.ring = append(c.ring[:i], c.ring[i+1:]...)
+				c.forgetIdleLocked(bot, b)
+				continue
+			}
+			i++
+			if b.active >= c.shareLocked() {
+				continue
+			}
+			if !c.g.buffered.TryAcquire(c.prio) {
+				return
+			}
+			h := b.held[0]
+			b.held[0] = heldMsg{}
+			b.held = b.held[1:]
+			<-c.hold
+			heldGauge.WithLabelValues(c.prio.String()).Dec()
+			c.dispatchLocked(workCtx, b, c.expand(h, bot))
+			moved = true
+		}
+		if !moved {
+			return
+		}
+	}
+}
+
+// dropHeldLocked drops every held message: their generation ended (consumer.go, endGeneration). c.mu is
+// held.
+func (c *consumer) dropHeldLocked() {
+	for bot, b := range c.bots {
+		for _, h := range b.held {
+			<-c.hold
+			heldGauge.WithLabelValues(c.prio.String()).Dec()
+			tenantBacklog.WithLabelValues(h.tenantLabel(), c.prio.String()).Dec()
+		}
+		b.held, b.ringed = nil, false
+		c.forgetIdleLocked(bot, b)
+	}
+	c.ring = c.ring[:0]
+}
+
+// backlogAges adds, per bot, the timestamp of the oldest message this consumer holds (in lanes or held)
+// to oldest when it is older.
+func (c *consumer) backlogAges(oldest map[notification.BotID]time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	older := func(bot notification.BotID, t time.Time) {
+		if o, ok := oldest[bot]; !ok || t.Before(o) {
+			oldest[bot] = t
+		}
+	}
+	for _, q := range c.queues {
+		for _, f := range q {
+			older(f.bot, f.msg.Time)
+		}
+	}
+	for bot, b := range c.bots {
+		for _, h := range b.held {
+			older(bot, time.Unix(0, h.time))
+		}
+	}
+}
+
+// lanesOf is how many keys of bot have messages in lanes.
+func (c *consumer) lanesOf(bot notification.BotID) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b := c.bots[bot]; b != nil {
+		return b.lanes
+	}
+	return 0
+}
+
+// heldCount is how many messages this consumer holds.
+func (c *consumer) heldCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, b := range c.bots {
+		n += len(b.held)
+	}
+	return n
+}

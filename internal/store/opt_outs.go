@@ -1,0 +1,302 @@
+package store
+
+// End users in control (spec v1-extensions §9): opt-outs — a tenant's user who wants none of the tenant's
+// notifications (the empty category) or none of one category, said by the user in the chat (/stop) or by the
+// tenant through the API — and blocks (links.blocked_at: the user blocked the bot). An opt-out ends the
+// waiting notifications it covers in its own statement (notification.OptOut), the send gate refuses what it
+// covers (insertTenantSQL, CoveredByOptOuts), and the claim reads both (claimOnce), so that nothing it
+// covers reaches the platform once it is made. The chat's side — /stop, /resume, their keyboards — is in
+// stop_prompts.go.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhq/herald/internal/notification"
+)
+
+// OptOutBy says who made an opt-out, or who lifts one (opt_outs.by).
+type OptOutBy string
+
+// Who makes and lifts opt-outs.
+const (
+	ByUser   OptOutBy = "user"   // the user, in the chat (/stop, /resume): only the user lifts it
+	ByTenant OptOutBy = "tenant" // the tenant, through the API
+)
+
+// ErrOptedOutByUser means a tenant tried to lift an opt-out its user made in the chat: only the user lifts
+// that, with /resume (409 opted_out_by_user).
+var ErrOptedOutByUser = errors.New("opted out by the user")
+
+// SentCategoriesWindow is how far back the categories a tenant sent a user are offered by /stop.
+const SentCategoriesWindow = 30 * 24 * time.Hour
+
+// optOutCovers is the condition that an opt_outs row o covers a notification of its tenant and user whose
+// category is the SQL expression category (NULL: none): an opt-out of the whole tenant, or of that category.
+// It probes opt_outs' primary key.
+func optOutCovers(category string) string { return `o.category IN ('', ` + category + `)` }
+
+// optOutUpdate is the opt-out's transition for the rows cond selects: those still waiting end blocked, with
+// notification.CodeOptedOut. One being delivered was claimed before the opt-out and is its attempt's.
+func optOutUpdate(cond string) string {
+	return moveTo(notification.OptOut.To()) + `,
+		last_error_code = ` + strconv.Itoa(notification.CodeOptedOut) + `, last_error_message = '` + notification.OptedOutMessage + `'
+		WHERE ` + cond + ` AND ` + notification.OptOut.SQL()
+}
+
+// optOutData is the data of user.opted_out and user.opted_in ({"category": null for the whole tenant,
+// "by"}), over the columns category and by of the changed rows.
+const optOutData = `jsonb_build_object('category', NULLIF(category, ''), 'by', by)`
+
+// optOutSQL opts user $2 of tenant $1 out of category $3 (empty: the whole tenant), made by $4, in one
+// statement: the opt-out is made — or, made by the user, taken over from the tenant; one the user made stays
+// the user's —, user.opted_out recorded for it, and the user's waiting notifications it covers ended, each
+// with its notification.blocked event. It returns whether the user exists, whether the opt-out was made (or
+// taken over) and how many notifications it ended.
+var optOutSQL = `
+	WITH u AS (SELECT tenant_id, user_id FROM users WHERE tenant_id = $1 AND user_id = $2),
+	made AS (
+		INSERT INTO opt_outs AS o (tenant_id, user_id, category, by)
+		SELECT tenant_id, user_id, $3, $4 FROM u
+		ON CONFLICT (tenant_id, user_id, category) DO UPDATE SET by = EXCLUDED.by, created_at = now()
+			WHERE o.by = '` + string(ByTenant) + `' AND EXCLUDED.by = '` + string(ByUser) + `'
+		RETURNING tenant_id, user_id, category, by, now() AS at),
+	` + userEventsWith("made", EventUserOptedOut, optOutData) + `,
+	ended AS (` + optOutUpdate(`tenant_id = $1 AND user_id = $2 AND kind = `+notification.KindTenantSQL+`
+		AND ($3 = '' OR category = $3) AND EXISTS (SELECT 1 FROM u)`) + `
+		RETURNING ` + notificationEventColumns + `),
+	` + notificationEvents("ended") + `
+	SELECT EXISTS (SELECT 1 FROM u), (SELECT count(*) FROM made), (SELECT count(*) FROM ended)`
+
+// liftOptOutSQL lifts the opt-out of user $2 of tenant $1 from category $3, for $4: the user lifts any, the
+// tenant only its own. It records user.opted_in (by: who lifted it), and returns whether the user exists,
+// who had made the opt-out (empty when there was none) and whether it was lifted.
+var liftOptOutSQL = `
+	WITH u AS (SELECT 1 FROM users WHERE tenant_id = $1 AND user_id = $2),
+	held AS (SELECT by FROM opt_outs WHERE tenant_id = $1 AND user_id = $2 AND category = $3),
+	lifted AS (
+		DELETE FROM opt_outs WHERE tenant_id = $1 AND user_id = $2 AND category = $3
+			AND ($4 = '` + string(ByUser) + `' OR by = '` + string(ByTenant) + `')
+		RETURNING tenant_id, user_id, category, $4::text AS by, now() AS at),
+	` + userEventsWith("lifted", EventUserOptedIn, optOutData) + `
+	SELECT EXISTS (SELECT 1 FROM u), COALESCE((SELECT by FROM held), ''), EXISTS (SELECT 1 FROM lifted)`
+
+// exclusiveGatesSQL takes the exclusive locks of a set of users' buckets ($1, ascending), as an erasure takes
+// its user's (eraseGateSQL).
+var exclusiveGatesSQL = `SELECT count(pg_advisory_xact_lock(` + strconv.Itoa(userGateClass) + `, b)) FROM unnest($1::int[]) AS b`
+
+// gateBuckets are the buckets of the given (tenant, user) pairs, ascending, each once: the order every
+// holder of several takes them in, so that two cannot deadlock.
+func gateBuckets(tenants, users []string) []int32 {
+	buckets := make([]int32, len(tenants))
+	for i := range tenants {
+		buckets[i] = userGateBucket(tenants[i], users[i])
+	}
+	slices.Sort(buckets)
+	return slices.Compact(buckets)
+}
+
+// OptOutResult is what an opt-out did.
+type OptOutResult struct {
+	// Made: the opt-out is new, or the user took over one the tenant had made (user.opted_out recorded).
+	Made bool
+	// Ended counts the user's waiting notifications it covered, now blocked ("opted out").
+	Ended int
+}
+
+// OptOut opts a tenant's user out of the tenant's notifications (category "") or of one category, made by
+// by, and ends in the same transaction the user's notifications still scheduled, queued or retrying that it
+// covers: blocked, "opted out" (notification.OptOut), each with its notification.blocked event. A new
+// opt-out records user.opted_out; the user making one the tenant made takes it over (it becomes the user's,
+// and the tenant cannot lift it any more); the tenant making one the user made changes nothing.
+// ErrNotFound for a user the tenant has never seen.
+//
+// The user's gate lock comes first, exclusively (as for an erasure, lockGateSQL): the sends that already
+// hold it commit before the opt-out reads the user's notifications, and are ended with the others; later
+// sends wait for the commit, then find the opt-out and are refused. With the claim's check (claimOnce), none
+// of the covered notifications reaches the platform after OptOut returns, but one whose attempt was claimed
+// before it.
+func (s *Store) OptOut(ctx context.Context, tenantID, userID, category string, by OptOutBy) (OptOutResult, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	var res OptOutResult
+	var exists bool
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		res = OptOutResult{}
+		if _, err := tx.Exec(ctx, eraseGateSQL, userGateBucket(tenantID, userID)); err != nil {
+			return err
+		}
+		var made int
+		err := tx.QueryRow(ctx, optOutSQL, tenantID, userID, category, string(by)).Scan(&exists, &made, &res.Ended)
+		res.Made = made == 1
+		return err
+	})
+	if err == nil && !exists {
+		err = pgx.ErrNoRows
+	}
+	return res, translate(err, "opting a user out")
+}
+
+// LiftOptOut lifts a tenant's user's opt-out of the tenant (category "") or of one category, for by: the
+// user lifts any, the tenant only one it made — ErrOptedOutByUser for the user's own, which stays. It
+// reports whether there was one to lift (user.opted_in is recorded then). ErrNotFound for a user the tenant
+// has never seen. Notifications ended by the opt-out stay ended; later sends pass the gate again.
+func (s *Store) LiftOptOut(ctx context.Context, tenantID, userID, category string, by OptOutBy) (bool, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	var exists, lifted bool
+	var held string
+	err := s.pool.QueryRow(ctx, liftOptOutSQL, tenantID, userID, category, string(by)).Scan(&exists, &held, &lifted)
+	switch {
+	case err != nil:
+		return false, translate(err, "lifting an opt-out")
+	case !exists:
+		return false, translate(pgx.ErrNoRows, "lifting an opt-out")
+	case !lifted && held == string(ByUser):
+		return false, fmt.Errorf("while lifting an opt-out: %w", ErrOptedOutByUser)
+	}
+	return lifted, nil
+}
+
+// OptOutRecord is one opt-out of a user.
+type OptOutRecord struct {
+	Category  string // "" for the whole tenant
+	By        OptOutBy
+	CreatedAt time.Time
+}
+
+// OptOutsOf lists a tenant's user's opt-outs, the whole tenant's first, then by category.
+func (s *Store) OptOutsOf(ctx context.Context, tenantID, userID string) ([]OptOutRecord, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	rows, _ := s.pool.Query(ctx, `SELECT category, by, created_at FROM opt_outs WHERE tenant_id = $1 AND user_id = $2 ORDER BY category`,
+		tenantID, userID)
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (OptOutRecord, error) {
+		var o OptOutRecord
+		err := r.Scan(&o.Category, &o.By, &o.CreatedAt)
+		return o, err
+	})
+	return out, translate(err, "listing opt-outs")
+}
+
+// sentCategories is the query of the categories tenant sent user (SQL expressions) within window (an
+// interval's parameter), each once, sorted: a range of notifications_user_list_idx.
+func sentCategories(tenant, user, window string) string {
+	return `SELECT COALESCE(array_agg(DISTINCT n.category ORDER BY n.category), '{}') FROM notifications n
+		WHERE n.tenant_id = ` + tenant + ` AND n.user_id = ` + user + ` AND n.kind = ` + notification.KindTenantSQL + `
+		  AND n.created_at > now() - ` + window + `::interval AND n.category IS NOT NULL`
+}
+
+var sentCategoriesSQL = sentCategories(`$1`, `$2`, `$3`)
+
+// SentCategories lists the categories the tenant sent its user in the last 30 days (SentCategoriesWindow),
+// each once, sorted: what /stop offers besides the whole tenant.
+func (s *Store) SentCategories(ctx context.Context, tenantID, userID string) ([]string, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	var out []string
+	err := s.pool.QueryRow(ctx, sentCategoriesSQL, tenantID, userID, SentCategoriesWindow.String()).Scan(&out)
+	return out, translate(err, "listing the categories sent")
+}
+
+// coveredSQL returns, of the notifications ($1 tracking ids, $2 tenants, $3 users, $4 categories), those an
+// opt-out covers, each with the category of one that does (the whole tenant's, empty, first).
+var coveredSQL = `
+	SELECT r.tracking_id::text, min(o.category)
+	FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) AS r(tracking_id, tenant_id, user_id, category)
+	JOIN opt_outs o ON o.tenant_id = r.tenant_id AND o.user_id = r.user_id AND ` + optOutCovers(`r.category`) + `
+	GROUP BY r.tracking_id`
+
+// CoveredByOptOuts tells, of notifications the send gate refused, those an opt-out covers (409
+// user_opted_out; the others' users have no link or no verified phone: 409 phone_unverified): it maps each
+// one's tracking id to the category of an opt-out that covers it, "" for the whole tenant's.
+func (s *Store) CoveredByOptOuts(ctx context.Context, ns []NewNotification) (map[string]string, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	return covered(ctx, s.pool, ns)
+}
+
+// CoveredByOptOuts is the transaction's variant of Store.CoveredByOptOuts.
+func (tx *Tx) CoveredByOptOuts(ctx context.Context, ns []NewNotification) (map[string]string, error) {
+	return covered(ctx, tx.tx, ns)
+}
+
+func covered(ctx context.Context, q querier, ns []NewNotification) (map[string]string, error) {
+	ids, tenants, users, categories := make([]string, len(ns)), make([]string, len(ns)), make([]string, len(ns)), make([]*string, len(ns))
+	for i, n := range ns {
+		ids[i], tenants[i], users[i], categories[i] = n.TrackingID, n.TenantID, n.UserID, optionalText(n.Category)
+	}
+	rows, err := q.Query(ctx, coveredSQL, ids, tenants, users, categories)
+	if err != nil {
+		return nil, translate(err, "reading opt-outs")
+	}
+	out := map[string]string{}
+	var id, category string
+	_, err = pgx.ForEachRow(rows, []any{&id, &category}, func() error { out[id] = category; return nil })
+	return out, translate(err, "reading opt-outs")
+}
+
+// optionalText is s as a statement's argument: NULL when empty.
+func optionalText(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// chatBlockSQL marks every link of bot $1 ($1 NULL: the shared bot) to chat $2 blocked, or clears the mark,
+// where that changes it, with a user.blocked or user.unblocked event per link; it returns how many changed.
+// It finds the links through links_chat_idx.
+func chatBlockSQL(blocked bool) string {
+	set, unchanged, event := `now()`, `blocked_at IS NULL`, EventUserBlocked
+	if !blocked {
+		set, unchanged, event = `NULL`, `blocked_at IS NOT NULL`, EventUserUnblocked
+	}
+	return `
+	WITH marked AS (
+		UPDATE links SET blocked_at = ` + set + `
+		WHERE chat_id = $2 AND bot_id IS NOT DISTINCT FROM $1::bigint AND ` + unchanged + `
+		RETURNING tenant_id, user_id, now() AS at),
+	` + userEvents("marked", event) + `
+	SELECT count(*) FROM marked`
+}
+
+var (
+	blockChatSQL   = chatBlockSQL(true)
+	unblockChatSQL = chatBlockSQL(false)
+)
+
+func chatBlock(blocked bool) string {
+	if blocked {
+		return blockChatSQL
+	}
+	return unblockChatSQL
+}
+
+// SetChatBlocked marks every link of the bot's chat blocked (the user blocked the bot: a 403 from the
+// platform to a send there), or clears the mark (blocked false), and returns how many links changed, each
+// with its user.blocked or user.unblocked event. A send for a blocked user is still accepted; its claim
+// ends it blocked without a call (notification.Delivery.Blocked). A my_chat_member update does the same
+// through ChatBlockedEffect.
+func (s *Store) SetChatBlocked(ctx context.Context, bot notification.BotID, chatID int64, blocked bool) (int, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	var n int
+	err := s.pool.QueryRow(ctx, chatBlock(blocked), botArg(bot), chatID).Scan(&n)
+	return n, translate(err, "marking a chat's block")
+}
+
+// ChatBlockedEffect is SetChatBlocked as the effect of a my_chat_member update of bot (kicked: blocked;
+// member: not), once per update id; *changed counts the links it changed once ApplyUpdates returns.
+func ChatBlockedEffect(updateID int64, bot notification.BotID, chatID int64, blocked bool) (*Effect, *int) {
+	changed := new(int)
+	return &Effect{UpdateID: updateID, Bot: bot, first: func(b *pgx.Batch) {
+		b.Queue(chatBlock(blocked), botArg(bot), chatID).QueryRow(func(row pgx.Row) error { return row.Scan(changed) })
+	}}, changed
+}

@@ -1,0 +1,285 @@
+package store
+
+// /stop and /resume in a private chat (spec v1-extensions §9), as effects of the webhook's update
+// transaction (processed_updates.go), so that each takes effect once per update id: the tenants linked to
+// the chat (ChatTenants, read before), an opt-out or a lift made at once (ChatOptOutEffect), or an inline
+// keyboard whose choices are kept here, server-side (StopPromptEffect), and the tap on one of its buttons
+// (StopChoiceEffect). A button's callback_data names only the prompt's random id and a choice's index, so a
+// forged or stale one finds nothing to apply.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhq/herald/internal/notification"
+)
+
+// StopPromptTTL is how long a /stop or /resume keyboard can be tapped; retention deletes it then.
+const StopPromptTTL = 24 * time.Hour
+
+// ChatUser is a messenger user in a private chat with a bot: who sends /stop, or taps a button.
+type ChatUser struct {
+	Bot             notification.BotID // the bot that received the update
+	ChatID          int64
+	MessengerUserID int64
+}
+
+// ChatChoice is what a user stops or resumes in a chat: a tenant's notifications (Category ""), or one
+// category of them.
+type ChatChoice struct {
+	TenantID string `json:"tenant_id"`
+	Category string `json:"category"`
+}
+
+// PromptKind is what a choice does: stop (opt out) or resume (lift the opt-out).
+type PromptKind string
+
+// The kinds of prompt (stop_prompts.kind).
+const (
+	PromptStop   PromptKind = "stop"
+	PromptResume PromptKind = "resume"
+)
+
+// ChatTenant is a tenant linked to a chat, with what /stop and /resume show of it.
+type ChatTenant struct {
+	TenantID string
+	// UserIDs are the tenant's users linked to this chat and messenger user (usually one): a choice about
+	// the tenant applies to each.
+	UserIDs []string
+	// Label brands the replies about the tenant: the label of the link token the user redeemed (kept on the
+	// link), or the tenant's developer name (a link made before links kept it).
+	Label string
+	// Categories are those the tenant sent these users in the last 30 days (SentCategoriesWindow), sorted.
+	Categories []string
+	// OptOuts are what is stopped (of any of the users), the whole tenant's first.
+	OptOuts []OptOutRecord
+}
+
+// chatTenantsSQL reads the links of messenger user $3 in chat $2 of bot $1, each with its label, the
+// categories sent within $4 and the opt-outs.
+var chatTenantsSQL = `
+	SELECT l.tenant_id, l.user_id,
+	       COALESCE(l.label, t.developer_name),
+	       (` + sentCategories(`l.tenant_id`, `l.user_id`, `$4`) + `),
+	       (SELECT COALESCE(array_agg(o.category ORDER BY o.category), '{}') FROM opt_outs o WHERE o.tenant_id = l.tenant_id AND o.user_id = l.user_id),
+	       (SELECT COALESCE(array_agg(o.by ORDER BY o.category), '{}') FROM opt_outs o WHERE o.tenant_id = l.tenant_id AND o.user_id = l.user_id)
+	FROM links l JOIN tenants t ON t.id = l.tenant_id
+	WHERE l.messenger_user_id = $3 AND l.chat_id = $2 AND l.bot_id IS NOT DISTINCT FROM $1::bigint
+	ORDER BY l.linked_at, l.tenant_id, l.user_id`
+
+// ChatTenants lists the tenants linked to the chat with this messenger user, in the order the user linked
+// them: what /stop and /resume offer.
+func (s *Store) ChatTenants(ctx context.Context, who ChatUser) ([]ChatTenant, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, chatTenantsSQL, botArg(who.Bot), who.ChatID, who.MessengerUserID, SentCategoriesWindow.String())
+	if err != nil {
+		return nil, translate(err, "reading the tenants of a chat")
+	}
+	var out []ChatTenant
+	var tenantID, userID, label string
+	var categories, optOuts, bys []string
+	_, err = pgx.ForEachRow(rows, []any{&tenantID, &userID, &label, &categories, &optOuts, &bys}, func() error {
+		if len(out) == 0 || out[len(out)-1].TenantID != tenantID {
+			out = append(out, ChatTenant{TenantID: tenantID, Label: label})
+		}
+		ct := &out[len(out)-1]
+		ct.UserIDs = append(ct.UserIDs, userID)
+		for _, c := range categories {
+			if !slices.Contains(ct.Categories, c) {
+				ct.Categories = append(ct.Categories, c)
+			}
+		}
+		for i, c := range optOuts {
+			if !slices.ContainsFunc(ct.OptOuts, func(o OptOutRecord) bool { return o.Category == c }) {
+				ct.OptOuts = append(ct.OptOuts, OptOutRecord{Category: c, By: OptOutBy(bys[i])})
+			}
+		}
+		return nil
+	})
+	for i := range out {
+		slices.Sort(out[i].Categories)
+		slices.SortFunc(out[i].OptOuts, func(a, b OptOutRecord) int { return strings.Compare(a.Category, b.Category) })
+	}
+	return out, translate(err, "reading the tenants of a chat")
+}
+
+// ChatOptOutResult is what a /stop, a /resume or a tap did.
+type ChatOptOutResult struct {
+	// Stale: the tap found no prompt to take — an unknown id, another user's or another chat's, one used
+	// already or older than StopPromptTTL, or an index out of range. Nothing changed.
+	Stale bool
+	Kind  PromptKind
+	// Choices are what was stopped (or resumed): the choices whose tenant the user is still linked to in
+	// this chat, each once.
+	Choices []ChatChoice
+	// Changed counts the opt-outs made (or taken over from the tenant) or lifted; Ended the notifications
+	// the opt-outs ended. Both are known once ApplyUpdates returns (not yet when the reply is built).
+	Changed int
+	Ended   int
+}
+
+// chatTarget is a choice applied to one of the tenant's users linked in the chat.
+type chatTarget struct {
+	choice ChatChoice
+	userID string
+}
+
+// resolveChoicesSQL resolves choices ($4 tenants, $5 categories) of kind $6 to the users of those tenants
+// linked to chat $2 of bot $1 with messenger user $3.
+const resolveChoicesSQL = `
+	SELECT $6::text, c.tenant_id, c.category, l.user_id
+	FROM unnest($4::text[], $5::text[]) WITH ORDINALITY AS c(tenant_id, category, i)
+	JOIN links l ON l.tenant_id = c.tenant_id AND l.chat_id = $2 AND l.messenger_user_id = $3 AND l.bot_id IS NOT DISTINCT FROM $1::bigint
+	ORDER BY c.i, l.user_id`
+
+// takeChoiceSQL takes choice $5 of prompt $4 — only the prompt's own user in its own chat of its own bot,
+// only once, only within $6 (StopPromptTTL) — and resolves it as resolveChoicesSQL does. No row: nothing to
+// take. A row without a user: a tenant of the choice the user is no longer linked to here.
+const takeChoiceSQL = `
+	WITH p AS (
+		UPDATE stop_prompts SET used_at = now()
+		WHERE id = $4 AND bot_id IS NOT DISTINCT FROM $1::bigint AND chat_id = $2 AND messenger_user_id = $3
+		  AND used_at IS NULL AND created_at > now() - $6::interval
+		  AND $5::int >= 0 AND $5::int < jsonb_array_length(choices)
+		RETURNING kind, choices -> $5::int AS choice)
+	SELECT p.kind, c.tenant_id, COALESCE(c.category, ''), l.user_id
+	FROM p CROSS JOIN LATERAL ROWS FROM (jsonb_to_recordset(p.choice) AS (tenant_id text, category text)) WITH ORDINALITY AS c(tenant_id, category, i)
+	LEFT JOIN links l ON l.tenant_id = c.tenant_id AND l.chat_id = $2 AND l.messenger_user_id = $3 AND l.bot_id IS NOT DISTINCT FROM $1::bigint
+	ORDER BY c.i, l.user_id`
+
+// chatEffect is the effect of an update that stops or resumes choices: first queue's statement resolves
+// them to users (rows of kind, tenant, category and user, read by scan; no row leaves the result as initial
+// is), then the opt-outs or lifts are applied, by the user — an opt-out after the gate locks of its users,
+// as OptOut takes its user's.
+func chatEffect(updateID int64, who ChatUser, res *ChatOptOutResult, initial ChatOptOutResult, queue func(b *pgx.Batch, scan func(pgx.Rows) error),
+	reply func(ChatOptOutResult) []NewNotification) *Effect {
+	var targets []chatTarget
+	scan := func(rows pgx.Rows) error {
+		var kind string
+		var c ChatChoice
+		var userID *string
+		_, err := pgx.ForEachRow(rows, []any{&kind, &c.TenantID, &c.Category, &userID}, func() error {
+			res.Stale, res.Kind = false, PromptKind(kind)
+			if userID != nil {
+				targets = append(targets, chatTarget{choice: c, userID: *userID})
+			}
+			return nil
+		})
+		return err
+	}
+	return &Effect{
+		UpdateID: updateID,
+		Bot:      who.Bot,
+		first: func(b *pgx.Batch) {
+			*res, targets = initial, nil
+			queue(b, scan)
+		},
+		then: func(b *pgx.Batch) ([]NewNotification, error) {
+			if res.Stale {
+				return replyOf(reply, *res), nil
+			}
+			tenants, users := make([]string, len(targets)), make([]string, len(targets))
+			for i, t := range targets {
+				tenants[i], users[i] = t.choice.TenantID, t.userID
+				if !slices.Contains(res.Choices, t.choice) {
+					res.Choices = append(res.Choices, t.choice)
+				}
+			}
+			query := optOutSQL
+			if res.Kind == PromptStop && len(targets) > 0 {
+				b.Queue(exclusiveGatesSQL, gateBuckets(tenants, users))
+			} else if res.Kind != PromptStop {
+				query = liftOptOutSQL
+			}
+			for _, t := range targets {
+				b.Queue(query, t.choice.TenantID, t.userID, t.choice.Category, string(ByUser)).QueryRow(func(row pgx.Row) error {
+					var exists bool
+					var changed, ended int
+					var err error
+					if res.Kind == PromptStop {
+						err = row.Scan(&exists, &changed, &ended)
+					} else {
+						var held string
+						var lifted bool
+						err = row.Scan(&exists, &held, &lifted)
+						if lifted {
+							changed = 1
+						}
+					}
+					res.Changed += changed
+					res.Ended += ended
+					return err
+				})
+			}
+			return replyOf(reply, *res), nil
+		},
+	}
+}
+
+func replyOf(reply func(ChatOptOutResult) []NewNotification, res ChatOptOutResult) []NewNotification {
+	if reply == nil {
+		return nil
+	}
+	return reply(res)
+}
+
+// ChatOptOutEffect is a /stop (kind PromptStop) or /resume (PromptResume) applied at once, without a
+// keyboard — one tenant, no categories —: the choices are opted out of (or lifted) by the user, for each of
+// the tenant's users linked to the chat with who's messenger user; a choice of a tenant not linked there is
+// skipped. The user lifts the tenant's opt-outs as well as their own. An opt-out ends the waiting
+// notifications it covers, as OptOut does. reply (nil: none) builds the replies from the result, which
+// *ChatOptOutResult holds in full once ApplyUpdates returns.
+func ChatOptOutEffect(updateID int64, who ChatUser, kind PromptKind, choices []ChatChoice, reply func(ChatOptOutResult) []NewNotification) (*Effect, *ChatOptOutResult) {
+	res := &ChatOptOutResult{}
+	tenants, categories := make([]string, len(choices)), make([]string, len(choices))
+	for i, c := range choices {
+		tenants[i], categories[i] = c.TenantID, c.Category
+	}
+	return chatEffect(updateID, who, res, ChatOptOutResult{Kind: kind}, func(b *pgx.Batch, scan func(pgx.Rows) error) {
+		b.Queue(resolveChoicesSQL, botArg(who.Bot), who.ChatID, who.MessengerUserID, tenants, categories, string(kind)).Query(scan)
+	}, reply), res
+}
+
+// StopPrompt is a /stop or /resume keyboard: its choices, each one button's (a tenant, a category, or "All
+// of them": several), kept server-side under a random id for the tap (StopChoiceEffect).
+type StopPrompt struct {
+	ID [16]byte // random (crypto/rand): a button's callback_data carries it
+	ChatUser
+	Kind    PromptKind
+	Choices [][]ChatChoice
+}
+
+// StopPromptEffect records the prompt and inserts reply (the message with its keyboard), once per update
+// id.
+func StopPromptEffect(updateID int64, p StopPrompt, reply NewNotification) (*Effect, error) {
+	if p.ID == ([16]byte{}) {
+		return nil, errors.New("a stop prompt needs a random id")
+	}
+	choices, err := json.Marshal(p.Choices)
+	if err != nil {
+		return nil, fmt.Errorf("while recording a stop prompt: %w", err)
+	}
+	return &Effect{UpdateID: updateID, Bot: p.Bot, replies: []NewNotification{reply}, first: func(b *pgx.Batch) {
+		b.Queue(`INSERT INTO stop_prompts (id, bot_id, chat_id, messenger_user_id, kind, choices) VALUES ($1, $2, $3, $4, $5, $6)`,
+			p.ID[:], botArg(p.Bot), p.ChatID, p.MessengerUserID, string(p.Kind), string(choices))
+	}}, nil
+}
+
+// StopChoiceEffect is a tap on a prompt's button (a callback_query): it takes the choice at index of
+// prompt id once — for the prompt's own user in its own chat, within StopPromptTTL — and applies it as
+// ChatOptOutEffect does. Anything else is Stale and changes nothing. A tap redelivered under the same update
+// id is a repeat (ApplyUpdates); another tap on a used prompt is Stale.
+func StopChoiceEffect(updateID int64, who ChatUser, id [16]byte, index int, reply func(ChatOptOutResult) []NewNotification) (*Effect, *ChatOptOutResult) {
+	res := &ChatOptOutResult{}
+	return chatEffect(updateID, who, res, ChatOptOutResult{Stale: true}, func(b *pgx.Batch, scan func(pgx.Rows) error) {
+		b.Queue(takeChoiceSQL, botArg(who.Bot), who.ChatID, who.MessengerUserID, id[:], index, StopPromptTTL.String()).Query(scan)
+	}, reply), res
+}
