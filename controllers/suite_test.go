@@ -64,6 +64,8 @@ type harness struct {
 	ns      string
 	suffix  string
 	tenants []string
+	// logs is the running operator's log.
+	logs *syncbuf.Buffer
 	// stop stops the running manager and waits for it.
 	stop func()
 }
@@ -100,6 +102,7 @@ func (h *harness) run(opts operator.Options) {
 	// The operator's log, kept at Info and shown only when the test fails: what each reconcile did is how a
 	// failure that depends on timing is understood.
 	var logs syncbuf.Buffer
+	h.logs = &logs
 	opts.Logger = logr.FromSlogHandler(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	h.t.Cleanup(func() {
 		if h.t.Failed() {
@@ -431,4 +434,38 @@ func reconcileCount(t *testing.T) float64 {
 		}
 	}
 	return n
+}
+
+// waitIdle waits until the Tenant controller has nothing queued and nothing running (its own reconciles of
+// its last status writes have passed), so that what happens next is the doing of what the test does next.
+func waitIdle(t *testing.T) {
+	t.Helper()
+	quiet := 0
+	wait.For(t, 10*time.Second, "the Tenant controller idle", func() error {
+		families, err := metrics.Registry.Gather()
+		if err != nil {
+			return err
+		}
+		busy := 0.0
+		for _, f := range families {
+			if f.GetName() != "workqueue_depth" && f.GetName() != "controller_runtime_active_workers" {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if (l.GetName() == "name" || l.GetName() == "controller") && l.GetValue() == "tenant" {
+						busy += m.GetGauge().GetValue()
+					}
+				}
+			}
+		}
+		if busy > 0 {
+			quiet = 0
+			return fmt.Errorf("%.0f queued or running", busy)
+		}
+		if quiet++; quiet < 5 {
+			return fmt.Errorf("idle for %d polls only", quiet)
+		}
+		return nil
+	})
 }
