@@ -49,7 +49,17 @@ type platform struct {
 	mu            sync.Mutex
 	refuseWebhook map[int64]bool
 	down          bool
+	// hold: the answer to the first setWebhook of bot hold.id waits until a second setWebhook of that bot
+	// was answered, or holdFor passed: two registrations of one bot that overlap then end in the order
+	// that loses the first's secret, unless the operator makes them one after the other.
+	hold struct {
+		id              int64
+		first, answered chan struct{}
+		setWebhooks     atomic.Int64
+	}
 }
+
+const holdFor = 3 * time.Second
 
 func newPlatform(t *testing.T) *platform {
 	t.Helper()
@@ -83,9 +93,39 @@ func (p *platform) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
 		_, _ = w.Write([]byte(`{"ok":false,"error_code":400,"description":"Bad Request: bad webhook: Failed to resolve host: Name or service not known"}`))
+	case id != 0 && id == p.hold.id && strings.EqualFold(method, "setWebhook"):
+		p.serveHeld(w, r)
 	default:
 		p.sim.ServeHTTP(w, r)
 	}
+}
+
+// holdWebhooks makes the first setWebhook of bot id wait for a second one (see platform.hold). Call it
+// before the operator runs.
+func (p *platform) holdWebhooks(id int64) {
+	p.hold.id, p.hold.first, p.hold.answered = id, make(chan struct{}), make(chan struct{})
+}
+
+func (p *platform) serveHeld(w http.ResponseWriter, r *http.Request) {
+	if p.hold.setWebhooks.Add(1) != 1 {
+		p.sim.ServeHTTP(w, r)
+		if p.hold.setWebhooks.Load() == 2 {
+			close(p.hold.answered)
+		}
+		return
+	}
+	// The platform takes the first webhook (and its secret) now, and answers it late.
+	rec := httptest.NewRecorder()
+	p.sim.ServeHTTP(rec, r)
+	select {
+	case <-p.hold.answered:
+	case <-time.After(holdFor):
+	}
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(rec.Body.Bytes())
 }
 
 func (p *platform) set(f func()) {
@@ -548,6 +588,37 @@ func TestRemovingTheBotTakesTheTenantBackToTheSharedBot(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Two Tenants naming the same token, reconciled at once, share its bot: the operator registers it for one
+// of them and the other finds it registered, so the secret the platform posts the bot's updates with is
+// the one recorded (two overlapping registrations would each give the platform a secret of their own, and
+// the store could keep the one the platform no longer has: every update refused).
+func TestTwoTenantsNamingOneTokenRegisterItOnce(t *testing.T) {
+	p := newPlatform(t)
+	p.holdWebhooks(5001)
+	h := start(t, p.options())
+	token := p.bot(t, 5001, "acme_bot")
+	h.tokenSecret("acme-bot", map[string]string{"token": token})
+	acme := h.tenant("acme", withBot(h, "acme-bot"))
+	beta := h.tenant("beta", withBot(h, "acme-bot"))
+	h.waitBot(acme.Name, metav1.ConditionTrue, notifyv1alpha1.ReasonRegistered, "@acme_bot")
+	h.waitBot(beta.Name, metav1.ConditionTrue, notifyv1alpha1.ReasonRegistered, "@acme_bot")
+
+	if n := p.hold.setWebhooks.Load(); n != 1 {
+		t.Errorf("%d setWebhook calls for one bot, want 1", n)
+	}
+	row, err := h.botRow(5001)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, secret := p.webhookSecret(t, 5001)
+	if sum := sha256.Sum256([]byte(secret)); string(sum[:]) != string(row.SecretDigest) {
+		t.Error("the platform posts the bot's updates with a secret whose digest is not the recorded one")
+	}
+	if a, b := h.tenantBot(acme.Name), h.tenantBot(beta.Name); a != 5001 || b != 5001 {
+		t.Errorf("the tenants send through bots %d and %d, want 5001", a, b)
+	}
 }
 
 // A worker whose send met the platform's 401 marks the bot's token refused in the store: the Tenant shows

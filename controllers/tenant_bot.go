@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,7 +46,7 @@ func (r *TenantReconciler) syncBot(ctx context.Context, tenant *notifyv1alpha1.T
 	spec := tenant.Spec.Bot
 	if spec == nil {
 		if current != bot.Shared {
-			if err := r.changeBot(ctx, tenant, bot.Shared, ""); err != nil {
+			if err := r.leaveBot(ctx, tenant); err != nil {
 				return 0, err
 			}
 		}
@@ -88,14 +89,28 @@ func (r *TenantReconciler) syncBot(ctx context.Context, tenant *notifyv1alpha1.T
 		return 0, r.showBot(ctx, tenant, current)
 	}
 
+	previous, err := r.useBot(ctx, tenant, prevReason, current, token, where)
+	if err != nil || previous == bot.Shared {
+		return 0, err
+	}
+	r.releaseBot(ctx, previous) // outside useBot's lock: one bot's lock at a time
+	return 0, nil
+}
+
+// useBot registers the bot of token when needed, and moves the tenant onto it, under the bot's lock
+// (botLock). It returns the own bot the tenant left, if it left one.
+func (r *TenantReconciler) useBot(ctx context.Context, tenant *notifyv1alpha1.Tenant, prevReason string, current bot.ID,
+	token, where string) (previous bot.ID, err error) {
 	// A token starts with its bot's id (CheckToken): what is recorded of that bot says whether the token,
 	// the settings and the webhook's URL are those of spec.bot already.
-	head, _, _ := strings.Cut(token, ":")
-	id, _ := bot.ParseID(head)
-	settings := bot.Settings{RateLimit: tenant.BotRateLimit(), PaidBroadcast: spec.PaidBroadcast}
+	id := tokenBot(token)
+	lock := r.botLock(id)
+	lock.Lock()
+	defer lock.Unlock()
+	settings := bot.Settings{RateLimit: tenant.BotRateLimit(), PaidBroadcast: tenant.Spec.Bot.PaidBroadcast}
 	known, err := r.Store.GetBot(ctx, id)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return 0, fmt.Errorf("while reading bot %d: %w", id, err)
+		return bot.Shared, fmt.Errorf("while reading bot %d: %w", id, err)
 	}
 	sameToken := err == nil && known.TokenDigest == bot.TokenDigest(token)
 	var b store.Bot
@@ -106,22 +121,38 @@ func (r *TenantReconciler) syncBot(ctx context.Context, tenant *notifyv1alpha1.T
 		r.botNotReady(tenant, prevReason, notifyv1alpha1.ReasonTokenInvalid, redact(fmt.Sprintf(
 			"the messaging platform refused the token of @%s (bot %d) in %s (%s): put a new token there",
 			known.Username, known.ID, where, known.StateMessage), token))
-		return 0, r.showBot(ctx, tenant, current)
+		return bot.Shared, r.showBot(ctx, tenant, current)
 	case sameToken && known.State == store.BotReady && known.RateLimit == settings.RateLimit &&
 		known.PaidBroadcast == settings.PaidBroadcast && known.WebhookURL == r.Bots.PublicURL+bot.WebhookPath(id):
 		b = known // registered as spec.bot says: no call to the platform
 	default:
 		if b, err = r.register(ctx, tenant, prevReason, token, where, settings, sameToken); err != nil || b.ID == bot.Shared {
-			return 0, errors.Join(err, r.showBot(ctx, tenant, current))
+			return bot.Shared, errors.Join(err, r.showBot(ctx, tenant, current))
 		}
 	}
 	if current != b.ID {
-		if err := r.changeBot(ctx, tenant, b.ID, b.Username); err != nil {
-			return 0, err
+		if previous, err = r.changeBot(ctx, tenant, b.ID, b.Username); err != nil {
+			return bot.Shared, err
 		}
 	}
 	tenant.SetBotReady(int64(b.ID), b.Username)
-	return 0, nil
+	return previous, nil
+}
+
+// tokenBot is the id a token (checked with bot.CheckToken) starts with: its bot's.
+func tokenBot(token string) bot.ID {
+	head, _, _ := strings.Cut(token, ":")
+	id, _ := bot.ParseID(head)
+	return id
+}
+
+// botLock serialises, within the operator, what concerns one bot: two Tenants naming the same token
+// register it one after the other (each registration gives the platform a new webhook secret, and the
+// store must record the last one given), and a bot's webhook is not deleted as its last tenant leaves
+// while another Tenant takes it up. Bots share a few locks: a lock is held for one bot at a time, and a
+// registration is bounded by botCallTimeout.
+func (r *TenantReconciler) botLock(id bot.ID) *sync.Mutex {
+	return &r.botLocks[uint64(id)%uint64(len(r.botLocks))]
 }
 
 // register registers the bot of token with the platform and records it. A failure the user can fix is
@@ -138,8 +169,7 @@ func (r *TenantReconciler) register(ctx context.Context, tenant *notifyv1alpha1.
 		case errors.Is(err, bot.ErrTokenInvalid):
 			if recorded {
 				// The token the workers send with is refused: they fail its notifications at once from now.
-				head, _, _ := strings.Cut(token, ":")
-				id, _ := bot.ParseID(head)
+				id := tokenBot(token)
 				if _, err := r.Store.SetBotState(ctx, id, store.BotTokenInvalid, msg); err != nil {
 					return store.Bot{}, fmt.Errorf("while recording that bot %d's token is refused: %w", id, err)
 				}
@@ -165,15 +195,15 @@ func (r *TenantReconciler) register(ctx context.Context, tenant *notifyv1alpha1.
 }
 
 // changeBot makes the tenant send through bot to (bot.Shared: the shared bot): the links made through the
-// previous bot end (store.SetTenantBot), and a previous bot no tenant sends through any more loses its
-// webhook.
-func (r *TenantReconciler) changeBot(ctx context.Context, tenant *notifyv1alpha1.Tenant, to bot.ID, username string) error {
+// previous bot end (store.SetTenantBot). It returns the own bot the tenant left, if it left one, for the
+// caller to release (releaseBot) once it holds no bot's lock.
+func (r *TenantReconciler) changeBot(ctx context.Context, tenant *notifyv1alpha1.Tenant, to bot.ID, username string) (bot.ID, error) {
 	change, err := r.Store.SetTenantBot(ctx, tenant.Name, to)
 	if err != nil {
-		return fmt.Errorf("while changing the bot of tenant %s: %w", tenant.Name, err)
+		return bot.Shared, fmt.Errorf("while changing the bot of tenant %s: %w", tenant.Name, err)
 	}
 	if !change.Changed {
-		return nil
+		return bot.Shared, nil
 	}
 	now, before := describeBot(to, username), describeBot(change.Previous, "")
 	log.FromContext(ctx).Info("the tenant's bot changed", "from", change.Previous, "to", to, "linksEnded", change.LinksEnded,
@@ -185,10 +215,16 @@ func (r *TenantReconciler) changeBot(ctx context.Context, tenant *notifyv1alpha1
 	} else {
 		r.Recorder.Eventf(tenant, nil, corev1.EventTypeNormal, "BotChanged", "ChangeBot", "the tenant sends through %s instead of %s", now, before)
 	}
-	if change.Previous != bot.Shared {
-		r.releaseBot(ctx, change.Previous)
+	return change.Previous, nil
+}
+
+// leaveBot takes the tenant back to the shared bot, and releases the bot it left.
+func (r *TenantReconciler) leaveBot(ctx context.Context, tenant *notifyv1alpha1.Tenant) error {
+	previous, err := r.changeBot(ctx, tenant, bot.Shared, "")
+	if err == nil && previous != bot.Shared {
+		r.releaseBot(ctx, previous)
 	}
-	return nil
+	return err
 }
 
 func describeBot(id bot.ID, username string) string {
@@ -206,6 +242,9 @@ func describeBot(id bot.ID, username string) string {
 // ignored, which harms nobody.
 func (r *TenantReconciler) releaseBot(ctx context.Context, id bot.ID) {
 	logger := log.FromContext(ctx).WithValues("bot", id)
+	lock := r.botLock(id)
+	lock.Lock()
+	defer lock.Unlock()
 	tenants, err := r.Store.ListTenants(ctx)
 	if err != nil {
 		logger.Info("the bot's webhook is left as it is: the tenants could not be listed", "error", err.Error())
@@ -277,7 +316,7 @@ func (r *TenantReconciler) dropBot(ctx context.Context, tenant *notifyv1alpha1.T
 	case row.BotID == bot.Shared:
 		return nil
 	}
-	return r.changeBot(ctx, tenant, bot.Shared, "")
+	return r.leaveBot(ctx, tenant)
 }
 
 // redact takes a bot token out of text bound for a status, an event, a log or an error: the Bot API's URLs

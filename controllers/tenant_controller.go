@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,7 +43,15 @@ type TenantReconciler struct {
 	// Secrets watches the namespaces of the bots' token Secrets; BotStates the bots' rows.
 	Secrets   *SecretWatcher
 	BotStates *BotStateWatcher
+
+	botLocks [16]sync.Mutex // botLock
 }
+
+// TenantWorkers is how many Tenants are reconciled at once. A registration of a bot waits on two round
+// trips to the platform (getMe, setWebhook): one at a time, a few hundred Tenants with bots applied
+// together would take minutes to become BotReady. Two Tenants naming the same bot are serialised by the
+// bot's lock (botLock); everything else a reconcile writes is the Tenant's own.
+const TenantWorkers = 8
 
 // Fields the Tenants are indexed by, to find those a Secret's or a bot's change concerns.
 const (
@@ -192,7 +201,7 @@ func (r *TenantReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 			func(ctx context.Context, obj client.Object) []reconcile.Request {
 				return r.tenantsBy(ctx, botIDField, obj.GetName())
 			}))).
-		WithOptions(opts.controller()).
+		WithOptions(opts.controller(TenantWorkers)).
 		Named("tenant").
 		Complete(r)
 }
