@@ -588,6 +588,13 @@ func TestRemovingTheBotTakesTheTenantBackToTheSharedBot(t *testing.T) {
 		}
 		return nil
 	})
+
+	// Taken up again with the same token: its webhook is registered anew.
+	update(h, h.getTenant(beta.Name), withBot(h, "acme-bot"))
+	h.waitBot(beta.Name, metav1.ConditionTrue, notifyv1alpha1.ReasonRegistered, "@acme_bot")
+	if u := p.handle(t, 5001).WebhookInfo().URL; u != hook {
+		t.Errorf("the bot taken up again has the webhook %q, want %s", u, hook)
+	}
 }
 
 // Two Tenants naming the same token, reconciled at once, share its bot: the operator registers it for one

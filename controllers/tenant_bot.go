@@ -238,8 +238,9 @@ func describeBot(id bot.ID, username string) string {
 }
 
 // releaseBot deletes the webhook of a bot no tenant sends through any more, so that the platform stops
-// posting its updates to Herald. Best effort: without it the updates of an unused bot are refused or
-// ignored, which harms nobody.
+// posting its updates to Herald, and marks the bot's row BotWebhookFailed so that a Tenant taking the bot
+// up again registers its webhook anew. Best effort: without it the updates of an unused bot are refused
+// or ignored, which harms nobody.
 func (r *TenantReconciler) releaseBot(ctx context.Context, id bot.ID) {
 	logger := log.FromContext(ctx).WithValues("bot", id)
 	lock := r.botLock(id)
@@ -274,6 +275,9 @@ func (r *TenantReconciler) releaseBot(ctx context.Context, id bot.ID) {
 	if err := r.Bots.NewClient(token).DeleteWebhook(callCtx); err != nil {
 		logger.Info("could not delete the webhook of a bot no tenant sends through", "error", redact(err.Error(), token))
 		return
+	}
+	if _, err := r.Store.SetBotState(ctx, id, store.BotWebhookFailed, "no tenant sends through the bot: its webhook was deleted"); err != nil {
+		logger.Info("could not record that the bot's webhook was deleted", "error", err.Error())
 	}
 	logger.Info("deleted the webhook of a bot no tenant sends through", "username", b.Username)
 }
