@@ -411,6 +411,9 @@ func TestABotTokenThePlatformRefusesIsReported(t *testing.T) {
 		t.Errorf("the tenant left the shared bot for a refused token: %+v", got.Status.Bot)
 	}
 
+	// A reconcile already queued (the Secret's watch starting, the status write) asks getMe again with the
+	// refused token: let it pass before counting.
+	waitIdle(t)
 	calls := p.calls.Load()
 	h.tokenSecret("acme-bot", map[string]string{"token": "hunter2 is my password"})
 	got = h.waitBot(tn.Name, metav1.ConditionFalse, notifyv1alpha1.ReasonTokenInvalid, "does not hold a bot token")
