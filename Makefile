@@ -144,6 +144,12 @@ bench-list: postgres ## GET /v1/notifications: a page's latency for 100,000 noti
 bench-callbacks: postgres ## Status callbacks: events/s signed and sent to a receiver answering in 20 ms; what recording them costs delivery
 	$(GO) run ./hack/bench/callbacks -runs 3
 
+BENCH_TENANTS ?= 500
+
+.PHONY: bench-operator
+bench-operator: build postgres ## The operator registering BENCH_TENANTS tenants' own bots (envtest, the simulator as the Bot API): time until all are BotReady, its memory
+	KUBEBUILDER_ASSETS="$$(hack/envtest.sh | tail -n 1)" $(GO) run ./hack/bench/operator -herald $(HERALD) -tenants $(BENCH_TENANTS)
+
 ##@ Dependencies
 
 .PHONY: postgres

@@ -437,7 +437,7 @@ func (r *ApiKeyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 		WatchesRawSource(source.Channel(r.Secrets.Events(), handler.EnqueueRequestForOwner(
 			mgr.GetScheme(), mgr.GetRESTMapper(), &notifyv1alpha1.ApiKey{}, handler.OnlyControllerOwner()))).
 		Watches(&notifyv1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.keysOfTenant)).
-		WithOptions(opts.controller()).
+		WithOptions(opts.controller(1)).
 		Named("apikey").
 		Complete(r)
 }

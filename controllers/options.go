@@ -11,6 +11,7 @@ type ControllerOptions struct {
 	SkipNameValidation bool
 }
 
-func (o ControllerOptions) controller() controller.Options {
-	return controller.Options{SkipNameValidation: ptr.To(o.SkipNameValidation)}
+// controller is a controller's options, with workers reconciles at once.
+func (o ControllerOptions) controller(workers int) controller.Options {
+	return controller.Options{SkipNameValidation: ptr.To(o.SkipNameValidation), MaxConcurrentReconciles: workers}
 }

@@ -24,17 +24,29 @@ var secretsResource = schema.GroupVersionResource{Version: "v1", Resource: "secr
 // of the cluster; the namespaces are not known at start, since Tenants list them, so the ApiKey
 // reconciler asks for a namespace's watch once it could read a Secret there.
 //
-// Only the metadata of Secrets labelled ManagedByLabel=ManagedByValue is watched: the operator keeps no
-// key in memory, and a changed or deleted Secret wakes its owning ApiKey through Events.
+// Only the metadata of Secrets is watched: the operator keeps no key in memory, and a changed or deleted
+// Secret wakes its owning ApiKey through Events. In a namespace the ApiKeys alone need (Watch), only the
+// Secrets labelled ManagedByLabel=ManagedByValue are. A Tenant's bot token is in a Secret the platform
+// team made, without that label, and RBAC cannot narrow a watch to some names: in a namespace holding one
+// (WatchAll) every Secret is watched, and a change wakes the Tenants naming it through BotEvents. The
+// cache keeps of each only what the mapping needs (names, labels, owners), not its annotations, where
+// `kubectl apply` copies a Secret's data.
 type SecretWatcher struct {
-	client metadata.Interface
-	log    logr.Logger
-	events chan event.GenericEvent
+	client    metadata.Interface
+	log       logr.Logger
+	events    chan event.GenericEvent
+	botEvents chan event.GenericEvent
 
 	mu       sync.Mutex
 	ctx      context.Context // set while running (the manager started it)
-	watching map[string]context.CancelFunc
-	pending  map[string]bool // asked for before the watcher runs
+	watching map[string]namespaceWatch
+	pending  map[string]bool // asked for before the watcher runs: namespace → every Secret
+}
+
+// namespaceWatch is the running watch of one namespace.
+type namespaceWatch struct {
+	stop context.CancelFunc
+	all  bool // every Secret, not only the labelled ones
 }
 
 // NewSecretWatcher makes a watcher that talks to the API server with cfg.
@@ -44,16 +56,21 @@ func NewSecretWatcher(cfg *rest.Config, log logr.Logger) (*SecretWatcher, error)
 		return nil, err
 	}
 	return &SecretWatcher{
-		client:   c,
-		log:      log.WithName("secret-watch"),
-		events:   make(chan event.GenericEvent),
-		watching: map[string]context.CancelFunc{},
-		pending:  map[string]bool{},
+		client:    c,
+		log:       log.WithName("secret-watch"),
+		events:    make(chan event.GenericEvent),
+		botEvents: make(chan event.GenericEvent),
+		watching:  map[string]namespaceWatch{},
+		pending:   map[string]bool{},
 	}, nil
 }
 
 // Events delivers a Secret's metadata whenever one the operator manages is added, changed or deleted.
 func (w *SecretWatcher) Events() <-chan event.GenericEvent { return w.events }
+
+// BotEvents delivers a Secret's metadata whenever one of a namespace watched with WatchAll is added,
+// changed or deleted.
+func (w *SecretWatcher) BotEvents() <-chan event.GenericEvent { return w.botEvents }
 
 // NeedLeaderElection is true: the watches only feed the ApiKey controller, which runs on the leader.
 func (w *SecretWatcher) NeedLeaderElection() bool { return true }
@@ -62,8 +79,8 @@ func (w *SecretWatcher) NeedLeaderElection() bool { return true }
 func (w *SecretWatcher) Start(ctx context.Context) error {
 	w.mu.Lock()
 	w.ctx = ctx
-	for ns := range w.pending {
-		w.start(ns)
+	for ns, all := range w.pending {
+		w.start(ns, all)
 	}
 	clear(w.pending)
 	w.mu.Unlock()
@@ -71,26 +88,37 @@ func (w *SecretWatcher) Start(ctx context.Context) error {
 	<-ctx.Done()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for ns, stop := range w.watching {
-		stop()
+	for ns, nw := range w.watching {
+		nw.stop()
 		delete(w.watching, ns)
 	}
 	w.ctx = nil
 	return nil
 }
 
-// Watch makes sure the Secrets of namespace ns are watched. It is cheap when they already are.
-func (w *SecretWatcher) Watch(ns string) {
+// Watch makes sure the Secrets the operator manages in namespace ns are watched. It is cheap when they
+// already are.
+func (w *SecretWatcher) Watch(ns string) { w.watch(ns, false) }
+
+// WatchAll makes sure every Secret of namespace ns is watched (a Tenant's bot token is there). It is
+// cheap when they already are; a namespace stays so watched until the operator restarts.
+func (w *SecretWatcher) WatchAll(ns string) { w.watch(ns, true) }
+
+func (w *SecretWatcher) watch(ns string, all bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if _, ok := w.watching[ns]; ok {
+	nw, ok := w.watching[ns]
+	if ok && (nw.all || !all) {
 		return
 	}
 	if w.ctx == nil {
-		w.pending[ns] = true
+		w.pending[ns] = w.pending[ns] || all
 		return
 	}
-	w.start(ns)
+	if ok {
+		nw.stop() // the labelled watch gives way to the wider one
+	}
+	w.start(ns, all)
 }
 
 // Forget stops watching namespace ns (the operator lost its access there).
@@ -98,20 +126,24 @@ func (w *SecretWatcher) Forget(ns string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.pending, ns)
-	if stop, ok := w.watching[ns]; ok {
-		stop()
+	if nw, ok := w.watching[ns]; ok {
+		nw.stop()
 		delete(w.watching, ns)
 		w.log.Info("stopped watching Secrets", "namespace", ns)
 	}
 }
 
 // start runs the informer of one namespace; w.mu is held.
-func (w *SecretWatcher) start(ns string) {
+func (w *SecretWatcher) start(ns string, all bool) {
 	ctx, cancel := context.WithCancel(w.ctx)
-	w.watching[ns] = cancel
+	w.watching[ns] = namespaceWatch{stop: cancel, all: all}
 	selector := ManagedByLabel + "=" + ManagedByValue
+	if all {
+		selector = ""
+	}
 	inf := metadatainformer.NewFilteredMetadataInformer(w.client, secretsResource, ns, 0, cache.Indexers{},
 		func(o *metav1.ListOptions) { o.LabelSelector = selector }).Informer()
+	_ = inf.SetTransform(slimSecret)
 	log := w.log.WithValues("namespace", ns)
 	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 		if apierrors.IsForbidden(err) {
@@ -128,9 +160,17 @@ func (w *SecretWatcher) start(ns string) {
 		if !ok {
 			return
 		}
-		select {
-		case w.events <- event.GenericEvent{Object: o}:
-		case <-ctx.Done():
+		if o.GetLabels()[ManagedByLabel] == ManagedByValue {
+			select {
+			case w.events <- event.GenericEvent{Object: o}:
+			case <-ctx.Done():
+			}
+		}
+		if all {
+			select {
+			case w.botEvents <- event.GenericEvent{Object: o}:
+			case <-ctx.Done():
+			}
 		}
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -140,4 +180,14 @@ func (w *SecretWatcher) start(ns string) {
 	})
 	go inf.RunWithContext(ctx)
 	log.Info("watching Secrets", "selector", selector)
+}
+
+// slimSecret keeps of a Secret's metadata what the watches' handlers read: its name, labels and owners.
+// Its annotations go: `kubectl apply` copies the whole Secret, data included, into one of them.
+func slimSecret(obj any) (any, error) {
+	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+		m.Annotations = nil
+		m.ManagedFields = nil
+	}
+	return obj, nil
 }

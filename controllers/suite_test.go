@@ -64,6 +64,8 @@ type harness struct {
 	ns      string
 	suffix  string
 	tenants []string
+	// logs is the running operator's log.
+	logs *syncbuf.Buffer
 	// stop stops the running manager and waits for it.
 	stop func()
 }
@@ -100,6 +102,7 @@ func (h *harness) run(opts operator.Options) {
 	// The operator's log, kept at Info and shown only when the test fails: what each reconcile did is how a
 	// failure that depends on timing is understood.
 	var logs syncbuf.Buffer
+	h.logs = &logs
 	opts.Logger = logr.FromSlogHandler(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	h.t.Cleanup(func() {
 		if h.t.Failed() {
@@ -431,4 +434,43 @@ func reconcileCount(t *testing.T) float64 {
 		}
 	}
 	return n
+}
+
+// waitIdle waits until the Tenant controller has run no reconcile, and has none running, for a few polls
+// (its own reconciles of its last status writes have passed), so that what happens next is the doing of
+// what the test does next. The work queue's depth is no measure: its gauge is shared by every manager
+// the test binary ran, and one stopped with items queued leaves it above zero for good.
+func waitIdle(t *testing.T) {
+	t.Helper()
+	quiet, last := 0, -1.0
+	wait.For(t, 10*time.Second, "the Tenant controller idle", func() error {
+		families, err := metrics.Registry.Gather()
+		if err != nil {
+			return err
+		}
+		running, reconciles := 0.0, 0.0
+		for _, f := range families {
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() != "controller" || l.GetValue() != "tenant" {
+						continue
+					}
+					switch f.GetName() {
+					case "controller_runtime_active_workers":
+						running += m.GetGauge().GetValue()
+					case "controller_runtime_reconcile_total":
+						reconciles += m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		if running > 0 || reconciles != last {
+			quiet, last = 0, reconciles
+			return fmt.Errorf("%.0f running, %.0f reconciles so far", running, reconciles)
+		}
+		if quiet++; quiet < 10 {
+			return fmt.Errorf("idle for %d polls only", quiet)
+		}
+		return nil
+	})
 }

@@ -1,11 +1,12 @@
 // Package controllers holds the operator's reconcilers: Tenant and ApiKey objects reconciled into the
-// PostgreSQL key store.
+// PostgreSQL key store, and a Tenant's own bot registered with the messaging platform.
 package controllers
 
 import (
 	"context"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,23 +17,47 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
+	"github.com/heraldhq/herald/internal/bot"
 	"github.com/heraldhq/herald/internal/store"
 )
 
-// TenantReconciler keeps a Tenant's row of the key store equal to its spec, and revokes the tenant's keys
-// and purges its end users when the Tenant is deleted.
+// TenantReconciler keeps a Tenant's row of the key store equal to its spec, registers its own bot
+// (spec.bot, tenant_bot.go), and revokes the tenant's keys and purges its end users when the Tenant is
+// deleted.
 type TenantReconciler struct {
 	Client client.Client
-	// APIReader reads the Tenant live (uncached) before its deletion's purge: see finalize.
+	// APIReader reads the Tenant live (uncached) before its deletion's purge (see finalize), and the
+	// Secret of spec.bot's token: Secrets are never cached.
 	APIReader client.Reader
 	Store     *store.Store
 	Recorder  recorder.EventRecorder
 	// ResyncPeriod is how often a reconciled Tenant is checked again, to repair changes made to the key
 	// store by hand and to refresh status.activeKeys.
 	ResyncPeriod time.Duration
+	// Bots registers the tenants' own bots; nil when the operator may not (BotsNotConfigured says why).
+	Bots              *bot.Registrar
+	BotsNotConfigured error
+	// Secrets watches the namespaces of the bots' token Secrets; BotStates the bots' rows.
+	Secrets   *SecretWatcher
+	BotStates *BotStateWatcher
+
+	botLocks [16]sync.Mutex // botLock
 }
+
+// TenantWorkers is how many Tenants are reconciled at once. A registration of a bot waits on two round
+// trips to the platform (getMe, setWebhook): one at a time, a few hundred Tenants with bots applied
+// together would take minutes to become BotReady. Two Tenants naming the same bot are serialised by the
+// bot's lock (botLock); everything else a reconcile writes is the Tenant's own.
+const TenantWorkers = 8
+
+// Fields the Tenants are indexed by, to find those a Secret's or a bot's change concerns.
+const (
+	botSecretField = "spec.bot.tokenSecretRef"
+	botIDField     = "status.bot.id"
+)
 
 // +kubebuilder:rbac:groups=notify.herald.dev,resources=tenants,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=notify.herald.dev,resources=tenants/status,verbs=patch
@@ -98,8 +123,17 @@ func (r *TenantReconciler) sync(ctx context.Context, tenant *notifyv1alpha1.Tena
 		tenant.SetAsFailed(notifyv1alpha1.ReasonKeyStoreUnavailable, "the key store is unavailable: "+err.Error())
 		return ctrl.Result{}, fmt.Errorf("while counting the keys of tenant %s: %w", tenant.Name, err)
 	}
+	// The tenant is in the key store whatever becomes of its bot: its ApiKeys mint (they wait for
+	// observedGeneration), and BotReady says for which generation its bot is what spec.bot says.
 	tenant.SetAsSynced(int32(min(active, math.MaxInt32)))
-	return ctrl.Result{RequeueAfter: r.ResyncPeriod}, nil
+	requeue, err := r.syncBot(ctx, tenant)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if requeue == 0 || requeue > r.ResyncPeriod {
+		requeue = r.ResyncPeriod
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
 // purge runs when the Tenant is deleted, before its finalizer goes: every key of the tenant is revoked
@@ -115,6 +149,9 @@ func (r *TenantReconciler) purge(ctx context.Context, tenant *notifyv1alpha1.Ten
 	if err != nil {
 		return fmt.Errorf("while purging the users of deleted tenant %s: %w", tenant.Name, err)
 	}
+	if err := r.dropBot(ctx, tenant); err != nil {
+		return err
+	}
 	log.FromContext(ctx).Info("tenant deleted: keys revoked, users purged", "revoked", n, "users", p.Users, "idempotencyKeys", p.IdempotencyKeys,
 		"callbackEndpoints", p.CallbackEndpoints)
 	r.Recorder.Eventf(tenant, nil, corev1.EventTypeNormal, "KeysRevoked", "Delete",
@@ -124,8 +161,28 @@ func (r *TenantReconciler) purge(ctx context.Context, tenant *notifyv1alpha1.Ten
 }
 
 // SetupWithManager registers the reconciler. ApiKey changes requeue their Tenant, whose status counts the
-// active keys.
-func (r *TenantReconciler) SetupWithManager(mgr ctrl.Manager, opts ControllerOptions) error {
+// active keys; a change of a bot's token Secret (r.Secrets) or of a bot's row (r.BotStates) requeues the
+// Tenants of that Secret or bot.
+func (r *TenantReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ControllerOptions) error {
+	indexes := map[string]func(*notifyv1alpha1.Tenant) string{
+		botSecretField: (*notifyv1alpha1.Tenant).BotTokenSecret,
+		botIDField: func(t *notifyv1alpha1.Tenant) string {
+			if t.Status.Bot == nil {
+				return ""
+			}
+			return t.Status.Bot.ID
+		},
+	}
+	for field, value := range indexes {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, &notifyv1alpha1.Tenant{}, field, func(obj client.Object) []string {
+			if v := value(obj.(*notifyv1alpha1.Tenant)); v != "" {
+				return []string{v}
+			}
+			return nil
+		}); err != nil {
+			return fmt.Errorf("while indexing Tenants by %s: %w", field, err)
+		}
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&notifyv1alpha1.Tenant{}).
 		Watches(&notifyv1alpha1.ApiKey{}, handler.EnqueueRequestsFromMapFunc(
@@ -136,9 +193,31 @@ func (r *TenantReconciler) SetupWithManager(mgr ctrl.Manager, opts ControllerOpt
 				}
 				return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: key.Spec.Tenant}}}
 			})).
-		WithOptions(opts.controller()).
+		WatchesRawSource(source.Channel(r.Secrets.BotEvents(), handler.EnqueueRequestsFromMapFunc(
+			func(ctx context.Context, obj client.Object) []reconcile.Request {
+				return r.tenantsBy(ctx, botSecretField, obj.GetNamespace()+"/"+obj.GetName())
+			}))).
+		WatchesRawSource(source.Channel(r.BotStates.Events(), handler.EnqueueRequestsFromMapFunc(
+			func(ctx context.Context, obj client.Object) []reconcile.Request {
+				return r.tenantsBy(ctx, botIDField, obj.GetName())
+			}))).
+		WithOptions(opts.controller(TenantWorkers)).
 		Named("tenant").
 		Complete(r)
+}
+
+// tenantsBy lists the Tenants whose indexed field has value.
+func (r *TenantReconciler) tenantsBy(ctx context.Context, field, value string) []reconcile.Request {
+	var tenants notifyv1alpha1.TenantList
+	if err := r.Client.List(ctx, &tenants, client.MatchingFields{field: value}); err != nil {
+		log.FromContext(ctx).Error(err, "while listing Tenants", field, value)
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(tenants.Items))
+	for _, t := range tenants.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Name: t.Name}})
+	}
+	return reqs
 }
 
 // keyStoreLimits are spec.limits as the key store keeps them (nil: the installation's default).

@@ -79,6 +79,38 @@ func TestTenantSchemaRejectsBadObjects(t *testing.T) {
 			tn.Spec.Limits = &notifyv1alpha1.TenantLimits{DeliveryWeight: ptr.To(int32(101))}
 			return tn
 		}, `Tenant.notify.herald.dev "v-heavy" is invalid: spec.limits.deliveryWeight: Invalid value: 101: spec.limits.deliveryWeight in body should be less than or equal to 100`},
+		{"bot token outside apiKeyNamespaces", func() *notifyv1alpha1.Tenant {
+			tn := valid("v-bot-elsewhere")
+			tn.Spec.ApiKeyNamespaces = []string{"shop"}
+			tn.Spec.Bot = botIn("kube-system")
+			return tn
+		}, `Tenant.notify.herald.dev "v-bot-elsewhere" is invalid: spec.bot.tokenSecretRef.namespace: Invalid value: bot.tokenSecretRef.namespace must be one of apiKeyNamespaces (the namespaces where the operator is granted Secrets)`},
+		{"bot without apiKeyNamespaces", func() *notifyv1alpha1.Tenant {
+			tn := valid("v-bot-no-ns")
+			tn.Spec.Bot = botIn("shop")
+			return tn
+		}, `Tenant.notify.herald.dev "v-bot-no-ns" is invalid: spec.bot.tokenSecretRef.namespace: Invalid value: bot.tokenSecretRef.namespace must be one of apiKeyNamespaces (the namespaces where the operator is granted Secrets)`},
+		{"bot rate too high", func() *notifyv1alpha1.Tenant {
+			tn := valid("v-bot-fast")
+			tn.Spec.ApiKeyNamespaces = []string{"shop"}
+			tn.Spec.Bot = botIn("shop")
+			tn.Spec.Bot.RateLimit = ptr.To(int32(1001))
+			return tn
+		}, `Tenant.notify.herald.dev "v-bot-fast" is invalid: spec.bot.rateLimit: Invalid value: 1001: spec.bot.rateLimit in body should be less than or equal to 1000`},
+		{"bot rate zero", func() *notifyv1alpha1.Tenant {
+			tn := valid("v-bot-zero")
+			tn.Spec.ApiKeyNamespaces = []string{"shop"}
+			tn.Spec.Bot = botIn("shop")
+			tn.Spec.Bot.RateLimit = ptr.To(int32(0))
+			return tn
+		}, `Tenant.notify.herald.dev "v-bot-zero" is invalid: spec.bot.rateLimit: Invalid value: 0: spec.bot.rateLimit in body should be greater than or equal to 1`},
+		{"bot Secret key with a slash", func() *notifyv1alpha1.Tenant {
+			tn := valid("v-bot-key")
+			tn.Spec.ApiKeyNamespaces = []string{"shop"}
+			tn.Spec.Bot = botIn("shop")
+			tn.Spec.Bot.TokenSecretRef.Key = "a/b"
+			return tn
+		}, `Tenant.notify.herald.dev "v-bot-key" is invalid: spec.bot.tokenSecretRef.key: Invalid value: "a/b": spec.bot.tokenSecretRef.key in body should match '^[-._a-zA-Z0-9]+$'`},
 	}
 	// Lengths count characters, not bytes: 128 two-byte characters are fine.
 	long := valid("v-long-ok")
@@ -87,6 +119,22 @@ func TestTenantSchemaRejectsBadObjects(t *testing.T) {
 		t.Errorf("a displayName of 128 characters (256 bytes): %v", err)
 	} else {
 		_ = k8s.Delete(ctx, long)
+	}
+	// A bot whose Secret is in a listed namespace is fine, with or without its settings; a namespace taken
+	// out of apiKeyNamespaces while the bot's Secret is there is refused.
+	withBot := valid("v-bot-ok")
+	withBot.Spec.ApiKeyNamespaces = []string{"team-a", "shop"}
+	withBot.Spec.Bot = botIn("shop")
+	withBot.Spec.Bot.RateLimit, withBot.Spec.Bot.PaidBroadcast = ptr.To(int32(1000)), true
+	if err := k8s.Create(ctx, withBot); err != nil {
+		t.Errorf("a bot whose Secret is in a listed namespace: %v", err)
+	} else {
+		withBot.Spec.ApiKeyNamespaces = []string{"team-a"}
+		err := k8s.Update(ctx, withBot)
+		if want := `Tenant.notify.herald.dev "v-bot-ok" is invalid: spec.bot.tokenSecretRef.namespace: Invalid value: bot.tokenSecretRef.namespace must be one of apiKeyNamespaces (the namespaces where the operator is granted Secrets)`; err == nil || err.Error() != want {
+			t.Errorf("taking the bot's namespace out of apiKeyNamespaces: %v, want %s", err, want)
+		}
+		_ = k8s.Delete(ctx, withBot)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -201,6 +249,11 @@ func TestApiKeySchemaRejectsBadObjects(t *testing.T) {
 	if err := k8s.Update(ctx, k); err != nil {
 		t.Fatalf("rotating, labelling, disabling: %v", err)
 	}
+}
+
+// botIn is a spec.bot whose token is in a Secret of namespace ns.
+func botIn(ns string) *notifyv1alpha1.TenantBot {
+	return &notifyv1alpha1.TenantBot{TokenSecretRef: notifyv1alpha1.BotTokenSecretReference{Namespace: ns, Name: "acme-bot", Key: "token"}}
 }
 
 func unstructuredKey(ns, name string, spec map[string]any) *unstructured.Unstructured {

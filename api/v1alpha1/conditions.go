@@ -10,6 +10,9 @@ const (
 	ConditionSuspended = "Suspended"
 	// ConditionTenantAccepted is True when an ApiKey's Tenant exists and lists the ApiKey's namespace.
 	ConditionTenantAccepted = "TenantAccepted"
+	// ConditionBotReady is True when a Tenant's own bot (spec.bot) is registered with the platform and the
+	// tenant sends through it; absent without spec.bot.
+	ConditionBotReady = "BotReady"
 )
 
 // Condition reasons.
@@ -29,4 +32,13 @@ const (
 	ReasonDisabled            = "Disabled"
 	ReasonExpired             = "Expired"
 	ReasonTenantSuspended     = "TenantSuspended"
+	// The reasons of BotReady: Registered when True; the others when False (NotConfigured: the operator
+	// lacks HERALD_BOT_TOKEN_KEY or HERALD_PUBLIC_URL), or Unknown (PlatformUnavailable: retried with
+	// backoff). SecretAccessDenied serves BotReady too.
+	ReasonRegistered          = "Registered"
+	ReasonTokenInvalid        = "TokenInvalid"
+	ReasonWebhookFailed       = "WebhookFailed"
+	ReasonSecretNotFound      = "SecretNotFound"
+	ReasonNotConfigured       = "NotConfigured"
+	ReasonPlatformUnavailable = "PlatformUnavailable"
 )

@@ -6,6 +6,10 @@ import (
 
 // TenantSpec is what a platform team declares about a tenant: a third-party application that sends
 // notifications through Herald. The Tenant's name is its id in the key store and in the API.
+// The Secret of spec.bot's token must be in one of spec.apiKeyNamespaces: the operator reads Secrets only
+// in the namespaces a Tenant lists, where a platform team granted it them.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.bot) || (has(self.apiKeyNamespaces) && self.bot.tokenSecretRef.namespace in self.apiKeyNamespaces)",message="bot.tokenSecretRef.namespace must be one of apiKeyNamespaces (the namespaces where the operator is granted Secrets)",fieldPath=".bot.tokenSecretRef.namespace"
 type TenantSpec struct {
 	// displayName is the developer name: the branding fallback ("A message from <displayName>") for keys
 	// without a label.
@@ -40,6 +44,58 @@ type TenantSpec struct {
 	// (the ingress's HERALD_TENANT_* settings).
 	// +optional
 	Limits *TenantLimits `json:"limits,omitempty"`
+
+	// bot is the tenant's own bot (spec v1-extensions §11): its notifications, links and verifications go
+	// through it instead of the installation's shared bot. Without it the tenant uses the shared bot.
+	// Adding it, changing it to another bot, or removing it ends the links made through the previous bot:
+	// those users must link again.
+	// +optional
+	Bot *TenantBot `json:"bot,omitempty"`
+}
+
+// TenantBot is a tenant's own bot: where its token is, and how fast it may send.
+type TenantBot struct {
+	// tokenSecretRef is the key of a Secret that holds the bot's token, as @BotFather gives it. The Secret
+	// must be in one of spec.apiKeyNamespaces. A change of the token (in the Secret, or another Secret)
+	// registers the bot again.
+	// +required
+	TokenSecretRef BotTokenSecretReference `json:"tokenSecretRef"`
+
+	// rateLimit is the bot's messages per second, for every worker together. Default: the workers'
+	// HERALD_MESSENGER_RATE_LIMIT.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	RateLimit *int32 `json:"rateLimit,omitempty"`
+
+	// paidBroadcast: sends past 30 per second carry the platform's allow_paid_broadcast, up to rateLimit
+	// (the platform charges the bot's owner for them).
+	// +optional
+	PaidBroadcast bool `json:"paidBroadcast,omitempty"`
+}
+
+// BotTokenSecretReference names a key of a Secret.
+type BotTokenSecretReference struct {
+	// namespace of the Secret: one of spec.apiKeyNamespaces.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespace string `json:"namespace"`
+
+	// name of the Secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+
+	// key in the Secret's data that holds the token.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key"`
 }
 
 // TenantLimits cap what one tenant may do, for the tenant as a whole however many ingress replicas serve
@@ -77,7 +133,7 @@ type TenantLimits struct {
 
 // TenantStatus is what the operator observed.
 type TenantStatus struct {
-	// conditions: Ready, KeyStoreSynced, Suspended.
+	// conditions: Ready, KeyStoreSynced, Suspended; BotReady with spec.bot.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -91,6 +147,22 @@ type TenantStatus struct {
 	// (keys minted by ApiKeys and by the admin CLI alike).
 	// +optional
 	ActiveKeys int32 `json:"activeKeys,omitempty"`
+
+	// bot is the tenant's own bot that it sends through now; absent while it uses the shared bot. The
+	// BotReady condition says whether spec.bot is this bot, registered and working.
+	// +optional
+	Bot *TenantBotStatus `json:"bot,omitempty"`
+}
+
+// TenantBotStatus is a bot as the platform names it.
+type TenantBotStatus struct {
+	// id is the bot's numeric id on the platform (getMe), in decimal: its webhook is
+	// HERALD_PUBLIC_URL/messenger/webhook/{id}.
+	// +required
+	ID string `json:"id"`
+	// username is the bot's username, without @: the tenant's link tokens deep-link to it.
+	// +required
+	Username string `json:"username"`
 }
 
 // Tenant is a third-party application allowed to send notifications through Herald.
@@ -104,6 +176,8 @@ type TenantStatus struct {
 // +kubebuilder:printcolumn:name="Keys",type=integer,JSONPath=`.status.activeKeys`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Bot",type=string,JSONPath=`.status.bot.username`,priority=1
+// +kubebuilder:printcolumn:name="Bot Ready",type=string,JSONPath=`.status.conditions[?(@.type=="BotReady")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Tenant struct {
 	metav1.TypeMeta `json:",inline"`

@@ -24,6 +24,9 @@ func (c *operatorCmd) Run(e runEnv) error {
 		OrphanGracePeriod:       c.OrphanGracePeriod,
 		InsecureMetrics:         !c.MetricsSecure,
 		MetricsCertDir:          c.MetricsCertDir,
+		MessengerAPIURL:         c.MessengerAPIURL,
+		PublicURL:               c.PublicURL,
+		BotTokenKey:             c.Key(),
 		Logger:                  logr.FromSlogHandler(logger.Handler()),
 	})
 }

@@ -26,6 +26,8 @@ import (
 
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
 	"github.com/heraldhq/herald/controllers"
+	"github.com/heraldhq/herald/internal/bot"
+	"github.com/heraldhq/herald/internal/signing"
 	"github.com/heraldhq/herald/internal/store"
 )
 
@@ -71,6 +73,16 @@ type Options struct {
 	OrphanGracePeriod time.Duration
 	// MaxDBConns caps the PostgreSQL connections.
 	MaxDBConns int32
+	// MessengerAPIURL is the Bot API base (HERALD_MESSENGER_API_URL) through which tenants' own bots
+	// (Tenant spec.bot) are registered.
+	MessengerAPIURL string
+	// PublicURL is where the platform reaches the webhook component (HERALD_PUBLIC_URL): a tenant's bot
+	// gets its updates at PublicURL/messenger/webhook/{bot_id}. Empty: tenants cannot bring their own
+	// bots (BotReady=False, reason NotConfigured).
+	PublicURL string
+	// BotTokenKey seals the tokens of tenants' own bots in PostgreSQL (HERALD_BOT_TOKEN_KEY). nil: as an
+	// empty PublicURL.
+	BotTokenKey *signing.Key
 	// RestConfig reaches the API server; nil: the in-cluster config or the kubeconfig
 	// (ctrl.GetConfig: --kubeconfig, $KUBECONFIG, ~/.kube/config).
 	RestConfig *rest.Config
@@ -128,6 +140,8 @@ func (o *Options) validateManager() error {
 		return fmt.Errorf("the maximum number of database connections must be at least 1, got %d", o.MaxDBConns)
 	case o.MetricsCertDir != "" && o.InsecureMetrics:
 		return errors.New("a metrics certificate directory needs secure metrics (--metrics-secure)")
+	case o.MessengerAPIURL == "" && (o.PublicURL != "" || o.BotTokenKey != nil):
+		return errors.New("tenants' own bots need the Bot API URL (HERALD_MESSENGER_API_URL)")
 	}
 	if o.MetricsCertDir != "" {
 		// controller-runtime would quietly fall back to a self-signed certificate.
@@ -195,7 +209,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	opts.Logger.Info("starting the operator", "leaderElection", opts.LeaderElection, "secureMetrics", !opts.InsecureMetrics,
 		"rotationGracePeriod", opts.RotationGracePeriod.String(), "resyncPeriod", opts.ResyncPeriod.String(),
-		"orphanGracePeriod", opts.OrphanGracePeriod.String())
+		"orphanGracePeriod", opts.OrphanGracePeriod.String(), "tenantBots", opts.PublicURL != "" && opts.BotTokenKey != nil)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("while running the operator: %w", err)
 	}
@@ -239,22 +253,33 @@ func NewManager(cfg *rest.Config, st *store.Store, opts Options) (manager.Manage
 		return nil, fmt.Errorf("while creating the manager: %w", err)
 	}
 	copts := controllers.ControllerOptions{SkipNameValidation: opts.SkipControllerNameValidation}
-	tenants := &controllers.TenantReconciler{
-		Client:       mgr.GetClient(),
-		APIReader:    mgr.GetAPIReader(),
-		Store:        st,
-		Recorder:     mgr.GetEventRecorder("herald-operator"),
-		ResyncPeriod: opts.ResyncPeriod,
-	}
-	if err := tenants.SetupWithManager(mgr, copts); err != nil {
-		return nil, fmt.Errorf("while setting up the Tenant controller: %w", err)
-	}
 	secrets, err := controllers.NewSecretWatcher(cfg, opts.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("while setting up the Secret watches: %w", err)
 	}
 	if err := mgr.Add(secrets); err != nil {
 		return nil, fmt.Errorf("while adding the Secret watches: %w", err)
+	}
+	// Without the key or the public URL no bot can be registered: a Tenant with spec.bot says so
+	// (BotReady=False, NotConfigured) with the error naming what is missing.
+	registrar, botsErr := bot.NewRegistrar(opts.MessengerAPIURL, nil, opts.BotTokenKey, opts.PublicURL)
+	botStates := controllers.NewBotStateWatcher(st, opts.Logger)
+	if err := mgr.Add(botStates); err != nil {
+		return nil, fmt.Errorf("while adding the bot state watch: %w", err)
+	}
+	tenants := &controllers.TenantReconciler{
+		Client:            mgr.GetClient(),
+		APIReader:         mgr.GetAPIReader(),
+		Store:             st,
+		Recorder:          mgr.GetEventRecorder("herald-operator"),
+		ResyncPeriod:      opts.ResyncPeriod,
+		Bots:              registrar,
+		BotsNotConfigured: botsErr,
+		Secrets:           secrets,
+		BotStates:         botStates,
+	}
+	if err := tenants.SetupWithManager(context.Background(), mgr, copts); err != nil {
+		return nil, fmt.Errorf("while setting up the Tenant controller: %w", err)
 	}
 	keys := &controllers.ApiKeyReconciler{
 		Client:              mgr.GetClient(),
