@@ -22,6 +22,9 @@ SERVICE_CIDR=10.218.0.0/16
 KUBERNETES_SERVICE_IP=10.218.0.1
 # The messenger simulator's Service gets a fixed ClusterIP: pods reach it without cluster DNS.
 SIM_SERVICE_IP=10.218.100.10
+# The webhook component's public address (HERALD_PUBLIC_URL), where tenants' own bots post their updates:
+# a Service of the test's on a fixed ClusterIP, as a platform team's load balancer would be.
+PUBLIC_SERVICE_IP=10.218.100.11
 CGROUP_ROOT=herald-e2e
 
 ETCD_CLIENT_PORT=12379

@@ -73,6 +73,9 @@ spec:
             - {name: HERALD_MESSENGER_BOT_USERNAME, value: "${USERNAME}"}
             - {name: HERALD_MESSENGER_RATE_LIMIT, value: "100"}
             - {name: HERALD_SIM_PER_CHAT_RATE, value: "20"}
+            # HERALD_PUBLIC_URL is https, and this cluster has no certificates: the simulator posts to it over
+            # plain http, as the load balancer in front of the webhook component would once it ended TLS.
+            - {name: HERALD_SIM_WEBHOOK_PLAIN_HTTP, value: "true"}
             - {name: HERALD_LOG_FORMAT, value: "json"}
           ports:
             - {name: http, containerPort: 8080}
@@ -119,6 +122,56 @@ spec:
   label: ${LABEL}
 `
 
+// A tenant with its own bot (spec v1-extensions §11), its token in a Secret in acme's namespace, and the
+// public address its bot posts updates to (HERALD_PUBLIC_URL): a Service of the platform team's in front of
+// the webhook component, on a fixed ClusterIP (no cluster DNS).
+const ownBotManifest = `apiVersion: v1
+kind: Service
+metadata:
+  name: public
+  namespace: ${NAMESPACE}
+spec:
+  clusterIP: ${PUBLIC_IP}
+  selector: {app.kubernetes.io/instance: ${RELEASE}, app.kubernetes.io/component: webhook}
+  ports:
+    - {name: http, port: 80, targetPort: http}
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: shop-bot
+  namespace: ${TENANT_NS}
+stringData:
+  token: "${TOKEN}"
+---
+apiVersion: notify.herald.dev/v1alpha1
+kind: Tenant
+metadata:
+  name: shop
+spec:
+  displayName: E2E Shop
+  apiKeyNamespaces: [${TENANT_NS}]
+  bot:
+    tokenSecretRef: {namespace: ${TENANT_NS}, name: shop-bot, key: token}
+    rateLimit: 50
+---
+apiVersion: notify.herald.dev/v1alpha1
+kind: ApiKey
+metadata:
+  name: shop-backend
+  namespace: ${TENANT_NS}
+spec:
+  tenant: shop
+  label: ${LABEL}
+`
+
+const (
+	shopBotID       = 7000002
+	shopBotToken    = "7000002:e2e-shop-bot-token"
+	shopBotUsername = "e2e_shop_bot"
+	shopLabel       = "E2E Shop"
+)
+
 // cluster is the state the steps of TestHerald pass on.
 type cluster struct {
 	e       *env
@@ -136,6 +189,26 @@ type user struct {
 	chatID   int64  // the messenger user (and private chat) id
 	phone    string
 	messages int // messages expected in the chat so far
+	tenant   tenantAPI
+}
+
+// tenantAPI is a tenant as its users meet it: its API with its key, the bot its messages come from (the
+// simulator's ?bot=, empty for the shared bot) and the label that brands them.
+type tenantAPI struct {
+	api   *api
+	bot   string
+	label string
+}
+
+// acme is the tenant of tenantManifest, on the shared bot.
+func (c *cluster) acme() tenantAPI { return tenantAPI{api: c.herald, label: keyLabel} }
+
+// botQuery is the simulator's ?bot= for the user's bot.
+func (u *user) botQuery() string {
+	if u.tenant.bot == "" {
+		return ""
+	}
+	return "?bot=" + u.tenant.bot
 }
 
 func TestHerald(t *testing.T) {
@@ -158,6 +231,7 @@ func TestHerald(t *testing.T) {
 		{"TenantAndApiKey", c.tenantAndKey},
 		{"RegisterWebhook", c.registerWebhook},
 		{"FirstMessage", c.firstMessage},
+		{"OwnBot", c.ownBot},
 		{"SteadyLoad", c.steadyLoad},
 		{"UpgradeUnderLoad", c.upgradeUnderLoad},
 		{"Rollback", c.rollback},
@@ -206,13 +280,15 @@ secrets:
 messenger:
   apiURL: http://%s
   botUsername: %s
+  publicURL: https://%s
   rateLimit: 100
   perChatInterval: 100ms
 operator:
   # The operator may write key Secrets only where the platform team grants it.
   apiKeyNamespaces: [%s]
 `, c.e.get("HERALD_E2E_IMAGE_REPOSITORY"), c.images[0], c.e.get("HERALD_E2E_DATABASE_URL"),
-		c.e.get("HERALD_E2E_KAFKA_BROKERS"), botToken, c.e.get("HERALD_E2E_SIM_SERVICE_IP"), botUsername, tenantID)
+		c.e.get("HERALD_E2E_KAFKA_BROKERS"), botToken, c.e.get("HERALD_E2E_SIM_SERVICE_IP"), botUsername,
+		c.e.get("HERALD_E2E_PUBLIC_SERVICE_IP"), tenantID)
 	if err := os.WriteFile(c.values, []byte(values), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -313,32 +389,40 @@ func (c *cluster) registerWebhook(t *testing.T) {
 	}
 }
 
-// linkUser takes a new tenant user through the deep link and phone verification.
+// linkUser takes a new user of acme through the deep link and phone verification.
 func (c *cluster) linkUser(t *testing.T) *user {
 	t.Helper()
-	u := user{id: fmt.Sprintf("e2e-user-%d", c.nextUID), chatID: c.nextUID, phone: fmt.Sprintf("+1555000%04d", c.nextUID)}
+	u := c.linkUserOf(t, c.acme())
+	c.users = append(c.users, *u)
+	return &c.users[len(c.users)-1]
+}
+
+// linkUserOf takes a new user of tenant through the deep link (to the tenant's bot) and phone verification.
+func (c *cluster) linkUserOf(t *testing.T, tenant tenantAPI) *user {
+	t.Helper()
+	u := user{id: fmt.Sprintf("e2e-user-%d", c.nextUID), chatID: c.nextUID, phone: fmt.Sprintf("+1555000%04d", c.nextUID), tenant: tenant}
 	c.nextUID++
 	var link struct {
 		Token    string `json:"token"`
 		DeepLink string `json:"deep_link"`
 	}
-	c.herald.must(t, 201, "POST", "/v1/link-token", map[string]string{"user_id": u.id}, &link)
+	tenant.api.must(t, 201, "POST", "/v1/link-token", map[string]string{"user_id": u.id}, &link)
 	c.sim.must(t, 200, "POST", "/sim/users", map[string]any{"id": u.chatID, "first_name": "E2E", "phone_number": u.phone}, nil)
 	c.sim.must(t, 200, "POST", fmt.Sprintf("/sim/users/%d/open-link", u.chatID), map[string]string{"url": link.DeepLink}, nil)
 	// The webhook links the chat when the /start update arrives: until then the user has no link (404).
 	wait.ForEvery(t, time.Minute, 300*time.Millisecond, u.id+" linked", func() error {
-		_, err := c.herald.call("POST", "/v1/phone-verification/start", map[string]string{"user_id": u.id}, nil)
+		_, err := tenant.api.call("POST", "/v1/phone-verification/start", map[string]string{"user_id": u.id}, nil)
 		return err
 	})
 	// The prompt, then the contact shared from it.
 	c.waitMessages(t, &u, 1, "")
-	c.sim.must(t, 200, "POST", fmt.Sprintf("/sim/users/%d/share-contact", u.chatID), map[string]string{"phone_number": u.phone}, nil)
+	c.sim.must(t, 200, "POST", fmt.Sprintf("/sim/users/%d/share-contact%s", u.chatID, u.botQuery()), map[string]string{"phone_number": u.phone}, nil)
 	wait.ForEvery(t, time.Minute, 300*time.Millisecond, u.id+" verified", func() error {
 		var v struct {
 			Status     string `json:"status"`
 			PhoneLast4 string `json:"phone_last4"`
 		}
-		if _, err := c.herald.call("GET", "/v1/phone-verification/status/"+u.id, nil, &v); err != nil {
+		if _, err := tenant.api.call("GET", "/v1/phone-verification/status/"+u.id, nil, &v); err != nil {
 			return err
 		}
 		if v.Status != "verified" || v.PhoneLast4 != u.phone[len(u.phone)-4:] {
@@ -347,9 +431,8 @@ func (c *cluster) linkUser(t *testing.T) *user {
 		return nil
 	})
 	// Whatever the webhook answered to the contact (a confirmation) is not counted on.
-	u.messages = len(c.chat(t, u.chatID))
-	c.users = append(c.users, u)
-	return &c.users[len(c.users)-1]
+	u.messages = len(c.chat(t, &u))
+	return &u
 }
 
 type simMessage struct {
@@ -357,12 +440,13 @@ type simMessage struct {
 	Text      string `json:"text"`
 }
 
-func (c *cluster) chat(t *testing.T, chatID int64) []simMessage {
+// chat is the user's private chat with the bot of its tenant.
+func (c *cluster) chat(t *testing.T, u *user) []simMessage {
 	t.Helper()
 	var got struct {
 		Messages []simMessage `json:"messages"`
 	}
-	c.sim.must(t, 200, "GET", fmt.Sprintf("/sim/chats/%d/messages", chatID), nil, &got)
+	c.sim.must(t, 200, "GET", fmt.Sprintf("/sim/chats/%d/messages%s", u.chatID, u.botQuery()), nil, &got)
 	return got.Messages
 }
 
@@ -370,7 +454,7 @@ func (c *cluster) chat(t *testing.T, chatID int64) []simMessage {
 func (c *cluster) waitMessages(t *testing.T, u *user, n int, text string) {
 	t.Helper()
 	wait.ForEvery(t, time.Minute, 300*time.Millisecond, fmt.Sprintf("%d new message(s) in chat %d", n, u.chatID), func() error {
-		msgs := c.chat(t, u.chatID)
+		msgs := c.chat(t, u)
 		if len(msgs) < u.messages+n {
 			return fmt.Errorf("%d messages", len(msgs))
 		}
@@ -393,10 +477,10 @@ type notification struct {
 func (c *cluster) sendAndDeliver(t *testing.T, u *user, text string) {
 	t.Helper()
 	var sent notification
-	c.herald.must(t, 202, "POST", "/v1/send", map[string]any{"user_id": u.id, "message": text, "priority": 7}, &sent)
+	u.tenant.api.must(t, 202, "POST", "/v1/send", map[string]any{"user_id": u.id, "message": text, "priority": 7}, &sent)
 	wait.ForEvery(t, time.Minute, 300*time.Millisecond, "delivery of "+sent.TrackingID, func() error {
 		var n notification
-		if _, err := c.herald.call("GET", "/v1/status/"+sent.TrackingID, nil, &n); err != nil {
+		if _, err := u.tenant.api.call("GET", "/v1/status/"+sent.TrackingID, nil, &n); err != nil {
 			return err
 		}
 		if n.Status != "delivered" || n.MessengerMessageID == nil {
@@ -404,12 +488,63 @@ func (c *cluster) sendAndDeliver(t *testing.T, u *user, text string) {
 		}
 		return nil
 	})
-	c.waitMessages(t, u, 1, "A message from "+keyLabel+"\n"+text)
+	c.waitMessages(t, u, 1, "A message from "+u.tenant.label+"\n"+text)
 }
 
 func (c *cluster) firstMessage(t *testing.T) {
 	u := c.linkUser(t)
 	c.sendAndDeliver(t, u, "Your order has shipped.")
+}
+
+// ownBot applies a Tenant whose bot token is in a Secret: the operator registers the bot (getMe, then
+// setWebhook at HERALD_PUBLIC_URL/messenger/webhook/{bot_id}) and says BotReady; a user links through that
+// bot's deep link, verifies and gets a message from it.
+func (c *cluster) ownBot(t *testing.T) {
+	c.sim.must(t, 200, "POST", "/sim/bots", map[string]any{"token": shopBotToken, "username": shopBotUsername, "first_name": shopLabel}, nil)
+	publicIP := c.e.get("HERALD_E2E_PUBLIC_SERVICE_IP")
+	c.e.kubectlApply(t, strings.NewReplacer("${NAMESPACE}", namespace, "${PUBLIC_IP}", publicIP, "${RELEASE}", release,
+		"${TENANT_NS}", tenantID, "${TOKEN}", shopBotToken, "${LABEL}", shopLabel).Replace(ownBotManifest))
+	c.e.kubectl(t, "wait", "--for=condition=BotReady", "tenant/shop", "--timeout=2m")
+	var tenant struct {
+		Status struct {
+			Bot struct{ ID, Username string }
+		}
+	}
+	c.e.getJSON(t, &tenant, "tenant", "shop")
+	if b := tenant.Status.Bot; b.ID != fmt.Sprint(shopBotID) || b.Username != shopBotUsername {
+		t.Errorf("status.bot = %+v, want id %d, username %s", b, shopBotID, shopBotUsername)
+	}
+	var info struct {
+		URL string `json:"url"`
+	}
+	c.sim.must(t, 200, "GET", "/sim/webhook?bot="+shopBotUsername, nil, &info)
+	if want := fmt.Sprintf("https://%s/messenger/webhook/%d", publicIP, shopBotID); info.URL != want {
+		t.Fatalf("the shop bot's webhook is %q, want %q", info.URL, want)
+	}
+	if out := c.e.kubectl(t, "get", "tenant", "shop", "-o", "yaml"); strings.Contains(out, shopBotToken) {
+		t.Errorf("the Tenant shows its bot's token:\n%s", out)
+	}
+
+	c.e.kubectl(t, "-n", tenantID, "wait", "--for=condition=Ready", "apikey/shop-backend", "--timeout=2m")
+	var secret struct{ Data map[string][]byte }
+	c.e.getJSON(t, &secret, "-n", tenantID, "secret", "shop-backend")
+	shop := tenantAPI{api: newAPI(c.herald.base, string(secret.Data["apiKey"])), bot: shopBotUsername, label: shopLabel}
+	var link struct {
+		DeepLink string `json:"deep_link"`
+	}
+	shop.api.must(t, 201, "POST", "/v1/link-token", map[string]string{"user_id": "deep-link-check"}, &link)
+	if !strings.Contains(link.DeepLink, "/"+shopBotUsername+"?start=") {
+		t.Errorf("the shop's deep link %q does not open its bot", link.DeepLink)
+	}
+	u := c.linkUserOf(t, shop)
+	c.sendAndDeliver(t, u, "Your table is booked.")
+	var stats struct {
+		Sends int `json:"sends"`
+	}
+	c.sim.must(t, 200, "GET", "/sim/stats?bot="+shopBotUsername, nil, &stats)
+	if stats.Sends < 2 { // the verification prompt and the message, at least
+		t.Errorf("the shop bot made %d sends, want the prompt and the message at least", stats.Sends)
+	}
 }
 
 var replicas = map[string]int{"operator": 1, "ingress": 2, "webhook": 2, "worker": 2}
@@ -510,7 +645,7 @@ func (c *cluster) underLoad(t *testing.T, label string, roll func()) {
 	for i := range c.users {
 		u := &c.users[i]
 		seen := map[string]int{}
-		for _, m := range c.chat(t, u.chatID) {
+		for _, m := range c.chat(t, u) {
 			if strings.Contains(m.Text, ld.prefix) {
 				seen[m.Text]++
 			}
@@ -523,7 +658,7 @@ func (c *cluster) underLoad(t *testing.T, label string, roll func()) {
 		for _, n := range seen {
 			dups += n - 1
 		}
-		u.messages = len(c.chat(t, u.chatID))
+		u.messages = len(c.chat(t, u))
 	}
 	after := c.simStats(t)
 	t.Logf("%d notifications accepted and delivered, %d duplicate deliveries; simulator: %d sends, %d 429s, %d limit violations (%d per chat, %d global)",
@@ -625,6 +760,8 @@ func (c *cluster) rollback(t *testing.T) {
 
 // uninstall checks that helm uninstall leaves what docs/install.md says it leaves.
 func (c *cluster) uninstall(t *testing.T) {
+	// The test's own Service in front of the webhook (ownBotManifest) is not the chart's: it goes first.
+	c.e.kubectl(t, "-n", namespace, "delete", "service", "public", "--ignore-not-found")
 	c.e.helm(t, "uninstall", release, "--namespace", namespace, "--wait", "--timeout", "3m")
 	wait.ForEvery(t, 2*time.Minute, time.Second, "the release's pods gone", func() error {
 		out := strings.TrimSpace(c.e.kubectl(t, "-n", namespace, "get", "pods", "-o", "name"))
@@ -667,7 +804,8 @@ func (c *cluster) uninstall(t *testing.T) {
 	}
 	// The "remove everything" steps of docs/install.md: without the operator the finalizers stay, so they
 	// are removed by hand as the guide says.
-	for _, obj := range []struct{ ns, name string }{{tenantID, "apikey/backend"}, {"", "tenant/" + tenantID}} {
+	for _, obj := range []struct{ ns, name string }{{tenantID, "apikey/backend"}, {tenantID, "apikey/shop-backend"},
+		{"", "tenant/" + tenantID}, {"", "tenant/shop"}} {
 		args := []string{"patch", obj.name, "--type=merge", "-p", `{"metadata":{"finalizers":null}}`}
 		if obj.ns != "" {
 			args = append([]string{"-n", obj.ns}, args...)
