@@ -36,7 +36,15 @@ func (c *webhookServeCmd) Run(e runEnv) error {
 
 	// The tenants' own bots: their webhook secrets (webhook mode), or their tokens to poll with (polling mode,
 	// which needs HERALD_BOT_TOKEN_KEY to open them).
-	bots := bot.NewRegistry(bot.RegistryOptions{Store: st, Key: c.Key(), APIURL: c.MessengerAPIURL, Logger: logger})
+	// The shared bot's client polls (polling mode) and answers the taps on /stop and /resume keyboards (both
+	// modes): without its token a tap still takes effect, but its notice and its edit are not shown.
+	var shared *messenger.Client
+	if c.MessengerBotToken != "" {
+		shared = messenger.New(c.MessengerAPIURL, c.MessengerBotToken, nil)
+	} else {
+		logger.Warn("HERALD_MESSENGER_BOT_TOKEN is not set: taps on the shared bot's /stop and /resume keyboards take effect but are not answered")
+	}
+	bots := bot.NewRegistry(bot.RegistryOptions{Store: st, Key: c.Key(), APIURL: c.MessengerAPIURL, Shared: shared, Logger: logger})
 	rc := updates.New(st, ob, updates.Options{
 		Secret: c.WebhookSecret, PhoneHashKey: []byte(c.PhoneHashKey), DevAdmins: c.DevAdmins, Bots: bots, Logger: logger,
 	})
@@ -45,8 +53,7 @@ func (c *webhookServeCmd) Run(e runEnv) error {
 	g.Go(func() error { return bots.Run(gctx, 0) })
 	if c.Polling() {
 		// No public URL: the HTTP address serves only /healthz, /readyz and /metrics.
-		client := messenger.New(c.MessengerAPIURL, c.MessengerBotToken, nil)
-		g.Go(func() error { return updates.PollBots(gctx, client, bots, rc, logger) })
+		g.Go(func() error { return updates.PollBots(gctx, shared, bots, rc, logger) })
 	} else {
 		rc.Routes(r)
 	}

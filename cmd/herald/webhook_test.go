@@ -24,10 +24,11 @@ func TestWebhookSetURLRegistersWithThePlatform(t *testing.T) {
 		t.Fatalf("set-url: exit %d, stderr %s", code, stderr)
 	}
 	info := s.WebhookInfo()
-	if info.URL != "https://herald.example.com/messenger/webhook" || !slices.Equal(info.AllowedUpdates, []string{"message"}) {
+	// Blocks and taps too (spec §9).
+	if info.URL != "https://herald.example.com/messenger/webhook" || !slices.Equal(info.AllowedUpdates, []string{"message", "my_chat_member", "callback_query"}) {
 		t.Fatalf("webhook info = %+v", info)
 	}
-	if !strings.Contains(stdout, "webhook set to https://herald.example.com/messenger/webhook") {
+	if !strings.Contains(stdout, "webhook set to https://herald.example.com/messenger/webhook (allowed_updates: message,my_chat_member,callback_query)") {
 		t.Fatalf("stdout = %q", stdout)
 	}
 

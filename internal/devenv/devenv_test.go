@@ -54,6 +54,10 @@ func TestDevRunsThePrintedWalkthrough(t *testing.T) {
 		regexp.MustCompile(`"status":\s*"delivered"`),                                                       // the loop waited for the end
 		regexp.MustCompile(`(?m)^A message from Demo App\nYour order has shipped$`),
 		regexp.MustCompile(`\{"type":"ping","verified":true,"webhook_id":"evt_`), // step 6: a signed ping arrived
+		// The last step: /stop took effect at once, the tenant's send was refused, /resume lifted it.
+		regexp.MustCompile(`\{"opted_out":true,"opted_out_categories":\[\],"blocked":false\}`),
+		regexp.MustCompile(`"error":\s*"user_opted_out"`),
+		regexp.MustCompile(`\{"opted_out":false\}`),
 	} {
 		if !want.Match(out) {
 			t.Errorf("the walkthrough's output has no %s:\n%s", want, out)
@@ -68,8 +72,9 @@ func TestDevRunsThePrintedWalkthrough(t *testing.T) {
 		t.Errorf("the second tenant's deep link does not name its bot:\n%s", out)
 	}
 	answered := regexp.MustCompile(`"webhook":\s*\{\s*"state":\s*"answered",\s*"status":\s*200`)
-	if n := len(answered.FindAll(out, -1)); n != 4 {
-		t.Errorf("%d of the four user actions were answered by Herald's webhook:\n%s", n, out)
+	// Four before the last step, and its /stop and /resume.
+	if n := len(answered.FindAll(out, -1)); n != 6 {
+		t.Errorf("%d of the six user actions were answered by Herald's webhook:\n%s", n, out)
 	}
 	if n := len(regexp.MustCompile(`"status":\s*"delivered"`).FindAll(out, -1)); n != 2 {
 		t.Errorf("%d of the two sends were delivered:\n%s", n, out)

@@ -96,6 +96,20 @@ func printWalkthrough(w io.Writer, t walkthrough) {
 		p("  curl -s \"${shop[@]}\" $HERALD/v1/status/$ID2")
 		p("  curl -s \"$HERALD/sim/chats/1001/messages?bot=%s\" | jq -r '.messages[].text'", t.ShopBot)
 	}
+	if t.Simulated {
+		step := 7
+		if t.ShopBot != "" {
+			step = 8
+		}
+		p("")
+		p("  # %d. The user has had enough: /stop in the chat (one tenant here, so it stops at once; with several, a", step)
+		p("  #    keyboard asks which). The tenant sees it, its next send is refused, and only the user's /resume lifts it:")
+		p("  curl -s \"${json[@]}\" -d '{\"text\":\"/stop\"}' $HERALD/sim/users/1001/message")
+		p("  curl -s \"${auth[@]}\" $HERALD/v1/users/alice | jq -c '{opted_out, opted_out_categories, blocked}'")
+		p("  curl -s \"${auth[@]}\" -d '{\"user_id\":\"alice\",\"message\":\"A sale!\"}' $HERALD/v1/send   # 409 user_opted_out")
+		p("  curl -s \"${json[@]}\" -d '{\"text\":\"/resume\"}' $HERALD/sim/users/1001/message")
+		p("  curl -s \"${auth[@]}\" $HERALD/v1/users/alice | jq -c '{opted_out}'")
+	}
 	p("")
 	_, _ = io.WriteString(w, b.String())
 }

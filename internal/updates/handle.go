@@ -51,7 +51,8 @@ func (rc *Receiver) handleFrom(ctx context.Context, through bot.ID, u messenger.
 }
 
 // incoming is a private message from a human, as the handlers below see it: the bot that received it, the
-// update's id (that bot's) and the message.
+// update's id (that bot's) and the message. For a tap or a block, the message stands for the user's act: its
+// sender is the user, its chat the private chat (and, for a tap, its id the keyboard's message).
 type incoming struct {
 	bot bot.ID
 	id  int64
@@ -64,6 +65,12 @@ func (in incoming) logAttrs(attrs ...slog.Attr) []slog.Attr {
 }
 
 func (rc *Receiver) handle(ctx context.Context, through bot.ID, u messenger.Update) (Result, error) {
+	switch u.Kind() {
+	case messenger.KindMyChatMember:
+		return rc.chatMember(ctx, incoming{bot: through, id: u.UpdateID}, u.MyChatMember)
+	case messenger.KindCallbackQuery:
+		return rc.tap(ctx, incoming{bot: through, id: u.UpdateID}, u.CallbackQuery)
+	}
 	m := u.Message
 	if u.Kind() != messenger.KindMessage || m == nil {
 		return Result{Kind: updateKindLabel(u.Kind()), Outcome: outcomeIgnored}, nil
@@ -88,6 +95,12 @@ func (rc *Receiver) handle(ctx context.Context, through bot.ID, u messenger.Upda
 		return Result{Kind: kindText, Outcome: outcomeReplied}, rc.reply(ctx, in, unbranded(textUnknown))
 	case name == "/start":
 		return rc.start(ctx, in, args)
+	case name == "/help":
+		return Result{Kind: kindCommand, Outcome: outcomeReplied}, rc.reply(ctx, in, unbranded(textStart))
+	case name == "/stop":
+		return rc.stopOrResume(ctx, in, store.PromptStop)
+	case name == "/resume":
+		return rc.stopOrResume(ctx, in, store.PromptResume)
 	case strings.HasPrefix(name, "/dev_"):
 		return rc.dev(ctx, in, name, args)
 	}

@@ -15,7 +15,7 @@ const (
 	textLinkUnknown    = "This link is not valid. Please ask the app for a new link."
 	textLinkExpired    = "This link has expired. Please ask the app for a new link."
 	textLinkUsed       = "This link has already been used. If you want to connect again, please ask the app for a new link."
-	textStart          = "Hello! I deliver notifications from apps you use. To connect this chat, open the link the app gave you."
+	textStart          = "Hello! I deliver notifications from apps you use. To connect this chat, open the link the app gave you. Send /stop to stop notifications (from one app, or of one kind) and /resume to receive them again."
 	textUnknown        = "Sorry, I did not understand that. To receive notifications here, open the link the app gave you."
 )
 
@@ -230,7 +230,7 @@ func TestRelinkingToAnotherAccountResetsVerification(t *testing.T) {
 func TestFreeTextAndUnknownCommandsGetTheGenericReply(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	for i, text := range []string{"hello", "/help", "/settings@herald_test_bot", "/"} {
+	for i, text := range []string{"hello", "/settings@herald_test_bot", "/", "/helpme"} {
 		expectOK(t, e.post(textUpdate(e.updateID(), int64(1100+i), text)))
 	}
 	rs := e.wantReplies(4)

@@ -41,8 +41,9 @@ func TestSetWebhookURLRegistersSecretAndAllowedUpdates(t *testing.T) {
 		t.Fatal(err)
 	}
 	info := s.WebhookInfo()
-	if info.URL != e.srv.URL+updates.Path || !slices.Equal(info.AllowedUpdates, []string{"message"}) {
-		t.Fatalf("webhook info = %+v, want our URL and allowed_updates [message]", info)
+	// Blocks and taps too (spec §9): the same kinds a tenant's bot is registered for.
+	if want := []string{"message", "my_chat_member", "callback_query"}; info.URL != e.srv.URL+updates.Path || !slices.Equal(info.AllowedUpdates, want) {
+		t.Fatalf("webhook info = %+v, want our URL and allowed_updates %v", info, want)
 	}
 	// The simulator now delivers like the platform: with X-Telegram-Bot-Api-Secret-Token.
 	tok := e.token("acme", "u1", "Acme", "")

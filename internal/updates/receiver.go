@@ -1,9 +1,11 @@
 // Package updates receives the messaging platform's updates — on POST /messenger/webhook, or by long
 // polling getUpdates — and acts on the ones Herald handles: /start <token> links an account, a shared
-// contact completes phone verification, /dev_* commands answer developers. Everything else is acknowledged
-// and ignored.
+// contact completes phone verification, /dev_* commands answer developers, my_chat_member marks a block,
+// /stop and /resume (and the taps on their keyboards) opt out and back in (stop.go). Everything else is
+// acknowledged and ignored.
 //
-// Nothing is sent to the platform from here: replies are system messages stored in the same transaction
+// Nothing is sent to the platform from here but the answer to a tap and the edit of its message (stop.go):
+// replies are system messages stored in the same transaction
 // that claims the update's id and applies its effect, then published through the outbox, so an update
 // takes effect at most once and its reply is delivered by the workers like any notification. Concurrent
 // updates share that transaction (apply.go).
@@ -49,8 +51,9 @@ const MaxBodyBytes = 1 << 20
 // HandleTimeout bounds the work for one update: the platform waits for the answer, and retries on failure.
 const HandleTimeout = 10 * time.Second
 
-// AllowedUpdates are the update kinds Herald handles, for setWebhook and getUpdates.
-var AllowedUpdates = []string{messenger.KindMessage}
+// AllowedUpdates are the update kinds Herald handles, for the shared bot's setWebhook and getUpdates: the
+// same as a tenant's bot's (spec §9).
+var AllowedUpdates = bot.AllowedUpdates
 
 // Options configure a Receiver.
 type Options struct {
@@ -65,7 +68,9 @@ type Options struct {
 	// Now is the clock for replies that show a time; time.Now when nil.
 	Now func() time.Time
 	// Bots are the tenants' own bots, whose updates arrive on their own routes with their own secrets; nil:
-	// none (every bot's route answers 401, as for an unknown bot).
+	// none (every bot's route answers 401, as for an unknown bot). Its clients, the shared bot's included
+	// (bot.RegistryOptions.Shared), answer the taps on /stop and /resume keyboards; a bot without one leaves
+	// its taps unanswered (they take effect all the same).
 	Bots *bot.Registry
 }
 

@@ -12,7 +12,9 @@ const (
 	// textUnknown answers free text, unknown commands and /dev_* commands from anyone not allowed them: one
 	// reply for all, so that nothing reveals that the developer commands exist.
 	textUnknown = "Sorry, I did not understand that. To receive notifications here, open the link the app gave you."
-	textStart   = "Hello! I deliver notifications from apps you use. To connect this chat, open the link the app gave you."
+	// textStart also answers /help.
+	textStart = "Hello! I deliver notifications from apps you use. To connect this chat, open the link the app gave you. " +
+		"Send /stop to stop notifications (from one app, or of one kind) and /resume to receive them again."
 
 	textLinked         = "This chat is now connected. You will receive notifications here."
 	textLinkedReplaced = "This chat is now connected and replaces the one connected before. You will receive notifications here; please verify your phone number again when the app asks."

@@ -27,6 +27,12 @@ func (s *Sender) deliver(ctx context.Context, p rate.Priority, d notification.De
 		}
 		return s.finish(d, NoLink())
 	}
+	if r, stop := d.Stopped(); stop {
+		// The user blocked the bot or opted out (the claim read both): nothing is sent, and the turn at the
+		// bot's rate goes back.
+		t.refund()
+		return s.finish(d, Decision{Result: r})
+	}
 	if d.BotTokenRefused {
 		// The platform refused the bot's token (a send's 401, here or in another worker): nothing is sent
 		// through it until the tenant gives a new one, and its next messages skip their waits.
@@ -94,6 +100,9 @@ func (s *Sender) deliver(ctx context.Context, p rate.Priority, d notification.De
 	}
 	botSends.WithLabelValues(label, class).Inc()
 	dec := Decide(msgID, err, d.Attempts, s.opts.MaxAttempts, s.opts.Backoff, Expired(d, time.Now()))
+	if dec.Result.Status == notification.Blocked {
+		s.markBlocked(d)
+	}
 	if dec.Throttle == ThrottleChat {
 		botThrottles.WithLabelValues(label).Inc()
 		if t.pace.Chats.Throttle(d.ChatID, dec.Wait) {
@@ -122,6 +131,17 @@ func (s *Sender) tokenRefused(d notification.Delivery, pace *rate.Pace) {
 	case changed:
 		s.log.Warn("the platform refused a bot's token: its notifications fail until the tenant gives a new one",
 			"bot", int64(d.Bot), "tenant_id", d.TenantID)
+	}
+}
+
+// markBlocked records the platform's 403 (the user blocked the bot, or deleted the account) on every link
+// of the bot's chat, as a my_chat_member update would (spec §9): the chat's next notifications end blocked
+// at their claims without a call. A failure is logged: the next send meets the 403 again.
+func (s *Sender) markBlocked(d notification.Delivery) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := s.opts.Store.SetChatBlocked(ctx, d.Bot, d.ChatID, true); err != nil {
+		s.log.Error("could not record that the user blocked the bot", "tracking_id", d.TrackingID, "bot", int64(d.Bot), "err", err)
 	}
 }
 
