@@ -1,6 +1,9 @@
 package notification
 
-import "time"
+import (
+	"cmp"
+	"time"
+)
 
 // View is the tenant-visible metadata of a notification (never the body), as the store reads it.
 type View struct {
@@ -20,7 +23,7 @@ type View struct {
 	DeliveredAt        *time.Time
 	NextAttemptAt      *time.Time // when a retry is due; set only while retrying
 	Category           *string    // the send's category (§9); nil when it named none
-	Format             string     // FormatText or FormatHTML (§10)
+	Format             string     // FormatText or FormatHTML (§10); "" reads as FormatText
 }
 
 // Resource is the contract's Notification resource, rendered once for every place that shows it: the /v1
@@ -58,7 +61,7 @@ func (v View) Resource() Resource {
 		LastErrorCode: v.LastErrorCode, LastErrorMessage: v.LastErrorMessage, Metadata: metadata,
 		SendAt: OptionalTimestamp(v.SendAt), ExpiresAt: OptionalTimestamp(v.ExpiresAt),
 		DeliveredAt: OptionalTimestamp(v.DeliveredAt), NextAttemptAt: OptionalTimestamp(v.NextAttemptAt),
-		Category: v.Category, Format: v.Format,
+		Category: v.Category, Format: cmp.Or(v.Format, FormatText),
 	}
 }
 
