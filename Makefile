@@ -8,6 +8,8 @@ GO        ?= go
 GOTEST    ?= $(GO) test
 HERALD    := $(BIN)/herald
 IMAGE     ?= ghcr.io/heraldhq/herald:dev
+# Extra flags of bench-ingress, e.g. INGRESS_FLAGS=-html-mix (half the sends HTML) or "-duration 3s".
+INGRESS_FLAGS ?=
 
 # Pinned tool versions, installed into ./bin.
 HELM_VERSION           := v3.22.0
@@ -117,8 +119,8 @@ bench-delivery: postgres ## One worker against the simulator: 1,000/s limit, 50 
 	$(GO) run ./hack/bench/delivery -runs 3
 
 .PHONY: bench-ingress
-bench-ingress: build postgres ## Load POST /v1/send: accepted/s, p99, RSS, and the direct-insert floor
-	$(GO) run ./hack/bench/ingress -herald $(HERALD)
+bench-ingress: build postgres ## Load POST /v1/send: accepted/s, p99, RSS, and the direct-insert floor (INGRESS_FLAGS=-html-mix: half the sends HTML)
+	$(GO) run ./hack/bench/ingress -herald $(HERALD) $(INGRESS_FLAGS)
 
 .PHONY: bench-batch
 bench-batch: build postgres ## bench-ingress plus POST /v1/send/batch of 100: notifications/s beside the same run's single sends

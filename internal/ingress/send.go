@@ -12,6 +12,7 @@ import (
 
 	"github.com/heraldhq/herald/internal/apierror"
 	"github.com/heraldhq/herald/internal/brand"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/outbox"
 )
 
@@ -44,6 +45,12 @@ type sendRequest struct {
 	SendAt    json.RawMessage `json:"send_at"`
 	ExpiresAt json.RawMessage `json:"expires_at"`
 	Category  json.RawMessage `json:"category"`
+	// The rich options (§10).
+	Format         json.RawMessage `json:"format"`
+	Buttons        json.RawMessage `json:"buttons"`
+	Silent         json.RawMessage `json:"silent"`
+	ProtectContent json.RawMessage `json:"protect_content"`
+	LinkPreview    json.RawMessage `json:"link_preview"`
 }
 
 type sendResponse struct {
@@ -55,12 +62,15 @@ type sendResponse struct {
 // Idempotency-Key is made of (computed only when the request carries one).
 type validSend struct {
 	item    outbox.Item
-	message string // before branding
+	message string // before branding: the tenant's text, or its markup
+	rich    richOptions
 }
 
 func (v validSend) meaning() []byte {
 	it := v.item
-	return sendMeaning(it.UserID, v.message, it.Priority, it.Metadata, it.SendAt, it.ExpiresAt, it.Category)
+	fields := sendFields(it.UserID, v.message, it.Priority, it.Metadata, it.SendAt, it.ExpiresAt, it.Category)
+	b, _ := json.Marshal(v.rich.meaning(fields))
+	return b
 }
 
 // validateSend checks one send (the body of POST /v1/send, or an item of a batch: the same code for both)
@@ -74,7 +84,13 @@ func validateSend(req sendRequest, label string, now time.Time) (validSend, erro
 	if req.Message == nil {
 		return validSend{}, apierror.InvalidRequest.With("message is required")
 	}
-	if n := brand.Length(*req.Message); n < 1 || n > brand.MaxMessageLength {
+	rich, err := parseRichOptions(req)
+	if err != nil {
+		return validSend{}, err
+	}
+	html := rich.Format == notification.FormatHTML
+	// Markup's own length is bounded by the body's; its visible text is checked once parsed (brandHTML).
+	if n := brand.Length(*req.Message); !html && (n < 1 || n > brand.MaxMessageLength) {
 		return validSend{}, apierror.InvalidRequest.With("message must be 1-%d characters (got %d)", brand.MaxMessageLength, n)
 	}
 	if blank(*req.Message) {
@@ -116,14 +132,24 @@ func validateSend(req sendRequest, label string, now time.Time) (validSend, erro
 			return validSend{}, apierror.InvalidRequest.With("expires_at must be at most 30 days ahead")
 		}
 	}
-	body := brand.Render(label, *req.Message)
-	if !brand.Fits(body) {
-		return validSend{}, apierror.MessageTooLong.With("the branded message is %d characters; the messaging platform allows %d", brand.Length(body), brand.MaxLength)
+	var body string
+	if html {
+		// What was validated is what is sent: the parsed text and its entities are stored as the worker
+		// sends them, not the markup, so no later parser (or change of it) can read a message otherwise.
+		if body, rich.Entities, err = brandHTML(label, *req.Message); err != nil {
+			return validSend{}, err
+		}
+	} else {
+		body = brand.Render(label, *req.Message)
+		if !brand.Fits(body) {
+			return validSend{}, apierror.MessageTooLong.With("the branded message is %d characters; the messaging platform allows %d", brand.Length(body), brand.MaxLength)
+		}
 	}
 	return validSend{
 		item: outbox.Item{UserID: userID, Priority: priority, Body: body, Metadata: metadata, SendAt: sendAt, ExpiresAt: expiresAt,
-			Category: category},
+			Category: category, Rich: rich.Rich, ReplyMarkup: rich.buttons},
 		message: *req.Message,
+		rich:    rich,
 	}, nil
 }
 
@@ -396,8 +422,14 @@ func validIdempotencyKey(k string) bool {
 // sendMeaning identifies a send by its meaning, not its bytes: the same fields in another order or spacing
 // are the same request. A send without the options means what it meant before they existed, so keys
 // recorded then still match: the v1 options (metadata, send_at, expires_at) come only when one is given, the
-// category only when it is.
+// category only when it is, the rich options (§10) only when one of them is given (richOptions.meaning).
 func sendMeaning(userID, message string, priority int, metadata map[string]string, sendAt, expiresAt *time.Time, category string) []byte {
+	b, _ := json.Marshal(sendFields(userID, message, priority, metadata, sendAt, expiresAt, category))
+	return b
+}
+
+// sendFields are the fields of sendMeaning, before the rich options.
+func sendFields(userID, message string, priority int, metadata map[string]string, sendAt, expiresAt *time.Time, category string) []any {
 	fields := []any{userID, message, priority}
 	if metadata != nil || sendAt != nil || expiresAt != nil || category != "" {
 		ts := func(t *time.Time) any {
@@ -411,8 +443,7 @@ func sendMeaning(userID, message string, priority int, metadata map[string]strin
 	if category != "" {
 		fields = append(fields, category)
 	}
-	b, _ := json.Marshal(fields)
-	return b
+	return fields
 }
 
 // compact returns b without insignificant whitespace (b is valid JSON: the envelope decoded).

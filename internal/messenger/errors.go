@@ -141,6 +141,21 @@ var (
 	}
 )
 
+// unparsableDescription starts the description of a 400 whose request the platform could not parse: its
+// entities ("Bad Request: can't parse entities: …"), or its keyboard. Herald parses and validates every
+// message at the door (internal/richtext), so the platform's refusal means they disagree: retrying would
+// meet it again.
+const unparsableDescription = "can't parse"
+
+// Unparsable reports whether err is the platform's answer that it cannot parse the message (its entities,
+// or its reply markup): the send fails without a retry (Failed, like any other 4xx), and the worker
+// counts it apart, since it should never happen.
+func Unparsable(err error) bool {
+	var apiErr *APIError
+	return errors.As(err, &apiErr) && apiErr.Code == http.StatusBadRequest &&
+		strings.Contains(strings.ToLower(apiErr.Description), unparsableDescription)
+}
+
 // Classify maps the error of a send to its outcome. Errors this package did not produce count as Retry:
 // they are most likely local and transient, and the attempt limit bounds the cost of being wrong.
 func Classify(err error) Outcome {
@@ -153,6 +168,9 @@ func Classify(err error) Outcome {
 	}
 	if apiErr.Code == http.StatusTooManyRequests || apiErr.Code >= 500 {
 		return Retry
+	}
+	if Unparsable(err) {
+		return Failed
 	}
 	desc := strings.ToLower(apiErr.Description)
 	for _, s := range blockedDescriptions {

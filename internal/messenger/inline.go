@@ -28,17 +28,8 @@ type ChatMember struct {
 	User   User   `json:"user"`
 }
 
-// InlineKeyboardButton is a button of an inline keyboard; Herald sends callback buttons.
-type InlineKeyboardButton struct {
-	Text         string `json:"text"`
-	CallbackData string `json:"callback_data,omitempty"`
-	URL          string `json:"url,omitempty"`
-}
-
-// InlineKeyboardMarkup is a keyboard shown under a message.
-type InlineKeyboardMarkup struct {
-	InlineKeyboard [][]InlineKeyboardButton `json:"inline_keyboard"`
-}
+// The keyboard types (InlineKeyboardButton, InlineKeyboardMarkup) are in keyboard.go: /stop's callback
+// buttons and the tenants' URL buttons are the same platform type.
 
 // MaxCallbackData is the platform's limit of a button's callback_data, in bytes.
 const MaxCallbackData = 64

@@ -244,11 +244,20 @@ type Response struct {
 }
 
 // SendMessageRequest is the part of sendMessage Herald uses. Text is sent without parse_mode, so tenant
-// text is never interpreted as markup. ReplyMarkup is one of the markup types above, already encoded.
+// text is never interpreted as markup: a formatted message (spec v1-extensions §10) comes as Text and its
+// Entities, parsed and validated at the door (internal/richtext), offsets in UTF-16 code units.
+// ReplyMarkup is one of the markup types above (an inline keyboard, a reply keyboard), already encoded.
 type SendMessageRequest struct {
 	ChatID      int64           `json:"chat_id"`
 	Text        string          `json:"text"`
+	Entities    json.RawMessage `json:"entities,omitempty"`
 	ReplyMarkup json.RawMessage `json:"reply_markup,omitempty"`
+	// DisableNotification: delivered without a sound (a send's silent); ProtectContent: the recipient
+	// cannot forward or save it; LinkPreviewOptions (nil: the platform's default, a preview) turns the
+	// link preview off (a send's link_preview false).
+	DisableNotification bool                `json:"disable_notification,omitempty"`
+	ProtectContent      bool                `json:"protect_content,omitempty"`
+	LinkPreviewOptions  *LinkPreviewOptions `json:"link_preview_options,omitempty"`
 	// AllowPaidBroadcast lets the send past the platform's free 30 messages a second, paid for by the bot's
 	// owner (spec §11: a tenant's bot with paidBroadcast, on its sends past that rate).
 	AllowPaidBroadcast bool `json:"allow_paid_broadcast,omitempty"`

@@ -34,6 +34,9 @@ type Delivery struct {
 	Priority    int
 	Body        string
 	ReplyMarkup json.RawMessage
+	// Rich: a tenant notification's format, entities and send flags (zero for plain text and for system
+	// messages).
+	Rich
 	// Attempts counts this attempt too. It identifies the claim: a status write for an older attempt (a
 	// worker whose lease ran out and was redriven) matches nothing.
 	Attempts int
@@ -132,3 +135,19 @@ func (b Backoff) Delay(attempt int) time.Duration {
 	}
 	return d
 }
+
+// Rich is how a tenant notification is shown beyond its text (spec v1-extensions §10), as the door
+// validated it and sendMessage receives it: the text is the body, whose entities these are.
+type Rich struct {
+	Format         string          // FormatHTML, or "" for plain text
+	Entities       json.RawMessage // the entities of the body (offsets past the brand line), nil for none
+	Silent         bool            // disable_notification
+	ProtectContent bool            // protect_content
+	NoLinkPreview  bool            // link_preview_options.is_disabled
+}
+
+// The formats of a send (v1 extensions §10). Plain text is the default, "" in the store.
+const (
+	FormatText = "text"
+	FormatHTML = "html"
+)

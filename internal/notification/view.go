@@ -1,6 +1,9 @@
 package notification
 
-import "time"
+import (
+	"cmp"
+	"time"
+)
 
 // View is the tenant-visible metadata of a notification (never the body), as the store reads it.
 type View struct {
@@ -20,11 +23,12 @@ type View struct {
 	DeliveredAt        *time.Time
 	NextAttemptAt      *time.Time // when a retry is due; set only while retrying
 	Category           *string    // the send's category (§9); nil when it named none
+	Format             string     // FormatText or FormatHTML (§10); "" reads as FormatText
 }
 
 // Resource is the contract's Notification resource, rendered once for every place that shows it: the /v1
 // answers (internal/ingress) and the payloads of status callbacks (internal/callback). A field added here
-// appears in both. The spec's fields, then the v1 extensions' (§2, §9); never the body.
+// appears in both. The spec's fields, then the v1 extensions' (§2, §9, §10); never the body.
 type Resource struct {
 	TrackingID         string            `json:"tracking_id"`
 	UserID             string            `json:"user_id"`
@@ -42,6 +46,7 @@ type Resource struct {
 	DeliveredAt        *string           `json:"delivered_at"`
 	NextAttemptAt      *string           `json:"next_attempt_at"`
 	Category           *string           `json:"category"`
+	Format             string            `json:"format"`
 }
 
 // Resource renders the view as the resource.
@@ -56,7 +61,7 @@ func (v View) Resource() Resource {
 		LastErrorCode: v.LastErrorCode, LastErrorMessage: v.LastErrorMessage, Metadata: metadata,
 		SendAt: OptionalTimestamp(v.SendAt), ExpiresAt: OptionalTimestamp(v.ExpiresAt),
 		DeliveredAt: OptionalTimestamp(v.DeliveredAt), NextAttemptAt: OptionalTimestamp(v.NextAttemptAt),
-		Category: v.Category,
+		Category: v.Category, Format: cmp.Or(v.Format, FormatText),
 	}
 }
 

@@ -99,6 +99,10 @@ type Item struct {
 	SendAt    *time.Time
 	ExpiresAt *time.Time
 	Category  string // "": none
+	// The rich options (§10), validated by the caller: Body's format, entities and send flags, and the link
+	// buttons as the inline keyboard sendMessage takes (nil: none). The worker sends them as stored.
+	notification.Rich
+	ReplyMarkup json.RawMessage
 	// Refused, when set, is the item's answer already (the caller refused it, e.g. as invalid): it is not
 	// stored, and stands in the answer (and the idempotent replay) at its position.
 	Refused *Result
@@ -170,7 +174,7 @@ func (o *Outbox) Send(ctx context.Context, tenantID string, items []Item, idem *
 			}
 			r.ns = append(r.ns, store.NewNotification{TrackingID: newTrackingID(), Kind: notification.KindTenant, TenantID: tenantID,
 				UserID: it.UserID, Priority: it.Priority, Body: it.Body, Status: status, Metadata: it.Metadata,
-				SendAt: it.SendAt, ExpiresAt: it.ExpiresAt, Category: it.Category})
+				SendAt: it.SendAt, ExpiresAt: it.ExpiresAt, Category: it.Category, Rich: it.Rich, ReplyMarkup: it.ReplyMarkup})
 			r.pos = append(r.pos, i)
 		}
 		a, err := o.sends.Do(ctx, r)

@@ -118,3 +118,20 @@ func checkLanguage(lang string) string {
 	}
 	return ""
 }
+
+// MaxButtonURL bounds a link button's url (spec v1-extensions §10), in characters.
+const MaxButtonURL = 1024
+
+// CheckButtonURL says why u cannot be the url of a link button (§10), or "": https: or tg: only (not
+// http:, which a text_link may be), at most MaxButtonURL characters, and a URL the platform takes, by the
+// rules of a text_link's (checkURL): the platform refuses the whole message for one it does not.
+func CheckButtonURL(u string) string {
+	if n := utf8.RuneCountInString(u); n > MaxButtonURL {
+		return fmt.Sprintf("a button's url is at most %d characters (got %d)", MaxButtonURL, n)
+	}
+	scheme, _, _ := strings.Cut(u, ":")
+	if !strings.EqualFold(scheme, "https") && !strings.EqualFold(scheme, "tg") {
+		return "a button's url is https: or tg:"
+	}
+	return checkURL(u)
+}

@@ -187,6 +187,10 @@ type sendMessageParams struct {
 	// AllowPaidBroadcast lets the send past the bot's rate (up to PaidBroadcastRate) when the bot is allowed
 	// paid broadcasts; for a bot that is not, it changes nothing.
 	AllowPaidBroadcast bool `json:"allow_paid_broadcast"`
+	// Kept on the message (SentMessage), as the recipient's app would honour them.
+	DisableNotification bool                          `json:"disable_notification"`
+	ProtectContent      bool                          `json:"protect_content"`
+	LinkPreviewOptions  *messenger.LinkPreviewOptions `json:"link_preview_options"`
 }
 
 // sendMessage answers like the platform: validation, then injected faults, then rate limits, then the
@@ -211,6 +215,8 @@ func (s *Server) sendMessage(r *http.Request, b *bot, body []byte) (any, error) 
 		err = errEmptyText
 	case utf8.RuneCountInString(p.Text) > maxTextLength:
 		err = errTooLong
+	case entities != nil:
+		err = validateEntities(p.Text, entities)
 	}
 	if err != nil {
 		s.count(b, func(st *Stats) { st.Rejected++ })
@@ -272,9 +278,11 @@ func (s *Server) sendMessage(r *http.Request, b *bot, body []byte) (any, error) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c.nextMsgID++
-	sent := SentMessage{MessageID: c.nextMsgID, ChatID: c.id, Text: p.Text, Entities: entities, ReplyMarkup: markup, Time: s.now()}
+	sent := SentMessage{MessageID: c.nextMsgID, ChatID: c.id, Text: p.Text, Entities: entities, ReplyMarkup: markup, Time: s.now(),
+		DisableNotification: p.DisableNotification, ProtectContent: p.ProtectContent, LinkPreviewOptions: p.LinkPreviewOptions}
 	c.messages = append(c.messages, sent)
-	c.addLine(Line{From: "bot", MessageID: sent.MessageID, Text: sent.Text, ReplyMarkup: sent.ReplyMarkup, Time: sent.Time})
+	c.addLine(Line{From: "bot", MessageID: sent.MessageID, Text: sent.Text, HTML: lineHTML(sent.Text, sent.Entities), ReplyMarkup: sent.ReplyMarkup,
+		Time: sent.Time})
 	s.count(b, func(st *Stats) { st.Delivered++ })
 	s.broadcastLocked()
 	return s.wireLocked(b, c, sent), nil

@@ -250,7 +250,7 @@ func (s *Server) editMessageText(b *bot, body []byte) (any, error) {
 	case utf8.RuneCountInString(p.Text) > maxTextLength:
 		return nil, errTooLong
 	}
-	entities, err := parseEntities(p.Entities)
+	entities, err := checkEntities(p.Text, p.Entities)
 	if err != nil {
 		return nil, err
 	}
@@ -288,7 +288,7 @@ func (s *Server) editMessageText(b *bot, body []byte) (any, error) {
 	m.Text, m.Entities, m.ReplyMarkup, m.EditedAt = p.Text, entities, markup, &now
 	for j := range c.transcript {
 		if l := &c.transcript[j]; l.From == "bot" && l.MessageID == m.MessageID {
-			l.Text, l.ReplyMarkup, l.EditedAt = m.Text, m.ReplyMarkup, m.EditedAt
+			l.Text, l.HTML, l.ReplyMarkup, l.EditedAt = m.Text, lineHTML(m.Text, m.Entities), m.ReplyMarkup, m.EditedAt
 		}
 	}
 	s.broadcastLocked()

@@ -211,10 +211,13 @@ const maxTranscript = 1000
 
 // Line is one message of a chat as its members see it, from the bot or from a user.
 type Line struct {
-	From        string             `json:"from"` // "bot" or "user"
-	UserID      int64              `json:"user_id,omitempty"`
-	MessageID   int64              `json:"message_id"`
-	Text        string             `json:"text,omitempty"`
+	From      string `json:"from"` // "bot" or "user"
+	UserID    int64  `json:"user_id,omitempty"`
+	MessageID int64  `json:"message_id"`
+	Text      string `json:"text,omitempty"`
+	// HTML is a bot's formatted message (one with entities) as the platform's HTML, escaped
+	// (richtext.RenderHTML): what the console shows in its place of Text; "" for plain text.
+	HTML        string             `json:"html,omitempty"`
 	Contact     *messenger.Contact `json:"contact,omitempty"`
 	ReplyMarkup json.RawMessage    `json:"reply_markup,omitempty"`
 	Time        time.Time          `json:"time"`
@@ -249,6 +252,10 @@ type SentMessage struct {
 	ReplyMarkup json.RawMessage `json:"reply_markup,omitempty"` // an inline keyboard as inline.go keeps it
 	Time        time.Time       `json:"time"`
 	EditedAt    *time.Time      `json:"edited_at,omitempty"`
+	// The flags of the send (rich.go): no sound, no forwarding or saving, no link preview.
+	DisableNotification bool                          `json:"disable_notification,omitempty"`
+	ProtectContent      bool                          `json:"protect_content,omitempty"`
+	LinkPreviewOptions  *messenger.LinkPreviewOptions `json:"link_preview_options,omitempty"`
 }
 
 // Stats count what the simulator saw since the last Reset: for every bot together (Server.Stats) or for

@@ -100,14 +100,15 @@ func (s *Store) ClaimDelivery(ctx context.Context, trackingID string, lease time
 // envelope held by a worker) is not sent either.
 func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Duration) (notification.Delivery, error) {
 	var d notification.Delivery
-	var markup *string
+	var markup, entities *string
 	err := s.pool.QueryRow(ctx, `
 		WITH c AS (
 			UPDATE notifications
 			SET status = `+notification.Claim.To().SQL()+`, attempts = attempts + 1,
 			    lease_expires_at = now() + make_interval(secs => $2), updated_at = now()
 			WHERE tracking_id = $1 AND `+claimSQL+`
-			RETURNING tracking_id, kind, tenant_id, user_id, chat_id, bot_id, priority, body, reply_markup, attempts, expires_at, category)
+			RETURNING tracking_id, kind, tenant_id, user_id, chat_id, bot_id, priority, body, reply_markup, attempts, expires_at, category,
+			          format, entities, silent, protect_content, link_preview)
 		SELECT c.tracking_id::text, c.kind, COALESCE(c.tenant_id, ''), COALESCE(c.user_id, ''),
 		       CASE WHEN c.kind = `+notification.KindSystemSQL+` OR (l.chat_id = c.chat_id AND l.bot_id IS NOT DISTINCT FROM c.bot_id)
 		            THEN c.chat_id ELSE 0 END,
@@ -116,14 +117,20 @@ func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Dur
 		       COALESCE(l.blocked_at IS NOT NULL AND l.chat_id = c.chat_id AND l.bot_id IS NOT DISTINCT FROM c.bot_id, false),
 		       c.kind = `+notification.KindTenantSQL+` AND EXISTS (
 		           SELECT 1 FROM opt_outs o WHERE o.tenant_id = c.tenant_id AND o.user_id = c.user_id AND `+optOutCovers(`c.category`)+`),
-		       c.priority, c.body, c.reply_markup::text, c.attempts, c.expires_at
+		       c.priority, c.body, c.reply_markup::text, c.attempts, c.expires_at,
+		       COALESCE(c.format, ''), c.entities::text, COALESCE(c.silent, false), COALESCE(c.protect_content, false),
+		       NOT COALESCE(c.link_preview, true)
 		FROM c LEFT JOIN links l ON c.kind = `+notification.KindTenantSQL+` AND l.tenant_id = c.tenant_id AND l.user_id = c.user_id
 		     LEFT JOIN bots b ON b.id = c.bot_id`,
 		trackingID, lease.Seconds()).
 		Scan(&d.TrackingID, &d.Kind, &d.TenantID, &d.UserID, &d.ChatID, &d.Relinked, &d.Bot, &d.BotTokenRefused, &d.Blocked, &d.OptedOut,
-			&d.Priority, &d.Body, &markup, &d.Attempts, &d.ExpiresAt)
+			&d.Priority, &d.Body, &markup, &d.Attempts, &d.ExpiresAt,
+			&d.Format, &entities, &d.Silent, &d.ProtectContent, &d.NoLinkPreview)
 	if err == nil && markup != nil {
 		d.ReplyMarkup = json.RawMessage(*markup)
+	}
+	if err == nil && entities != nil {
+		d.Entities = json.RawMessage(*entities)
 	}
 	return d, err
 }

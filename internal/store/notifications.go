@@ -33,7 +33,9 @@ type NewNotification struct {
 	Bot         notification.BotID
 	Priority    int
 	Body        string          // branded snapshot
-	ReplyMarkup json.RawMessage // system messages: keyboards
+	ReplyMarkup json.RawMessage // a system message's keyboard; a tenant notification's link buttons (§10)
+	// Rich: a tenant notification's format, entities (of Body) and send flags (§10).
+	notification.Rich
 
 	// Tenant notifications only (the options of a send). Status is notification.Queued (the default when
 	// empty: published at once; notification.Accept) or Scheduled (it waits for SendAt in PostgreSQL and is
@@ -65,18 +67,23 @@ type NewNotification struct {
 var insertTenantSQL = `
 	WITH r AS (
 		SELECT r.tracking_id, r.tenant_id, r.user_id, r.priority, r.body, r.status, r.metadata, r.send_at,
-		       r.expires_at, r.category, l.chat_id, l.bot_id
+		       r.expires_at, r.category, r.format, r.entities, r.reply_markup, r.silent, r.protect_content, r.link_preview,
+		       l.chat_id, l.bot_id
 		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::smallint[], $5::text[], $6::text[], $7::text[],
-		            $8::timestamptz[], $9::timestamptz[], $10::text[])
-		     AS r(tracking_id, tenant_id, user_id, priority, body, status, metadata, send_at, expires_at, category)
+		            $8::timestamptz[], $9::timestamptz[], $10::text[], $11::text[], $12::text[], $13::text[],
+		            $14::boolean[], $15::boolean[], $16::boolean[])
+		     AS r(tracking_id, tenant_id, user_id, priority, body, status, metadata, send_at, expires_at, category,
+		          format, entities, reply_markup, silent, protect_content, link_preview)
 		JOIN links l ON l.tenant_id = r.tenant_id AND l.user_id = r.user_id
 		JOIN phone_verifications v ON v.tenant_id = r.tenant_id AND v.user_id = r.user_id
 		WHERE v.status = 'verified'
 		  AND NOT EXISTS (SELECT 1 FROM opt_outs o WHERE o.tenant_id = r.tenant_id AND o.user_id = r.user_id AND ` + optOutCovers(`r.category`) + `))
 	INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, chat_id, bot_id, priority, body, status, published_at,
-	                           metadata, send_at, expires_at, category)
+	                           metadata, send_at, expires_at, category, format, entities, reply_markup, silent, protect_content,
+	                           link_preview)
 	SELECT tracking_id, ` + notification.KindTenantSQL + `, tenant_id, user_id, chat_id, bot_id, priority, body, status,
-	       CASE WHEN status = ` + notification.Queued.SQL() + ` THEN now() END, metadata::jsonb, send_at, expires_at, category
+	       CASE WHEN status = ` + notification.Queued.SQL() + ` THEN now() END, metadata::jsonb, send_at, expires_at, category,
+	       format, entities::jsonb, reply_markup::jsonb, silent, protect_content, link_preview
 	FROM r
 	RETURNING tracking_id::text, COALESCE(bot_id, 0), chat_id`
 
@@ -145,6 +152,13 @@ func insertTenant(ctx context.Context, q querier, ns []NewNotification) (map[str
 	sendAt := make([]*time.Time, len(ns))
 	expiresAt := make([]*time.Time, len(ns))
 	categories := make([]*string, len(ns))
+	// The rich options (§10) are NULL when not given, so that a plain-text row stores nothing more.
+	formats := make([]*string, len(ns))
+	entities := make([]*string, len(ns))
+	markups := make([]*string, len(ns))
+	silent := make([]*bool, len(ns))
+	protect := make([]*bool, len(ns))
+	preview := make([]*bool, len(ns))
 	for i, n := range ns {
 		ids[i], tenants[i], users[i], prios[i], bodies[i] = n.TrackingID, n.TenantID, n.UserID, int16(n.Priority), n.Body
 		statuses[i] = string(notification.Accept.To())
@@ -157,6 +171,11 @@ func insertTenant(ctx context.Context, q querier, ns []NewNotification) (map[str
 			metadata[i] = &m
 		}
 		sendAt[i], expiresAt[i], categories[i] = n.SendAt, n.ExpiresAt, optionalText(n.Category)
+		formats[i], entities[i], markups[i] = optionalText(n.Format), optionalJSON(n.Entities), optionalJSON(n.ReplyMarkup)
+		silent[i], protect[i] = optionalTrue(n.Silent), optionalTrue(n.ProtectContent)
+		if n.NoLinkPreview {
+			preview[i] = new(bool) // false: the default, true, is NULL
+		}
 	}
 	buckets := make([]int32, len(ns))
 	for i, n := range ns {
@@ -168,7 +187,8 @@ func insertTenant(ctx context.Context, q querier, ns []NewNotification) (map[str
 	// or in the caller's): the locks, then the insert, whose snapshot is taken after them.
 	b := &pgx.Batch{}
 	b.Queue(lockGateSQL, buckets)
-	b.Queue(insertTenantSQL, ids, tenants, users, prios, bodies, statuses, metadata, sendAt, expiresAt, categories)
+	b.Queue(insertTenantSQL, ids, tenants, users, prios, bodies, statuses, metadata, sendAt, expiresAt, categories,
+		formats, entities, markups, silent, protect, preview)
 	br := q.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
@@ -188,6 +208,23 @@ func insertTenant(ctx context.Context, q querier, ns []NewNotification) (map[str
 		return nil, translate(err, "inserting notifications")
 	}
 	return accepted, nil
+}
+
+// optionalJSON is a JSON value as a text parameter, NULL for none.
+func optionalJSON(b json.RawMessage) *string {
+	if len(b) == 0 {
+		return nil
+	}
+	s := string(b)
+	return &s
+}
+
+// optionalTrue is a flag as a parameter: true, or NULL for false (its default).
+func optionalTrue(b bool) *bool {
+	if !b {
+		return nil
+	}
+	return &b
 }
 
 // insertSystemSQL inserts a system message in state queued; systemArgs are its arguments.
@@ -251,13 +288,14 @@ func (s *Store) MarkUnpublished(ctx context.Context, trackingIDs []string) error
 // viewColumns are the columns of a notification.View, in the order of viewScanArgs.
 var viewColumns = `tracking_id::text, user_id, priority, status, attempts, created_at, updated_at,
 	messenger_message_id, last_error_code, last_error_message, COALESCE(metadata, '{}'::jsonb), send_at, expires_at,
-	delivered_at, CASE WHEN status = ` + notification.Retrying.SQL() + ` THEN next_attempt_at END, category`
+	delivered_at, CASE WHEN status = ` + notification.Retrying.SQL() + ` THEN next_attempt_at END, category,
+	COALESCE(format, '` + notification.FormatText + `')`
 
 // viewScanArgs are the destinations of viewColumns in v.
 func viewScanArgs(v *notification.View) []any {
 	return []any{&v.TrackingID, &v.UserID, &v.Priority, &v.Status, &v.Attempts, &v.CreatedAt, &v.UpdatedAt,
 		&v.MessengerMessageID, &v.LastErrorCode, &v.LastErrorMessage, &v.Metadata, &v.SendAt, &v.ExpiresAt,
-		&v.DeliveredAt, &v.NextAttemptAt, &v.Category}
+		&v.DeliveredAt, &v.NextAttemptAt, &v.Category, &v.Format}
 }
 
 // scanView reads one row of viewColumns.

@@ -14,7 +14,7 @@ import (
 // Retention: how long Herald keeps what it stores, for every table in one place (the purge job that runs
 // these statements is internal/retention). Nothing is kept forever:
 //
-//	notification bodies      erased (body '', reply_markup NULL) RetentionPolicy.Bodies after the final state
+//	notification bodies      erased (body '', reply_markup and entities NULL) RetentionPolicy.Bodies after the final state
 //	notification rows        deleted RetentionPolicy.Notifications after the final state, once their body is erased
 //	link tokens              deleted RetentionPolicy.Expired after they expire (used or not)
 //	verification sessions    a pending session RetentionPolicy.Expired past its expiry becomes unverified, its label dropped
@@ -82,7 +82,7 @@ type purgeRule struct {
 
 var purgeRules = map[PurgeKind]purgeRule{
 	PurgeBodies: {
-		purge: `UPDATE notifications SET body = '', reply_markup = NULL WHERE tracking_id IN (
+		purge: `UPDATE notifications SET body = '', reply_markup = NULL, entities = NULL WHERE tracking_id IN (
 			SELECT tracking_id FROM notifications
 			WHERE body <> '' AND ` + inFlightSQL + ` AND ` + terminalSQL + ` AND updated_at < now() - $1::interval
 			ORDER BY updated_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,

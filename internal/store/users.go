@@ -73,11 +73,11 @@ var (
 	eraseCancelSQL = `WITH changed AS (` + cancelUpdate(erasedNotifications) + ` RETURNING ` + notificationEventColumns + `),
 		` + notificationEvents("changed") + `
 		SELECT count(*) FROM changed`
-	// eraseNotificationsSQL keeps the delivery metadata (v1 extensions §6) and erases the body and the
-	// messenger identity. A notification being delivered right now loses them too: its attempt records no
+	// eraseNotificationsSQL keeps the delivery metadata (v1 extensions §6) and erases the body (with its
+	// entities and link buttons, §10) and the messenger identity. A notification being delivered right now loses them too: its attempt records no
 	// messenger message id afterwards (finishUpdateSQL).
 	eraseNotificationsSQL = `WITH erased AS (
-		UPDATE notifications SET body = '', chat_id = NULL, messenger_message_id = NULL
+		UPDATE notifications SET body = '', entities = NULL, reply_markup = NULL, chat_id = NULL, messenger_message_id = NULL
 		WHERE ` + erasedNotifications + ` AND (body <> '' OR chat_id IS NOT NULL OR messenger_message_id IS NOT NULL)
 		RETURNING 1)
 		SELECT count(*) FROM erased`

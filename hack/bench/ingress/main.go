@@ -24,6 +24,11 @@
 //
 // and -scheduled-backlog N, which stores N scheduled notifications (due in 30 days) before phase 1, to
 // show what a backlog of them costs the sends.
+//
+// Added by rich messages (spec v1-extensions §10): -html-mix makes half the sends of phases 2, 4 and 5
+// format html, with 1-2 KB of markup each (bold, italic, underline, links, code, a spoiler, a quote), the
+// other half plain text as before: run it beside a run without it to see what parsing at the door costs the
+// send path. Phases 1 and 3 stay plain (the bare server parses nothing; the floor starts after the door).
 package main
 
 import (
@@ -74,6 +79,7 @@ type options struct {
 	batchProfile     string
 	scheduledBacklog int
 	settle           bool
+	htmlMix          bool
 }
 
 func main() {
@@ -97,6 +103,7 @@ func main() {
 	flag.StringVar(&o.batchProfile, "batch-profile", "", "write a CPU profile of the ingress during phase 6 to this file")
 	flag.BoolVar(&o.settle, "settle", true, "before each of phases 2-6, have the kernel write back what the earlier phases left dirty (sync), so that a phase does not pay for the writes of the ones before (-settle=false: the machine's own writeback, which lands the closed loop's and the floor's pages in phase 4)")
 	flag.IntVar(&o.scheduledBacklog, "scheduled-backlog", 0, "store this many scheduled notifications (due in 30 days) before phase 1")
+	flag.BoolVar(&o.htmlMix, "html-mix", false, "half the sends of phases 2, 4 and 5 are format html with 1-2 KB of markup, the other half plain text")
 	flag.Parse()
 	benchutil.Main("bench-ingress", func(ctx context.Context, dbURL string) error { return run(ctx, dbURL, o) })
 }
@@ -150,6 +157,9 @@ func run(ctx context.Context, dbURL string, o options) error {
 	mem := startSampler(metricsAddr, cmd.Process.Pid)
 	defer mem.stop()
 	fmt.Printf("ingress: GOMEMLIMIT=%s, %d verified users, %.0f%% of sends with an Idempotency-Key\n", o.gomemlimit, o.users, o.idempotent*100)
+	if o.htmlMix {
+		fmt.Printf("ingress: half the sends are format html, %d-%d bytes of markup\n", len(htmlMarkup(0)), len(htmlMarkup(htmlSizes-1)))
+	}
 
 	var keySeq atomic.Int64
 	idemEvery := 0
@@ -157,7 +167,12 @@ func run(ctx context.Context, dbURL string, o options) error {
 		idemEvery = int(1 / o.idempotent)
 	}
 	send := func(i int) []byte {
-		body := fmt.Appendf(nil, `{"user_id":"user-%d","message":"Your order %d has shipped","priority":%d}`, i%o.users, i, i%10)
+		var body []byte
+		if o.htmlMix && i%2 == 1 {
+			body = fmt.Appendf(nil, `{"user_id":"user-%d","format":"html","message":%s,"priority":%d}`, i%o.users, htmlBodies[i%htmlSizes], i%10)
+		} else {
+			body = fmt.Appendf(nil, `{"user_id":"user-%d","message":"Your order %d has shipped","priority":%d}`, i%o.users, i, i%10)
+		}
 		headers := []string{"Authorization: Bearer " + key}
 		if idemEvery > 0 && i%idemEvery == 0 {
 			headers = append(headers, "Idempotency-Key: k-"+strconv.FormatInt(keySeq.Add(1), 10))
@@ -464,3 +479,32 @@ func settle(o options) {
 	syscall.Sync()
 	fmt.Printf("\n(settle: the page cache written back in %v)\n", time.Since(t0).Round(time.Millisecond))
 }
+
+// htmlSizes is how many sizes of markup the -html-mix sends take turns with, from about 1 KB to about 2 KB.
+const htmlSizes = 8
+
+// htmlMarkup is an order notice in the platform's HTML subset: a fixed head, then n+9 item lines, so that
+// htmlMarkup(0) is about 1 KB and htmlMarkup(htmlSizes-1) about 2 KB.
+func htmlMarkup(n int) string {
+	var b bytes.Buffer
+	b.WriteString(`<b>Order #1042</b> has <i>shipped</i> &amp; arrives <u>Friday</u>.` + "\n")
+	for i := range n + 9 {
+		fmt.Fprintf(&b, `<b>%d.</b> <a href="https://shop.example/p/%d">Blue shirt, size M</a> × <code>%d</code> <s>€%d</s> <i>€%d</i>`+"\n", i+1, 1000+i, i+1, 40+i, 30+i)
+	}
+	b.WriteString(`<blockquote>Your code: <tg-spoiler>HX-7</tg-spoiler></blockquote>`)
+	return b.String()
+}
+
+// htmlBodies are the htmlMarkup sizes as JSON strings, made once, with < > & as they are (not json.Marshal's
+// \u003c), as most clients write them.
+var htmlBodies = func() [htmlSizes][]byte {
+	var out [htmlSizes][]byte
+	for n := range out {
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(htmlMarkup(n))
+		out[n] = bytes.TrimSpace(b.Bytes())
+	}
+	return out
+}()

@@ -1,6 +1,7 @@
 // Rendering of the state the server pushes. Every function replaces the content of one part of the page.
 
 import { el, fill, $ } from './dom.js';
+import { richBody } from './rich.js';
 
 const time = (ts) => (ts ? new Date(ts).toLocaleTimeString([], { hour12: false }) : '');
 
@@ -110,6 +111,8 @@ export function renderChat(c, press, tap) {
       const who = [line.contact.first_name, line.contact.last_name].filter(Boolean).join(' ');
       const own = line.contact.user_id === c.user.id;
       body = el('span', { class: 'contact' }, own ? 'Shared my contact: ' : 'Shared a contact: ', el('b', {}, who || 'someone'), ` ${line.contact.phone_number}`);
+    } else if (line.from === 'bot' && line.html) {
+      body = richBody(line);
     } else if (line.from === 'bot') {
       const [first, ...rest] = line.text.split('\n');
       body = first.startsWith('A message from ')

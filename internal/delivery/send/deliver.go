@@ -74,8 +74,7 @@ func (s *Sender) deliver(ctx context.Context, p rate.Priority, d notification.De
 	t.pace.Chats.Sent(d.ChatID, sent)
 	sendCtx, cancel := context.WithTimeout(ctx, s.opts.SendTimeout)
 	sendCtx, sendSpan := tracing.Tracer().Start(sendCtx, "sendMessage", trace.WithSpanKind(trace.SpanKindClient))
-	msgID, err := platform.SendMessage(sendCtx, messenger.SendMessageRequest{ChatID: d.ChatID, Text: d.Body, ReplyMarkup: d.ReplyMarkup,
-		AllowPaidBroadcast: paid})
+	msgID, err := platform.SendMessage(sendCtx, sendRequest(d, paid))
 	if err != nil {
 		sendSpan.SetStatus(codes.Error, messenger.Classify(err).String())
 	}
@@ -99,6 +98,12 @@ func (s *Sender) deliver(ctx context.Context, p rate.Priority, d notification.De
 		return s.finish(d, TokenRefused())
 	}
 	botSends.WithLabelValues(label, class).Inc()
+	if messenger.Unparsable(err) {
+		// Failed without a retry (Decide), like any 4xx; counted apart, for the alert: the door validated it.
+		parseFailures.WithLabelValues(tenantLabel(d.TenantID)).Inc()
+		s.log.Error("the platform could not parse a message the gateway validated", "tracking_id", d.TrackingID,
+			"tenant_id", d.TenantID, "format", d.Format, "err", err)
+	}
 	dec := Decide(msgID, err, d.Attempts, s.opts.MaxAttempts, s.opts.Backoff, Expired(d, time.Now()))
 	if dec.Result.Status == notification.Blocked {
 		s.markBlocked(d)
@@ -114,6 +119,17 @@ func (s *Sender) deliver(ctx context.Context, p rate.Priority, d notification.De
 		}
 	}
 	return s.finish(d, dec)
+}
+
+// sendRequest is the sendMessage of a claimed notification: its text and, as the door validated and the
+// store kept them, its entities, keyboard and flags (spec v1-extensions §10).
+func sendRequest(d notification.Delivery, paid bool) messenger.SendMessageRequest {
+	req := messenger.SendMessageRequest{ChatID: d.ChatID, Text: d.Body, Entities: d.Entities, ReplyMarkup: d.ReplyMarkup,
+		DisableNotification: d.Silent, ProtectContent: d.ProtectContent, AllowPaidBroadcast: paid}
+	if d.NoLinkPreview {
+		req.LinkPreviewOptions = &messenger.LinkPreviewOptions{IsDisabled: true}
+	}
+	return req
 }
 
 // tokenRefused records that the platform refused a tenant's bot's token (a send's 401): the store marks

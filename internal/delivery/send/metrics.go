@@ -45,6 +45,11 @@ var (
 		Name: "herald_worker_bot_sends_total",
 		Help: "sendMessage calls per bot (\"shared\", or a tenant's bot's username, capped at 100 then \"other\"), by outcome (delivered, retry, blocked, unlinked, failed, token_refused: the platform refused the bot's token).",
 	}, []string{"bot", "outcome"})
+	// Per tenant (capped, see internal/metriclabel; "system" for a system message of no tenant).
+	parseFailures = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_worker_entity_parse_failures_total",
+		Help: "Sends the messaging platform refused because it could not parse them (400 \"can't parse entities\" or keyboard), by tenant (capped at 100 names, then \"other\"; \"system\" for messages of no tenant). Herald validates every message at the door: anything but 0 means it and the platform disagree, and the notification failed.",
+	}, []string{"tenant"})
 	botThrottles = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_worker_bot_throttled_total",
 		Help: "429 answers from the platform per bot (\"shared\", or a tenant's bot's username, capped at 100 then \"other\").",
@@ -63,6 +68,16 @@ func init() {
 	}
 	botThrottles.WithLabelValues(metriclabel.SharedBot)
 	botSends.WithLabelValues(metriclabel.SharedBot, outcomeTokenRefused)
+	parseFailures.WithLabelValues("system")
+}
+
+// tenantLabel is the tenant label of a per-tenant metric of the sender: the tenant's id (capped), or
+// "system" for a message of no tenant.
+func tenantLabel(tenantID string) string {
+	if tenantID == "" {
+		return "system"
+	}
+	return metriclabel.Tenants.Of(tenantID)
 }
 
 // recordOutcome counts a recorded attempt.
