@@ -203,8 +203,9 @@ func TestEveryEventTypeArrivesOnceThroughTheRealComponents(t *testing.T) {
 	// ping.
 	g.call("acme", "POST", "/v1/callbacks/"+created.ID+"/test", nil, http.StatusAccepted, nil)
 
-	want := []string{"user.linked", "user.verified", "notification.delivered", "notification.blocked", "notification.failed",
-		"notification.unlinked", "ping"}
+	// Blocking and unblocking the bot in the chat (the simulator's my_chat_member) are changes too (§9).
+	want := []string{"user.linked", "user.verified", "notification.delivered", "user.blocked", "notification.blocked",
+		"user.unblocked", "notification.failed", "notification.unlinked", "ping"}
 	wait.Until(t, 20*time.Second, "every event", func() bool { return len(g.sim.Callbacks()) >= len(want) })
 	time.Sleep(300 * time.Millisecond) // anything extra would have arrived by now
 	got := g.sim.Callbacks()
@@ -229,7 +230,7 @@ func TestEveryEventTypeArrivesOnceThroughTheRealComponents(t *testing.T) {
 			if len(data) != 0 {
 				t.Errorf("ping data %v", data)
 			}
-		case typ == "user.linked" || typ == "user.verified":
+		case typ == "user.linked" || typ == "user.verified" || typ == "user.blocked" || typ == "user.unblocked":
 			if !reflect.DeepEqual(data, map[string]any{"user_id": "alice"}) {
 				t.Errorf("%s data %v", typ, data)
 			}

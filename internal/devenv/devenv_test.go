@@ -53,7 +53,8 @@ func TestDevRunsThePrintedWalkthrough(t *testing.T) {
 		regexp.MustCompile(`"user_id":\s*"alice",\s*"status":\s*"verified"`),                                // read right after the share
 		regexp.MustCompile(`"status":\s*"delivered"`),                                                       // the loop waited for the end
 		regexp.MustCompile(`(?m)^A message from Demo App\nYour order has shipped$`),
-		regexp.MustCompile(`\{"type":"ping","verified":true,"webhook_id":"evt_`), // step 6: a signed ping arrived
+		regexp.MustCompile(`(?m)^A message from Demo Shop\nYour table is booked$`), // step 7: through the shop's own bot
+		regexp.MustCompile(`\{"type":"ping","verified":true,"webhook_id":"evt_`),   // step 6: a signed ping arrived
 		// The last step: /stop took effect at once, the tenant's send was refused, /resume lifted it.
 		regexp.MustCompile(`\{"opted_out":true,"opted_out_categories":\[\],"blocked":false\}`),
 		regexp.MustCompile(`"error":\s*"user_opted_out"`),
