@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -404,7 +405,7 @@ func TestABotTokenThePlatformRefusesIsReported(t *testing.T) {
 
 	got := h.waitBot(tn.Name, metav1.ConditionFalse, notifyv1alpha1.ReasonTokenInvalid, "getMe answered 401")
 	h.waitEvent(got, corev1.EventTypeWarning, notifyv1alpha1.ReasonTokenInvalid, `the token in key "token" of Secret `+h.ns+"/acme-bot")
-	if _, err := h.botRow(5002); err != pgx.ErrNoRows {
+	if _, err := h.botRow(5002); !errors.Is(err, pgx.ErrNoRows) {
 		t.Errorf("a bot row for a refused token (%v)", err)
 	}
 	if got.Status.Bot != nil || h.tenantBot(tn.Name) != 0 {
@@ -442,7 +443,7 @@ func TestARefusedWebhookIsReported(t *testing.T) {
 	got := h.waitBot(tn.Name, metav1.ConditionFalse, notifyv1alpha1.ReasonWebhookFailed,
 		"@acme_bot (bot 5003): the messaging platform refused the bot's webhook: setWebhook answered 400 Bad Request: bad webhook")
 	h.waitEvent(got, corev1.EventTypeWarning, notifyv1alpha1.ReasonWebhookFailed, p.hooks.URL+"/messenger/webhook/5003")
-	if _, err := h.botRow(5003); err != pgx.ErrNoRows || h.tenantBot(tn.Name) != 0 {
+	if _, err := h.botRow(5003); !errors.Is(err, pgx.ErrNoRows) || h.tenantBot(tn.Name) != 0 {
 		t.Errorf("a bot recorded, or the tenant moved to it, though its webhook was refused (%v)", err)
 	}
 	h.noSecrets(got, token)

@@ -74,7 +74,7 @@ func (rc *Receiver) chatMember(ctx context.Context, in incoming, raw json.RawMes
 	r := Result{Kind: messenger.KindMyChatMember, Outcome: outcomeIgnored}
 	var cm messenger.ChatMemberUpdated
 	if err := json.Unmarshal(raw, &cm); err != nil || cm.Chat.Type != messenger.ChatPrivate || cm.Chat.ID == 0 {
-		return r, nil
+		return r, nil //nolint:nilerr // a payload that does not decode is acknowledged and ignored: redelivering it would not help
 	}
 	var blocked bool
 	switch cm.NewChatMember.Status {
@@ -223,7 +223,7 @@ func (rc *Receiver) tap(ctx context.Context, in incoming, raw json.RawMessage) (
 	var q messenger.CallbackQuery
 	if err := json.Unmarshal(raw, &q); err != nil || q.ID == "" || q.From.ID == 0 || q.From.IsBot || q.Message == nil ||
 		q.Message.Chat.Type != messenger.ChatPrivate {
-		return r, nil
+		return r, nil //nolint:nilerr // a payload that does not decode is acknowledged and ignored: redelivering it would not help
 	}
 	in.m = &messenger.Message{MessageID: q.Message.MessageID, From: &q.From, Chat: q.Message.Chat}
 	r.Outcome = outcomeStale
