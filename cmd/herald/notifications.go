@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strconv"
@@ -62,14 +63,15 @@ func (c *notificationsListCmd) Run(e runEnv) error {
 			}
 		}
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "TRACKING ID\tUSER\tSTATUS\tPRIORITY\tATTEMPTS\tCREATED\tSEND AT\tEXPIRES AT\tLAST ERROR")
+		fmt.Fprintln(tw, "TRACKING ID\tUSER\tSTATUS\tPRIORITY\tFORMAT\tCATEGORY\tATTEMPTS\tCREATED\tSEND AT\tEXPIRES AT\tLAST ERROR")
 		for _, v := range page {
 			lastError := "-"
 			if v.LastErrorCode != 0 {
 				lastError = strconv.Itoa(v.LastErrorCode) + " " + deref(v.LastErrorMessage)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", v.TrackingID, v.UserID, v.Status, v.Priority, v.Attempts,
-				v.CreatedAt.UTC().Format(time.RFC3339), orDash(v.SendAt), orDash(v.ExpiresAt), lastError)
+			r := v.Resource()
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", v.TrackingID, v.UserID, v.Status, v.Priority, r.Format,
+				cmp.Or(deref(r.Category), "-"), v.Attempts, v.CreatedAt.UTC().Format(time.RFC3339), orDash(v.SendAt), orDash(v.ExpiresAt), lastError)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

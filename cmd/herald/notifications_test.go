@@ -29,6 +29,8 @@ func TestNotificationsListAndCancel(t *testing.T) {
 	for range 5 {
 		ns = append(ns, store.NewNotification{TrackingID: newUUID(), Kind: notification.KindTenant, TenantID: "acme", UserID: "u1", Priority: 5, Body: "secret body"})
 	}
+	// The newest: formatted (§10) and of a category (§9); the list shows both, never the body.
+	ns[4].Rich, ns[4].Category = notification.Rich{Format: notification.FormatHTML}, "promo"
 	ns = append(ns, store.NewNotification{TrackingID: newUUID(), Kind: notification.KindTenant, TenantID: "globex", UserID: "u1", Priority: 5, Body: "theirs"})
 	if _, err := st.InsertTenantNotifications(ctx, ns); err != nil {
 		t.Fatal(err)
@@ -37,6 +39,11 @@ func TestNotificationsListAndCancel(t *testing.T) {
 	code, stdout, stderr := herald(t, "notifications", "list", "--tenant", "acme", "--limit", "3")
 	if code != 0 || strings.Count(stdout, "\n") != 4 || strings.Contains(stdout, "secret") || strings.Contains(stdout, ns[5].TrackingID) {
 		t.Fatalf("list: %d\n%s%s", code, stdout, stderr)
+	}
+	if !regexp.MustCompile(`(?m)^TRACKING ID +USER +STATUS +PRIORITY +FORMAT +CATEGORY +ATTEMPTS`).MatchString(stdout) ||
+		!regexp.MustCompile(`(?m)^`+ns[4].TrackingID+` +u1 +queued +5 +html +promo +0 `).MatchString(stdout) ||
+		!regexp.MustCompile(`(?m)^`+ns[3].TrackingID+` +u1 +queued +5 +text +- +0 `).MatchString(stdout) {
+		t.Errorf("list: the format and category columns:\n%s", stdout)
 	}
 	m := regexp.MustCompile(`--cursor (\S+)`).FindStringSubmatch(stderr)
 	if m == nil {
