@@ -56,6 +56,7 @@ var (
 	paidRate    = flag.Int("paid-rate", 1000, "the paid bot's rateLimit in part 3")
 	paidBacklog = flag.Int("paid-backlog", 30000, "the paid bot's backlog in part 3")
 	workerList  = flag.String("workers", "1,2,3", "worker counts in part 4")
+	freshAfter  = flag.Duration("fresh-after", 0, "part 2: wait this long after the backlog starts going out before the first fresh notification (0: at once), to measure once the workers have read through the backlog")
 )
 
 func main() {
@@ -408,6 +409,7 @@ func freshSamples(ctx context.Context, p *pipeline, busy []ownBot) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	time.Sleep(*freshAfter)
 	var lat benchutil.Latencies
 	var mu sync.Mutex
 	var wg sync.WaitGroup
