@@ -80,6 +80,7 @@ type options struct {
 	scheduledBacklog int
 	settle           bool
 	htmlMix          bool
+	htmlAsText       bool
 }
 
 func main() {
@@ -104,6 +105,7 @@ func main() {
 	flag.BoolVar(&o.settle, "settle", true, "before each of phases 2-6, have the kernel write back what the earlier phases left dirty (sync), so that a phase does not pay for the writes of the ones before (-settle=false: the machine's own writeback, which lands the closed loop's and the floor's pages in phase 4)")
 	flag.IntVar(&o.scheduledBacklog, "scheduled-backlog", 0, "store this many scheduled notifications (due in 30 days) before phase 1")
 	flag.BoolVar(&o.htmlMix, "html-mix", false, "half the sends of phases 2, 4 and 5 are format html with 1-2 KB of markup, the other half plain text")
+	flag.BoolVar(&o.htmlAsText, "html-as-text", false, "with -html-mix: the same 1-2 KB bodies sent as plain text (the control: what the parser and the entities cost, apart from the bodies' size)")
 	flag.Parse()
 	benchutil.Main("bench-ingress", func(ctx context.Context, dbURL string) error { return run(ctx, dbURL, o) })
 }
@@ -158,7 +160,11 @@ func run(ctx context.Context, dbURL string, o options) error {
 	defer mem.stop()
 	fmt.Printf("ingress: GOMEMLIMIT=%s, %d verified users, %.0f%% of sends with an Idempotency-Key\n", o.gomemlimit, o.users, o.idempotent*100)
 	if o.htmlMix {
-		fmt.Printf("ingress: half the sends are format html, %d-%d bytes of markup\n", len(htmlMarkup(0)), len(htmlMarkup(htmlSizes-1)))
+		format := "html"
+		if o.htmlAsText {
+			format = "text (-html-as-text)"
+		}
+		fmt.Printf("ingress: half the sends are format %s, %d-%d bytes of markup\n", format, len(htmlMarkup(0)), len(htmlMarkup(htmlSizes-1)))
 	}
 
 	var keySeq atomic.Int64
@@ -169,7 +175,11 @@ func run(ctx context.Context, dbURL string, o options) error {
 	send := func(i int) []byte {
 		var body []byte
 		if o.htmlMix && i%2 == 1 {
-			body = fmt.Appendf(nil, `{"user_id":"user-%d","format":"html","message":%s,"priority":%d}`, i%o.users, htmlBodies[i%htmlSizes], i%10)
+			format := "html"
+			if o.htmlAsText {
+				format = "text"
+			}
+			body = fmt.Appendf(nil, `{"user_id":"user-%d","format":"%s","message":%s,"priority":%d}`, i%o.users, format, htmlBodies[i%htmlSizes], i%10)
 		} else {
 			body = fmt.Appendf(nil, `{"user_id":"user-%d","message":"Your order %d has shipped","priority":%d}`, i%o.users, i, i%10)
 		}
