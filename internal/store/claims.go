@@ -118,7 +118,7 @@ func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Dur
 		       c.kind = `+notification.KindTenantSQL+` AND EXISTS (
 		           SELECT 1 FROM opt_outs o WHERE o.tenant_id = c.tenant_id AND o.user_id = c.user_id AND `+optOutCovers(`c.category`)+`),
 		       c.priority, c.body, c.reply_markup::text, c.attempts, c.expires_at,
-		       COALESCE(c.format, ''), c.entities::text, COALESCE(c.silent, false), COALESCE(c.protect_content, false),
+		       COALESCE(c.format, ''), c.entities, COALESCE(c.silent, false), COALESCE(c.protect_content, false),
 		       NOT COALESCE(c.link_preview, true)
 		FROM c LEFT JOIN links l ON c.kind = `+notification.KindTenantSQL+` AND l.tenant_id = c.tenant_id AND l.user_id = c.user_id
 		     LEFT JOIN bots b ON b.id = c.bot_id`,

@@ -83,7 +83,7 @@ var insertTenantSQL = `
 	                           link_preview)
 	SELECT tracking_id, ` + notification.KindTenantSQL + `, tenant_id, user_id, chat_id, bot_id, priority, body, status,
 	       CASE WHEN status = ` + notification.Queued.SQL() + ` THEN now() END, metadata::jsonb, send_at, expires_at, category,
-	       format, entities::jsonb, reply_markup::jsonb, silent, protect_content, link_preview
+	       format, entities, reply_markup::jsonb, silent, protect_content, link_preview
 	FROM r
 	RETURNING tracking_id::text, COALESCE(bot_id, 0), chat_id`
 

@@ -14,11 +14,13 @@ SET LOCAL lock_timeout = '10s';
 -- tenant's URL.
 -- The link buttons of a tenant's send go in reply_markup (00001's column, a system message's keyboard until
 -- now), as the inline keyboard sendMessage receives; erased with the body too.
+-- entities is text, not jsonb: nothing queries inside it, and it is read back as the very JSON sendMessage
+-- receives; jsonb would parse several kilobytes a row on every send for nothing (docs/benchmarks.md).
 -- silent, protect_content, link_preview: the send options, NULL when not given (the API's defaults: false,
 -- false, true).
 ALTER TABLE notifications
     ADD COLUMN format text,
-    ADD COLUMN entities jsonb,
+    ADD COLUMN entities text,
     ADD COLUMN silent boolean,
     ADD COLUMN protect_content boolean,
     ADD COLUMN link_preview boolean;
