@@ -103,18 +103,29 @@ func (s *Server) botOf(w http.ResponseWriter, r *http.Request) (*BotHandle, bool
 // it, what the webhook said: a client that acts next (a tenant starting verification right after a link was
 // opened) finds the update's effect in place. The wait is bounded by Options.ActionWait; ?wait=0 skips it.
 func (s *Server) answerAction(w http.ResponseWriter, r *http.Request, h *BotHandle, updateID int64, err error) {
+	if actionFailed(w, err) {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "update_id": updateID, "webhook": s.waitWebhook(r, h, updateID)})
+}
+
+// actionFailed answers a user action that could not be taken, and reports whether it did.
+func actionFailed(w http.ResponseWriter, err error) bool {
 	switch {
 	case errors.Is(err, ErrUserDeleted):
 		writeError(w, http.StatusConflict, "user_deleted", err.Error())
-		return
 	case err != nil:
 		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
-		return
 	}
+	return err != nil
+}
+
+// waitWebhook waits, within the action's wait, for the webhook's answer to the update.
+func (s *Server) waitWebhook(r *http.Request, h *BotHandle, updateID int64) WebhookOutcome {
 	wait, _ := s.actionWait(r)
 	ctx, cancel := context.WithTimeout(r.Context(), wait)
 	defer cancel()
-	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "update_id": updateID, "webhook": h.WaitWebhook(ctx, updateID)})
+	return h.WaitWebhook(ctx, updateID)
 }
 
 // actionWait is how long an action waits for the webhook: ?wait= (a duration), at most Options.ActionWait.
@@ -331,18 +342,10 @@ func (s *Server) handleTap(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q, err := h.Tap(id, in)
-	switch {
-	case errors.Is(err, ErrUserDeleted):
-		writeError(w, http.StatusConflict, "user_deleted", err.Error())
-		return
-	case err != nil:
-		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+	if actionFailed(w, err) {
 		return
 	}
-	wait, _ := s.actionWait(r)
-	ctx, cancel := context.WithTimeout(r.Context(), wait)
-	defer cancel()
-	outcome := h.WaitWebhook(ctx, q.UpdateID)
+	outcome := s.waitWebhook(r, h, q.UpdateID)
 	q, _ = h.CallbackQuery(q.ID)
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "update_id": q.UpdateID, "callback_query_id": q.ID,
 		"webhook": outcome, "answer": q.Answer})
