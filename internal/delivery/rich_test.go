@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/heraldhq/herald/internal/delivery/send"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/richtext"
 	"github.com/heraldhq/herald/internal/sim"
@@ -150,32 +152,67 @@ func parseFailures(t *testing.T, tenant string) float64 {
 
 // A message the platform cannot parse (here: entities stored past the door's checks, which the door never
 // lets through) ends failed at its first attempt, with the platform's description and no retry, and is
-// counted for the alert.
+// counted for the alert. The entities are stored in the compact form the door writes, or as the JSON an
+// older build wrote: both reach the platform.
 func TestPlatformParseFailureEndsFailedWithoutRetryAndIsCounted(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, sim.Options{})
-	e.user("broken", 5101, true)
+	opts := e.fastOptions()
+	opts.MaxAttempts = 5
+	e.start(opts)
+	// An entity past the end of the text: the platform answers 400 "can't parse entities".
+	for i, stored := range []string{"b0,500", `[{"type":"bold","offset":0,"length":500}]`} {
+		chat := int64(5101 + i)
+		user := fmt.Sprintf("broken-%d", i)
+		e.user(user, chat, true)
+		before := parseFailures(t, "acme")
+		id := fixture.New(e.st).Notification(t, fixture.For("acme", user), fixture.Body(brand("short")))
+		e.exec(`UPDATE notifications SET format = 'html', entities = $2, chat_id = $3 WHERE tracking_id = $1`, id, stored, chat)
+		if err := e.producer.Publish(context.Background(), queue.NewOutgoing(id, "acme", user, chat, 5)); err != nil {
+			t.Fatal(err)
+		}
+		r := e.waitTerminal(id, 20*time.Second)
+		if r.Status != "failed" || r.Attempts != 1 || r.ErrCode != 400 || r.ErrMsg == nil ||
+			!bytes.HasPrefix([]byte(*r.ErrMsg), []byte("Bad Request: can't parse entities: ")) {
+			t.Fatalf("entities %s: row %+v (message %v), want failed after one attempt with the platform's 400 can't parse entities", stored, r, deref(r.ErrMsg))
+		}
+		if got := parseFailures(t, "acme"); got != before+1 {
+			t.Errorf("entities %s: herald_worker_entity_parse_failures_total{tenant=acme} = %v, want %v", stored, got, before+1)
+		}
+		if n := len(e.sim.Messages(chat)); n != 0 {
+			t.Errorf("chat %d received %d messages, want none", chat, n)
+		}
+	}
+}
+
+// Stored entities that do not read back (a row changed past the store) are not sent without their
+// formatting: the notification fails at once, without a call to the platform, and is counted.
+func TestUnreadableEntitiesFailWithoutASend(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sim.Options{})
+	e.user("garbled", 5201, true)
 	opts := e.fastOptions()
 	opts.MaxAttempts = 5
 	e.start(opts)
 	before := parseFailures(t, "acme")
 
-	id := fixture.New(e.st).Notification(t, fixture.For("acme", "broken"), fixture.Body(brand("short")))
-	// An entity past the end of the text: the platform answers 400 "can't parse entities".
-	e.exec(`UPDATE notifications SET format = 'html', entities = '[{"type":"bold","offset":0,"length":500}]', chat_id = 5101 WHERE tracking_id = $1`, id)
-	if err := e.producer.Publish(context.Background(), queue.NewOutgoing(id, "acme", "broken", 5101, 5)); err != nil {
+	id := fixture.New(e.st).Notification(t, fixture.For("acme", "garbled"), fixture.Body(brand("short")))
+	e.exec(`UPDATE notifications SET format = 'html', entities = 'z0,1', chat_id = 5201 WHERE tracking_id = $1`, id)
+	if err := e.producer.Publish(context.Background(), queue.NewOutgoing(id, "acme", "garbled", 5201, 5)); err != nil {
 		t.Fatal(err)
 	}
 	r := e.waitTerminal(id, 20*time.Second)
-	if r.Status != "failed" || r.Attempts != 1 || r.ErrCode != 400 || r.ErrMsg == nil ||
-		!bytes.HasPrefix([]byte(*r.ErrMsg), []byte("Bad Request: can't parse entities: ")) {
-		t.Fatalf("row %+v (message %v), want failed after one attempt with the platform's 400 can't parse entities", r, deref(r.ErrMsg))
+	if r.Status != "failed" || r.ErrCode != 400 || deref(r.ErrMsg) != send.UnreadableMessage {
+		t.Fatalf("row %+v (message %v), want failed with %q", r, deref(r.ErrMsg), send.UnreadableMessage)
 	}
 	if got := parseFailures(t, "acme"); got != before+1 {
 		t.Errorf("herald_worker_entity_parse_failures_total{tenant=acme} = %v, want %v", got, before+1)
 	}
-	if n := len(e.sim.Messages(5101)); n != 0 {
-		t.Errorf("chat 5101 received %d messages, want none", n)
+	if n := len(e.sim.Messages(5201)); n != 0 {
+		t.Errorf("chat 5201 received %d messages, want none", n)
+	}
+	if st := e.sim.Stats(); st.Sends != 0 {
+		t.Errorf("the platform had %d sendMessage calls, want none", st.Sends)
 	}
 }
 

@@ -3,6 +3,7 @@ package ingress
 import (
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"strconv"
 
 	"github.com/heraldhq/herald/internal/apierror"
@@ -149,25 +150,26 @@ func parseButtons(raw json.RawMessage) (json.RawMessage, error) {
 // brandHTML parses a send's markup (ParseHTML: 400 invalid_format naming the offset), checks its visible
 // text as a plain message's (1-4096 characters, not blank) and brands it: the brand line a plain prefix,
 // the entities shifted past it (richtext.Brand), within the platform's limit (message_too_long_after_branding).
-// It returns the body and its entities (nil for none) as the store keeps them and the worker sends them.
-func brandHTML(label, markup string) (string, json.RawMessage, error) {
+// It returns the body and its entities as the store keeps them (richtext's compact form, "" for none),
+// which the worker sends.
+func brandHTML(label, markup string) (string, string, error) {
 	m, err := richtext.ParseHTML(markup)
 	if err != nil {
-		return "", nil, apierror.InvalidFormat.With("message: %v", err)
+		return "", "", apierror.InvalidFormat.With("message: %v", err)
 	}
 	if n := m.Length(); n < 1 || n > brand.MaxMessageLength {
-		return "", nil, apierror.InvalidRequest.With("message's visible text (the markup's text, without its tags) must be 1-%d characters (got %d)", brand.MaxMessageLength, n)
+		return "", "", apierror.InvalidRequest.With("message's visible text (the markup's text, without its tags) must be 1-%d characters (got %d)", brand.MaxMessageLength, n)
 	}
 	if blank(m.Text) {
-		return "", nil, apierror.InvalidRequest.With("message must not be blank: its visible text holds only white space")
+		return "", "", apierror.InvalidRequest.With("message must not be blank: its visible text holds only white space")
 	}
 	branded, fits := richtext.Brand(label, m)
 	if !fits {
-		return "", nil, apierror.MessageTooLong.With("the branded message's visible text is %d characters; the messaging platform allows %d", branded.Length(), brand.MaxLength)
+		return "", "", apierror.MessageTooLong.With("the branded message's visible text is %d characters; the messaging platform allows %d", branded.Length(), brand.MaxLength)
 	}
-	var entities json.RawMessage
-	if len(branded.Entities) > 0 {
-		entities, _ = json.Marshal(branded.Entities) // strings and numbers only: cannot fail
+	entities, err := richtext.EncodeEntities(branded.Entities)
+	if err != nil {
+		return "", "", fmt.Errorf("while storing the entities of a parsed message: %w", err) // ParseHTML's types all have a form
 	}
 	return branded.Text, entities, nil
 }

@@ -44,8 +44,11 @@ func entitiesOf(t *testing.T, raw *string) []richtext.Entity {
 	if raw == nil {
 		return nil
 	}
-	var out []richtext.Entity
-	if err := json.Unmarshal([]byte(*raw), &out); err != nil {
+	if strings.HasPrefix(*raw, "[") {
+		t.Errorf("entities stored as JSON (%s), want the compact form", *raw)
+	}
+	out, err := richtext.DecodeEntities(*raw)
+	if err != nil {
 		t.Fatalf("entities %s: %v", *raw, err)
 	}
 	return out

@@ -140,7 +140,7 @@ func (b Backoff) Delay(attempt int) time.Duration {
 // validated it and sendMessage receives it: the text is the body, whose entities these are.
 type Rich struct {
 	Format         string          // FormatHTML, or "" for plain text
-	Entities       json.RawMessage // the entities of the body (offsets past the brand line), nil for none
+	Entities       string          // the entities of the body (offsets past the brand line) in richtext's compact form, "" for none
 	Silent         bool            // disable_notification
 	ProtectContent bool            // protect_content
 	NoLinkPreview  bool            // link_preview_options.is_disabled

@@ -33,3 +33,33 @@ func BenchmarkParseHTML(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEncodeEntities: the store's form of the entities of the benchmark's markup, on the send path
+// after the parser (before the compact form, json.Marshal: BenchmarkEntitiesJSON).
+func BenchmarkEncodeEntities(b *testing.B) {
+	m, err := ParseHTML(benchMarkup)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := EncodeEntities(m.Entities); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkEntitiesJSON: what the worker does with them (the compact form read back, as JSON).
+func BenchmarkEntitiesJSON(b *testing.B) {
+	m, err := ParseHTML(benchMarkup)
+	if err != nil {
+		b.Fatal(err)
+	}
+	stored, _ := EncodeEntities(m.Entities)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := EntitiesJSON(stored); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -10,7 +10,8 @@ import (
 // FuzzParseHTML: whatever a tenant sends as HTML, ParseHTML does not panic; it refuses with a
 // *SyntaxError whose offsets point into the markup, or it accepts, and then what it returns is what
 // Validate accepts (branded: what Herald sends) and what RenderHTML renders back to markup that parses to
-// the same text and entities. `go test` runs the seeds; `make fuzz` runs it for FUZZTIME.
+// the same text and entities; the entities' compact form (the store's) reads back as the same entities.
+// `go test` runs the seeds; `make fuzz` runs it for FUZZTIME.
 func FuzzParseHTML(f *testing.F) {
 	for _, s := range []string{
 		"", "plain", "<b>x</b>", "<b><i>x</i></b>", "<i><b>x</b></i>", `<a href="https://a.example"><b>x</b></a>`,
@@ -51,6 +52,13 @@ func FuzzParseHTML(f *testing.F) {
 			if err := Validate(branded); err != nil {
 				t.Fatalf("ParseHTML(%q) branded = %+v, which Validate refuses: %v", in, branded, err)
 			}
+		}
+		stored, err := EncodeEntities(m.Entities)
+		if err != nil {
+			t.Fatalf("EncodeEntities(ParseHTML(%q).Entities): %v", in, err)
+		}
+		if got, err := DecodeEntities(stored); err != nil || !reflect.DeepEqual(got, m.Entities) {
+			t.Fatalf("the compact form of ParseHTML(%q)'s entities, %q, reads back as %+v (%v), want %+v", in, stored, got, err, m.Entities)
 		}
 		h, err := RenderHTML(m)
 		if err != nil {

@@ -130,7 +130,7 @@ func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Dur
 		d.ReplyMarkup = json.RawMessage(*markup)
 	}
 	if err == nil && entities != nil {
-		d.Entities = json.RawMessage(*entities)
+		d.Entities = *entities
 	}
 	return d, err
 }

@@ -171,7 +171,7 @@ func insertTenant(ctx context.Context, q querier, ns []NewNotification) (map[str
 			metadata[i] = &m
 		}
 		sendAt[i], expiresAt[i], categories[i] = n.SendAt, n.ExpiresAt, optionalText(n.Category)
-		formats[i], entities[i], markups[i] = optionalText(n.Format), optionalJSON(n.Entities), optionalJSON(n.ReplyMarkup)
+		formats[i], entities[i], markups[i] = optionalText(n.Format), optionalText(n.Entities), optionalJSON(n.ReplyMarkup)
 		silent[i], protect[i] = optionalTrue(n.Silent), optionalTrue(n.ProtectContent)
 		if n.NoLinkPreview {
 			preview[i] = new(bool) // false: the default, true, is NULL

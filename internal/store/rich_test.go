@@ -14,7 +14,7 @@ import (
 func richQueued(t *testing.T, s *store.Store) string {
 	t.Helper()
 	n := tenantNotification("ok")
-	n.Rich = notification.Rich{Format: notification.FormatHTML, Entities: json.RawMessage(`[{"type":"text_link","offset":25,"length":4,"url":"https://a.example"}]`),
+	n.Rich = notification.Rich{Format: notification.FormatHTML, Entities: "a25,4,17:https://a.example",
 		Silent: true, ProtectContent: true, NoLinkPreview: true}
 	n.ReplyMarkup = json.RawMessage(`{"inline_keyboard":[[{"text":"Go","url":"https://b.example"}]]}`)
 	got, err := s.InsertTenantNotifications(context.Background(), []store.NewNotification{n})
@@ -34,7 +34,7 @@ func TestTheClaimCarriesTheRichOptionsAsStored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Format != notification.FormatHTML || !jsonSame(d.Entities, `[{"type":"text_link","offset":25,"length":4,"url":"https://a.example"}]`) ||
+	if d.Format != notification.FormatHTML || d.Entities != "a25,4,17:https://a.example" ||
 		!jsonSame(d.ReplyMarkup, `{"inline_keyboard":[[{"text":"Go","url":"https://b.example"}]]}`) || !d.Silent || !d.ProtectContent || !d.NoLinkPreview {
 		t.Errorf("claimed %+v, want every rich option as stored", d.Rich)
 	}
@@ -42,7 +42,7 @@ func TestTheClaimCarriesTheRichOptionsAsStored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Rich.Format != "" || p.Entities != nil || p.ReplyMarkup != nil || p.Silent || p.ProtectContent || p.NoLinkPreview {
+	if p.Rich.Format != "" || p.Entities != "" || p.ReplyMarkup != nil || p.Silent || p.ProtectContent || p.NoLinkPreview {
 		t.Errorf("a plain notification claimed with %+v and markup %s, want none", p.Rich, p.ReplyMarkup)
 	}
 	for id, format := range map[string]string{rich: "html", plain: "text"} {

@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,6 +57,7 @@ var (
 	paidRate    = flag.Int("paid-rate", 1000, "the paid bot's rateLimit in part 3")
 	paidBacklog = flag.Int("paid-backlog", 30000, "the paid bot's backlog in part 3")
 	workerList  = flag.String("workers", "1,2,3", "worker counts in part 4")
+	profile     = flag.String("profile", "", "part 2a: write a CPU profile of this process (workers, kfake, the simulator) over the first 10 s after the workers start to this file")
 	freshAfter  = flag.Duration("fresh-after", 0, "part 2: wait this long after the backlog starts going out before the first fresh notification (0: at once), to measure once the workers have read through the backlog")
 )
 
@@ -391,6 +393,17 @@ func freshSamples(ctx context.Context, p *pipeline, busy []ownBot) error {
 	idle, err := p.newBot(ctx, "idle", *botRate, false, *samples, 900_000_000)
 	if err != nil {
 		return err
+	}
+	if *profile != "" && len(busy) > 1 {
+		f, err := os.Create(*profile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return err
+		}
+		time.AfterFunc(10*time.Second, func() { pprof.StopCPUProfile(); f.Close() })
 	}
 	if err := p.startWorkers(ctx, *workers); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package send
 
 import (
+	"net/http"
 	"strconv"
 	"time"
 
@@ -146,6 +147,16 @@ func BotUnavailable(cause error, attempts, maxAttempts int, backoff notification
 	d.Cause = cause
 	return d
 }
+
+// Unreadable is the decision for a notification whose stored entities do not read back (cause): it
+// fails without a send or a retry, with the code of the platform's refusal of a message it cannot parse.
+func Unreadable(cause error) Decision {
+	return Decision{Result: notification.DeliveryResult{Status: notification.Failed, ErrorCode: http.StatusBadRequest,
+		ErrorMessage: UnreadableMessage}, Cause: cause}
+}
+
+// UnreadableMessage is the error_message of a notification Unreadable ends.
+const UnreadableMessage = "the message's formatting could not be read back as it was stored; nothing was sent"
 
 // Release is the decision for a claimed notification that shutdown interrupted: retry at once (another
 // worker, or this one after a restart, picks it up). sent says whether the request had left, in which

@@ -5,6 +5,7 @@ package send
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/heraldhq/herald/internal/delivery/rate"
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/notification"
+	"github.com/heraldhq/herald/internal/richtext"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/tracing"
 )
@@ -41,6 +43,15 @@ func (s *Sender) deliver(ctx context.Context, p rate.Priority, d notification.De
 		return s.finish(d, TokenRefused())
 	}
 	t.pace.SetRefused(false) // a new token, if it had been refused: the bot sends again
+	entities, err := richtext.EntitiesJSON(d.Entities)
+	if err != nil {
+		// Only a row changed past the store could hold this; sent without its formatting it would not be
+		// what the door validated. Counted with the platform's parse refusals, for the same alert.
+		t.refund()
+		parseFailures.WithLabelValues(tenantLabel(d.TenantID)).Inc()
+		s.log.Error("the stored entities of a message could not be read", "tracking_id", d.TrackingID, "err", err)
+		return s.finish(d, Unreadable(err))
+	}
 	platform, err := s.platform(ctx, d.Bot)
 	if err != nil {
 		t.refund()
@@ -74,7 +85,7 @@ func (s *Sender) deliver(ctx context.Context, p rate.Priority, d notification.De
 	t.pace.Chats.Sent(d.ChatID, sent)
 	sendCtx, cancel := context.WithTimeout(ctx, s.opts.SendTimeout)
 	sendCtx, sendSpan := tracing.Tracer().Start(sendCtx, "sendMessage", trace.WithSpanKind(trace.SpanKindClient))
-	msgID, err := platform.SendMessage(sendCtx, sendRequest(d, paid))
+	msgID, err := platform.SendMessage(sendCtx, sendRequest(d, entities, paid))
 	if err != nil {
 		sendSpan.SetStatus(codes.Error, messenger.Classify(err).String())
 	}
@@ -122,9 +133,9 @@ func (s *Sender) deliver(ctx context.Context, p rate.Priority, d notification.De
 }
 
 // sendRequest is the sendMessage of a claimed notification: its text and, as the door validated and the
-// store kept them, its entities, keyboard and flags (spec v1-extensions §10).
-func sendRequest(d notification.Delivery, paid bool) messenger.SendMessageRequest {
-	req := messenger.SendMessageRequest{ChatID: d.ChatID, Text: d.Body, Entities: d.Entities, ReplyMarkup: d.ReplyMarkup,
+// store kept them, its entities (as JSON: richtext.EntitiesJSON), keyboard and flags (spec v1-extensions §10).
+func sendRequest(d notification.Delivery, entities json.RawMessage, paid bool) messenger.SendMessageRequest {
+	req := messenger.SendMessageRequest{ChatID: d.ChatID, Text: d.Body, Entities: entities, ReplyMarkup: d.ReplyMarkup,
 		DisableNotification: d.Silent, ProtectContent: d.ProtectContent, AllowPaidBroadcast: paid}
 	if d.NoLinkPreview {
 		req.LinkPreviewOptions = &messenger.LinkPreviewOptions{IsDisabled: true}

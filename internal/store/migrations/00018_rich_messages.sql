@@ -14,8 +14,11 @@ SET LOCAL lock_timeout = '10s';
 -- tenant's URL.
 -- The link buttons of a tenant's send go in reply_markup (00001's column, a system message's keyboard until
 -- now), as the inline keyboard sendMessage receives; erased with the body too.
--- entities is text, not jsonb: nothing queries inside it, and it is read back as the very JSON sendMessage
--- receives; jsonb would parse several kilobytes a row on every send for nothing (docs/benchmarks.md).
+-- entities is text, not jsonb: nothing queries inside it, and it holds the entities in internal/richtext's
+-- compact form (EncodeEntities: "b25,4a30,5,17:https://a.example"), which the worker turns into
+-- sendMessage's JSON; as JSON (which the first builds stored, and the worker still reads) the entities of
+-- 1–2 KB of markup made each row several kilobytes wider, which cost the send path more than the parser
+-- (docs/benchmarks.md).
 -- silent, protect_content, link_preview: the send options, NULL when not given (the API's defaults: false,
 -- false, true).
 ALTER TABLE notifications
