@@ -53,10 +53,12 @@ type consumer struct {
 	// chat's) messages go one at a time, in fetch order, while other keys proceed in parallel.
 	queues map[string][]*fetched
 	// bots is what this consumer holds of each bot's messages, ring the bots with messages held in the
-	// order they take turns, capacity the consumer's part of the buffer (its priority's), and hold the
-	// slots of held messages and of the fetch under way (hold.go). promoteWake says a buffer slot is free.
+	// order they take turns and turn the next one's place in it, capacity the consumer's part of the
+	// buffer (its priority's), and hold the slots of held messages and of the fetch under way (hold.go).
+	// promoteWake says a buffer slot is free.
 	bots        map[notification.BotID]*botWork
 	ring        []notification.BotID
+	turn        int
 	capacity    int
 	hold        chan struct{}
 	promoteWake chan struct{}

@@ -170,41 +170,72 @@ func (c *consumer) promoteLoop(fetchCtx, workCtx context.Context) {
 	}
 }
 
-// promote moves held messages into lanes while buffer slots are free: the bots with messages held take
-// turns, one message each, among those below their share.
+// promote moves held messages into lanes while buffer slots are free. A bot with nothing in lanes goes
+// first: it cannot send at all until it has a message there (the share kept for a bot that has none yet,
+// shareLocked, is not enough when the bots that came first took larger shares while few bots were known,
+// and the buffer is full). Then the bots below their share take turns, one message each, from where the
+// last call stopped: a slot frees one at a time, and were each call to start from the ring's beginning,
+// its first bots would take every slot until they reached their shares, and the last bot to come would
+// wait for all of them (seconds, behind the bursts of 50 bots: docs/benchmarks.md, Bots).
 func (c *consumer) promote(workCtx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for {
-		moved := false
-		for i := 0; i < len(c.ring); {
-			bot := c.ring[i]
-			b := c.bots[bot]
-			if len(b.held) == 0 {
-				b.ringed = false
-				c.ring = append(c.ring[:i], c.ring[i+1:]...)
-				c.forgetIdleLocked(bot, b)
-				continue
-			}
-			i++
-			if b.active >= c.shareLocked() {
-				continue
-			}
-			if !c.g.buffered.TryAcquire(c.prio) {
-				return
-			}
-			h := b.held[0]
-			b.held[0] = heldMsg{}
-			b.held = b.held[1:]
-			<-c.hold
-			heldGauge.WithLabelValues(c.prio.String()).Dec()
-			c.dispatchLocked(workCtx, b, c.expand(h, bot))
-			moved = true
-		}
-		if !moved {
+	c.pruneRingLocked()
+	for _, bot := range c.ring {
+		if b := c.bots[bot]; b.active == 0 && len(b.held) > 0 && !c.promoteOneLocked(workCtx, bot, b) {
 			return
 		}
 	}
+	for idle := 0; idle < len(c.ring); {
+		c.turn %= len(c.ring)
+		bot := c.ring[c.turn]
+		b := c.bots[bot]
+		if len(b.held) == 0 || b.active >= c.shareLocked() {
+			c.turn++
+			idle++
+			continue
+		}
+		if !c.promoteOneLocked(workCtx, bot, b) {
+			return // the bot keeps its turn for the next free slot
+		}
+		c.turn++
+		idle = 0
+	}
+}
+
+// promoteOneLocked moves the bot's oldest held message into its lane if a buffer slot is free, and
+// reports whether one was. c.mu is held.
+func (c *consumer) promoteOneLocked(workCtx context.Context, bot notification.BotID, b *botWork) bool {
+	if !c.g.buffered.TryAcquire(c.prio) {
+		return false
+	}
+	h := b.held[0]
+	b.held[0] = heldMsg{}
+	b.held = b.held[1:]
+	<-c.hold
+	heldGauge.WithLabelValues(c.prio.String()).Dec()
+	c.dispatchLocked(workCtx, b, c.expand(h, bot))
+	return true
+}
+
+// pruneRingLocked takes the bots with nothing held any more out of the ring, keeping the turn on the bot
+// that was next. c.mu is held.
+func (c *consumer) pruneRingLocked() {
+	kept := c.ring[:0]
+	for i, bot := range c.ring {
+		b := c.bots[bot]
+		if len(b.held) > 0 {
+			kept = append(kept, bot)
+			continue
+		}
+		if i < c.turn {
+			c.turn--
+		}
+		b.ringed = false
+		c.forgetIdleLocked(bot, b)
+	}
+	clear(c.ring[len(kept):])
+	c.ring = kept
 }
 
 // dropHeldLocked drops every held message: their generation ended (consumer.go, endGeneration). c.mu is
@@ -219,7 +250,7 @@ func (c *consumer) dropHeldLocked() {
 		b.held, b.ringed = nil, false
 		c.forgetIdleLocked(bot, b)
 	}
-	c.ring = c.ring[:0]
+	c.ring, c.turn = c.ring[:0], 0
 }
 
 // backlogAges adds, per bot, the timestamp of the oldest message this consumer holds (in lanes or held)

@@ -1,0 +1,116 @@
+package consume
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/heraldhq/herald/internal/delivery/rate"
+	"github.com/heraldhq/herald/internal/notification"
+	"github.com/heraldhq/herald/internal/queue"
+)
+
+// gateHandler reports each message as its delivery starts and holds it there until the test lets it
+// finish.
+type gateHandler struct {
+	started chan Message
+	finish  chan struct{}
+}
+
+func (h *gateHandler) Handle(start, work context.Context, m Message, lane *Lane) bool {
+	h.started <- m
+	select {
+	case <-h.finish:
+	case <-work.Done():
+	}
+	return true
+}
+
+// holdingConsumer is a normal-priority consumer as newConsumer makes it, without a Kafka reader: the test
+// hands it messages as its fetch loop would.
+func holdingConsumer(t *testing.T, buffer int) (*consumer, *gateHandler, context.Context) {
+	t.Helper()
+	h := &gateHandler{started: make(chan Message, 4*buffer), finish: make(chan struct{})}
+	g := New(Options{Buffer: buffer, Hold: 100 * buffer, Handler: h, Logger: slog.New(slog.DiscardHandler)})
+	c := &consumer{g: g, prio: rate.Normal, topic: "t", tracker: newOffsetTracker(), queues: map[string][]*fetched{},
+		genChange: make(chan struct{}), bots: map[notification.BotID]*botWork{}, capacity: max(1, buffer-buffer/4),
+		hold: make(chan struct{}, 100*buffer+1), promoteWake: make(chan struct{}, 1), tenants: map[string]string{}}
+	g.readers = []*consumer{c}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() {
+		cancel()
+		c.lanes.Wait()
+	})
+	return c, h, ctx
+}
+
+// fetch hands the consumer n messages of bot, each to a chat of its own (a lane of its own), as the fetch
+// loop does: a hold slot taken, then admit.
+func fetch(ctx context.Context, c *consumer, bot notification.BotID, n int, offset *int64) {
+	for range n {
+		*offset++
+		chat := int64(bot)*1000 + *offset
+		m := kafka.Message{Topic: c.topic, Partition: 0, Offset: *offset, Key: []byte(notification.ChatKey(bot, chat)), Time: time.Now()}
+		env := queue.Envelope{V: queue.EnvelopeVersion, TrackingID: uuid.NewString(), TenantID: "acme"}
+		c.hold <- struct{}{}
+		tenantBacklog.WithLabelValues("acme", c.prio.String()).Inc()
+		c.admit(ctx, &fetched{msg: m, ticket: c.tracker.add(m), env: env, tenant: "acme", bot: bot, chat: chat, gen: ctx})
+	}
+}
+
+// startedBot waits for the next delivery to start and returns its bot.
+func startedBot(t *testing.T, h *gateHandler) notification.BotID {
+	t.Helper()
+	select {
+	case m := <-h.started:
+		return m.Bot
+	case <-time.After(10 * time.Second):
+		t.Fatal("no delivery started")
+		return 0
+	}
+}
+
+// When the buffer is full, a freed slot goes first to a bot with nothing in lanes (it cannot send at all
+// until it has one there), then to the bots below their share in turn, from where the last slot went:
+// not always to the first bot of the ring until it reaches its share. Behind 50 bots' backlogs published
+// at once, the old order kept an idle bot's fresh message waiting for seconds (docs/benchmarks.md, Bots).
+func TestFreedSlotsGoFirstToABotWithNothingInLanesThenInTurn(t *testing.T) {
+	c, h, ctx := holdingConsumer(t, 40) // normal's part: 30
+	// The buffer is full but for two slots, of messages that went in before these bots came.
+	for range 28 {
+		if !c.g.buffered.TryAcquire(rate.Normal) {
+			t.Fatal("could not fill the buffer")
+		}
+	}
+	const x, y = notification.BotID(7), notification.BotID(8)
+	var offset int64
+	fetch(ctx, c, x, 20, &offset) // two go in, the rest are held
+	fetch(ctx, c, y, 20, &offset) // all held: no slot
+	for range 2 {
+		if bot := startedBot(t, h); bot != x {
+			t.Fatalf("bot %d started, want bot %d's first two", bot, x)
+		}
+	}
+	if c.heldCount() != 38 {
+		t.Fatalf("%d held, want 38", c.heldCount())
+	}
+
+	// One slot frees at a time (a message that went in before finishes): who gets it. Both bots are well
+	// below their share (30 / 3 = 10).
+	var got []notification.BotID
+	for range 5 {
+		c.g.buffered.Release(rate.Normal)
+		c.promote(ctx)
+		got = append(got, startedBot(t, h))
+	}
+	want := []notification.BotID{y, x, y, x, y}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("freed slots went to bots %v, want %v: bot %d, with nothing in lanes, first, then the two in turn", got, want, y)
+		}
+	}
+}
