@@ -13,6 +13,9 @@
 //     second, and how many sends carried allow_paid_broadcast (the simulator bills those past 30/s);
 //  4. workers: part 1 with each count of -workers, so that the knee of one machine shows.
 //
+// Parts 1 and 4 run beside the workers a control: a perfectly paced sender to one more bot, whose sends
+// over the rate the simulator counts are the machine's jitter, the floor for the workers' (control).
+//
 // -parts chooses the parts (default all); -short shrinks every size for a quick check that it works. Run
 // it with `make bench-bots`; the figures go to docs/benchmarks.md.
 package main
@@ -29,6 +32,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/heraldhq/herald/internal/bot"
@@ -320,8 +324,12 @@ func violations(bots []ownBot) {
 		worstSliding = max(worstSliding, s.SlidingSecondViolations)
 		worstChat = max(worstChat, s.ChatIntervalViolations)
 	}
-	fmt.Printf("   simulator, over %d bots: %d sends over a bot's rate in a sliding second (worst bot %d), %d to a chat under the interval (worst bot %d), %d over a limit, %d answered 429\n",
-		len(bots), sliding, worstSliding, chat, worstChat, limit, answered429)
+	var sends int64
+	for _, o := range bots {
+		sends += o.h.Stats().Sends
+	}
+	fmt.Printf("   simulator, over %d bots: %d sends over a bot's rate in a sliding second (%.2f per 1,000 sends; worst bot %d), %d to a chat under the interval (worst bot %d), %d over a limit, %d answered 429\n",
+		len(bots), sliding, 1000*float64(sliding)/float64(max(1, sends)), worstSliding, chat, worstChat, limit, answered429)
 }
 
 // 1 and 4: the aggregate rate of the bots' backlogs through n workers.
@@ -335,20 +343,93 @@ func aggregate(ctx context.Context, url string, n int) error {
 	if err != nil {
 		return err
 	}
+	ctl, err := p.newControl(n)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	if err := p.startWorkers(ctx, n); err != nil {
 		return err
 	}
+	stopControl := ctl.run(ctx)
 	total := int64(*nBots * *backlog)
 	ideal := float64(*nBots * *botRate)
 	mid, overall, err := drain(bots, total, start, time.Duration(float64(total)/ideal*3+60)*time.Second)
+	stopControl()
 	if err != nil {
 		return err
 	}
 	fmt.Printf("   delivered %d: %.0f/s between 10%% and 90%% (%.1f%% of %.0f/s), %.0f/s overall (start-up included)\n",
 		total, mid, 100*mid/ideal, ideal, overall)
 	violations(bots)
+	ctl.report()
 	return nil
+}
+
+// control is the same run's perfectly paced sender (docs/benchmarks.md; ../shared/benchmarking.md, "Judging
+// a rate limiter on a busy machine"): one more bot of the simulator at -rate, sent to by n senders, as many
+// as the workers, each at -rate/n with its calls started exactly on schedule (call k of sender i at start +
+// (i + k·n)/rate s, in a goroutine of its own, whatever the earlier calls are doing), to its chats in turn.
+// Together they leave exactly -rate a second, evenly spaced; what the simulator counts over the bot's rate
+// in a sliding second is the machine's scheduling and network jitter, which a limiter cannot be asked to beat.
+type control struct {
+	senders int
+	h       *sim.BotHandle
+	client  *messenger.Client
+	chats   []int64
+	sent    atomic.Int64
+}
+
+func (p *pipeline) newControl(senders int) (*control, error) {
+	r := float64(*botRate)
+	info, err := p.sim.CreateBot(sim.BotConfig{RateLimit: &r})
+	if err != nil {
+		return nil, err
+	}
+	h, _ := p.sim.BotHandle(strconv.FormatInt(info.ID, 10))
+	c := &control{senders: senders, h: h, client: messenger.New(p.simURL, info.Token, &http.Client{Transport: messenger.NewTransport()})}
+	for i := range *chats {
+		chat := int64(800_000_000 + i)
+		if _, err := h.StartUser(chat, ""); err != nil {
+			return nil, err
+		}
+		c.chats = append(c.chats, chat)
+	}
+	return c, nil
+}
+
+// run starts the senders; the function it returns stops them and waits for their calls.
+func (c *control) run(ctx context.Context) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	start := time.Now().Add(100 * time.Millisecond)
+	interval := time.Duration(float64(time.Second) / float64(*botRate))
+	for i := range c.senders {
+		wg.Go(func() {
+			for k := 0; ; k++ {
+				seq := i + k*c.senders
+				at := start.Add(time.Duration(seq) * interval)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Until(at)):
+				}
+				wg.Go(func() {
+					if _, err := c.client.SendMessage(ctx, messenger.SendMessageRequest{ChatID: c.chats[seq%len(c.chats)], Text: "control"}); err == nil {
+						c.sent.Add(1)
+					}
+				})
+			}
+		})
+	}
+	return func() { cancel(); wg.Wait() }
+}
+
+// report prints what the simulator counted of the control's sends.
+func (c *control) report() {
+	s := c.h.Stats()
+	fmt.Printf("   control, a perfectly paced sender in %d part(s) to one more bot at %d/s: %d sends, %d over the bot's rate in a sliding second (%.2f per 1,000), %d answered 429\n",
+		c.senders, *botRate, c.sent.Load(), s.SlidingSecondViolations, 1000*float64(s.SlidingSecondViolations)/float64(max(1, c.sent.Load())), s.Answered429)
 }
 
 // 2: fresh notifications on an idle bot behind the 50 bots' backlogs, then behind one bot's large one.
