@@ -139,11 +139,11 @@ func (b Backoff) Delay(attempt int) time.Duration {
 // Rich is how a tenant notification is shown beyond its text (spec v1-extensions §10), as the door
 // validated it and sendMessage receives it: the text is the body, whose entities these are.
 type Rich struct {
-	Format         string          // FormatHTML, or "" for plain text
-	Entities       string          // the entities of the body (offsets past the brand line) in richtext's compact form, "" for none
-	Silent         bool            // disable_notification
-	ProtectContent bool            // protect_content
-	NoLinkPreview  bool            // link_preview_options.is_disabled
+	Format         string // FormatHTML, or "" for plain text
+	Entities       string // the entities of the body (offsets past the brand line) in richtext's compact form, "" for none
+	Silent         bool   // disable_notification
+	ProtectContent bool   // protect_content
+	NoLinkPreview  bool   // link_preview_options.is_disabled
 }
 
 // The formats of a send (v1 extensions §10). Plain text is the default, "" in the store.

@@ -19,7 +19,7 @@ func TestCompactEntitiesRoundTrip(t *testing.T) {
 			"b0,10a2,3,29:https://a.example/p?q=1,2:3;xp11,4,2:goc16,1"},
 		{[]Entity{pre(0, 3, ""), e(Italic, 0, 1), e(Underline, 1, 1), e(Strikethrough, 2, 1), e(Spoiler, 0, 3),
 			e(Blockquote, 4, 1), e(ExpandableBlockquote, 6, 1)}, "p0,3i0,1u1,1s2,1h0,3q4,1e6,1"},
-		{[]Entity{link(0, 1, "tg://resolve?domain=a" + strings.Repeat("é", 300))}, "a0,1,621:tg://resolve?domain=a" + strings.Repeat("é", 300)},
+		{[]Entity{link(0, 1, "tg://resolve?domain=a"+strings.Repeat("é", 300))}, "a0,1,621:tg://resolve?domain=a" + strings.Repeat("é", 300)},
 	} {
 		got, err := EncodeEntities(c.entities)
 		if err != nil || got != c.want {
