@@ -155,7 +155,8 @@ func parseFailures(t *testing.T, tenant string) float64 {
 // counted for the alert. The entities are stored in the compact form the door writes, or as the JSON an
 // older build wrote: both reach the platform.
 func TestPlatformParseFailureEndsFailedWithoutRetryAndIsCounted(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it counts herald_worker_entity_parse_failures_total{tenant=acme}, a process-wide metric
+	// another test of this kind moves too.
 	e := newEnv(t, sim.Options{})
 	opts := e.fastOptions()
 	opts.MaxAttempts = 5
@@ -188,7 +189,8 @@ func TestPlatformParseFailureEndsFailedWithoutRetryAndIsCounted(t *testing.T) {
 // Stored entities that do not read back (a row changed past the store) are not sent without their
 // formatting: the notification fails at once, without a call to the platform, and is counted.
 func TestUnreadableEntitiesFailWithoutASend(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it counts herald_worker_entity_parse_failures_total{tenant=acme}, a process-wide metric
+	// another test of this kind moves too.
 	e := newEnv(t, sim.Options{})
 	e.user("garbled", 5201, true)
 	opts := e.fastOptions()
