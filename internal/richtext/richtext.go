@@ -7,7 +7,8 @@
 // ParseHTML parses; Message.Length counts as the platform counts its limit; Brand puts the brand line
 // before a parsed message and says whether it fits; RenderHTML renders text and entities back to escaped
 // HTML (the console, the simulator's transcript); Validate checks text and entities as the platform would
-// take them (the simulator).
+// take them (the simulator); EncodeEntities and DecodeEntities are the entities' compact form, which the
+// store keeps between the door and the worker (compact.go).
 //
 // The rules, and where they come from (the Bot API's "Formatting options" and MessageEntity; for what the
 // documentation leaves open, tdlib, which the Bot API server runs: td/telegram/MessageEntity.cpp
