@@ -66,15 +66,12 @@ type consumer struct {
 }
 
 func (g *Group) newConsumer(p rate.Priority) *consumer {
-	topic := g.opts.Topics.Normal
-	if p == rate.High {
-		topic = g.opts.Topics.High
-	}
-	log := g.log.With("topic", topic)
+	c := g.consumerOf(p)
+	log := g.log.With("topic", c.topic)
 	cfg := kafka.ReaderConfig{
 		Brokers: g.opts.Brokers,
 		GroupID: g.opts.GroupID,
-		Topic:   topic,
+		Topic:   c.topic,
 		// The client id names this worker's members in the group, which is how it finds its partitions
 		// (group.go).
 		Dialer:            &kafka.Dialer{ClientID: g.opts.ClientID, Timeout: 10 * time.Second, DualStack: true},
@@ -92,16 +89,21 @@ func (g *Group) newConsumer(p rate.Priority) *consumer {
 		ReadBackoffMax:    time.Second,
 		ErrorLogger:       kafka.LoggerFunc(func(f string, a ...any) { log.Warn(fmt.Sprintf(f, a...)) }),
 	}
-	capacity := g.opts.Buffer
-	if p == rate.Normal {
-		capacity = max(1, g.opts.Buffer-g.opts.Buffer/4) // slots.go: normal holds at most three quarters
-	}
-	c := &consumer{g: g, prio: p, topic: topic, tracker: newOffsetTracker(), queues: map[string][]*fetched{},
-		genChange: make(chan struct{}), bots: map[notification.BotID]*botWork{}, capacity: capacity,
-		hold: make(chan struct{}, max(1, g.opts.Hold)+1), promoteWake: make(chan struct{}, 1), tenants: map[string]string{}}
 	cfg.Logger = generationLogger{c: c, log: log}
 	c.reader = kafka.NewReader(cfg)
 	return c
+}
+
+// consumerOf is the consumer of priority p's topic, all but its reader (newConsumer's).
+func (g *Group) consumerOf(p rate.Priority) *consumer {
+	topic := g.opts.Topics.Normal
+	capacity := max(1, g.opts.Buffer-g.opts.Buffer/4) // slots.go: normal holds at most three quarters
+	if p == rate.High {
+		topic, capacity = g.opts.Topics.High, g.opts.Buffer
+	}
+	return &consumer{g: g, prio: p, topic: topic, tracker: newOffsetTracker(), queues: map[string][]*fetched{},
+		genChange: make(chan struct{}), bots: map[notification.BotID]*botWork{}, capacity: capacity,
+		hold: make(chan struct{}, max(1, g.opts.Hold)+1), promoteWake: make(chan struct{}, 1), tenants: map[string]string{}}
 }
 
 // kafka-go's log lines at the end of a group generation (the heartbeat stops with every generation) and
@@ -234,13 +236,19 @@ func (c *consumer) fetchLoop(fetchCtx, workCtx context.Context) {
 		}
 		c.g.view.sawPartition(c.topic, m.Partition)
 		c.keepPreviousHoldersPace(m)
-		f := &fetched{msg: m, ticket: c.tracker.add(m), gen: gen}
-		f.env, f.envErr = queue.ParseEnvelope(m.Value)
-		f.tenant = tenantLabel(f.env, f.envErr)
-		f.bot, f.chat = keyOf(m.Key)
-		tenantBacklog.WithLabelValues(f.tenant, c.prio.String()).Inc()
-		c.admit(workCtx, f)
+		c.take(workCtx, gen, m)
 	}
+}
+
+// take decodes a message fetched in generation gen (its envelope, once) and admits it: into its lane, or
+// held (hold.go). The fetch's hold slot is taken.
+func (c *consumer) take(workCtx, gen context.Context, m kafka.Message) {
+	f := &fetched{msg: m, ticket: c.tracker.add(m), gen: gen}
+	f.env, f.envErr = queue.ParseEnvelope(m.Value)
+	f.tenant = tenantLabel(f.env, f.envErr)
+	f.bot, f.chat = keyOf(m.Key)
+	tenantBacklog.WithLabelValues(f.tenant, c.prio.String()).Inc()
+	c.admit(workCtx, f)
 }
 
 // keepPreviousHoldersPace holds a chat whose message comes from a partition this worker did not hold in

@@ -30,15 +30,13 @@ func (h *gateHandler) Handle(start, work context.Context, m Message, lane *Lane)
 	return true
 }
 
-// holdingConsumer is a normal-priority consumer as newConsumer makes it, without a Kafka reader: the test
+// holdingConsumer is a normal-priority consumer as newConsumer makes it, without its Kafka reader: the test
 // hands it messages as its fetch loop would.
 func holdingConsumer(t *testing.T, buffer int) (*consumer, *gateHandler, context.Context) {
 	t.Helper()
 	h := &gateHandler{started: make(chan Message, 4*buffer), finish: make(chan struct{})}
-	g := New(Options{Buffer: buffer, Hold: 100 * buffer, Handler: h, Logger: slog.New(slog.DiscardHandler)})
-	c := &consumer{g: g, prio: rate.Normal, topic: "t", tracker: newOffsetTracker(), queues: map[string][]*fetched{},
-		genChange: make(chan struct{}), bots: map[notification.BotID]*botWork{}, capacity: max(1, buffer-buffer/4),
-		hold: make(chan struct{}, 100*buffer+1), promoteWake: make(chan struct{}, 1), tenants: map[string]string{}}
+	g := New(Options{Topics: queue.TopicsFor("t"), Buffer: buffer, Hold: 100 * buffer, Handler: h, Logger: slog.New(slog.DiscardHandler)})
+	c := g.consumerOf(rate.Normal)
 	g.readers = []*consumer{c}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() {
@@ -49,16 +47,16 @@ func holdingConsumer(t *testing.T, buffer int) (*consumer, *gateHandler, context
 }
 
 // fetch hands the consumer n messages of bot, each to a chat of its own (a lane of its own), as the fetch
-// loop does: a hold slot taken, then admit.
+// loop does: a hold slot taken, then take.
 func fetch(ctx context.Context, c *consumer, bot notification.BotID, n int, offset *int64) {
 	for range n {
 		*offset++
 		chat := int64(bot)*1000 + *offset
-		m := kafka.Message{Topic: c.topic, Partition: 0, Offset: *offset, Key: []byte(notification.ChatKey(bot, chat)), Time: time.Now()}
 		env := queue.Envelope{V: queue.EnvelopeVersion, TrackingID: uuid.NewString(), TenantID: "acme"}
+		m := kafka.Message{Topic: c.topic, Partition: 0, Offset: *offset, Key: []byte(notification.ChatKey(bot, chat)),
+			Value: env.Marshal(), Time: time.Now()}
 		c.hold <- struct{}{}
-		tenantBacklog.WithLabelValues("acme", c.prio.String()).Inc()
-		c.admit(ctx, &fetched{msg: m, ticket: c.tracker.add(m), env: env, tenant: "acme", bot: bot, chat: chat, gen: ctx})
+		c.take(ctx, ctx, m)
 	}
 }
 
