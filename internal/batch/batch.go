@@ -28,8 +28,8 @@ type Options struct {
 	// with ErrOverloaded.
 	MaxQueue int
 	// Target and Interval shed a standing queue (CoDel: Nichols and Jacobson, "Controlling Queue Delay"):
-	// when requests have waited longer than Target for at least Interval — the queue no longer drains, the
-	// batcher is past its capacity — the requests that waited longer than Target are answered
+	// when requests have waited longer than Target for at least Interval while each batch leaves requests
+	// waiting — the queue no longer drains, the batcher is past its capacity — the requests that waited longer than Target are answered
 	// ErrOverloaded instead of run, until the wait falls below Target again. A burst shorter than Interval
 	// is absorbed. So past capacity the accepted requests still see about Target of queueing, and the rest
 	// get a fast refusal instead of a timeout. Zero Target: never shed by wait.
@@ -169,7 +169,11 @@ func (b *Batcher[T, R]) loop() {
 		}
 		carry = next
 		if b.opts.Target > 0 {
-			batch = shedStanding(&shed, batch, b.opts.Target, b.opts.Interval)
+			// The queue stands only when this batch could not take everything that waits; otherwise what
+			// the requests waited was the previous batches' run time, and shedding would refuse load the
+			// loops can take at once (a slow dependency, not an overload).
+			standing := len(b.in) > 0
+			batch = shedStanding(&shed, batch, standing, b.opts.Target, b.opts.Interval)
 			if len(batch) == 0 {
 				continue
 			}
@@ -193,15 +197,19 @@ type shedder struct {
 }
 
 // shedStanding answers ErrOverloaded to the requests of a standing queue (see Options.Target) and
-// returns the ones to run.
-func shedStanding[T, R any](s *shedder, batch []*job[T, R], target, interval time.Duration) []*job[T, R] {
+// returns the ones to run. standing says whether requests were left waiting when the batch was taken: as
+// CoDel never drops from a queue holding less than a packet, a queue that one batch empties is not
+// standing, however long its requests waited — at a low rate behind a slow dependency every request waits
+// longer than the target for a loop to come free, and refusing some of them would not make the others
+// faster (issue 41: a tenant's sends refused at 20/s while a new replica's first statements were slow).
+func shedStanding[T, R any](s *shedder, batch []*job[T, R], standing bool, target, interval time.Duration) []*job[T, R] {
 	now := time.Now()
 	minWait := now.Sub(batch[0].queued)
 	for _, j := range batch[1:] {
 		minWait = min(minWait, now.Sub(j.queued))
 	}
 	switch {
-	case minWait < target:
+	case minWait < target, !standing:
 		s.aboveSince, s.dropping = time.Time{}, false
 		return batch
 	case s.dropping, !s.lastDrop.IsZero() && now.Sub(s.lastDrop) < interval:

@@ -215,3 +215,31 @@ func TestNoSheddingBelowCapacity(t *testing.T) {
 		t.Errorf("%d requests shed below capacity", shed.Load())
 	}
 }
+
+// A slow dependency is not an overload: at a low rate, with every batch taking far longer than the target
+// (a replica just started during a rolling upgrade, its first statements and produce requests slow on a
+// busy node), requests wait longer than the target for a free loop, yet each loop takes everything waiting
+// — nothing stands in the queue, and the capacity (two loops of 256 per 700 ms) is a hundred times the
+// load. Shedding here refused a tenant's sends with 503 at 20/s in the end-to-end upgrade (issue 41).
+func TestNoSheddingOfASlowButEmptyQueue(t *testing.T) {
+	b := batch.New(batch.Options{Loops: 2, MaxBatch: 256, Target: 50 * time.Millisecond, Interval: 250 * time.Millisecond},
+		nil, func(items []int) []int {
+			time.Sleep(700 * time.Millisecond)
+			return make([]int, len(items))
+		})
+	defer b.Close()
+	var wg sync.WaitGroup
+	var shed atomic.Int32
+	for i := range 15 { // 5 a second for 3 s
+		wg.Go(func() {
+			if _, err := b.Do(context.Background(), i); err != nil {
+				shed.Add(1)
+			}
+		})
+		time.Sleep(200 * time.Millisecond)
+	}
+	wg.Wait()
+	if shed.Load() != 0 {
+		t.Errorf("%d of 15 requests shed at 5/s with every loop taking all that waited", shed.Load())
+	}
+}
