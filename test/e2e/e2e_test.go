@@ -572,8 +572,11 @@ func (c *cluster) underLoad(t *testing.T, label string, roll func()) {
 	before := c.simStats(t)
 	ld := newLoad(c.herald.base, c.herald.key, c.users, label)
 	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{}, 2)
+	done := make(chan struct{}, 3)
 	go func() { ld.run(ctx, 20); done <- struct{}{} }()
+	ctl, ctlDone := c.startControl(t, ctx)
+	go func() { ctlDone(); done <- struct{}{} }()
+	workersBefore, ctlBefore := c.botStats(t, botUsername), c.botStats(t, controlBotUsername)
 	// Webhook traffic too: users write to the bot (5 updates a second), the simulator posts each update to
 	// the webhook Service, retrying a failed post a few times before it drops the update.
 	var updates, updateErrors int
@@ -602,6 +605,7 @@ func (c *cluster) underLoad(t *testing.T, label string, roll func()) {
 			stop()
 			<-done
 			<-done
+			<-done
 		}
 	}()
 
@@ -616,7 +620,9 @@ func (c *cluster) underLoad(t *testing.T, label string, roll func()) {
 	stop()
 	<-done
 	<-done
+	<-done
 	stopped = true
+	ctlReport := ctl.report(c.botStats(t, botUsername), workersBefore, c.botStats(t, controlBotUsername), ctlBefore)
 	if updateErrors > 0 {
 		t.Errorf("%d of %d messages to the bot not taken by the simulator", updateErrors, updates)
 	}
@@ -627,7 +633,7 @@ func (c *cluster) underLoad(t *testing.T, label string, roll func()) {
 		return nil
 	})
 
-	rep := ld.report()
+	rep := ld.report() + ctlReport + "\n"
 	t.Logf("load during the %s:\n%s", label, rep)
 	if err := os.WriteFile(filepath.Join(c.e.get("HERALD_E2E_LOGS"), label+"-load.txt"), []byte(rep), 0o644); err != nil {
 		t.Log(err)
@@ -661,10 +667,14 @@ func (c *cluster) underLoad(t *testing.T, label string, roll func()) {
 		u.messages = len(c.chat(t, u))
 	}
 	after := c.simStats(t)
-	t.Logf("%d notifications accepted and delivered, %d duplicate deliveries; simulator: %d sends, %d 429s, %d limit violations (%d per chat, %d global)",
-		len(accepted), dups, after.Sends-before.Sends, after.Answered429-before.Answered429,
-		after.LimitViolations-before.LimitViolations, after.ChatLimitViolations-before.ChatLimitViolations,
-		after.GlobalLimitViolations-before.GlobalLimitViolations)
+	// Herald's bots only: the control's calls and violations are reported beside them (ctlReport).
+	ctlAfter := c.botStats(t, controlBotUsername)
+	t.Logf("%d notifications accepted and delivered, %d duplicate deliveries; simulator (Herald's bots): %d sends, %d 429s, %d limit violations (%d per chat, %d global)\n%s",
+		len(accepted), dups, after.Sends-before.Sends-(ctlAfter.Sends-ctlBefore.Sends),
+		after.Answered429-before.Answered429-(ctlAfter.Answered429-ctlBefore.Answered429),
+		after.LimitViolations-before.LimitViolations-(ctlAfter.LimitViolations-ctlBefore.LimitViolations),
+		after.ChatLimitViolations-before.ChatLimitViolations,
+		after.GlobalLimitViolations-before.GlobalLimitViolations-(ctlAfter.GlobalLimitViolations-ctlBefore.GlobalLimitViolations), ctlReport)
 	webhookFailures := after.WebhookFailures - before.WebhookFailures
 	t.Logf("webhook: %d updates, %d accepted, %d posts failed (retried), %d dropped",
 		after.UpdatesGenerated-before.UpdatesGenerated, after.WebhookDeliveries-before.WebhookDeliveries,
