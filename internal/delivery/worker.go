@@ -85,6 +85,11 @@ type Options struct {
 	// one user's messages in order and paced. A holder that died leaves the lease to expire instead (the
 	// redrive sends it). SendTimeout + 5 s.
 	HandoverWait time.Duration
+	// OrderWait bounds how long a tenant notification waits for a system or high-priority message
+	// accepted before it to the same chat that is still pending (notification.AheadSQL): a message ahead
+	// takes one chat interval and its own turn, seconds at most; one whose envelope was lost would hold
+	// the chat until the redrive (minutes), so past this the notification is sent regardless. 30 s.
+	OrderWait time.Duration
 
 	LagInterval        time.Duration // how often the consumer lag gauge is refreshed; 15 s
 	AssignmentInterval time.Duration // how often the partitions held are re-read besides rebalances; 5 s
@@ -152,6 +157,7 @@ func (o *Options) defaults() error {
 	def(&o.GracePeriod, 20*time.Second)
 	def(&o.CommitInterval, 500*time.Millisecond)
 	def(&o.HandoverWait, o.SendTimeout+5*time.Second)
+	def(&o.OrderWait, 30*time.Second)
 	def(&o.LagInterval, 15*time.Second)
 	def(&o.AssignmentInterval, 5*time.Second)
 	def(&o.RateLeaseInterval, 250*time.Millisecond)
@@ -229,7 +235,7 @@ func New(opts Options) (*Worker, error) {
 		Store: opts.Store, Platform: opts.Sender, Bots: bots, Paces: w.paces, BotLabel: w.botLabel, Logger: w.log,
 		PerChatInterval: opts.PerChatInterval, MaxAttempts: opts.MaxAttempts, Concurrency: opts.Concurrency,
 		Lease: opts.Lease, Backoff: opts.Backoff, SendTimeout: opts.SendTimeout, HandoverWait: opts.HandoverWait,
-		Killed: w.killed.Load,
+		OrderWait: opts.OrderWait, Killed: w.killed.Load,
 	})
 	group = consume.New(consume.Options{
 		Brokers: opts.Brokers, GroupID: opts.GroupID, ClientID: w.clientID, Topics: w.topics,

@@ -17,7 +17,7 @@ import (
 )
 
 // HighPriorityThreshold is the priority from which a notification goes to the high topic.
-const HighPriorityThreshold = 7
+const HighPriorityThreshold = notification.HighPriority
 
 // EnvelopeVersion is the current envelope format.
 const EnvelopeVersion = 1

@@ -28,9 +28,15 @@ type NotClaimable struct {
 	Leased bool
 	// Age is how long ago the row last changed (for a terminal one: when its last attempt was recorded).
 	Age time.Duration
+	// Behind: it may be sent, but not yet — a message ahead of it in its chat is pending
+	// (notification.AheadSQL; ClaimDeliveryInOrder only).
+	Behind bool
 }
 
 func (e *NotClaimable) Error() string {
+	if e.Behind {
+		return fmt.Sprintf("notification %s waits for a message ahead of it in its chat", e.TrackingID)
+	}
 	return fmt.Sprintf("notification %s is not claimable (%s)", e.TrackingID, e.Status)
 }
 
@@ -48,10 +54,26 @@ var claimSQL = notification.Claim.SQL()
 // not due, leased by someone). One whose expires_at has passed is moved to expired here (the expiry
 // transition, lifecycle.go), and refused as expired: no attempt starts after expires_at.
 func (s *Store) ClaimDelivery(ctx context.Context, trackingID string, lease time.Duration) (notification.Delivery, error) {
+	return s.claimDelivery(ctx, trackingID, lease, false)
+}
+
+// ClaimDeliveryInOrder is ClaimDelivery keeping the order of the notification's chat across kinds and
+// priorities (notification.AheadSQL): while a message ahead of it is pending it claims nothing and
+// returns a *NotClaimable whose Behind is set.
+func (s *Store) ClaimDeliveryInOrder(ctx context.Context, trackingID string, lease time.Duration) (notification.Delivery, error) {
+	return s.claimDelivery(ctx, trackingID, lease, true)
+}
+
+// aheadSQL is notification.AheadSQL for the claimed row (the UPDATE's notifications, or n).
+func aheadSQL(n string) string {
+	return `EXISTS (SELECT 1 FROM notifications e WHERE ` + notification.AheadSQL("e", n) + `)`
+}
+
+func (s *Store) claimDelivery(ctx context.Context, trackingID string, lease time.Duration, inOrder bool) (notification.Delivery, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	for try := 0; ; try++ {
-		d, err := s.claimOnce(ctx, trackingID, lease)
+		d, err := s.claimOnce(ctx, trackingID, lease, inOrder)
 		if !errors.Is(err, pgx.ErrNoRows) {
 			if err != nil {
 				return d, translate(err, "claiming notification "+trackingID)
@@ -61,13 +83,13 @@ func (s *Store) ClaimDelivery(ctx context.Context, trackingID string, lease time
 		// Nothing claimed: tell a missing row from one that must not be sent now. The UPDATE and this
 		// SELECT see different snapshots, so a row that changed between them reads as claimable; claim again.
 		nc := &NotClaimable{TrackingID: trackingID}
-		var claimable, expirable bool
+		var claimable, expirable, behind bool
 		var age float64
 		err = s.pool.QueryRow(ctx, `
 			SELECT status, `+claimSQL+`, COALESCE(`+expirableSQL+`, false),
 			       status = `+notification.Delivering.SQL()+` AND lease_expires_at >= now(),
-			       extract(epoch FROM now() - updated_at)
-			FROM notifications WHERE tracking_id = $1`, trackingID).Scan(&nc.Status, &claimable, &expirable, &nc.Leased, &age)
+			       extract(epoch FROM now() - updated_at), $2 AND `+aheadSQL("n")+`
+			FROM notifications n WHERE tracking_id = $1`, trackingID, inOrder).Scan(&nc.Status, &claimable, &expirable, &nc.Leased, &age, &behind)
 		if err != nil {
 			return d, translate(err, "claiming notification "+trackingID)
 		}
@@ -82,6 +104,10 @@ func (s *Store) ClaimDelivery(ctx context.Context, trackingID string, lease time
 				return d, nc
 			}
 			claimable = true // it changed meanwhile: look again
+		}
+		if claimable && behind {
+			nc.Behind = true
+			return d, nc
 		}
 		if !claimable || try == 2 {
 			return d, nc
@@ -98,7 +124,9 @@ func (s *Store) ClaimDelivery(ctx context.Context, trackingID string, lease time
 // notification whether that link is marked blocked and whether an opt-out covers it (§9): an opt-out that
 // committed before this statement is seen here, so a notification it did not end (accepted before it, its
 // envelope held by a worker) is not sent either.
-func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Duration) (notification.Delivery, error) {
+//
+// inOrder: only when no message ahead of it in its chat is pending (notification.AheadSQL).
+func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Duration, inOrder bool) (notification.Delivery, error) {
 	var d notification.Delivery
 	var markup, entities *string
 	err := s.pool.QueryRow(ctx, `
@@ -106,7 +134,7 @@ func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Dur
 			UPDATE notifications
 			SET status = `+notification.Claim.To().SQL()+`, attempts = attempts + 1,
 			    lease_expires_at = now() + make_interval(secs => $2), updated_at = now()
-			WHERE tracking_id = $1 AND `+claimSQL+`
+			WHERE tracking_id = $1 AND `+claimSQL+` AND NOT ($3 AND `+aheadSQL("notifications")+`)
 			RETURNING tracking_id, kind, tenant_id, user_id, chat_id, bot_id, priority, body, reply_markup, attempts, expires_at, category,
 			          format, entities, silent, protect_content, link_preview)
 		SELECT c.tracking_id::text, c.kind, COALESCE(c.tenant_id, ''), COALESCE(c.user_id, ''),
@@ -122,7 +150,7 @@ func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Dur
 		       NOT COALESCE(c.link_preview, true)
 		FROM c LEFT JOIN links l ON c.kind = `+notification.KindTenantSQL+` AND l.tenant_id = c.tenant_id AND l.user_id = c.user_id
 		     LEFT JOIN bots b ON b.id = c.bot_id`,
-		trackingID, lease.Seconds()).
+		trackingID, lease.Seconds(), inOrder).
 		Scan(&d.TrackingID, &d.Kind, &d.TenantID, &d.UserID, &d.ChatID, &d.Relinked, &d.Bot, &d.BotTokenRefused, &d.Blocked, &d.OptedOut,
 			&d.Priority, &d.Body, &markup, &d.Attempts, &d.ExpiresAt,
 			&d.Format, &entities, &d.Silent, &d.ProtectContent, &d.NoLinkPreview)

@@ -15,6 +15,7 @@ import (
 	"github.com/heraldhq/herald/internal/delivery/consume"
 	"github.com/heraldhq/herald/internal/delivery/rate"
 	"github.com/heraldhq/herald/internal/notification"
+	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/tracing"
 )
@@ -47,40 +48,47 @@ func (s *Sender) Handle(startCtx, ctx context.Context, m consume.Message, lane *
 	// The bot the key names; the claim says for sure (turn.use).
 	t := &turn{s: s, pace: s.opts.Paces.Acquire(lane.Bot)}
 	defer t.release()
-	// A bot whose token was refused sends nothing: its messages go straight to their claims, which fail them.
-	if !t.pace.Refused() {
-		start := time.Now()
-		if lane.Chat != 0 {
-			if err := t.pace.Chats.WaitFree(startCtx, lane.Chat); err != nil {
-				return false
-			}
-			limiterWait.WithLabelValues("chat", p.String()).Observe(time.Since(start).Seconds())
-			start = time.Now()
+	// The chat's order across kinds and priorities (notification.AheadSQL): while a message ahead of this
+	// one in its chat is pending, the claim takes nothing and the lane waits and asks again, from the
+	// chat's interval on, up to OrderWait (then it sends regardless: a message ahead whose envelope was
+	// lost waits minutes for the redrive).
+	orderDeadline := time.Now().Add(s.opts.OrderWait)
+	orderWait, orderStart := 20*time.Millisecond, time.Time{}
+	var d notification.Delivery
+	for {
+		var settledAt time.Time
+		inOrder := s.opts.OrderWait > 0 && time.Now().Before(orderDeadline)
+		d, settledAt, err = s.waitAndClaim(startCtx, ctx, p, env, lane, t, inOrder)
+		if !settledAt.IsZero() {
+			lane.Handover = settledAt
 		}
-		if err := t.pace.Limiter.Wait(startCtx, p, env.TenantID); err != nil {
-			return false
+		var nc *store.NotClaimable
+		if !errors.As(err, &nc) || !nc.Behind {
+			break
 		}
-		t.granted = true
-		limiterWait.WithLabelValues("global", p.String()).Observe(time.Since(start).Seconds())
-	}
-	if err := s.inflight.Acquire(startCtx, p); err != nil {
 		t.refund()
-		return false
+		s.inflight.Release(p)
+		if orderStart.IsZero() {
+			orderStart = time.Now()
+		}
+		select {
+		case <-startCtx.Done():
+			return false
+		case <-time.After(orderWait):
+		}
+		orderWait = min(2*orderWait, 500*time.Millisecond)
 	}
-	defer s.inflight.Release(p)
-
-	claimCtx, claimSpan := tracing.Tracer().Start(ctx, "claim")
-	d, settledAt, err := s.claim(claimCtx, env.TrackingID)
-	if err != nil {
-		claimSpan.SetAttributes(attribute.String("herald.claim", claimOutcome(err)))
+	if !orderStart.IsZero() {
+		limiterWait.WithLabelValues("order", p.String()).Observe(time.Since(orderStart).Seconds())
 	}
-	claimSpan.End()
-	if !settledAt.IsZero() {
-		lane.Handover = settledAt
+	if !errors.Is(err, errNotStarted) {
+		defer s.inflight.Release(p)
 	}
 	var nc *store.NotClaimable
 	switch {
 	case err == nil:
+	case errors.Is(err, errNotStarted):
+		return false
 	case errors.As(err, &nc) && nc.Leased:
 		// Still held by another attempt after HandoverWait: its holder is stuck or dead. Its lease will run
 		// out and the redrive sends it again; the lane moves on.
@@ -112,6 +120,45 @@ func (s *Sender) Handle(startCtx, ctx context.Context, m consume.Message, lane *
 		lane.Handover = time.Time{}
 	}
 	return s.deliver(ctx, p, d, t)
+}
+
+// errNotStarted: the worker stopped starting deliveries (startCtx ended) while this one waited for its
+// chat, its turn or an in-flight slot.
+var errNotStarted = errors.New("delivery not started")
+
+// waitAndClaim waits for the chat's interval (holding nothing), then the tenant's turn at its bot's rate
+// (holding nothing), then an in-flight slot, and claims the notification (inOrder: keeping the chat's
+// order, ClaimDeliveryInOrder). Unless it returns errNotStarted it holds the slot, which the caller
+// releases; a grant not used is the caller's to refund (t.refund). A bot whose token was refused sends
+// nothing: its messages go straight to their claims, which fail them.
+func (s *Sender) waitAndClaim(startCtx, ctx context.Context, p rate.Priority, env queue.Envelope, lane *consume.Lane, t *turn,
+	inOrder bool) (notification.Delivery, time.Time, error) {
+	if !t.pace.Refused() {
+		start := time.Now()
+		if lane.Chat != 0 {
+			if err := t.pace.Chats.WaitFree(startCtx, lane.Chat); err != nil {
+				return notification.Delivery{}, time.Time{}, errNotStarted
+			}
+			limiterWait.WithLabelValues("chat", p.String()).Observe(time.Since(start).Seconds())
+			start = time.Now()
+		}
+		if err := t.pace.Limiter.Wait(startCtx, p, env.TenantID); err != nil {
+			return notification.Delivery{}, time.Time{}, errNotStarted
+		}
+		t.granted = true
+		limiterWait.WithLabelValues("global", p.String()).Observe(time.Since(start).Seconds())
+	}
+	if err := s.inflight.Acquire(startCtx, p); err != nil {
+		t.refund()
+		return notification.Delivery{}, time.Time{}, errNotStarted
+	}
+	claimCtx, claimSpan := tracing.Tracer().Start(ctx, "claim")
+	defer claimSpan.End()
+	d, settledAt, err := s.claim(claimCtx, env.TrackingID, inOrder)
+	if err != nil {
+		claimSpan.SetAttributes(attribute.String("herald.claim", claimOutcome(err)))
+	}
+	return d, settledAt, err
 }
 
 // turn is a delivery's place at its bot's pace: the pace, and whether it was granted a turn at the bot's
@@ -150,12 +197,16 @@ func (t *turn) release() { t.s.opts.Paces.Release(t.pace) }
 // attempt ended (by the database's clock, translated to ours), the last moment another worker may have
 // sent to the chat. settledAt is also set when the notification is not claimable and its last attempt
 // ended less than the per-chat interval ago.
-func (s *Sender) claim(ctx context.Context, trackingID string) (d notification.Delivery, settledAt time.Time, err error) {
+func (s *Sender) claim(ctx context.Context, trackingID string, inOrder bool) (d notification.Delivery, settledAt time.Time, err error) {
 	handoverDeadline := time.Now().Add(s.opts.HandoverWait)
 	waitedForLease := false
 	wait := 10 * time.Millisecond
+	claim := s.opts.Store.ClaimDelivery
+	if inOrder {
+		claim = s.opts.Store.ClaimDeliveryInOrder
+	}
 	for {
-		d, err = s.opts.Store.ClaimDelivery(ctx, trackingID, s.opts.Lease)
+		d, err = claim(ctx, trackingID, s.opts.Lease)
 		var nc *store.NotClaimable
 		switch {
 		case err == nil:
@@ -169,6 +220,8 @@ func (s *Sender) claim(ctx context.Context, trackingID string) (d notification.D
 			}
 			waitedForLease = true
 			wait = 50 * time.Millisecond
+		case errors.As(err, &nc) && nc.Behind:
+			return d, time.Time{}, err // the caller waits for the message ahead (Handle)
 		case errors.As(err, &nc):
 			// Not to be sent now. If its last attempt ended within the chat's interval, that attempt may
 			// have been another worker's send to this chat (before a rebalance moved the partition here):
@@ -201,6 +254,8 @@ func claimOutcome(err error) string {
 	switch {
 	case errors.As(err, &nc) && nc.Leased:
 		return "leased"
+	case errors.As(err, &nc) && nc.Behind:
+		return "behind a message ahead in its chat"
 	case errors.As(err, &nc):
 		return "not claimable (" + string(nc.Status) + ")"
 	case errors.Is(err, store.ErrNotFound):

@@ -24,7 +24,7 @@ var (
 	}, []string{"outcome"})
 	limiterWait = promauto.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "herald_worker_ratelimit_wait_seconds",
-		Help:    "Time a delivery waited for the rate limiter, by limiter (global, chat) and priority.",
+		Help:    "Time a delivery waited for the rate limiter, by limiter (global, chat; order: for a message ahead of it in its chat) and priority.",
 		Buckets: []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 	}, []string{"limiter", "priority"})
 	inFlight = promauto.NewGaugeVec(prometheus.GaugeOpts{

@@ -49,6 +49,9 @@ type Options struct {
 	// HandoverWait bounds how long a claim waits for a notification that another attempt holds under a
 	// live lease (claim).
 	HandoverWait time.Duration
+	// OrderWait bounds how long a notification waits for a message ahead of it in its chat
+	// (notification.AheadSQL) before it is sent regardless; 0 keeps no order across topics.
+	OrderWait time.Duration
 	// Killed reports whether the worker was killed (the tests' crash): a dead worker writes nothing more.
 	Killed func() bool
 }
