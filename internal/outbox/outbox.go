@@ -48,8 +48,10 @@ type Options struct {
 	// store.PublishWindow.
 	ProduceTimeout time.Duration
 	// Batch tunes the batching of tenant sends: internal/batch's defaults (2 loops of up to 256, at most
-	// 512 waiting), and past capacity a standing queue is shed after 50 ms of waiting (Target) that lasted
-	// 250 ms (Interval), so accepted sends keep a bounded latency and the others get a fast 503.
+	// 512 waiting), and past capacity a standing queue — one each batch leaves requests behind in — is
+	// shed after 50 ms of waiting (Target) that lasted 250 ms (Interval), so accepted sends keep a bounded
+	// latency and the others get a fast 503. Slow batches at a low rate (a replica just started) are not
+	// shed: each takes all that waits.
 	Batch  batch.Options
 	Logger *slog.Logger
 }
