@@ -2,8 +2,11 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,7 +32,9 @@ const (
 type control struct {
 	sim   *api
 	calls atomic.Int64
-	fails atomic.Int64
+
+	mu    sync.Mutex
+	fails map[string]int // calls answered neither 400 (chat not found) nor 429, by what came instead
 }
 
 func (c *cluster) startControl(t *testing.T, ctx context.Context) (*control, func()) {
@@ -38,7 +43,7 @@ func (c *cluster) startControl(t *testing.T, ctx context.Context) (*control, fun
 		"first_name": "E2E control", "rate_limit": 100}, nil); err != nil {
 		t.Fatalf("adding the control bot: %v", err)
 	}
-	ctl := &control{sim: newAPI(c.sim.base, "")}
+	ctl := &control{sim: newAPI(c.sim.base, ""), fails: map[string]int{}}
 	ctl.sim.client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	var wg sync.WaitGroup
 	start := time.Now().Add(100 * time.Millisecond)
@@ -58,10 +63,16 @@ func (c *cluster) startControl(t *testing.T, ctx context.Context) (*control, fun
 					ctl.calls.Add(1)
 					// A chat the simulator does not know: the send counts against the bot's global limit
 					// only, and is answered 400 chat not found.
-					status, _ := ctl.sim.call("POST", "/bot"+controlBotToken+"/sendMessage",
+					status, err := ctl.sim.call("POST", "/bot"+controlBotToken+"/sendMessage",
 						map[string]any{"chat_id": 9_000_000 + i%50, "text": "control"}, nil)
 					if status != http.StatusBadRequest && status != http.StatusTooManyRequests {
-						ctl.fails.Add(1)
+						what := fmt.Sprintf("HTTP %d", status)
+						if err != nil {
+							what = errorKind(err)
+						}
+						ctl.mu.Lock()
+						ctl.fails[what]++
+						ctl.mu.Unlock()
 					}
 				})
 			}
@@ -85,8 +96,29 @@ func (ctl *control) report(workers, workersBefore, ctlNow, ctlBefore simStats) s
 		"the same run's perfectly paced control (%d/s from the host, %d calls): %d over it",
 		workers.Sends-workersBefore.Sends, workers.GlobalLimitViolations-workersBefore.GlobalLimitViolations,
 		controlRate, ctl.calls.Load(), ctlNow.GlobalLimitViolations-ctlBefore.GlobalLimitViolations)
-	if f := ctl.fails.Load(); f > 0 {
-		fmt.Fprintf(&b, " (%d control calls failed)", f)
+	ctl.mu.Lock()
+	defer ctl.mu.Unlock()
+	if len(ctl.fails) > 0 {
+		kinds := make([]string, 0, len(ctl.fails))
+		for what, n := range ctl.fails {
+			kinds = append(kinds, fmt.Sprintf("%d %s", n, what))
+		}
+		slices.Sort(kinds)
+		fmt.Fprintf(&b, " (control calls not answered by the simulator: %s)", strings.Join(kinds, ", "))
 	}
 	return b.String()
+}
+
+// errorKind names a failed call's error without its addresses: a timeout, a refused or reset connection.
+func errorKind(err error) string {
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne) && ne.Timeout():
+		return "timed out"
+	case strings.Contains(err.Error(), "refused"):
+		return "connection refused"
+	case strings.Contains(err.Error(), "reset"):
+		return "connection reset"
+	}
+	return "transport error"
 }
