@@ -21,9 +21,9 @@ type View struct {
 	SendAt             *time.Time
 	ExpiresAt          *time.Time
 	DeliveredAt        *time.Time
-	NextAttemptAt      *time.Time // when a retry is due; set only while retrying
-	Category           *string    // the send's category (§9); nil when it named none
-	Format             string     // FormatText or FormatHTML (§10); "" reads as FormatText
+	NextAttemptAt      *time.Time   // when a retry is due; set only while retrying
+	Category           *string      // the send's category (§9); nil when it named none
+	Format             string       // FormatText or FormatHTML (§10); "" reads as FormatText
 	Template           *TemplateRef // the template it was rendered from (§12); nil when sent without one
 }
 

@@ -42,9 +42,9 @@ type Effect struct {
 	// records nothing (the platform does not always report one).
 	ChatID   int64
 	Language string
-	replies []NewNotification
-	first   func(b *pgx.Batch)
-	then    func(b *pgx.Batch) ([]NewNotification, error)
+	replies  []NewNotification
+	first    func(b *pgx.Batch)
+	then     func(b *pgx.Batch) ([]NewNotification, error)
 
 	// Err is ErrUpdateProcessed when the update_id was claimed before (nothing was applied).
 	Err error
