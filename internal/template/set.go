@@ -94,21 +94,30 @@ func NormalizeTag(tag string) string {
 // the messenger's report, then the template's default_locale): each tried exactly, then by its primary
 // language (pt-br → pt); "" candidates are skipped. It returns the template's tag.
 func (s *Set) Choose(candidates ...string) string {
-	for _, c := range append(candidates, s.DefaultLocale) {
-		if c == "" {
-			continue
-		}
-		n := NormalizeTag(c)
-		if l, ok := s.locales[n]; ok {
-			return l.tag
-		}
-		if i := strings.IndexByte(n, '-'); i > 0 {
-			if l, ok := s.locales[n[:i]]; ok {
-				return l.tag
-			}
+	for _, c := range candidates {
+		if tag, ok := s.Match(c); ok {
+			return tag
 		}
 	}
 	return s.DefaultLocale
+}
+
+// Match finds the template's locale for one candidate: exactly, then by its primary language; "" matches
+// nothing.
+func (s *Set) Match(candidate string) (string, bool) {
+	if candidate == "" {
+		return "", false
+	}
+	n := NormalizeTag(candidate)
+	if l, ok := s.locales[n]; ok {
+		return l.tag, true
+	}
+	if i := strings.IndexByte(n, '-'); i > 0 {
+		if l, ok := s.locales[n[:i]]; ok {
+			return l.tag, true
+		}
+	}
+	return "", false
 }
 
 // Locales is the number of locales: one locale needs no user's locale to choose.
