@@ -59,6 +59,9 @@ func TestDevRunsThePrintedWalkthrough(t *testing.T) {
 		regexp.MustCompile(`\{"opted_out":true,"opted_out_categories":\[\],"blocked":false\}`),
 		regexp.MustCompile(`"error":\s*"user_opted_out"`),
 		regexp.MustCompile(`\{"opted_out":false\}`),
+		// The template step: rendered in the messenger's language, the data escaped, delivered as rendered.
+		regexp.MustCompile(`\{"status":"delivered","template":\{"name":"order.shipped","version":1,"locale":"en"\}\}`),
+		regexp.MustCompile(`(?m)^Order A-1001 has shipped, Alice & Bob$`),
 	} {
 		if !want.Match(out) {
 			t.Errorf("the walkthrough's output has no %s:\n%s", want, out)
