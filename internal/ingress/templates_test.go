@@ -3,11 +3,31 @@ package ingress_test
 import (
 	"context"
 	"net/http"
+	"log/slog"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/heraldhq/herald/internal/ingress"
+	"github.com/heraldhq/herald/internal/outbox"
+	"github.com/heraldhq/herald/internal/server"
 )
+
+// replica is a second tenant API over e's database and broker, as another ingress replica.
+func (e *env) replica(t *testing.T) *env {
+	t.Helper()
+	ob := outbox.New(e.st, e.broker.Producer(t, prefix), outbox.Options{Logger: slog.New(slog.DiscardHandler)})
+	t.Cleanup(ob.Close)
+	api := ingress.New(e.st, ob, slog.New(slog.DiscardHandler), ingress.Options{DeepLinkBase: "https://t.me", BotUsername: "b"})
+	r := server.NewRouter(slog.New(slog.DiscardHandler))
+	api.Routes(r)
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	c := *e
+	c.srv, c.api = srv, api
+	return &c
+}
 
 const orderTemplate = `{"format": "html", "default_locale": "en", "locales": {
 	"en": {"message": "<b>Order {{ order.id }}</b> for {{ name }}", "buttons": [[{"text": "Track {{ order.id }}", "url": "https://shop.example/t/{{ order.id }}"}]]},
@@ -320,4 +340,41 @@ func TestPreview(t *testing.T) {
 	if n := e.countRows(`SELECT count(*) FROM notifications WHERE template_name IS NOT NULL`); n != 0 {
 		t.Fatalf("a preview stored %d notifications", n)
 	}
+}
+
+// Two replicas over one database: a replica's own save and delete reach its sends at once; another
+// replica's reach them within TemplateHeadTTL (templatecache.go), and a version named explicitly follows
+// the deletion alike.
+func TestTemplateCacheAcrossReplicas(t *testing.T) {
+	e, key := newEnvWithUser(t)
+	other := e.replica(t)
+	put := `{"default_locale": "en", "locales": {"en": {"message": "v1 {{ n }}"}}}`
+	e.putTemplate(key, "hello", put, http.StatusCreated)
+	send := func(srv *env, extra string) response {
+		return srv.do("POST", "/v1/send", key, `{"user_id": "u1", "template": "hello", "data": {"n": 1}`+extra+`}`)
+	}
+	if r := send(other, ""); r.status != 202 { // warms the other replica's cache
+		t.Fatalf("other replica: %d %s", r.status, r.body)
+	}
+	// A new version saved through the first replica: the other renders it within the TTL.
+	e.putTemplate(key, "hello", strings.Replace(put, "v1", "v2", 1), http.StatusCreated)
+	deadline := time.Now().Add(ingress.TemplateHeadTTL + 2*time.Second)
+	for {
+		id := send(other, "").json(t)["tracking_id"].(string)
+		if body, _, _, _, _ := e.stored(id); strings.HasSuffix(body, "v2 1") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the other replica still renders version 1 past the TTL")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Deleted through the first: 404 there at once, and on the other within the TTL, also for version 1.
+	if r := e.do("DELETE", "/v1/templates/hello", key, nil); r.status != 204 {
+		t.Fatal(r.status)
+	}
+	expectError(t, send(e, ""), 404, "template_not_found")
+	time.Sleep(ingress.TemplateHeadTTL + 100*time.Millisecond)
+	expectError(t, send(other, ""), 404, "template_not_found")
+	expectError(t, send(other, `, "template_version": 1`), 404, "template_not_found")
 }
