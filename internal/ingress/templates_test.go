@@ -2,8 +2,8 @@ package ingress_test
 
 import (
 	"context"
-	"net/http"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
