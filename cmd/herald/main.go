@@ -17,6 +17,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	_ "time/tzdata" // PATCH /v1/users/{id} checks time zones against the zone database, also in a static image without one
 
 	"github.com/alecthomas/kong"
 

@@ -44,7 +44,7 @@ func (e *Error) With(format string, args ...any) *Error {
 }
 
 // The catalogue: the spec's codes (v1-extensions' included: not_cancellable, limit_reached, invalid_format,
-// and §9's user_opted_out and opted_out_by_user) and the ones the design brief adds.
+// §9's user_opted_out and opted_out_by_user, §12's template_*) and the ones the design brief adds.
 var (
 	Unauthorized        = &Error{Code: "unauthorized", Status: http.StatusUnauthorized, Message: "missing, invalid or inactive credentials"}
 	InvalidRequest      = &Error{Code: "invalid_request", Status: http.StatusBadRequest, Message: "the request is malformed"}
@@ -58,8 +58,13 @@ var (
 	IdempotencyConflict = &Error{Code: "idempotency_conflict", Status: http.StatusConflict, Message: "this Idempotency-Key was used with a different request body"}
 	NotCancellable      = &Error{Code: "not_cancellable", Status: http.StatusConflict, Message: "only scheduled, queued or retrying notifications can be cancelled"}
 	LimitReached        = &Error{Code: "limit_reached", Status: http.StatusConflict, Message: "a limit on the number of these resources is reached"}
-	RateLimited         = &Error{Code: "rate_limited", Status: http.StatusTooManyRequests, Message: "too many requests"}
-	MethodNotAllowed    = &Error{Code: "invalid_request", Status: http.StatusMethodNotAllowed, Message: "method not allowed"}
+	// The templates of v1 extensions §12.
+	TemplateInvalid      = &Error{Code: "template_invalid", Status: http.StatusBadRequest, Message: "the template does not parse"}
+	TemplateNotFound     = &Error{Code: "template_not_found", Status: http.StatusNotFound, Message: "no such template or version"}
+	TemplateDataMissing  = &Error{Code: "template_data_missing", Status: http.StatusBadRequest, Message: "the data misses paths the template reads"}
+	TemplateRenderFailed = &Error{Code: "template_render_failed", Status: http.StatusBadRequest, Message: "the template could not be rendered with this data"}
+	RateLimited          = &Error{Code: "rate_limited", Status: http.StatusTooManyRequests, Message: "too many requests"}
+	MethodNotAllowed     = &Error{Code: "invalid_request", Status: http.StatusMethodNotAllowed, Message: "method not allowed"}
 	// PayloadTooLarge is a body over a route's limit: the request is malformed (invalid_request), and its
 	// status says which way, so a client can tell it from a schema error without reading the message.
 	PayloadTooLarge = &Error{Code: "invalid_request", Status: http.StatusRequestEntityTooLarge, Message: "the request body is too large"}
@@ -75,7 +80,8 @@ var catalogue = map[string]*Error{}
 
 func init() {
 	for _, e := range []*Error{Unauthorized, InvalidRequest, MessageTooLong, InvalidFormat, PhoneUnverified, UserOptedOut, OptedOutByUser, QueueError,
-		NotFound, IdempotencyConflict, NotCancellable, LimitReached, RateLimited, Internal, Unavailable} {
+		NotFound, IdempotencyConflict, NotCancellable, LimitReached, RateLimited, Internal, Unavailable,
+		TemplateInvalid, TemplateNotFound, TemplateDataMissing, TemplateRenderFailed} {
 		catalogue[e.Code] = e
 	}
 }

@@ -59,6 +59,9 @@ func TestDevRunsThePrintedWalkthrough(t *testing.T) {
 		regexp.MustCompile(`\{"opted_out":true,"opted_out_categories":\[\],"blocked":false\}`),
 		regexp.MustCompile(`"error":\s*"user_opted_out"`),
 		regexp.MustCompile(`\{"opted_out":false\}`),
+		// The template step: rendered in the messenger's language, the data escaped, delivered as rendered.
+		regexp.MustCompile(`\{"status":"delivered","template":\{"name":"order.shipped","version":1,"locale":"en"\}\}`),
+		regexp.MustCompile(`(?m)^Order A-1001 has shipped, Alice & Bob$`),
 	} {
 		if !want.Match(out) {
 			t.Errorf("the walkthrough's output has no %s:\n%s", want, out)
@@ -77,8 +80,9 @@ func TestDevRunsThePrintedWalkthrough(t *testing.T) {
 	if n := len(answered.FindAll(out, -1)); n != 6 {
 		t.Errorf("%d of the six user actions were answered by Herald's webhook:\n%s", n, out)
 	}
-	if n := len(regexp.MustCompile(`"status":\s*"delivered"`).FindAll(out, -1)); n != 2 {
-		t.Errorf("%d of the two sends were delivered:\n%s", n, out)
+	// The first send, the second tenant's, and the templated one of the last step.
+	if n := len(regexp.MustCompile(`"status":\s*"delivered"`).FindAll(out, -1)); n != 3 {
+		t.Errorf("%d of the three sends were delivered:\n%s", n, out)
 	}
 
 	// A second herald dev on the same data directory says why it cannot start, without PostgreSQL's log.

@@ -75,6 +75,7 @@ type API struct {
 	inFlight   chan struct{} // a slot per /v1 request in flight
 	batchSlots chan struct{}
 	admission  *admission
+	templates  *templateCache
 }
 
 // New builds the tenant API. Notifications go through ob (close it after the HTTP server has stopped, so
@@ -103,7 +104,8 @@ func New(st *store.Store, ob *outbox.Outbox, logger *slog.Logger, opts Options) 
 		unknownKeys: newNegativeCache(NegativeCacheTTL), failures: newFailureLimiter(cmp.Or(opts.MaxAuthFailures, MaxAuthFailures), AuthFailureWindow),
 		recentKeys: newRecentKeys(RecentKeyTTL), throttledLookups: newLookupBudget(ThrottledLookupsPerSecond, ThrottledLookupBurst),
 		inFlight: make(chan struct{}, opts.MaxInFlight), batchSlots: make(chan struct{}, opts.MaxInFlightBatches),
-		admission: newAdmission(opts.MaxInFlight, opts.MaxInFlightBatches, opts.MaxInFlightBytes)}
+		admission: newAdmission(opts.MaxInFlight, opts.MaxInFlightBatches, opts.MaxInFlightBytes),
+		templates: newTemplateCache(st, TemplateHeadTTL)}
 }
 
 // handle adapts a handler that returns an error.

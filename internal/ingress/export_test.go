@@ -20,3 +20,6 @@ func RequestsInFlight(a *API) int { return len(a.inFlight) }
 func SetThrottledLookups(a *API, perSecond float64, burst int) {
 	a.throttledLookups = newLookupBudget(perSecond, burst)
 }
+
+// TemplateLookups is how many times a's template cache read PostgreSQL.
+func TemplateLookups(a *API) int { return a.templates.lookups() }

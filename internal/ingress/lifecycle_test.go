@@ -459,7 +459,7 @@ func TestUsersGetAndErase(t *testing.T) {
 	r := e.do("GET", path, key, nil)
 	m := r.json(t)
 	if r.status != 200 || m["user_id"] != user || m["linked"] != true || m["linked_at"] == nil || m["phone_verification"] != "verified" ||
-		m["phone_last4"] != "4567" || m["verified_at"] == nil || len(m) != 9 { // §6's six and §9's opted_out, opted_out_categories, blocked
+		m["phone_last4"] != "4567" || m["verified_at"] == nil || len(m) != 12 { // §6's six, §9's opted_out, opted_out_categories, blocked, §12's locale, messenger_language, time_zone
 		t.Errorf("GET verified user: %d %s", r.status, r.body)
 	}
 	if strings.Contains(string(r.body), "777001") {

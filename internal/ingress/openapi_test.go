@@ -156,6 +156,31 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 	check("DELETE", "/v1/callbacks/{id}", e.do("DELETE", "/v1/callbacks/"+cbID, "", nil), 401)
 	check("DELETE", "/v1/callbacks/{id}", e.do("DELETE", "/v1/callbacks/"+cbID, key, nil), 404)
 
+	// Templates and locales (§12).
+	tpl := `{"format": "html", "default_locale": "en", "locales": {"en": {"message": "<b>{{ n }}</b>", "buttons": [[{"text": "Go", "url": "https://x.example/{{ n }}"}]]}, "de": {"message": "{{ n }}!"}}}`
+	check("PUT", "/v1/templates/{name}", e.do("PUT", "/v1/templates/hello", key, tpl), 201)
+	check("PUT", "/v1/templates/{name}", e.do("PUT", "/v1/templates/hello", key, tpl), 200)
+	check("PUT", "/v1/templates/{name}", e.do("PUT", "/v1/templates/hello", key, `{"default_locale": "en", "locales": {"en": {"message": "{{ x"}}}`), 400)
+	check("PUT", "/v1/templates/{name}", e.do("PUT", "/v1/templates/hello", "", nil), 401)
+	check("GET", "/v1/templates/{name}", e.do("GET", "/v1/templates/hello", key, nil), 200)
+	check("GET", "/v1/templates/{name}", e.do("GET", "/v1/templates/nope", key, nil), 404)
+	check("GET", "/v1/templates/{name}/versions/{version}", e.do("GET", "/v1/templates/hello/versions/1", key, nil), 200)
+	check("GET", "/v1/templates/{name}/versions/{version}", e.do("GET", "/v1/templates/hello/versions/2", key, nil), 404)
+	check("GET", "/v1/templates", e.do("GET", "/v1/templates", key, nil), 200)
+	check("GET", "/v1/templates", e.do("GET", "/v1/templates?limit=0", key, nil), 400)
+	check("POST", "/v1/templates/{name}/preview", e.do("POST", "/v1/templates/hello/preview", key, `{"data": {"n": 1}, "locale": "de"}`), 200)
+	check("POST", "/v1/templates/{name}/preview", e.do("POST", "/v1/templates/hello/preview", key, `{"data": {}}`), 400)
+	check("POST", "/v1/templates/{name}/preview", e.do("POST", "/v1/templates/nope/preview", key, `{}`), 404)
+	templated := e.do("POST", "/v1/send", key, `{"user_id": "u1", "template": "hello", "data": {"n": 1}}`)
+	check("POST", "/v1/send", templated, 202)
+	check("GET", "/v1/status/{tracking_id}", e.do("GET", "/v1/status/"+templated.json(t)["tracking_id"].(string), key, nil), 200)
+	check("POST", "/v1/send", e.do("POST", "/v1/send", key, `{"user_id": "u1", "template": "nope"}`), 404)
+	check("PATCH", "/v1/users/{user_id}", e.do("PATCH", "/v1/users/u1", key, `{"locale": "de", "time_zone": "Europe/Berlin"}`), 200)
+	check("PATCH", "/v1/users/{user_id}", e.do("PATCH", "/v1/users/u1", key, `{"time_zone": "Nowhere/Else"}`), 400)
+	check("GET", "/v1/users/{user_id}", e.do("GET", "/v1/users/u1", key, nil), 200)
+	check("DELETE", "/v1/templates/{name}", e.do("DELETE", "/v1/templates/hello", key, nil), 204)
+	check("DELETE", "/v1/templates/{name}", e.do("DELETE", "/v1/templates/hello", key, nil), 404)
+
 	// Over the tenant's limits: sends, then every other route.
 	e.limit("acme", store.TenantLimits{SendsPerSecond: int32p(1), Burst: int32p(1), RequestsPerSecond: int32p(1)})
 	waitForLimits := func(method, path string, body any) response {

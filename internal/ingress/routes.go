@@ -35,7 +35,15 @@ func (a *API) Routes(r chi.Router) {
 				r.Delete("/callbacks/{id}", a.handle(a.deleteCallback))
 				r.Post("/callbacks/{id}/rotate-secret", a.handle(a.rotateCallbackSecret))
 				r.Post("/callbacks/{id}/test", a.handle(a.testCallback))
+				r.Patch("/users/{user_id}", a.handle(a.patchUser))
+				r.Get("/templates", a.handle(a.listTemplates))
+				r.Get("/templates/{name}", a.handle(a.getTemplate))
+				r.Get("/templates/{name}/versions/{version}", a.handle(a.getTemplate))
+				r.Delete("/templates/{name}", a.handle(a.deleteTemplate))
+				r.Post("/templates/{name}/preview", a.handle(a.previewTemplate))
 			})
+			// A template may hold 50 locales of 16 KiB: its body is admitted as a batch's is.
+			r.With(a.limitRequests, a.admit(MaxTemplateBodyBytes, true)).Put("/templates/{name}", a.handle(a.putTemplate))
 		})
 	})
 }

@@ -2,6 +2,7 @@ package ingress
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -51,6 +52,11 @@ type sendRequest struct {
 	Silent         json.RawMessage `json:"silent"`
 	ProtectContent json.RawMessage `json:"protect_content"`
 	LinkPreview    json.RawMessage `json:"link_preview"`
+	// The template fields (§12), instead of message.
+	Template        *string         `json:"template"`
+	Data            json.RawMessage `json:"data"`
+	TemplateVersion json.RawMessage `json:"template_version"`
+	Locale          json.RawMessage `json:"locale"`
 }
 
 type sendResponse struct {
@@ -64,13 +70,32 @@ type validSend struct {
 	item    outbox.Item
 	message string // before branding: the tenant's text, or its markup
 	rich    richOptions
+	tmpl    *templated // a templated send (§12); nil: none
 }
 
 func (v validSend) meaning() []byte {
 	it := v.item
+	if v.tmpl != nil {
+		// As given (the template's name, version, locale and data), not as rendered: a retry after the
+		// template changed still means its first try. The template decides format and buttons; the flags
+		// are the send's.
+		fields := sendFields(it.UserID, "", it.Priority, it.Metadata, it.SendAt, it.ExpiresAt, it.Category)
+		fields = append(fields, v.tmpl.meaning...)
+		b, _ := json.Marshal(append(fields, v.rich.Silent, v.rich.ProtectContent, !v.rich.NoLinkPreview))
+		return b
+	}
 	fields := sendFields(it.UserID, v.message, it.Priority, it.Metadata, it.SendAt, it.ExpiresAt, it.Category)
 	b, _ := json.Marshal(v.rich.meaning(fields))
 	return b
+}
+
+// withTemplate records on a validated send the template it was rendered from.
+func (v validSend) withTemplate(t *templated) validSend {
+	if t != nil {
+		v.tmpl = t
+		v.item.Template = &t.ref
+	}
+	return v
 }
 
 // validateSend checks one send (the body of POST /v1/send, or an item of a batch: the same code for both)
@@ -162,10 +187,18 @@ func (a *API) send(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeObject(w, r, &req); err != nil {
 		return err
 	}
+	tms, errs, err := a.resolveTemplates(r.Context(), p.TenantID, []*sendRequest{&req})
+	if err != nil {
+		return err
+	}
+	if errs[0] != nil {
+		return errs[0]
+	}
 	v, err := validateSend(req, p.Label, time.Now())
 	if err != nil {
 		return err
 	}
+	v = v.withTemplate(tms[0])
 	idem, err := idempotency(r, v.meaning)
 	if err != nil {
 		return err
@@ -226,12 +259,25 @@ func (a *API) sendBatch(w http.ResponseWriter, r *http.Request) error {
 	items := make([]outbox.Item, len(raw))
 	valids := make([]*validSend, len(raw))
 	valid := 0
+	// Decode every item, then resolve the templated ones together (one read of their users' locales).
+	srs := make([]*sendRequest, len(raw))
+	decodeErrs := make([]error, len(raw))
 	for i, b := range raw {
 		var sr sendRequest
-		err := decodeStrict(b, &sr, "each item")
+		if decodeErrs[i] = decodeStrict(b, &sr, "each item"); decodeErrs[i] == nil {
+			srs[i] = &sr
+		}
+	}
+	tms, templateErrs, err := a.resolveTemplates(r.Context(), p.TenantID, srs)
+	if err != nil {
+		return err
+	}
+	for i := range raw {
+		err := cmp.Or(decodeErrs[i], templateErrs[i])
 		var v validSend
 		if err == nil {
-			v, err = validateSend(sr, p.Label, now)
+			v, err = validateSend(*srs[i], p.Label, now)
+			v = v.withTemplate(tms[i])
 		}
 		if err != nil {
 			e, _ := apierror.From(err)

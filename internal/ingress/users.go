@@ -1,8 +1,10 @@
 package ingress
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -22,6 +24,79 @@ type userResponse struct {
 	OptedOut           bool     `json:"opted_out"`
 	OptedOutCategories []string `json:"opted_out_categories"`
 	Blocked            bool     `json:"blocked"`
+	// v1 extensions §12: what the tenant set, and the language the messenger reported for the user's chat.
+	Locale            *string `json:"locale"`
+	MessengerLanguage *string `json:"messenger_language"`
+	TimeZone          *string `json:"time_zone"`
+}
+
+func userResource(u store.User) userResponse {
+	return userResponse{
+		UserID: u.UserID, Linked: u.LinkedAt != nil, LinkedAt: optionalTimestamp(u.LinkedAt),
+		PhoneVerification: u.PhoneVerification, VerifiedAt: optionalTimestamp(u.VerifiedAt), PhoneLast4: u.PhoneLast4,
+		OptedOut: u.OptedOut, OptedOutCategories: u.OptedOutCategories, Blocked: u.Blocked,
+		Locale: u.Locale, MessengerLanguage: u.MessengerLanguage, TimeZone: u.TimeZone,
+	}
+}
+
+// patchUserRequest is PATCH /v1/users/{user_id}: each field optional, null clears it.
+type patchUserRequest struct {
+	Locale   json.RawMessage `json:"locale"`
+	TimeZone json.RawMessage `json:"time_zone"`
+}
+
+// patchUser is PATCH /v1/users/{user_id} (§12): the user's locale (a language tag) and time zone (an IANA
+// name the zone database knows), for a user linked or not yet.
+func (a *API) patchUser(w http.ResponseWriter, r *http.Request) error {
+	userID, ok := userIDParam(chi.URLParam(r, "user_id"))
+	if !ok {
+		return apierror.InvalidRequest.With("user_id must be 1-%d characters, without control characters", MaxUserIDLength)
+	}
+	var req patchUserRequest
+	if err := decodeObject(w, r, &req); err != nil {
+		return err
+	}
+	var set store.UserSettings
+	var err error
+	if set.SetLocale, set.Locale, err = optionalString(req.Locale, "locale", func(s string) bool { return localeTag.MatchString(s) },
+		"a language tag, like en, pt-br or zh-Hant-TW"); err != nil {
+		return err
+	}
+	if set.SetTimeZone, set.TimeZone, err = optionalString(req.TimeZone, "time_zone", validTimeZone,
+		"an IANA time zone name, like Europe/Berlin"); err != nil {
+		return err
+	}
+	u, err := a.store.SetUserSettings(r.Context(), principalOf(r.Context()).TenantID, userID, set)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, userResource(u))
+	return nil
+}
+
+// optionalString reads a PATCH field: absent (not set), null (set to nil) or a string that valid accepts.
+func optionalString(raw json.RawMessage, field string, valid func(string) bool, what string) (bool, *string, error) {
+	if len(raw) == 0 {
+		return false, nil, nil
+	}
+	if string(raw) == "null" {
+		return true, nil, nil
+	}
+	var s string
+	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil || !valid(s) {
+		return false, nil, apierror.InvalidRequest.With("%s must be %s, or null", field, what)
+	}
+	return true, &s, nil
+}
+
+// validTimeZone: a name of the zone database (embedded in the binary: cmd/herald imports time/tzdata).
+// "Local" and "" are names time.LoadLocation accepts that are not IANA zones.
+func validTimeZone(s string) bool {
+	if s == "" || s == "Local" || len(s) > 64 {
+		return false
+	}
+	_, err := time.LoadLocation(s)
+	return err == nil
 }
 
 // getUser is GET /v1/users/{user_id}: what Herald knows of the user for this tenant, never the chat id or
@@ -38,11 +113,7 @@ func (a *API) getUser(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, userResponse{
-		UserID: u.UserID, Linked: u.LinkedAt != nil, LinkedAt: optionalTimestamp(u.LinkedAt),
-		PhoneVerification: u.PhoneVerification, VerifiedAt: optionalTimestamp(u.VerifiedAt), PhoneLast4: u.PhoneLast4,
-		OptedOut: u.OptedOut, OptedOutCategories: u.OptedOutCategories, Blocked: u.Blocked,
-	})
+	writeJSON(w, http.StatusOK, userResource(u))
 	return nil
 }
 

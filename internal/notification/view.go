@@ -21,14 +21,23 @@ type View struct {
 	SendAt             *time.Time
 	ExpiresAt          *time.Time
 	DeliveredAt        *time.Time
-	NextAttemptAt      *time.Time // when a retry is due; set only while retrying
-	Category           *string    // the send's category (§9); nil when it named none
-	Format             string     // FormatText or FormatHTML (§10); "" reads as FormatText
+	NextAttemptAt      *time.Time   // when a retry is due; set only while retrying
+	Category           *string      // the send's category (§9); nil when it named none
+	Format             string       // FormatText or FormatHTML (§10); "" reads as FormatText
+	Template           *TemplateRef // the template it was rendered from (§12); nil when sent without one
+}
+
+// TemplateRef names what a templated notification was rendered from (§12): the template's name, the
+// version and the locale chosen at acceptance.
+type TemplateRef struct {
+	Name    string `json:"name"`
+	Version int    `json:"version"`
+	Locale  string `json:"locale"`
 }
 
 // Resource is the contract's Notification resource, rendered once for every place that shows it: the /v1
 // answers (internal/ingress) and the payloads of status callbacks (internal/callback). A field added here
-// appears in both. The spec's fields, then the v1 extensions' (§2, §9, §10); never the body.
+// appears in both. The spec's fields, then the v1 extensions' (§2, §9, §10, §12); never the body.
 type Resource struct {
 	TrackingID         string            `json:"tracking_id"`
 	UserID             string            `json:"user_id"`
@@ -47,6 +56,7 @@ type Resource struct {
 	NextAttemptAt      *string           `json:"next_attempt_at"`
 	Category           *string           `json:"category"`
 	Format             string            `json:"format"`
+	Template           *TemplateRef      `json:"template"`
 }
 
 // Resource renders the view as the resource.
@@ -61,7 +71,7 @@ func (v View) Resource() Resource {
 		LastErrorCode: v.LastErrorCode, LastErrorMessage: v.LastErrorMessage, Metadata: metadata,
 		SendAt: OptionalTimestamp(v.SendAt), ExpiresAt: OptionalTimestamp(v.ExpiresAt),
 		DeliveredAt: OptionalTimestamp(v.DeliveredAt), NextAttemptAt: OptionalTimestamp(v.NextAttemptAt),
-		Category: v.Category, Format: cmp.Or(v.Format, FormatText),
+		Category: v.Category, Format: cmp.Or(v.Format, FormatText), Template: v.Template,
 	}
 }
 

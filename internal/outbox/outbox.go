@@ -105,6 +105,8 @@ type Item struct {
 	// buttons as the inline keyboard sendMessage takes (nil: none). The worker sends them as stored.
 	notification.Rich
 	ReplyMarkup json.RawMessage
+	// Template: the template Body was rendered from (§12); nil: none.
+	Template *notification.TemplateRef
 	// Refused, when set, is the item's answer already (the caller refused it, e.g. as invalid): it is not
 	// stored, and stands in the answer (and the idempotent replay) at its position.
 	Refused *Result
@@ -176,7 +178,8 @@ func (o *Outbox) Send(ctx context.Context, tenantID string, items []Item, idem *
 			}
 			r.ns = append(r.ns, store.NewNotification{TrackingID: newTrackingID(), Kind: notification.KindTenant, TenantID: tenantID,
 				UserID: it.UserID, Priority: it.Priority, Body: it.Body, Status: status, Metadata: it.Metadata,
-				SendAt: it.SendAt, ExpiresAt: it.ExpiresAt, Category: it.Category, Rich: it.Rich, ReplyMarkup: it.ReplyMarkup})
+				SendAt: it.SendAt, ExpiresAt: it.ExpiresAt, Category: it.Category, Rich: it.Rich, ReplyMarkup: it.ReplyMarkup,
+				Template: it.Template})
 			r.pos = append(r.pos, i)
 		}
 		a, err := o.sends.Do(ctx, r)

@@ -45,6 +45,8 @@ type NewNotification struct {
 	SendAt    *time.Time        // as the tenant gave it, also when already due
 	ExpiresAt *time.Time
 	Category  string // "": none
+	// Template: the template the body was rendered from (§12); nil: none.
+	Template *notification.TemplateRef
 }
 
 // Every row is committed before its envelope is published (internal/outbox), so a worker that receives an
@@ -68,22 +70,24 @@ var insertTenantSQL = `
 	WITH r AS (
 		SELECT r.tracking_id, r.tenant_id, r.user_id, r.priority, r.body, r.status, r.metadata, r.send_at,
 		       r.expires_at, r.category, r.format, r.entities, r.reply_markup, r.silent, r.protect_content, r.link_preview,
-		       l.chat_id, l.bot_id
+		       r.template_name, r.template_version, r.template_locale, l.chat_id, l.bot_id
 		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::smallint[], $5::text[], $6::text[], $7::text[],
 		            $8::timestamptz[], $9::timestamptz[], $10::text[], $11::text[], $12::text[], $13::text[],
-		            $14::boolean[], $15::boolean[], $16::boolean[])
+		            $14::boolean[], $15::boolean[], $16::boolean[], $17::text[], $18::int[], $19::text[])
 		     AS r(tracking_id, tenant_id, user_id, priority, body, status, metadata, send_at, expires_at, category,
-		          format, entities, reply_markup, silent, protect_content, link_preview)
+		          format, entities, reply_markup, silent, protect_content, link_preview, template_name, template_version,
+		          template_locale)
 		JOIN links l ON l.tenant_id = r.tenant_id AND l.user_id = r.user_id
 		JOIN phone_verifications v ON v.tenant_id = r.tenant_id AND v.user_id = r.user_id
 		WHERE v.status = 'verified'
 		  AND NOT EXISTS (SELECT 1 FROM opt_outs o WHERE o.tenant_id = r.tenant_id AND o.user_id = r.user_id AND ` + optOutCovers(`r.category`) + `))
 	INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, chat_id, bot_id, priority, body, status, published_at,
 	                           metadata, send_at, expires_at, category, format, entities, reply_markup, silent, protect_content,
-	                           link_preview)
+	                           link_preview, template_name, template_version, template_locale)
 	SELECT tracking_id, ` + notification.KindTenantSQL + `, tenant_id, user_id, chat_id, bot_id, priority, body, status,
 	       CASE WHEN status = ` + notification.Queued.SQL() + ` THEN now() END, metadata::jsonb, send_at, expires_at, category,
-	       format, entities, reply_markup::jsonb, silent, protect_content, link_preview
+	       format, entities, reply_markup::jsonb, silent, protect_content, link_preview, template_name, template_version,
+	       template_locale
 	FROM r
 	RETURNING tracking_id::text, COALESCE(bot_id, 0), chat_id`
 
@@ -159,7 +163,15 @@ func insertTenant(ctx context.Context, q querier, ns []NewNotification) (map[str
 	silent := make([]*bool, len(ns))
 	protect := make([]*bool, len(ns))
 	preview := make([]*bool, len(ns))
+	// The template (§12), NULL for a send without one.
+	tNames := make([]*string, len(ns))
+	tVersions := make([]*int32, len(ns))
+	tLocales := make([]*string, len(ns))
 	for i, n := range ns {
+		if t := n.Template; t != nil {
+			v := int32(t.Version)
+			tNames[i], tVersions[i], tLocales[i] = &t.Name, &v, &t.Locale
+		}
 		ids[i], tenants[i], users[i], prios[i], bodies[i] = n.TrackingID, n.TenantID, n.UserID, int16(n.Priority), n.Body
 		statuses[i] = string(notification.Accept.To())
 		if n.Status != "" {
@@ -188,7 +200,7 @@ func insertTenant(ctx context.Context, q querier, ns []NewNotification) (map[str
 	b := &pgx.Batch{}
 	b.Queue(lockGateSQL, buckets)
 	b.Queue(insertTenantSQL, ids, tenants, users, prios, bodies, statuses, metadata, sendAt, expiresAt, categories,
-		formats, entities, markups, silent, protect, preview)
+		formats, entities, markups, silent, protect, preview, tNames, tVersions, tLocales)
 	br := q.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
@@ -289,13 +301,14 @@ func (s *Store) MarkUnpublished(ctx context.Context, trackingIDs []string) error
 var viewColumns = `tracking_id::text, user_id, priority, status, attempts, created_at, updated_at,
 	messenger_message_id, last_error_code, last_error_message, COALESCE(metadata, '{}'::jsonb), send_at, expires_at,
 	delivered_at, CASE WHEN status = ` + notification.Retrying.SQL() + ` THEN next_attempt_at END, category,
-	COALESCE(format, '` + notification.FormatText + `')`
+	COALESCE(format, '` + notification.FormatText + `'),
+	CASE WHEN template_name IS NOT NULL THEN jsonb_build_object('name', template_name, 'version', template_version, 'locale', template_locale) END`
 
 // viewScanArgs are the destinations of viewColumns in v.
 func viewScanArgs(v *notification.View) []any {
 	return []any{&v.TrackingID, &v.UserID, &v.Priority, &v.Status, &v.Attempts, &v.CreatedAt, &v.UpdatedAt,
 		&v.MessengerMessageID, &v.LastErrorCode, &v.LastErrorMessage, &v.Metadata, &v.SendAt, &v.ExpiresAt,
-		&v.DeliveredAt, &v.NextAttemptAt, &v.Category, &v.Format}
+		&v.DeliveredAt, &v.NextAttemptAt, &v.Category, &v.Format, &v.Template}
 }
 
 // scanView reads one row of viewColumns.

@@ -36,10 +36,15 @@ type Effect struct {
 	UpdateID int64
 	// Bot is the bot that received the update (notification.SharedBot: the shared bot). Two bots' updates
 	// may carry the same update_id: each takes effect once per bot.
-	Bot     notification.BotID
-	replies []NewNotification
-	first   func(b *pgx.Batch)
-	then    func(b *pgx.Batch) ([]NewNotification, error)
+	Bot notification.BotID
+	// ChatID and Language: the chat the update came from and the sender's language_code (§12), recorded
+	// for that chat and bot by the statement that claims the update, when the update is new. Language ""
+	// records nothing (the platform does not always report one).
+	ChatID   int64
+	Language string
+	replies  []NewNotification
+	first    func(b *pgx.Batch)
+	then     func(b *pgx.Batch) ([]NewNotification, error)
 
 	// Err is ErrUpdateProcessed when the update_id was claimed before (nothing was applied).
 	Err error
@@ -76,9 +81,17 @@ func (s *Store) ApplyUpdates(ctx context.Context, effects []*Effect) error {
 		for i, k := range keys {
 			bots[i], ids[i] = k.bot, k.update
 		}
-		rows, err := tx.Query(ctx, `
-			INSERT INTO processed_updates (bot_id, update_id) SELECT * FROM unnest($1::bigint[], $2::bigint[])
-			ON CONFLICT DO NOTHING RETURNING bot_id, update_id`, bots, ids)
+		// The languages ride on the same statement: the latest claimed update of each (bot, chat) that
+		// reports one sets the chat's language (§12), so keeping it costs no round trip.
+		var lBots, lUpdates, lChats []int64
+		var lCodes []string
+		for _, e := range effects {
+			if e.Language != "" && e.ChatID != 0 {
+				lBots, lUpdates, lChats = append(lBots, int64(e.Bot)), append(lUpdates, e.UpdateID), append(lChats, e.ChatID)
+				lCodes = append(lCodes, e.Language)
+			}
+		}
+		rows, err := tx.Query(ctx, claimUpdatesSQL, bots, ids, lBots, lUpdates, lChats, lCodes)
 		if err != nil {
 			return fmt.Errorf("claiming updates: %w", err)
 		}
@@ -142,6 +155,23 @@ func (s *Store) ApplyUpdates(ctx context.Context, effects []*Effect) error {
 	}
 	return translate(err, "applying updates")
 }
+
+// claimUpdatesSQL claims the update ids ($1 bots, $2 ids) and records the languages of the claimed ones
+// ($3 bots, $4 update ids, $5 chats, $6 language codes): per (bot, chat) the one of its latest update, and
+// only when it changes (an update from a chat whose language is known writes nothing more).
+const claimUpdatesSQL = `
+	WITH claimed AS (
+		INSERT INTO processed_updates (bot_id, update_id) SELECT * FROM unnest($1::bigint[], $2::bigint[])
+		ON CONFLICT DO NOTHING RETURNING bot_id, update_id),
+	languages AS (
+		INSERT INTO chat_languages AS cl (bot_id, chat_id, language_code)
+		SELECT DISTINCT ON (l.bot_id, l.chat_id) l.bot_id, l.chat_id, left(l.code, 35)
+		FROM unnest($3::bigint[], $4::bigint[], $5::bigint[], $6::text[]) AS l(bot_id, update_id, chat_id, code)
+		JOIN claimed c ON c.bot_id = l.bot_id AND c.update_id = l.update_id
+		ORDER BY l.bot_id, l.chat_id, l.update_id DESC
+		ON CONFLICT (bot_id, chat_id) DO UPDATE SET language_code = excluded.language_code, updated_at = now()
+		WHERE cl.language_code <> excluded.language_code)
+	SELECT bot_id, update_id FROM claimed`
 
 // processedUpdate is the key of processed_updates: an update of a bot (0: the shared bot).
 type processedUpdate struct{ bot, update int64 }

@@ -28,6 +28,9 @@ type User struct {
 	OptedOutCategories []string
 	// Blocked: the user's link is marked blocked (the user blocked the bot).
 	Blocked bool
+	// Locale and TimeZone: what the tenant set (§12); MessengerLanguage: the language_code the messenger
+	// reported for the chat of the user's link, from the latest update through its bot. nil: none.
+	Locale, TimeZone, MessengerLanguage *string
 }
 
 // GetUser reads a user of the tenant; ErrNotFound when the tenant has never asked for a link token for
@@ -41,12 +44,14 @@ func (s *Store) GetUser(ctx context.Context, tenantID, userID string) (User, err
 		       EXISTS (SELECT 1 FROM opt_outs o WHERE o.tenant_id = u.tenant_id AND o.user_id = u.user_id AND o.category = ''),
 		       (SELECT COALESCE(array_agg(o.category ORDER BY o.category), '{}') FROM opt_outs o
 		        WHERE o.tenant_id = u.tenant_id AND o.user_id = u.user_id AND o.category <> ''),
-		       COALESCE(l.blocked_at IS NOT NULL, false)
+		       COALESCE(l.blocked_at IS NOT NULL, false), u.locale, u.time_zone, cl.language_code
 		FROM users u
 		LEFT JOIN links l USING (tenant_id, user_id)
 		LEFT JOIN phone_verifications v USING (tenant_id, user_id)
+		LEFT JOIN chat_languages cl ON cl.bot_id = COALESCE(l.bot_id, 0) AND cl.chat_id = l.chat_id
 		WHERE u.tenant_id = $1 AND u.user_id = $2`, tenantID, userID).
-		Scan(&u.LinkedAt, &u.PhoneVerification, &u.VerifiedAt, &u.PhoneLast4, &u.OptedOut, &u.OptedOutCategories, &u.Blocked)
+		Scan(&u.LinkedAt, &u.PhoneVerification, &u.VerifiedAt, &u.PhoneLast4, &u.OptedOut, &u.OptedOutCategories, &u.Blocked,
+			&u.Locale, &u.TimeZone, &u.MessengerLanguage)
 	return u, translate(err, "reading user")
 }
 
@@ -60,6 +65,7 @@ type Erasure struct {
 	Events         int // callback events naming the user: undelivered ones deleted, the others anonymised
 	OptOuts        int // the user's opt-outs, deleted
 	StopPrompts    int // the /stop and /resume keyboards in the user's chats that name the tenant, deleted
+	ChatLanguages  int // the languages the messenger reported for the user's chats (§12), deleted
 }
 
 // erasedNotifications selects the user's notifications ($1 the tenant, $2 the user) in the statements of
@@ -116,6 +122,10 @@ var (
 		WHERE chat_id = ANY ($2::bigint[]) AND choices @> jsonb_build_array(jsonb_build_array(jsonb_build_object('tenant_id', $1::text)))
 		RETURNING 1)
 		SELECT count(*) FROM gone`
+	// eraseChatLanguagesSQL deletes the language the messenger reported for the user's chats ($1), through
+	// any bot (§12: erasing a user erases its messenger_language). The next update from the chat records it
+	// again.
+	eraseChatLanguagesSQL = `WITH gone AS (DELETE FROM chat_languages WHERE chat_id = ANY ($1::bigint[]) RETURNING 1) SELECT count(*) FROM gone`
 )
 
 // EraseUser erases what Herald holds about a tenant's user, in one transaction: the phone verification
@@ -171,6 +181,7 @@ func (s *Store) EraseUser(ctx context.Context, tenantID, userID string) (Erasure
 			{eraseEventsSQL, []any{tenantID, userID}, &e.Events},
 			{eraseOptOutsSQL, []any{tenantID, userID}, &e.OptOuts},
 			{eraseStopPromptsSQL, []any{tenantID, chats}, &e.StopPrompts},
+			{eraseChatLanguagesSQL, []any{chats}, &e.ChatLanguages},
 		} {
 			if err := tx.QueryRow(ctx, c.sql, c.args...).Scan(c.into); err != nil {
 				return err
@@ -189,4 +200,54 @@ func (s *Store) EraseUser(ctx context.Context, tenantID, userID string) (Erasure
 		return e, translate(pgx.ErrNoRows, "erasing user")
 	}
 	return e, translate(err, "erasing user")
+}
+
+// UserSettings are the fields of PATCH /v1/users/{user_id} (§12): each Set* says the field was given (its
+// value nil: cleared).
+type UserSettings struct {
+	SetLocale, SetTimeZone bool
+	Locale, TimeZone       *string
+}
+
+// SetUserSettings sets what the tenant gave of its user's locale and time zone, making the user's record
+// when the tenant has not asked for a link token yet (a user may be set up before linking), and returns the
+// user as GetUser reads it.
+func (s *Store) SetUserSettings(ctx context.Context, tenantID, userID string, set UserSettings) (User, error) {
+	sctx, cancel := withTimeout(ctx)
+	// The user's row and the settings in one statement: CASE keeps a field not given as it was.
+	_, err := s.pool.Exec(sctx, `
+		INSERT INTO users (tenant_id, user_id, locale, time_zone) VALUES ($1, $2, $4, $6)
+		ON CONFLICT (tenant_id, user_id) DO UPDATE SET
+			locale = CASE WHEN $3 THEN $4 ELSE users.locale END,
+			time_zone = CASE WHEN $5 THEN $6 ELSE users.time_zone END`,
+		tenantID, userID, set.SetLocale, set.Locale, set.SetTimeZone, set.TimeZone)
+	cancel()
+	if err != nil {
+		return User{}, translate(err, "setting a user's locale")
+	}
+	return s.GetUser(ctx, tenantID, userID)
+}
+
+// UserLocale is what the locale chain (§12) reads of a user: the tenant's setting, then the messenger's
+// report for the chat of the user's link. "": none.
+type UserLocale struct {
+	Locale, MessengerLanguage string
+}
+
+// UserLocales reads the locales of the tenant's users, for the sends of one request (one statement for a
+// whole batch). A user without a record is absent from the map.
+func (s *Store) UserLocales(ctx context.Context, tenantID string, userIDs []string) (map[string]UserLocale, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	rows, _ := s.pool.Query(ctx, `
+		SELECT u.user_id, COALESCE(u.locale, ''), COALESCE(cl.language_code, '')
+		FROM users u
+		LEFT JOIN links l USING (tenant_id, user_id)
+		LEFT JOIN chat_languages cl ON cl.bot_id = COALESCE(l.bot_id, 0) AND cl.chat_id = l.chat_id
+		WHERE u.tenant_id = $1 AND u.user_id = ANY ($2::text[])`, tenantID, userIDs)
+	out := make(map[string]UserLocale, len(userIDs))
+	var id string
+	var l UserLocale
+	_, err := pgx.ForEachRow(rows, []any{&id, &l.Locale, &l.MessengerLanguage}, func() error { out[id] = l; return nil })
+	return out, translate(err, "reading users' locales")
 }

@@ -37,6 +37,10 @@ func jobActor(j *job) string {
 // out under the batch's own deadline, whatever happens to ctx, so that the answer says what happened.
 func (rc *Receiver) apply(ctx context.Context, in incoming, e *store.Effect) error {
 	e.Bot = in.bot
+	// The sender's language for the chat (§12): the locale chain of templated sends reads it.
+	if in.m != nil && in.m.From != nil {
+		e.ChatID, e.Language = in.m.Chat.ID, in.m.From.LanguageCode
+	}
 	err, derr := rc.updates.Do(ctx, &job{effect: e, actor: in.m.From.ID})
 	if derr != nil {
 		return derr

@@ -29,6 +29,11 @@
 // format html, with 1-2 KB of markup each (bold, italic, underline, links, code, a spoiler, a quote), the
 // other half plain text as before: run it beside a run without it to see what parsing at the door costs the
 // send path. Phases 1 and 3 stay plain (the bare server parses nothing; the floor starts after the door).
+//
+// Added by templates (spec v1-extensions §12): -template makes every send of phases 2, 4 and 5 name a
+// template (html, about 1 KB, 10 outputs and a loop; saved before phase 1) with its data; -template-rendered
+// is its control: the same messages, rendered by the bench with the same package, sent as format html.
+// The difference between the two runs is what the template costs the send path.
 package main
 
 import (
@@ -81,6 +86,8 @@ type options struct {
 	settle           bool
 	htmlMix          bool
 	htmlAsText       bool
+	template         bool
+	templateRendered bool
 }
 
 func main() {
@@ -106,6 +113,8 @@ func main() {
 	flag.IntVar(&o.scheduledBacklog, "scheduled-backlog", 0, "store this many scheduled notifications (due in 30 days) before phase 1")
 	flag.BoolVar(&o.htmlMix, "html-mix", false, "half the sends of phases 2, 4 and 5 are format html with 1-2 KB of markup, the other half plain text")
 	flag.BoolVar(&o.htmlAsText, "html-as-text", false, "with -html-mix: the same 1-2 KB bodies sent as plain text (the control: what the parser and the entities cost, apart from the bodies' size)")
+	flag.BoolVar(&o.template, "template", false, "every send of phases 2, 4 and 5 names a template (html, ~1 KB, 10 outputs and a loop) with data")
+	flag.BoolVar(&o.templateRendered, "template-rendered", false, "the control of -template: the same messages rendered by the bench and sent as format html")
 	flag.Parse()
 	benchutil.Main("bench-ingress", func(ctx context.Context, dbURL string) error { return run(ctx, dbURL, o) })
 }
@@ -124,6 +133,13 @@ func run(ctx context.Context, dbURL string, o options) error {
 	key, err := seed(ctx, st, o.users)
 	if err != nil {
 		return err
+	}
+	if o.template || o.templateRendered {
+		if err := seedTemplate(ctx, st); err != nil {
+			return err
+		}
+		fmt.Printf("ingress: every send %s (%d bytes of template source)\n",
+			map[bool]string{true: "names the template with its data", false: "is the template's message rendered by the bench"}[o.template], len(benchTemplate))
 	}
 	if o.scheduledBacklog > 0 {
 		if err := seedScheduled(ctx, st, o.scheduledBacklog, o.users); err != nil {
@@ -174,7 +190,9 @@ func run(ctx context.Context, dbURL string, o options) error {
 	}
 	send := func(i int) []byte {
 		var body []byte
-		if o.htmlMix && i%2 == 1 {
+		if o.template || o.templateRendered {
+			body = templatedSend(i, o.users, o.template)
+		} else if o.htmlMix && i%2 == 1 {
 			format := "html"
 			if o.htmlAsText {
 				format = "text"

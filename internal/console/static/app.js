@@ -1,9 +1,10 @@
 // The dev console: the server pushes the state (server-sent events), the page renders it, and every
 // button calls the real tenant API or the simulator's control API. No polling here.
 
-import { $ } from './dom.js';
+import { $, el, fill } from './dom.js';
 import { v1, sim, session, useKey } from './api.js';
 import * as view from './render.js';
+import { richBody } from './rich.js';
 
 // selected is the key of the chat shown; want, the chat a deep link just opened, selected once it appears;
 // choices, what the tenant's user stopped (GET /v1/users/{id}), read again whenever the state changes.
@@ -125,6 +126,8 @@ function bind() {
     view.showResult('#tenant-result', await v1('POST', '/send', body));
   });
 
+  bindTemplates();
+
   $('#say-form').addEventListener('submit', async (e) => {
     e.preventDefault();
     const chat = selectedChat();
@@ -160,6 +163,64 @@ function bind() {
       view.showResult('#user-result', await sim('POST', '/faults', faults));
     });
   }
+}
+
+// The Templates card (spec v1-extensions §12): save (PUT), list, preview for the tenant's user, send.
+function bindTemplates() {
+  const name = () => $('#template-name').value.trim();
+  // parsed reads a JSON field; a typo is shown, not sent.
+  const parsed = (id) => {
+    try {
+      return JSON.parse($(id).value || '{}');
+    } catch (err) {
+      view.showResult('#tenant-result', { method: 'JSON', path: id, status: 0, ok: false, json: null, text: String(err) });
+      return undefined;
+    }
+  };
+  const localeOf = () => $('#template-locale').value.trim() || undefined;
+  const list = async () => {
+    const res = await v1('GET', '/templates');
+    if (!res.ok) return;
+    fill($('#template-list'), res.json.data.map((t) => el('li', {},
+      el('a', { href: '#', onclick: (e) => { e.preventDefault(); load(t.name); } }, t.name),
+      ` v${t.version} · ${t.format} · ${t.locale_tags.join(', ')}`)));
+  };
+  const load = async (n) => {
+    const res = await v1('GET', `/templates/${encodeURIComponent(n)}`);
+    view.showResult('#tenant-result', res);
+    if (!res.ok) return;
+    $('#template-name').value = res.json.name;
+    $('#template-format').value = res.json.format;
+    $('#template-default').value = res.json.default_locale;
+    $('#template-locales').value = JSON.stringify(res.json.locales, null, 1);
+  };
+  $('#template-save').addEventListener('click', async () => {
+    const locales = parsed('#template-locales');
+    if (locales === undefined) return;
+    const body = { format: $('#template-format').value, default_locale: $('#template-default').value.trim(), locales };
+    view.showResult('#tenant-result', await v1('PUT', `/templates/${encodeURIComponent(name())}`, body));
+    list();
+  });
+  $('#template-preview').addEventListener('click', async () => {
+    const data = parsed('#template-data');
+    if (data === undefined) return;
+    const res = await v1('POST', `/templates/${encodeURIComponent(name())}/preview`, { data, user_id: tenantUser(), locale: localeOf() });
+    view.showResult('#tenant-result', res);
+    const box = $('#template-rendered');
+    box.hidden = !res.ok;
+    if (!res.ok) return;
+    // As the chat would show it: html through the same inert rebuild as a bot's message, text as text.
+    const p = res.json;
+    fill(box.querySelector('.text'), p.format === 'html' ? richBody({ html: p.message }) : p.message);
+    box.dataset.locale = p.locale;
+  });
+  $('#template-form').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const data = parsed('#template-data');
+    if (data === undefined) return;
+    view.showResult('#tenant-result', await v1('POST', '/send', { user_id: tenantUser(), template: name(), data, locale: localeOf() }));
+  });
+  list();
 }
 
 function listen() {

@@ -1,0 +1,179 @@
+package template
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// LocaleSource is one locale of a template as the tenant gives it: the message and the optional link
+// buttons, whose text and url are templates too.
+type LocaleSource struct {
+	Message string
+	Buttons [][]ButtonSource
+}
+
+// ButtonSource is a link button's sources.
+type ButtonSource struct{ Text, URL string }
+
+// Button is a rendered link button.
+type Button struct{ Text, URL string }
+
+// Rendered is what a render of a locale made: the message (markup, for an html template) and the buttons.
+type Rendered struct {
+	Locale  string // the locale's tag as the template gives it
+	Message string
+	Buttons [][]Button
+}
+
+// InvalidError is a source that does not parse, naming where: the locale, the field (message, or a
+// button's text or url) and the SyntaxError's line and column.
+type InvalidError struct {
+	Locale, Field string
+	Err           *SyntaxError
+}
+
+func (e *InvalidError) Error() string {
+	return fmt.Sprintf("locale %q, %s: %v", e.Locale, e.Field, e.Err)
+}
+
+// Set is a template version, parsed: its locales, ready to render.
+type Set struct {
+	HTML          bool
+	DefaultLocale string
+	locales       map[string]*compiled // by normalised tag
+}
+
+type compiled struct {
+	tag     string
+	message *Template
+	buttons [][][2]*Template // text, url
+}
+
+// Compile parses every locale's sources; the first that does not parse is an *InvalidError.
+func Compile(html bool, defaultLocale string, locales map[string]LocaleSource) (*Set, error) {
+	s := &Set{HTML: html, DefaultLocale: defaultLocale, locales: make(map[string]*compiled, len(locales))}
+	for _, tag := range sortedKeys(locales) {
+		src := locales[tag]
+		c := &compiled{tag: tag}
+		var err error
+		if c.message, err = Parse(src.Message); err != nil {
+			return nil, &InvalidError{Locale: tag, Field: "message", Err: err.(*SyntaxError)}
+		}
+		for i, row := range src.Buttons {
+			c.buttons = append(c.buttons, make([][2]*Template, len(row)))
+			for j, b := range row {
+				for k, field := range []string{b.Text, b.URL} {
+					t, err := Parse(field)
+					if err != nil {
+						name := [2]string{"text", "url"}[k]
+						return nil, &InvalidError{Locale: tag, Field: fmt.Sprintf("the %s of button %d of row %d", name, j, i), Err: err.(*SyntaxError)}
+					}
+					c.buttons[i][j][k] = t
+				}
+			}
+		}
+		s.locales[NormalizeTag(tag)] = c
+	}
+	return s, nil
+}
+
+func sortedKeys(m map[string]LocaleSource) []string {
+	// Sorted, so that the error of a template with two bad locales is always the same one.
+	return slices.Sorted(maps.Keys(m))
+}
+
+// NormalizeTag is a locale tag as tags are compared (§12): lower case, "_" read as "-".
+func NormalizeTag(tag string) string {
+	return strings.ReplaceAll(strings.ToLower(tag), "_", "-")
+}
+
+// Choose picks the locale for the candidates in order (§12: the send's, the tenant's setting for the user,
+// the messenger's report, then the template's default_locale): each tried exactly, then by its primary
+// language (pt-br → pt); "" candidates are skipped. It returns the template's tag.
+func (s *Set) Choose(candidates ...string) string {
+	for _, c := range candidates {
+		if tag, ok := s.Match(c); ok {
+			return tag
+		}
+	}
+	return s.DefaultLocale
+}
+
+// Match finds the template's locale for one candidate: exactly, then by its primary language; "" matches
+// nothing.
+func (s *Set) Match(candidate string) (string, bool) {
+	if candidate == "" {
+		return "", false
+	}
+	n := NormalizeTag(candidate)
+	if l, ok := s.locales[n]; ok {
+		return l.tag, true
+	}
+	if i := strings.IndexByte(n, '-'); i > 0 {
+		if l, ok := s.locales[n[:i]]; ok {
+			return l.tag, true
+		}
+	}
+	return "", false
+}
+
+// Locales is the number of locales: one locale needs no user's locale to choose.
+func (s *Set) Locales() int { return len(s.locales) }
+
+// Render renders a locale (a tag Choose returned) with data: the message, then the buttons, sharing one
+// time bound; the missing paths of all of them are reported at once.
+func (s *Set) Render(locale string, data map[string]any, opts Options) (Rendered, error) {
+	c, ok := s.locales[NormalizeTag(locale)]
+	if !ok {
+		return Rendered{}, fmt.Errorf("template: no locale %q", locale)
+	}
+	opts.HTML = s.HTML
+	r := newRenderer(data, opts)
+	out := Rendered{Locale: c.tag}
+	var err error
+	if out.Message, err = r.render(c.message); err != nil {
+		return Rendered{}, err
+	}
+	// Buttons are not markup: their text and url are inserted as they are (the platform takes them as text).
+	r.opts.HTML = false
+	for _, row := range c.buttons {
+		rendered := make([]Button, len(row))
+		for j, b := range row {
+			if rendered[j].Text, err = r.render(b[0]); err != nil {
+				return Rendered{}, err
+			}
+			if rendered[j].URL, err = r.render(b[1]); err != nil {
+				return Rendered{}, err
+			}
+		}
+		out.Buttons = append(out.Buttons, rendered)
+	}
+	if len(r.missing) > 0 {
+		return Rendered{}, &MissingError{Paths: r.missing}
+	}
+	return out, nil
+}
+
+func newRenderer(data map[string]any, opts Options) *renderer {
+	r := &renderer{opts: opts, data: data, started: time.Now()}
+	if r.opts.Now.IsZero() {
+		r.opts.Now = r.started
+	}
+	if r.opts.Location == nil {
+		r.opts.Location = time.UTC
+	}
+	return r
+}
+
+// render renders one source, its variables its own; the missing paths accumulate.
+func (r *renderer) render(t *Template) (string, error) {
+	r.scopes = []map[string]any{{}}
+	var out strings.Builder
+	if err := r.nodes(&out, t.nodes); err != nil {
+		return "", err
+	}
+	return out.String(), nil
+}
