@@ -31,7 +31,9 @@
 //     follows the documented rule, so that a tenant's text means one thing).
 //   - Links: http:, https: or tg: only (§10), checked to be URLs the platform takes in a text_link entity
 //     (it refuses the whole message otherwise): a host with a dot and no user@, a port 1-65535, no spaces
-//     or control characters; a tg: link names a host of letters, digits, '_' or '-'. A tg://user link (a
+//     or control characters; an internationalised host (Unicode or xn--) mapped with IDNA (UTS 46) and
+//     checked as a user sees it: letters and digits only (no look-alike of '@' or '/'), one script
+//     (checkInternationalHost); a tg: link names a host of letters, digits, '_' or '-'. A tg://user link (a
 //     mention by user id) is refused: the platform accepts it only for a user the bot has met, which a
 //     tenant cannot know, and refuses the message otherwise.
 //   - Nesting ("Message entities can be nested, providing following restrictions are met"): two entities
