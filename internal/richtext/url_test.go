@@ -14,7 +14,7 @@ func TestLinksRefuseHostsThatDisguiseThemselves(t *testing.T) {
 	for _, c := range []struct {
 		url, why string // why: "" for accepted
 	}{
-		{"https://bank.example\uff20evil.example/login", "IDNA"},                  // fullwidth @
+		{"https://bank.example\uff20evil.example/login", "IDNA"},                   // fullwidth @
 		{"https://bank.example\u2215login.evil.example/", "not a letter or digit"}, // division slash
 		{"https://bank.example\u2044login.evil.example/", "not a letter or digit"}, // fraction slash
 		{"https://bank.example\uff0flogin.evil.example/", "IDNA"},                  // fullwidth solidus
