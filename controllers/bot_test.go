@@ -632,6 +632,74 @@ func TestTwoTenantsNamingOneTokenRegisterItOnce(t *testing.T) {
 	}
 }
 
+// A bot's settings belong to the bot (issue 35): two Tenants naming one token with different rateLimit or
+// paidBroadcast used to register it again at every reconcile, each with its own settings (a new webhook
+// secret each time, the paid flag flipping). Now the second is reported — BotReady False, reason
+// ConflictingSettings, a Warning event — and stays where it was; nothing is registered again and the
+// bot keeps the settings it has. Once they agree it takes the bot up without a call. A change of settings
+// every Tenant of the bot agrees on is recorded without a call to the platform: only a new token or
+// URL registers the bot.
+func TestConflictingBotSettingsAreReportedAndNeverRegisterTheBotAgain(t *testing.T) {
+	const resync = time.Second
+	p := newPlatform(t)
+	opts := p.options()
+	opts.ResyncPeriod = resync
+	h := start(t, opts)
+	token := p.bot(t, 5001, "acme_bot")
+	h.tokenSecret("acme-bot", map[string]string{"token": token})
+	rate := func(n int32, paid bool) func(*notifyv1alpha1.TenantBot) {
+		return func(b *notifyv1alpha1.TenantBot) { b.RateLimit, b.PaidBroadcast = ptr.To(n), paid }
+	}
+	acme := h.tenant("acme", withBot(h, "acme-bot", rate(30, false)))
+	h.waitBot(acme.Name, metav1.ConditionTrue, notifyv1alpha1.ReasonRegistered, "@acme_bot")
+	registered, err := h.botRow(5001)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := p.calls.Load()
+
+	beta := h.tenant("beta", withBot(h, "acme-bot", rate(50, true)))
+	got := h.waitBot(beta.Name, metav1.ConditionFalse, notifyv1alpha1.ReasonConflictingSettings, acme.Name)
+	h.waitEvent(got, corev1.EventTypeWarning, notifyv1alpha1.ReasonConflictingSettings, "rateLimit 30")
+	time.Sleep(4 * resync) // reconciles of both, again and again
+	if n := p.calls.Load() - calls; n != 0 {
+		t.Errorf("%d Bot API calls for a bot registered already, whose Tenants disagree on its settings; want none", n)
+	}
+	row, err := h.botRow(5001)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(row.SecretDigest) != string(registered.SecretDigest) || *row.RateLimit != 30 || row.PaidBroadcast {
+		t.Errorf("the bot's row changed: rate %v paid %v, secret changed %v; want rate 30, unpaid, the first secret",
+			*row.RateLimit, row.PaidBroadcast, string(row.SecretDigest) != string(registered.SecretDigest))
+	}
+	if b := h.tenantBot(beta.Name); b != 0 {
+		t.Errorf("the conflicting tenant sends through bot %d, want the shared bot it had", b)
+	}
+	h.waitBot(acme.Name, metav1.ConditionTrue, notifyv1alpha1.ReasonRegistered, "@acme_bot")
+
+	// beta agrees: it takes the bot up, without a call.
+	update(h, got, func(tn *notifyv1alpha1.Tenant) { rate(30, false)(tn.Spec.Bot) })
+	h.waitBot(beta.Name, metav1.ConditionTrue, notifyv1alpha1.ReasonRegistered, "@acme_bot")
+	if b := h.tenantBot(beta.Name); b != 5001 {
+		t.Errorf("beta sends through bot %d, want 5001", b)
+	}
+
+	// Both move to 40: the first to change is in conflict with the other until it changes too; then the
+	// bot's row says 40, and nothing was registered again.
+	update(h, h.getTenant(acme.Name), func(tn *notifyv1alpha1.Tenant) { rate(40, false)(tn.Spec.Bot) })
+	h.waitBot(acme.Name, metav1.ConditionFalse, notifyv1alpha1.ReasonConflictingSettings, beta.Name)
+	update(h, h.getTenant(beta.Name), func(tn *notifyv1alpha1.Tenant) { rate(40, false)(tn.Spec.Bot) })
+	h.waitBot(beta.Name, metav1.ConditionTrue, notifyv1alpha1.ReasonRegistered, "@acme_bot")
+	h.waitBot(acme.Name, metav1.ConditionTrue, notifyv1alpha1.ReasonRegistered, "@acme_bot")
+	if row, err = h.botRow(5001); err != nil || row.RateLimit == nil || *row.RateLimit != 40 || string(row.SecretDigest) != string(registered.SecretDigest) {
+		t.Errorf("the bot's row %+v (%v), want rate 40 and the first secret", row, err)
+	}
+	if n := p.calls.Load() - calls; n != 0 {
+		t.Errorf("%d Bot API calls for changes of settings alone; want none", n)
+	}
+}
+
 // A worker whose send met the platform's 401 marks the bot's token refused in the store: the Tenant shows
 // BotReady False, reason TokenInvalid, within seconds (the resync is an hour away), without registering the
 // token again. A new token registers the bot again.

@@ -33,7 +33,8 @@ const botCallTimeout = 30 * time.Second
 
 // syncBot brings the bot the tenant sends through to spec.bot, and reports it in status.bot and the
 // BotReady condition. The platform is called only when the bot must be registered (again): a new token
-// (its digest differs from the recorded one), other settings, or another HERALD_PUBLIC_URL; a token a
+// (its digest differs from the recorded one), or another HERALD_PUBLIC_URL; other settings are recorded
+// without a call, unless another Tenant on the bot asks for others (ConflictingSettings); a token a
 // worker found refused is reported until the token changes. A problem the user can fix is a False
 // condition with a Warning event; what is transient (the store, the platform unreachable) is returned, so
 // that controller-runtime retries with backoff. requeue, when not 0, is when to look again.
@@ -113,6 +114,9 @@ func (r *TenantReconciler) useBot(ctx context.Context, tenant *notifyv1alpha1.Te
 		return bot.Shared, fmt.Errorf("while reading bot %d: %w", id, err)
 	}
 	sameToken := err == nil && known.TokenDigest == bot.TokenDigest(token)
+	// Registered with this token at this URL: nothing the platform holds needs changing. The settings are
+	// Herald's own (the workers' rate and paid flag), recorded without a call.
+	registered := sameToken && known.State == store.BotReady && known.WebhookURL == r.Bots.PublicURL+bot.WebhookPath(id)
 	var b store.Bot
 	switch {
 	case sameToken && known.State == store.BotTokenInvalid:
@@ -122,9 +126,33 @@ func (r *TenantReconciler) useBot(ctx context.Context, tenant *notifyv1alpha1.Te
 			"the messaging platform refused the token of @%s (bot %d) in %s (%s): put a new token there",
 			known.Username, known.ID, where, known.StateMessage), token))
 		return bot.Shared, r.showBot(ctx, tenant, current)
-	case sameToken && known.State == store.BotReady && known.RateLimit == settings.RateLimit &&
-		known.PaidBroadcast == settings.PaidBroadcast && known.WebhookURL == r.Bots.PublicURL+bot.WebhookPath(id):
+	case registered && known.RateLimit == settings.RateLimit && known.PaidBroadcast == settings.PaidBroadcast:
 		b = known // registered as spec.bot says: no call to the platform
+	case registered:
+		// Other settings for a bot registered already. A bot's settings belong to the bot, which every
+		// Tenant naming its token shares: while another Tenant on it asks for others, this one is reported
+		// and changes nothing (registering again for each Tenant's settings gave the platform a new
+		// webhook secret at every reconcile, refusing the updates in flight, and flipped the paid flag).
+		others, err := r.disagreeing(ctx, tenant, id, settings)
+		if err != nil {
+			return bot.Shared, err
+		}
+		if len(others) > 0 {
+			r.botNotReady(tenant, prevReason, notifyv1alpha1.ReasonConflictingSettings, fmt.Sprintf(
+				"@%s (bot %d) is shared with Tenant %s, which asks for other settings; a bot's settings are the bot's: "+
+					"give every Tenant naming its token the same rateLimit and paidBroadcast. The bot keeps %s; this Tenant asks for %s",
+				known.Username, known.ID, strings.Join(others, ", "), describeSettings(known.RateLimit, known.PaidBroadcast),
+				describeSettings(settings.RateLimit, settings.PaidBroadcast)))
+			return bot.Shared, r.showBot(ctx, tenant, current)
+		}
+		if err := r.Store.SetBotSettings(ctx, id, settings.RateLimit, settings.PaidBroadcast); err != nil {
+			return bot.Shared, fmt.Errorf("while recording the settings of bot %d: %w", id, err)
+		}
+		log.FromContext(ctx).Info("bot settings changed", "bot", id, "rateLimit", settings.RateLimit, "paidBroadcast", settings.PaidBroadcast)
+		r.Recorder.Eventf(tenant, nil, corev1.EventTypeNormal, "BotSettingsChanged", "RegisterBot",
+			"@%s (bot %d) now has %s (no call to the platform)", known.Username, known.ID, describeSettings(settings.RateLimit, settings.PaidBroadcast))
+		b = known
+		b.RateLimit, b.PaidBroadcast = settings.RateLimit, settings.PaidBroadcast
 	default:
 		if b, err = r.register(ctx, tenant, prevReason, token, where, settings, sameToken); err != nil || b.ID == bot.Shared {
 			return bot.Shared, errors.Join(err, r.showBot(ctx, tenant, current))
@@ -137,6 +165,45 @@ func (r *TenantReconciler) useBot(ctx context.Context, tenant *notifyv1alpha1.Te
 	}
 	tenant.SetBotReady(int64(b.ID), b.Username)
 	return previous, nil
+}
+
+// disagreeing names the other Tenants that send through bot id (in the store) and ask for other settings
+// than these (in their spec.bot). A Tenant being deleted, or without spec.bot, is leaving the bot and
+// does not count.
+func (r *TenantReconciler) disagreeing(ctx context.Context, tenant *notifyv1alpha1.Tenant, id bot.ID, settings bot.Settings) ([]string, error) {
+	tenants, err := r.Store.ListTenants(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("while listing the tenants of bot %d: %w", id, err)
+	}
+	var out []string
+	for _, t := range tenants {
+		if t.BotID != id || t.ID == tenant.Name {
+			continue
+		}
+		other := &notifyv1alpha1.Tenant{}
+		switch err := r.Client.Get(ctx, client.ObjectKey{Name: t.ID}, other); {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("while reading Tenant %s, which shares bot %d: %w", t.ID, id, err)
+		}
+		if other.DeletionTimestamp != nil || other.Spec.Bot == nil {
+			continue
+		}
+		if other.BotRateLimit() != settings.RateLimit || other.Spec.Bot.PaidBroadcast != settings.PaidBroadcast {
+			out = append(out, other.Name)
+		}
+	}
+	return out, nil
+}
+
+// describeSettings is a bot's settings as a Tenant's spec.bot names them.
+func describeSettings(rateLimit int, paidBroadcast bool) string {
+	rate := "the default rateLimit"
+	if rateLimit > 0 {
+		rate = "rateLimit " + strconv.Itoa(rateLimit)
+	}
+	return fmt.Sprintf("%s and paidBroadcast %t", rate, paidBroadcast)
 }
 
 // tokenBot is the id a token (checked with bot.CheckToken) starts with: its bot's.

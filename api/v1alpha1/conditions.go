@@ -41,4 +41,8 @@ const (
 	ReasonSecretNotFound      = "SecretNotFound"
 	ReasonNotConfigured       = "NotConfigured"
 	ReasonPlatformUnavailable = "PlatformUnavailable"
+	// ReasonConflictingSettings: another Tenant sends through the bot the token names with other settings
+	// (rateLimit, paidBroadcast); a bot's settings are the bot's, so this Tenant does not take it up (or,
+	// already on it, does not change them) until they agree.
+	ReasonConflictingSettings = "ConflictingSettings"
 )

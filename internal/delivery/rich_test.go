@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -183,6 +184,46 @@ func TestPlatformParseFailureEndsFailedWithoutRetryAndIsCounted(t *testing.T) {
 		if n := len(e.sim.Messages(chat)); n != 0 {
 			t.Errorf("chat %d received %d messages, want none", chat, n)
 		}
+	}
+}
+
+// Every answer that a message cannot be sent as formatted is a parse failure, not only "can't parse": a
+// message of more entities than the platform takes (stored past the door, which refuses them: an older
+// build's row) meets the simulator's "entities too long", as on the platform, ends failed at its first
+// attempt without a retry, and is counted for HeraldEntityParseFailures (issue 35).
+func TestTooManyEntitiesIsAParseFailureThroughTheWorker(t *testing.T) {
+	// Not parallel: it counts herald_worker_entity_parse_failures_total{tenant=acme}, a process-wide metric
+	// another test of this kind moves too.
+	e := newEnv(t, sim.Options{})
+	opts := e.fastOptions()
+	opts.MaxAttempts = 5
+	e.start(opts)
+	e.user("crowded", 5301, true)
+	before := parseFailures(t, "acme")
+	body := brand(strings.Repeat("x ", richtext.MaxEntities+1))
+	shift := richtext.UTF16Len(brand(""))
+	ents := make([]richtext.Entity, richtext.MaxEntities+1)
+	for i := range ents {
+		ents[i] = richtext.Entity{Type: richtext.Bold, Offset: shift + 2*i, Length: 1}
+	}
+	stored, err := richtext.EncodeEntities(ents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := fixture.New(e.st).Notification(t, fixture.For("acme", "crowded"), fixture.Body(body))
+	e.exec(`UPDATE notifications SET format = 'html', entities = $2, chat_id = 5301 WHERE tracking_id = $1`, id, stored)
+	if err := e.producer.Publish(context.Background(), queue.NewOutgoing(id, "acme", "crowded", 5301, 5)); err != nil {
+		t.Fatal(err)
+	}
+	r := e.waitTerminal(id, 20*time.Second)
+	if r.Status != "failed" || r.Attempts != 1 || r.ErrCode != 400 || deref(r.ErrMsg) != "Bad Request: entities too long" {
+		t.Fatalf("row %+v (message %v), want failed after one attempt with the platform's 400 entities too long", r, deref(r.ErrMsg))
+	}
+	if got := parseFailures(t, "acme"); got != before+1 {
+		t.Errorf("herald_worker_entity_parse_failures_total{tenant=acme} = %v, want %v", got, before+1)
+	}
+	if n := len(e.sim.Messages(5301)); n != 0 {
+		t.Errorf("chat 5301 received %d messages, want none", n)
 	}
 }
 

@@ -157,6 +157,48 @@ func TestInvalidMarkupIsInvalidFormatNamingTheOffset(t *testing.T) {
 	}
 }
 
+// The platform refuses a message of more than 100 entities ("entities too long", long after a 202): the
+// door refuses it with 400 invalid_format naming the tag of the 101st, in a send and in a batch item. The
+// same formatting nested, or side by side, is one entity: 9,000 nested <b> are accepted, and stored as one
+// bold span (issue 35).
+func TestMarkupPastThePlatformsEntityLimitIsInvalidFormat(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	key := e.tenant("acme", "Acme", nil)
+	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
+	tooMany := strings.Repeat("<b>x</b> ", richtext.MaxEntities+1)
+	r := e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "format": "html", "message": tooMany})
+	expectError(t, r, http.StatusBadRequest, "invalid_format")
+	if msg := r.json(t)["message"].(string); !strings.Contains(msg, "at offset 900 ") || !strings.Contains(msg, "100 entities") {
+		t.Errorf("message %q, want it to name the 101st tag (offset 900) and the limit of 100 entities", msg)
+	}
+	r = e.do("POST", "/v1/send/batch", key, map[string]any{"notifications": []any{
+		map[string]any{"user_id": "u1", "format": "html", "message": strings.Repeat("<b>x</b> ", richtext.MaxEntities)},
+		map[string]any{"user_id": "u1", "format": "html", "message": tooMany},
+	}})
+	if r.status != http.StatusOK {
+		t.Fatalf("batch: %d %s", r.status, r.body)
+	}
+	results := r.json(t)["results"].([]any)
+	if results[0].(map[string]any)["status"] != "queued" || results[1].(map[string]any)["error"] != "invalid_format" {
+		t.Errorf("batch results %s, want 100 spans queued and 101 invalid_format", r.body)
+	}
+
+	deep := strings.Repeat("<b>", 9000) + "deep" + strings.Repeat("</b>", 9000)
+	var body bytes.Buffer // not json.Marshal, which writes each < and > as six bytes: it must fit the body's 64 KiB
+	enc := json.NewEncoder(&body)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(map[string]any{"user_id": "u1", "format": "html", "message": deep})
+	id := accepted(t, e.do("POST", "/v1/send", key, body.Bytes()))
+	shift := richtext.UTF16Len("A message from Acme\n")
+	if got, want := entitiesOf(t, e.richRow(id).Entities), []richtext.Entity{{Type: "bold", Offset: shift, Length: 4}}; !equalJSON(got, want) {
+		t.Errorf("9,000 nested <b> stored as %d entities (first %v), want one: %v", len(got), got[:min(len(got), 3)], want)
+	}
+	if n := e.countRows(`SELECT count(*) FROM notifications`); n != 2 {
+		t.Errorf("%d notifications stored, want the batch's valid item and the nested one", n)
+	}
+}
+
 // The length rules count the visible text in code points, as the platform does: markup longer than 4096
 // characters is fine when its text is not; 4096 astral characters (8192 UTF-16 units) are within the
 // limit before branding and past it after; 4097 are too many before.
@@ -181,8 +223,10 @@ func TestHTMLLengthRulesCountTheVisibleText(t *testing.T) {
 	if n := len([]rune(r.Body)); n != 4096 {
 		t.Errorf("stored body is %d code points, want 4096", n)
 	}
-	if ents := entitiesOf(t, r.Entities); len(ents) != 4096-brandLen || ents[1].Offset-ents[0].Offset != 2 || ents[0].Length != 2 {
-		t.Errorf("%d entities, first %+v, second %+v; want one of 2 UTF-16 units per astral character", len(ents), ents[0], ents[1])
+	// The bold spans side by side are one entity (TestMarkupPastThePlatformsEntityLimitIsInvalidFormat), of 2
+	// UTF-16 units per astral character.
+	if ents := entitiesOf(t, r.Entities); len(ents) != 1 || ents[0].Length != 2*(4096-brandLen) {
+		t.Errorf("%d entities, first %+v; want one of 2 UTF-16 units per astral character", len(ents), ents[:min(len(ents), 1)])
 	}
 	expectError(t, send(fits+"<i>😀</i>"), http.StatusBadRequest, "message_too_long_after_branding")
 	expectError(t, send("<b>"+strings.Repeat("😀", 4096)+"</b>"), http.StatusBadRequest, "message_too_long_after_branding")

@@ -141,19 +141,37 @@ var (
 	}
 )
 
-// unparsableDescription starts the description of a 400 whose request the platform could not parse: its
-// entities ("Bad Request: can't parse entities: …"), or its keyboard. Herald parses and validates every
-// message at the door (internal/richtext), so the platform's refusal means they disagree: retrying would
-// meet it again.
-const unparsableDescription = "can't parse"
+// unformattableDescriptions are (lower-cased) parts of the description of a 400 refusing a message as it is
+// formatted: its entities or its keyboard cannot be parsed ("Bad Request: can't parse entities: …", "can't
+// parse inline keyboard button"), there are too many entities ("entities too long", MTProto's
+// ENTITIES_TOO_LONG), an entity or a button's URL is refused (ENTITY_BOUNDS_INVALID and the other ENTITY_…
+// errors the Bot API passes on as they are, BUTTON_URL_INVALID, "inline keyboard button URL '…' is
+// invalid"). Herald parses and validates every message at the door (internal/richtext), so each means the
+// two disagree: retrying would meet it again, and the worker counts it for the alert.
+var unformattableDescriptions = []string{
+	"can't parse",
+	"entities too long",
+	"entities_too_long",
+	"entity_",
+	"button_url_invalid",
+	"inline keyboard button url",
+}
 
-// Unparsable reports whether err is the platform's answer that it cannot parse the message (its entities,
-// or its reply markup): the send fails without a retry (Failed, like any other 4xx), and the worker
-// counts it apart, since it should never happen.
+// Unparsable reports whether err is the platform's answer that it cannot send the message as it is
+// formatted (unformattableDescriptions): the send fails without a retry (Failed, like any other 4xx), and
+// the worker counts it apart, since it should never happen.
 func Unparsable(err error) bool {
 	var apiErr *APIError
-	return errors.As(err, &apiErr) && apiErr.Code == http.StatusBadRequest &&
-		strings.Contains(strings.ToLower(apiErr.Description), unparsableDescription)
+	if !errors.As(err, &apiErr) || apiErr.Code != http.StatusBadRequest {
+		return false
+	}
+	desc := strings.ToLower(apiErr.Description)
+	for _, s := range unformattableDescriptions {
+		if strings.Contains(desc, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // Classify maps the error of a send to its outcome. Errors this package did not produce count as Retry:

@@ -114,3 +114,37 @@ func TestTransportErrorUnwrapsToSentinelAndCause(t *testing.T) {
 		t.Errorf("%v must not match ErrNetwork", err)
 	}
 }
+
+// Every answer of the platform that a message cannot be sent as it is formatted is a parse failure (the
+// worker counts them for HeraldEntityParseFailures): its entities or keyboard cannot be parsed, there are too
+// many entities, an entity or a button's URL is refused. Other refusals are not, nor is a 5xx or a 403.
+func TestUnparsableCoversEveryAnswerThatTheFormattingIsRefused(t *testing.T) {
+	for _, desc := range []string{
+		"Bad Request: can't parse entities: unsupported start tag \"br\" at byte offset 3",
+		"Bad Request: can't parse inline keyboard button: Text buttons are unallowed in the inline keyboard",
+		"Bad Request: can't parse reply keyboard markup JSON object",
+		"Bad Request: entities too long",
+		"Bad Request: ENTITIES_TOO_LONG",
+		"Bad Request: ENTITY_BOUNDS_INVALID",
+		"Bad Request: ENTITY_MENTION_USER_INVALID",
+		"Bad Request: BUTTON_URL_INVALID",
+		"Bad Request: inline keyboard button URL 'javascript:x' is invalid: Unsupported URL protocol",
+	} {
+		err := fmt.Errorf("while delivering: %w", apiErr(400, desc))
+		if !messenger.Unparsable(err) || messenger.Classify(err) != messenger.Failed {
+			t.Errorf("%q: Unparsable %v, Classify %v; want a parse failure that ends failed", desc, messenger.Unparsable(err), messenger.Classify(err))
+		}
+	}
+	for _, err := range []error{
+		apiErr(400, "Bad Request: message is too long"),
+		apiErr(400, "Bad Request: message text is empty"),
+		apiErr(400, "Bad Request: chat not found"),
+		apiErr(403, "Forbidden: bot was blocked by the user"),
+		apiErr(500, "Internal Server Error: can't parse entities"),
+		errors.New("can't parse entities"),
+	} {
+		if messenger.Unparsable(err) {
+			t.Errorf("%v: Unparsable, want not", err)
+		}
+	}
+}

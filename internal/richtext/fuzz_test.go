@@ -75,13 +75,16 @@ func FuzzParseHTML(f *testing.F) {
 }
 
 // FuzzValidate: whatever text and entity the simulator is handed, Validate does not panic, and what it
-// accepts RenderHTML renders to markup that ParseHTML accepts, with the same text and entities.
+// accepts RenderHTML renders to markup that ParseHTML accepts, with the same text and entities (two of
+// the same formatting, nested or side by side, as one).
 func FuzzValidate(f *testing.F) {
 	f.Add("abc", uint8(0), 0, 1, uint8(1), 1, 1, "")
 	f.Add("😀b", uint8(0), 1, 2, uint8(0), 0, 0, "")
 	f.Add("abc", uint8(5), 0, 3, uint8(8), 1, 1, "go")
 	f.Add("abc", uint8(8), 0, 3, uint8(6), 0, 3, "")
 	f.Add("x", uint8(5), 0, 1, uint8(0), 0, 1, "https://a.example")
+	f.Add("abc", uint8(0), 0, 1, uint8(0), 1, 2, "")
+	f.Add("abc", uint8(5), 0, 2, uint8(5), 2, 1, "https://a.example")
 	f.Fuzz(func(t *testing.T, text string, t1 uint8, o1, l1 int, t2 uint8, o2, l2 int, arg string) {
 		types := []string{Bold, Italic, Underline, Strikethrough, Spoiler, TextLink, Code, Pre, Blockquote, ExpandableBlockquote, "url"}
 		mk := func(ty uint8, o, l int) Entity {
@@ -107,6 +110,13 @@ func FuzzValidate(f *testing.F) {
 			t.Fatalf("ParseHTML(RenderHTML(%+v)) = ParseHTML(%q): %v", m, h, err)
 		}
 		want := sorted(m.Entities)
+		if a, b := want[0], want[1]; a.Type == b.Type && a.URL == b.URL && (classOf(a.Type) == classFormatting || classOf(a.Type) == classLink) &&
+			b.Offset <= a.Offset+a.Length {
+			// The same formatting (or link) twice, nested or side by side: ParseHTML makes one span of them
+			// (TestParseHTMLMergesIdenticalSpans). Sorted, a starts first and, nested, holds b.
+			a.Length = max(a.Length, b.Offset+b.Length-a.Offset)
+			want = []Entity{a}
+		}
 		if back.Text != m.Text || !reflect.DeepEqual(back.Entities, want) {
 			t.Fatalf("%+v rendered as %q parses to %+v", m, h, back)
 		}

@@ -109,15 +109,23 @@ func ParseHTML(markup string) (Message, error) {
 	}
 	// Eight open tags are deep enough for most markup. The text is never longer than its markup: a
 	// reference is longer than its character.
-	p := parser{in: markup, stack: make([]openTag, 0, 8)}
+	p := parser{in: markup, stack: make([]openTag, 0, 8), lastTop: -1}
 	p.text.Grow(len(markup))
 	if n := strings.Count(markup, "</"); n > 0 {
 		// An entity needs an end tag; a markup of end tags alone is refused at the first, so the guess
 		// is bounded and append grows past it.
 		p.entities = make([]Entity, 0, min(n, maxPrealloc))
+		p.entityAt = make([]int, 0, min(n, maxPrealloc))
 	}
 	if err := p.run(); err != nil {
 		return Message{}, err
+	}
+	if len(p.entities) > MaxEntities {
+		// Counted once the markup is read: an element that ends empty, or continues the span before it,
+		// makes no entity (openTag, endTag).
+		return Message{}, p.errorf(p.entityAt[MaxEntities], "this tag makes entity number %d: the platform refuses a message "+
+			"with more than %d entities (formatting spans; a formatting inside the same formatting, and spans of the same "+
+			"formatting or links to the same URL side by side, count once)", MaxEntities+1, MaxEntities)
 	}
 	if len(p.entities) == 0 {
 		return Message{Text: p.text.String()}, nil
@@ -138,17 +146,52 @@ type parser struct {
 	text     strings.Builder
 	u16      int // UTF-16 length of the text so far: the offset of the next entity
 	entities []Entity
+	entityAt []int // byte offset of the start tag of each entity, to name the one past MaxEntities
 	stack    []openTag
 	values   strings.Builder // attribute values with references, decoded
 	open     [classCount]int // open entities by class, for nestingRule
-	preEnd   bool            // the code naming a pre's language has closed: only </pre> may follow
+	// openFormat counts the open entities of each formatting type (formatIndex): a tag of a formatting
+	// already open makes no entity.
+	openFormat [formatCount]int
+	lastTop    int  // the entity last closed at the top level, that a tag of the same span may continue; -1 for none
+	preEnd     bool // the code naming a pre's language has closed: only </pre> may follow
 }
+
+// What an openTag's entity is when it has none of its own.
+const (
+	entityLanguage = -1 // the code naming a pre's language
+	entityMerged   = -2 // a formatting inside the same formatting: the outer entity covers it
+)
 
 type openTag struct {
 	tag    tag
 	at     int   // byte offset of its '<'
-	entity int   // its entity's index, -1 for the code naming a pre's language
+	entity int   // its entity's index, or entityLanguage, or entityMerged
 	class  class // classUnknown when it holds no entity
+	// lastChild is the entity last closed directly inside this tag, that a sibling of the same span may
+	// continue; -1 for none.
+	lastChild int
+}
+
+// The formatting types, for parser.openFormat.
+const formatCount = 5
+
+// formatIndex is the index of a formatting type (bold, italic, underline, strikethrough, spoiler) in
+// parser.openFormat, -1 for another type.
+func formatIndex(typ string) int {
+	switch typ {
+	case Bold:
+		return 0
+	case Italic:
+		return 1
+	case Underline:
+		return 2
+	case Strikethrough:
+		return 3
+	case Spoiler:
+		return 4
+	}
+	return -1
 }
 
 func (p *parser) errorf(at int, format string, args ...any) error {
@@ -471,7 +514,7 @@ func (p *parser) openTag(t tag, at int, a *attrs) error {
 			}
 			pre.Language = lang
 		}
-		p.stack = append(p.stack, openTag{tag: t, at: at, entity: -1, class: classUnknown})
+		p.stack = append(p.stack, openTag{tag: t, at: at, entity: entityLanguage, class: classUnknown, lastChild: -1})
 		return nil
 	}
 	typ := tagTypes[t]
@@ -493,10 +536,43 @@ func (p *parser) openTag(t tag, at int, a *attrs) error {
 	if blamed, why := nestingRule(c, &p.open); why != "" {
 		return p.errorf(at, "<%s> inside <%s>: %s", tagNames[t], tagNames[p.innermost(blamed)], why)
 	}
-	p.entities = append(p.entities, Entity{Type: typ, Offset: p.u16, URL: a.href})
-	p.stack = append(p.stack, openTag{tag: t, at: at, entity: len(p.entities) - 1, class: c})
+	// Identical spans make one entity (issue 35: the platform refuses more than MaxEntities, and 9,000
+	// nested <b> are one bold). A formatting inside the same formatting adds nothing; a formatting, or a
+	// link, that starts where its previous sibling of the same type (and URL) ended continues it. Only
+	// siblings: merged, they hold what each held and sit inside what held both, so no two spans cross.
+	// Code, pre and blockquotes side by side stay apart: the platform shows them as separate blocks.
+	f := formatIndex(typ)
+	if f >= 0 && p.openFormat[f] > 0 {
+		p.stack = append(p.stack, openTag{tag: t, at: at, entity: entityMerged, class: classUnknown, lastChild: -1})
+		return nil
+	}
+	index := -1
+	if k := p.lastClosed(); *k >= 0 && (c == classFormatting || c == classLink) {
+		prev := &p.entities[*k]
+		if prev.Type == typ && prev.URL == a.href && prev.Offset+prev.Length == p.u16 {
+			index = *k
+		}
+	}
+	if index < 0 {
+		p.entities = append(p.entities, Entity{Type: typ, Offset: p.u16, URL: a.href})
+		p.entityAt = append(p.entityAt, at)
+		index = len(p.entities) - 1
+	}
+	p.stack = append(p.stack, openTag{tag: t, at: at, entity: index, class: c, lastChild: -1})
 	p.open[c]++
+	if f >= 0 {
+		p.openFormat[f]++
+	}
 	return nil
+}
+
+// lastClosed is where the entity last closed directly inside the innermost open tag (or at the top level)
+// is kept: the one a tag opening now may continue.
+func (p *parser) lastClosed() *int {
+	if n := len(p.stack); n > 0 {
+		return &p.stack[n-1].lastChild
+	}
+	return &p.lastTop
 }
 
 // innermost is the tag of the innermost open entity of class c.
@@ -538,7 +614,7 @@ func (p *parser) endTag(i int) (int, error) {
 	}
 	p.stack = p.stack[:len(p.stack)-1]
 	switch {
-	case top.entity < 0: // the code naming a pre's language
+	case top.entity == entityLanguage:
 		p.preEnd = true
 	case top.tag == tagPre:
 		p.preEnd = false
@@ -546,11 +622,17 @@ func (p *parser) endTag(i int) (int, error) {
 	if top.entity >= 0 {
 		p.open[top.class]--
 		ent := &p.entities[top.entity]
+		if f := formatIndex(ent.Type); f >= 0 {
+			p.openFormat[f]--
+		}
 		ent.Length = p.u16 - ent.Offset
 		if ent.Length == 0 {
 			// The platform drops an empty entity. Whatever opened inside it was empty too, and is gone
-			// already: it is the last one.
+			// already: it is the last one. (An entity continued by a sibling is not empty.)
 			p.entities = p.entities[:top.entity]
+			p.entityAt = p.entityAt[:top.entity]
+		} else {
+			*p.lastClosed() = top.entity
 		}
 	}
 	return j + 1, nil

@@ -81,7 +81,7 @@ func TestParseHTMLAccepts(t *testing.T) {
 		{"same span keeps the markup's order", "<i><b>x</b></i>", "x", []Entity{e(Italic, 0, 1), e(Bold, 0, 1)}},
 		{"same span: formatting before link", `<a href="https://a.example"><b>x</b></a>`, "x", []Entity{e(Bold, 0, 1), link(0, 1, "https://a.example")}},
 		{"formatting around a link", `<i>see <a href="https://a.example">this</a></i>`, "see this", []Entity{e(Italic, 0, 8), link(4, 4, "https://a.example")}},
-		{"b in b (the platform merges)", "<b>a<b>b</b></b>", "ab", []Entity{e(Bold, 0, 2), e(Bold, 1, 1)}},
+		{"b in b (merged: TestParseHTMLMergesIdenticalSpans)", "<b>a<b>b</b></b>", "ab", []Entity{e(Bold, 0, 2)}},
 		{"blockquote holds pre", "<blockquote>q<pre>x</pre></blockquote>", "qx", []Entity{e(Blockquote, 0, 2), pre(1, 1, "")}},
 		{"blockquote holds code", "<blockquote><code>x</code></blockquote>", "x", []Entity{e(Blockquote, 0, 1), e(Code, 0, 1)}},
 		{"blockquote holds a link", `<blockquote><a href="https://a.example">x</a></blockquote>`, "x", []Entity{e(Blockquote, 0, 1), link(0, 1, "https://a.example")}},
@@ -233,12 +233,13 @@ func TestParseHTMLRefuses(t *testing.T) {
 	}
 }
 
-// A long markup is parsed in one piece: offsets past many entities and references stay exact.
+// A long markup is parsed in one piece: offsets past many entities (as many as the platform takes) and
+// references stay exact.
 func TestParseHTMLLong(t *testing.T) {
 	var in, text strings.Builder
 	var want []Entity
 	off := 0
-	for i := range 200 {
+	for i := range MaxEntities {
 		in.WriteString("😀 &amp; <b>#" + strconv.Itoa(i) + "</b>\n")
 		s := "#" + strconv.Itoa(i)
 		text.WriteString("😀 & " + s + "\n")
@@ -287,5 +288,85 @@ func TestSyntaxErrorIsInvalidFormat(t *testing.T) {
 	}
 	if got := apierror.ByCode("invalid_format"); got != apierror.InvalidFormat {
 		t.Fatalf("invalid_format is not in the catalogue: ByCode gives %+v", got)
+	}
+}
+
+// Identical spans are merged (issue 35): a formatting inside the same formatting adds nothing, and two
+// siblings of the same formatting, or links to the same URL, that touch are one span. What the user sees
+// does not change; the platform counts fewer entities. Spans that would cross once merged stay apart.
+func TestParseHTMLMergesIdenticalSpans(t *testing.T) {
+	deep := strings.Repeat("<b>", 9000) + "x" + strings.Repeat("</b>", 9000)
+	for _, c := range []struct {
+		name, in string
+		want     []Entity
+	}{
+		{"b in b", "<b>a<b>b</b></b>", []Entity{e(Bold, 0, 2)}},
+		{"9,000 nested b", deep, []Entity{e(Bold, 0, 1)}},
+		{"b in i in b", "<b>a<i>b<b>c</b></i></b>", []Entity{e(Bold, 0, 3), e(Italic, 1, 2)}},
+		{"strong in b", "<b><strong>x</strong></b>", []Entity{e(Bold, 0, 1)}},
+		{"adjacent b", "<b>a</b><b>b</b><b>c</b>", []Entity{e(Bold, 0, 3)}},
+		{"adjacent b and strong", "<b>a</b><strong>b</strong>", []Entity{e(Bold, 0, 2)}},
+		{"adjacent across an empty element", "<b>a</b><i></i><b>b</b>", []Entity{e(Bold, 0, 2)}},
+		{"adjacent inside a parent", "<i><b>a</b><b>b</b>c</i>", []Entity{e(Italic, 0, 3), e(Bold, 0, 2)}},
+		{"adjacent links to one URL", `<a href="https://a.example">a</a><a href="https://a.example">b</a>`, []Entity{link(0, 2, "https://a.example")}},
+		{"adjacent holding children", "<b><i>a</i></b><b>b</b>", []Entity{e(Bold, 0, 2), e(Italic, 0, 1)}},
+
+		// Not identical, not touching, or not siblings: kept apart.
+		{"adjacent links to two URLs", `<a href="https://a.example">a</a><a href="https://b.example">b</a>`,
+			[]Entity{link(0, 1, "https://a.example"), link(1, 1, "https://b.example")}},
+		{"text between", "<b>a</b> <b>b</b>", []Entity{e(Bold, 0, 1), e(Bold, 2, 1)}},
+		{"b and i", "<b>a</b><i>b</i>", []Entity{e(Bold, 0, 1), e(Italic, 1, 1)}},
+		{"would cross once merged", "<i>x<b>a</b></i><b>b</b>", []Entity{e(Italic, 0, 2), e(Bold, 1, 1), e(Bold, 2, 1)}},
+		{"adjacent code", "<code>a</code><code>b</code>", []Entity{e(Code, 0, 1), e(Code, 1, 1)}},
+		{"adjacent pre", "<pre>a</pre><pre>b</pre>", []Entity{pre(0, 1, ""), pre(1, 1, "")}},
+		{"adjacent blockquotes", "<blockquote>a</blockquote><blockquote>b</blockquote>", []Entity{e(Blockquote, 0, 1), e(Blockquote, 1, 1)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m, err := ParseHTML(c.in)
+			if err != nil {
+				t.Fatalf("ParseHTML: %v", err)
+			}
+			if !reflect.DeepEqual(m.Entities, c.want) {
+				t.Errorf("%d entities %+v, want %+v", len(m.Entities), m.Entities[:min(len(m.Entities), 5)], c.want)
+			}
+			if err := validateEntities(m.Text, m.Entities); err != nil {
+				t.Errorf("the merged entities are not valid: %v", err)
+			}
+		})
+	}
+}
+
+// The platform refuses a message of more than MaxEntities entities ("entities too long"); the door
+// refuses it first, with a *SyntaxError naming the tag that makes one too many. Identical spans merged
+// first (TestParseHTMLMergesIdenticalSpans) do not count, nor do empty elements.
+func TestParseHTMLRefusesTooManyEntities(t *testing.T) {
+	spans := func(n int) string { return strings.Repeat("<b>x</b> ", n) }
+	m, err := ParseHTML(spans(MaxEntities))
+	if err != nil || len(m.Entities) != MaxEntities {
+		t.Fatalf("%d spans: %d entities, %v; want them accepted", MaxEntities, len(m.Entities), err)
+	}
+	if m, err := ParseHTML(strings.TrimSuffix(spans(MaxEntities), " ") + strings.Repeat("<i></i>", 500) + "<b>y<b>z</b></b>"); err != nil || len(m.Entities) != MaxEntities {
+		t.Fatalf("%d spans, 500 empty elements and a b holding a b, touching the last span: %d entities, %v; want %d, accepted",
+			MaxEntities, len(m.Entities), err, MaxEntities)
+	}
+	for _, in := range []string{
+		spans(MaxEntities + 1),
+		spans(MaxEntities) + strings.Repeat("<b>", 500) + "y" + strings.Repeat("</b>", 500),
+		strings.Repeat(`<a href="https://a.example">x</a> `, MaxEntities+1),
+	} {
+		_, err := ParseHTML(in)
+		var se *SyntaxError
+		if !errors.As(err, &se) {
+			t.Fatalf("ParseHTML of %d characters: %v, want a *SyntaxError", len(in), err)
+		}
+		// The tag of the 101st entity: after 100 spans of the form "<b>x</b> " (9 characters) or
+		// `<a href="https://a.example">x</a> ` (34).
+		wantAt := MaxEntities * 9
+		if strings.HasPrefix(in, "<a") {
+			wantAt = MaxEntities * 34
+		}
+		if se.Offset != wantAt || !strings.Contains(se.Reason, strconv.Itoa(MaxEntities)) {
+			t.Errorf("refused %+v, want offset %d and a reason naming the limit %d", se, wantAt, MaxEntities)
+		}
 	}
 }

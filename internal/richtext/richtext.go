@@ -31,21 +31,27 @@
 //     follows the documented rule, so that a tenant's text means one thing).
 //   - Links: http:, https: or tg: only (§10), checked to be URLs the platform takes in a text_link entity
 //     (it refuses the whole message otherwise): a host with a dot and no user@, a port 1-65535, no spaces
-//     or control characters; a tg: link names a host of letters, digits, '_' or '-'. A tg://user link (a
+//     or control characters; an internationalised host (Unicode or xn--) mapped with IDNA (UTS 46) and
+//     checked as a user sees it: letters and digits only (no look-alike of '@' or '/'), one script
+//     (checkInternationalHost); a tg: link names a host of letters, digits, '_' or '-'. A tg://user link (a
 //     mention by user id) is refused: the platform accepts it only for a user the bot has met, which a
 //     tenant cannot know, and refuses the message otherwise.
 //   - Nesting ("Message entities can be nested, providing following restrictions are met"): two entities
 //     either do not overlap or one holds the other (HTML nesting gives that); bold, italic, underline,
 //     strikethrough and spoiler may hold and be held by anything but code and pre; code and pre hold
 //     nothing and may be held only by a blockquote; a link holds no link, code, pre or blockquote; a
-//     blockquote holds no blockquote. The same formatting twice (b in b) is allowed: the platform merges
-//     it. Where an entity would break these rules the platform does not refuse: it drops or splits
+//     blockquote holds no blockquote. The same formatting twice (b in b) is allowed, and makes one entity:
+//     ParseHTML merges a formatting inside the same formatting, and siblings of the same formatting (or
+//     links to the same URL) that touch, so that what the user sees stays and the count is the smallest
+//     (code, pre and blockquotes side by side stay apart: they are separate blocks). Where an entity would break these rules the platform does not refuse: it drops or splits
 //     entities (tdlib fix_entities). Herald refuses instead, so a formatting it accepted is never lost.
 //   - Newlines: the platform's HTML has none of its own rules (no <br>; a newline is a newline). It trims
 //     leading and trailing spaces and newlines and deletes '\r' (tdlib fix_formatted_text,
 //     clean_input_string_with_entities), shifting the entities; that only shortens the text, so Herald
 //     counts and validates the text as sent.
 //   - An element with no text (<b></b>) gives no entity: the platform drops empty entities.
+//   - Entities: at most MaxEntities (100) once merged; the platform refuses more ("entities too long").
+//     Its documentation gives no number: see MaxEntities and docs/api.md.
 //   - Length: "1-4096 characters after entities parsing", counted by the platform in Unicode code points
 //     (tdlib checks utf8_length of the parsed text against message_text_length_max), which is how
 //     internal/brand counts: Length uses it.

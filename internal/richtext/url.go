@@ -2,8 +2,12 @@ package richtext
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/net/idna"
 )
 
 // checkURL says why the platform would not take u as the URL of a text_link, or "". It accepts a subset
@@ -64,6 +68,11 @@ func checkHTTPURL(rest string) string {
 	if !dot {
 		return fmt.Sprintf("the host %q has no dot: the platform takes a link to a domain name only", host)
 	}
+	if international(host) {
+		if why := checkInternationalHost(host); why != "" {
+			return why
+		}
+	}
 	if hasPort {
 		v := 0
 		for i := 0; i < len(port) && v <= 65535; i++ {
@@ -78,6 +87,92 @@ func checkHTTPURL(rest string) string {
 		}
 	}
 	return ""
+}
+
+// hostProfile maps an internationalised host as a browser and a resolver do (IDNA, UTS 46 for lookup,
+// non-transitional), refusing what no registry would register: STD3's ASCII (letters, digits and '-'
+// only, so a look-alike that maps to '@', '/', ':' or '.' is refused once mapped), the bidi rule, valid
+// labels (no joiners out of place), DNS lengths.
+var hostProfile = idna.New(idna.MapForLookup(), idna.Transitional(false), idna.BidiRule(), idna.ValidateLabels(true),
+	idna.StrictDomainName(true), idna.VerifyDNSLength(true))
+
+// international reports whether host needs IDNA's checks: it holds a non-ASCII character, or a punycode
+// label (xn--), which a client shows decoded.
+func international(host string) bool {
+	for i := 0; i < len(host); i++ {
+		if host[i] >= utf8.RuneSelf {
+			return true
+		}
+	}
+	for label := range strings.SplitSeq(host, ".") {
+		if len(label) >= 4 && strings.EqualFold(label[:4], "xn--") {
+			return true
+		}
+	}
+	return false
+}
+
+// checkInternationalHost says why an internationalised host (Unicode or punycode) disguises itself, or
+// "" (issue 35). It is mapped with IDNA (hostProfile) and checked as a user would see it, decoded:
+//   - every character is a letter, a mark or a digit (or '-'): a symbol that looks like punctuation (U+2215
+//     DIVISION SLASH, U+2044 FRACTION SLASH), which IDNA lets through, would make "bank.example∕login" read
+//     as a path of bank.example;
+//   - the whole host is in one script, or Latin with the scripts written beside it (Han with kana, Han with
+//     Bopomofo, Han with Hangul): the "highly restrictive" level of Unicode's UTS 39. So a Cyrillic 'а' in
+//     "аpple.com", or a wholly Cyrillic label before a Latin top-level domain, is refused: a homograph of
+//     another host. The cost: an internationalised label under a top-level domain of another script
+//     (Cyrillic under .com) is refused too.
+func checkInternationalHost(host string) string {
+	ascii, err := hostProfile.ToASCII(host)
+	if err != nil {
+		return fmt.Sprintf("the host %q is not an internationalised domain name (IDNA, UTS 46: %v)", host, err)
+	}
+	shown, err := hostProfile.ToUnicode(ascii)
+	if err != nil {
+		return fmt.Sprintf("the host %q is not an internationalised domain name (IDNA, UTS 46: %v)", host, err)
+	}
+	var scripts []string
+	for _, r := range shown {
+		switch {
+		case r == '.' || r == '-':
+			continue
+		case !unicode.IsLetter(r) && !unicode.IsMark(r) && !unicode.IsDigit(r):
+			return fmt.Sprintf("the host %q holds %q (U+%04X), which is not a letter or digit: a look-alike of a URL's punctuation disguises the host", host, r, r)
+		}
+		if sc := scriptOf(r); sc != "" && !slices.Contains(scripts, sc) {
+			scripts = append(scripts, sc)
+		}
+	}
+	if !oneScript(scripts) {
+		slices.Sort(scripts)
+		return fmt.Sprintf("the host %q mixes scripts (%s): it could be taken for another host (a homograph); write it in one script", host, strings.Join(scripts, ", "))
+	}
+	return ""
+}
+
+// scriptOf is the name of the Unicode script of r, "" for Common and Inherited (digits, marks shared by
+// several scripts), which go with any.
+func scriptOf(r rune) string {
+	for name, table := range unicode.Scripts {
+		if name != "Common" && name != "Inherited" && unicode.Is(table, r) {
+			return name
+		}
+	}
+	return ""
+}
+
+// oneScript reports whether scripts (each once) may be mixed in one host: one, or Latin with Han and the
+// scripts written beside Han (Japanese, Chinese, Korean).
+func oneScript(scripts []string) bool {
+	if len(scripts) <= 1 {
+		return true
+	}
+	for _, allowed := range [][]string{{"Latin", "Han", "Hiragana", "Katakana"}, {"Latin", "Han", "Bopomofo"}, {"Latin", "Han", "Hangul"}} {
+		if !slices.ContainsFunc(scripts, func(s string) bool { return !slices.Contains(allowed, s) }) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkTgURL checks what follows "tg:": an optional //, a host of letters, digits, '-' or '_', then

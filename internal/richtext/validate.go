@@ -11,10 +11,21 @@ import (
 // ErrInvalid is the error of Validate: a text and entities the platform would refuse or change.
 var ErrInvalid = errors.New("invalid text or entities")
 
+// ErrTooManyEntities is the error of Validate for more than MaxEntities entities, which the platform
+// refuses with its own answer ("entities too long"), not "can't parse entities". It is an ErrInvalid too.
+var ErrTooManyEntities = errors.New("too many entities")
+
+// MaxEntities is the most entities the platform takes in one message (see docs/api.md, "Entities"). The
+// Bot API's documentation does not state it; 100 is the limit its clients found (python-telegram-bot's
+// MessageLimit.MESSAGE_ENTITIES), and past it the platform answers "entities too long" (MTProto's
+// ENTITIES_TOO_LONG). The brand line has none: it is the tenant's markup's limit.
+const MaxEntities = 100
+
 // Validate checks a text and its entities as sendMessage would take them: text valid UTF-8, not empty or
 // blank, at most brand.MaxLength characters; each entity of a type Herald sends, with a url for a
 // text_link (only) that the platform takes, a language for a pre (only, optional), within the text and
-// on UTF-16 character boundaries; entities nested by the platform's rules (see the package comment).
+// on UTF-16 character boundaries; entities nested by the platform's rules (see the package comment); at
+// most MaxEntities of them (ErrTooManyEntities).
 // Entities may come in any order. Stricter than the platform where it would silently drop or split an
 // entity rather than refuse (nesting, a zero length): what the simulator refuses with this, Herald must
 // never send.
@@ -29,6 +40,9 @@ func Validate(m Message) error {
 	}
 	if n := brand.Length(m.Text); n > brand.MaxLength {
 		return fmt.Errorf("%w: the text is %d characters; the platform takes at most %d", ErrInvalid, n, brand.MaxLength)
+	}
+	if n := len(m.Entities); n > MaxEntities {
+		return fmt.Errorf("%w: %w: %d; the platform takes at most %d", ErrInvalid, ErrTooManyEntities, n, MaxEntities)
 	}
 	return validateEntities(m.Text, m.Entities)
 }

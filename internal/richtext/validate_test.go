@@ -94,3 +94,20 @@ func TestValidateKeepsTheCallersOrder(t *testing.T) {
 		t.Fatalf("entities reordered: %+v", ents)
 	}
 }
+
+// More than MaxEntities entities is what the platform refuses as "entities too long" (the simulator's
+// answer): ErrTooManyEntities, an ErrInvalid too. MaxEntities are fine.
+func TestValidateRefusesTooManyEntities(t *testing.T) {
+	text := strings.Repeat("x ", MaxEntities+1)
+	var ents []Entity
+	for i := range MaxEntities + 1 {
+		ents = append(ents, e(Bold, 2*i, 1))
+	}
+	if err := Validate(Message{Text: text, Entities: ents[:MaxEntities]}); err != nil {
+		t.Fatalf("%d entities: %v", MaxEntities, err)
+	}
+	err := Validate(Message{Text: text, Entities: ents})
+	if !errors.Is(err, ErrTooManyEntities) || !errors.Is(err, ErrInvalid) {
+		t.Fatalf("%d entities: %v, want ErrTooManyEntities and ErrInvalid", len(ents), err)
+	}
+}

@@ -6,6 +6,7 @@ package sim
 // which Herald's worker ends as failed. Stricter than the platform where it would drop or split an entity
 // (internal/richtext.Validate): what the simulator refuses, Herald must never send. A message's entities
 // are kept, and rendered as the platform's HTML for the transcript (Line.HTML), which the console shows.
+// More than richtext.MaxEntities entities are refused with the platform's 400 "entities too long".
 
 import (
 	"encoding/json"
@@ -30,7 +31,11 @@ func validateEntities(text string, entities json.RawMessage) error {
 	if err == nil {
 		err = richtext.Validate(m)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, richtext.ErrTooManyEntities):
+		// The platform's own answer past its limit (MTProto's ENTITIES_TOO_LONG), which says nothing of parsing.
+		return badRequest("entities too long")
+	case err != nil:
 		return badRequest("can't parse entities: %s", strings.TrimPrefix(err.Error(), richtext.ErrInvalid.Error()+": "))
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -44,6 +45,37 @@ func TestSendMessageRefusesEntitiesThePlatformRefuses(t *testing.T) {
 	}
 	if n := len(e.sim.Messages(7001)); n != 0 {
 		t.Errorf("chat received %d messages, want none", n)
+	}
+}
+
+// Past 100 entities the platform refuses a message with its own answer, 400 "Bad Request: entities too
+// long" (not "can't parse entities"); the worker reads it as a message that cannot be sent as formatted
+// (a parse failure, failed without a retry). 100 are taken.
+func TestSendMessageRefusesTooManyEntitiesAsThePlatformDoes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sim.Options{})
+	e.user(t, sim.User{ID: 7003})
+	entities := func(n int) json.RawMessage {
+		var parts []string
+		for i := range n {
+			parts = append(parts, `{"type":"bold","offset":`+strconv.Itoa(2*i)+`,"length":1}`)
+		}
+		return json.RawMessage("[" + strings.Join(parts, ",") + "]")
+	}
+	text := strings.Repeat("x ", 101)
+	if _, err := e.client.SendMessage(context.Background(), messenger.SendMessageRequest{ChatID: 7003, Text: text, Entities: entities(100)}); err != nil {
+		t.Fatalf("100 entities: %v", err)
+	}
+	_, err := e.client.SendMessage(context.Background(), messenger.SendMessageRequest{ChatID: 7003, Text: text, Entities: entities(101)})
+	var apiErr *messenger.APIError
+	if !errors.As(err, &apiErr) || apiErr.Code != 400 || apiErr.Description != "Bad Request: entities too long" {
+		t.Fatalf("101 entities: err %v, want 400 Bad Request: entities too long", err)
+	}
+	if !messenger.Unparsable(err) || messenger.Classify(err) != messenger.Failed {
+		t.Errorf("the worker would not read %v as a parse failure that ends failed", err)
+	}
+	if n := len(e.sim.Messages(7003)); n != 1 {
+		t.Errorf("chat received %d messages, want the one of 100 entities", n)
 	}
 }
 

@@ -141,6 +141,24 @@ func (s *Store) SetBotState(ctx context.Context, id notification.BotID, state Bo
 	return changed, translate(err, "setting the state of bot "+strconv.FormatInt(int64(id), 10))
 }
 
+// SetBotSettings records a bot's settings alone (its rate, 1..MaxBotRateLimit or 0 for the default, and
+// whether it pays for broadcasts), as the operator does when they change and nothing else does: they are
+// Herald's, not the platform's, so a change calls no Bot API and keeps the webhook and its secret.
+// ErrNotFound when there is no such bot.
+func (s *Store) SetBotSettings(ctx context.Context, id notification.BotID, rateLimit int, paidBroadcast bool) error {
+	if rateLimit < 0 || rateLimit > MaxBotRateLimit {
+		return fmt.Errorf("while setting the settings of bot %d: the rate limit must be 1..%d, or 0 for the default", id, MaxBotRateLimit)
+	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	tag, err := s.pool.Exec(ctx, `UPDATE bots SET rate_limit = NULLIF($2, 0), paid_broadcast = $3, updated_at = now() WHERE id = $1`,
+		int64(id), rateLimit, paidBroadcast)
+	if err == nil && tag.RowsAffected() == 0 {
+		return fmt.Errorf("while setting the settings of bot %d: %w", id, ErrNotFound)
+	}
+	return translate(err, "setting the settings of bot "+strconv.FormatInt(int64(id), 10))
+}
+
 // BotChange is what SetTenantBot did.
 type BotChange struct {
 	// Previous is the bot the tenant sent through before.

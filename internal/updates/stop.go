@@ -49,7 +49,8 @@ const (
 )
 
 // maxPromptButtons bounds a keyboard (the platform allows 100 buttons): past it, the categories that do
-// not fit are left out; each tenant's own button stays.
+// not fit are left out, shared out fairly between the tenants (fairShare); each tenant's own button, which
+// covers all of its categories, stays, and /resume's "All of them" lifts every opt-out, shown or not.
 const maxPromptButtons = 50
 
 // platformCallTimeout bounds answerCallbackQuery and editMessageText.
@@ -139,6 +140,36 @@ func resumeChoices(tenants []store.ChatTenant) (whole, categories []choice) {
 	return whole, categories
 }
 
+// fairShare keeps at most n of the category buttons (each of one tenant's category), taken from the
+// tenants in turn — each one's first, then each one's second, and so on — so that a tenant with many
+// categories cannot push another's off the keyboard: each tenant keeps all of its own or at least n divided
+// by the number of tenants, and what one leaves unused goes to the others. What is kept stays in its order
+// (the tenants in link order, each one's categories sorted).
+func fairShare(categories []choice, n int) []choice {
+	if len(categories) <= n {
+		return categories
+	}
+	turn := make([]int, len(categories)) // the turn at which each category comes: its place among its tenant's
+	seen := map[string]int{}
+	for i, c := range categories {
+		tenant := c.choices[0].TenantID
+		turn[i] = seen[tenant]
+		seen[tenant]++
+	}
+	order := make([]int, len(categories))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return turn[a] - turn[b] })
+	keep := order[:n]
+	slices.Sort(keep)
+	kept := make([]choice, n)
+	for i, k := range keep {
+		kept[i] = categories[k]
+	}
+	return kept
+}
+
 // stopOrResume handles /stop and /resume in a private chat: nothing to offer is said so; a single choice
 // (one tenant and no category, or one opt-out to lift) is applied at once; several are offered on a keyboard.
 func (rc *Receiver) stopOrResume(ctx context.Context, in incoming, kind store.PromptKind) (Result, error) {
@@ -171,7 +202,8 @@ func (rc *Receiver) stopOrResume(ctx context.Context, in incoming, kind store.Pr
 		rc.logChoice(ctx, in, "chat opt-out applied at once", *res)
 		return r, nil
 	}
-	categories = categories[:min(len(categories), max(0, maxPromptButtons-len(whole)-1))]
+	// "All of them" covers everything, not only what fits on the keyboard: stopping every tenant covers
+	// their categories; resuming lifts each opt-out, so that none is left that no button reaches.
 	all := choice{text: buttonAll}
 	for _, c := range whole {
 		all.choices = append(all.choices, c.choices...)
@@ -181,6 +213,7 @@ func (rc *Receiver) stopOrResume(ctx context.Context, in incoming, kind store.Pr
 			all.choices = append(all.choices, c.choices...)
 		}
 	}
+	categories = fairShare(categories, max(0, maxPromptButtons-len(whole)-1))
 	buttons := append(append(whole, categories...), all)
 	p := store.StopPrompt{ChatUser: who, Kind: kind}
 	if _, err := rand.Read(p.ID[:]); err != nil {

@@ -3,6 +3,7 @@ package updates_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"regexp"
@@ -527,4 +528,59 @@ func testKey(t *testing.T) *signing.Key {
 		t.Fatal(err)
 	}
 	return key
+}
+
+// A tenant with many categories cannot crowd another's off the /stop and /resume keyboards (issue 35): the
+// category buttons are shared out between the tenants in turn (each one's first, then each one's second,
+// …), so acme, linked first with 60 categories, leaves room for all three of globex's; the keyboard stays
+// within its 50 buttons. /resume's "All of them" lifts every opt-out, shown or not.
+func TestKeyboardsShareTheirButtonsFairlyAndAllOfThemCoversEverything(t *testing.T) {
+	t.Parallel()
+	c := newChatEnv(t)
+	c.tenant("acme", "Acme")
+	c.tenant("globex", "Globex")
+	c.user(701)
+	c.link("acme", "ann", 701)
+	c.link("globex", "ann", 701)
+	var acmeCategories []string
+	for i := range 60 {
+		acmeCategories = append(acmeCategories, fmt.Sprintf("a%02d", i))
+		c.fx.Notification(t, fixture.For("acme", "ann"), fixture.Category(acmeCategories[i]), fixture.InState("delivered"))
+	}
+	for _, cat := range []string{"g0", "g1", "g2"} {
+		c.fx.Notification(t, fixture.For("globex", "ann"), fixture.Category(cat), fixture.InState("delivered"))
+	}
+	expectFair := func(texts []string) {
+		t.Helper()
+		count := map[string]int{}
+		for _, text := range texts {
+			if tenant, _, ok := strings.Cut(text, ": "); ok {
+				count[tenant]++
+			}
+		}
+		if len(texts) > 50 || count["Globex"] != 3 || count["Acme"] != 50-3-3 {
+			t.Fatalf("%d buttons, %d of Acme's categories and %d of Globex's; want 50 buttons, all 3 of Globex's and 44 of Acme's: %v",
+				len(texts), count["Acme"], count["Globex"], texts)
+		}
+		if texts[0] != "Acme" || texts[1] != "Globex" || texts[len(texts)-1] != "All of them" {
+			t.Fatalf("buttons %v, want each tenant's own first and All of them last", texts)
+		}
+	}
+	c.say(701, "/stop")
+	texts, _ := buttons(t, c.deliver()[0])
+	expectFair(texts)
+
+	// Every category of both stopped (as by earlier taps), and /resume.
+	for _, cat := range acmeCategories {
+		c.exec(`INSERT INTO opt_outs (tenant_id, user_id, category, by) VALUES ('acme', 'ann', $1, 'user')`, cat)
+	}
+	c.exec(`INSERT INTO opt_outs (tenant_id, user_id, category, by) VALUES ('globex', 'ann', 'g0', 'user'), ('globex', 'ann', 'g1', 'user'), ('globex', 'ann', 'g2', 'user'), ('globex', 'ann', '', 'user')`)
+	c.exec(`INSERT INTO opt_outs (tenant_id, user_id, category, by) VALUES ('acme', 'ann', '', 'tenant')`)
+	c.say(701, "/resume")
+	texts, _ = buttons(t, c.deliver()[0])
+	expectFair(texts)
+	expectNotice(t, c.tap(c.sim.DefaultBot(), 701, sim.Tap{Button: "All of them"}), noticeResumed)
+	if left := c.optOuts(); len(left) != 0 {
+		t.Fatalf("%d opt-outs left after All of them, want none: %v", len(left), left[:min(len(left), 5)])
+	}
 }

@@ -48,7 +48,7 @@ var (
 	// Per tenant (capped, see internal/metriclabel; "system" for a system message of no tenant).
 	parseFailures = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_worker_entity_parse_failures_total",
-		Help: "Sends the messaging platform refused because it could not parse them (400 \"can't parse entities\" or keyboard), by tenant (capped at 100 names, then \"other\"; \"system\" for messages of no tenant). Herald validates every message at the door: anything but 0 means it and the platform disagree, and the notification failed.",
+		Help: "Sends the messaging platform refused as formatted (400 \"can't parse entities\" or keyboard, \"entities too long\", an entity or button URL refused: messenger.Unparsable), by tenant (capped at 100 names, then \"other\"; \"system\" for messages of no tenant). Herald validates every message at the door: anything but 0 means it and the platform disagree, and the notification failed.",
 	}, []string{"tenant"})
 	botThrottles = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_worker_bot_throttled_total",
