@@ -120,10 +120,10 @@ type ChatOptOutResult struct {
 	// Choices are what was stopped (or resumed): the choices whose tenant the user is still linked to in
 	// this chat, each once.
 	Choices []ChatChoice
-	// Changed counts the opt-outs made (or taken over from the tenant) or lifted; Ended the notifications
-	// the opt-outs ended. Both are known once ApplyUpdates returns (not yet when the reply is built).
+	// Changed counts the opt-outs made (or taken over from the tenant) or lifted, known once ApplyUpdates
+	// returns (not yet when the reply is built). The notifications the opt-outs cover end after the commit
+	// (Effect.Endings, FinishEndings).
 	Changed int
-	Ended   int
 }
 
 // chatTarget is a choice applied to one of the tenant's users linked in the chat.
@@ -175,53 +175,53 @@ func chatEffect(updateID int64, who ChatUser, res *ChatOptOutResult, initial Cha
 		})
 		return err
 	}
-	return &Effect{
-		UpdateID: updateID,
-		Bot:      who.Bot,
-		first: func(b *pgx.Batch) {
-			*res, targets = initial, nil
-			queue(b, scan)
-		},
-		then: func(b *pgx.Batch) ([]NewNotification, error) {
-			if res.Stale {
-				return replyOf(reply, *res), nil
-			}
-			tenants, users := make([]string, len(targets)), make([]string, len(targets))
-			for i, t := range targets {
-				tenants[i], users[i] = t.choice.TenantID, t.userID
-				if !slices.Contains(res.Choices, t.choice) {
-					res.Choices = append(res.Choices, t.choice)
-				}
-			}
-			query := optOutSQL
-			if res.Kind == PromptStop && len(targets) > 0 {
-				b.Queue(exclusiveGatesSQL, gateBuckets(tenants, users))
-			} else if res.Kind != PromptStop {
-				query = liftOptOutSQL
-			}
-			for _, t := range targets {
-				b.Queue(query, t.choice.TenantID, t.userID, t.choice.Category, string(ByUser)).QueryRow(func(row pgx.Row) error {
-					var exists bool
-					var changed, ended int
-					var err error
-					if res.Kind == PromptStop {
-						err = row.Scan(&exists, &changed, &ended)
-					} else {
-						var held string
-						var lifted bool
-						err = row.Scan(&exists, &held, &lifted)
-						if lifted {
-							changed = 1
-						}
-					}
-					res.Changed += changed
-					res.Ended += ended
-					return err
-				})
-			}
+	e := &Effect{UpdateID: updateID, Bot: who.Bot}
+	endings := &e.Endings
+	e.first, e.then = func(b *pgx.Batch) {
+		*res, targets = initial, nil
+		queue(b, scan)
+	}, func(b *pgx.Batch) ([]NewNotification, error) {
+		if res.Stale {
 			return replyOf(reply, *res), nil
-		},
+		}
+		tenants, users := make([]string, len(targets)), make([]string, len(targets))
+		for i, t := range targets {
+			tenants[i], users[i] = t.choice.TenantID, t.userID
+			if !slices.Contains(res.Choices, t.choice) {
+				res.Choices = append(res.Choices, t.choice)
+			}
+		}
+		query := optOutSQL
+		if res.Kind == PromptStop && len(targets) > 0 {
+			b.Queue(exclusiveGatesSQL, gateBuckets(tenants, users))
+		} else if res.Kind != PromptStop {
+			query = liftOptOutSQL
+		}
+		for _, t := range targets {
+			b.Queue(query, t.choice.TenantID, t.userID, t.choice.Category, string(ByUser)).QueryRow(func(row pgx.Row) error {
+				var exists bool
+				var changed, marked int
+				var err error
+				if res.Kind == PromptStop {
+					err = row.Scan(&exists, &changed, &marked)
+					if marked == 1 && !slices.Contains(*endings, UserRef{t.choice.TenantID, t.userID}) {
+						*endings = append(*endings, UserRef{t.choice.TenantID, t.userID})
+					}
+				} else {
+					var held string
+					var lifted bool
+					err = row.Scan(&exists, &held, &lifted)
+					if lifted {
+						changed = 1
+					}
+				}
+				res.Changed += changed
+				return err
+			})
+		}
+		return replyOf(reply, *res), nil
 	}
+	return e
 }
 
 func replyOf(reply func(ChatOptOutResult) []NewNotification, res ChatOptOutResult) []NewNotification {
@@ -235,7 +235,7 @@ func replyOf(reply func(ChatOptOutResult) []NewNotification, res ChatOptOutResul
 // keyboard — one tenant, no categories —: the choices are opted out of (or lifted) by the user, for each of
 // the tenant's users linked to the chat with who's messenger user; a choice of a tenant not linked there is
 // skipped. The user lifts the tenant's opt-outs as well as their own. An opt-out ends the waiting
-// notifications it covers, as OptOut does. reply (nil: none) builds the replies from the result, which
+// notifications it covers after the commit (Effect.Endings), as OptOut does. reply (nil: none) builds the replies from the result, which
 // *ChatOptOutResult holds in full once ApplyUpdates returns.
 func ChatOptOutEffect(updateID int64, who ChatUser, kind PromptKind, choices []ChatChoice, reply func(ChatOptOutResult) []NewNotification) (*Effect, *ChatOptOutResult) {
 	res := &ChatOptOutResult{}
