@@ -5,6 +5,7 @@ package store_test
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"testing"
 	"time"
 
@@ -108,4 +109,53 @@ func oneWaiting(t *testing.T, s *store.Store) string {
 		t.Fatal(err)
 	}
 	return id
+}
+
+// Issue 35, item 2: what /stop and /resume read of a chat is bounded whatever a tenant stored for its user
+// (30,000 category opt-outs, written past the API's cap, e.g. before it), merged in linear time, and the
+// other tenants of the chat are still offered.
+func TestChatTenantsIsBoundedWhateverATenantStored(t *testing.T) {
+	s := fixture(t)
+	if err := s.CreateTenant(context.Background(), "globex", "Globex"); err != nil {
+		t.Fatal(err)
+	}
+	verifiedUser(t, s, "globex", "g", 1)
+	exec(t, s, `INSERT INTO opt_outs (tenant_id, user_id, category, by)
+		SELECT 'acme', 'ok', 'c' || i, 'tenant' FROM generate_series(1, 30000) AS i`)
+	exec(t, s, `INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, chat_id, status, priority, body, category)
+		SELECT gen_random_uuid(), 'tenant', 'acme', 'ok', 1, 'delivered', 5, 'x', 's' || i FROM generate_series(1, 30000) AS i`)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	start := time.Now()
+	got, err := s.ChatTenants(ctx, store.ChatUser{ChatID: 1, MessengerUserID: 1})
+	if err != nil || len(got) != 2 {
+		t.Fatalf("the chat's tenants: %d, %v (after %s), want acme and globex within 1 s", len(got), err, time.Since(start).Round(time.Millisecond))
+	}
+	if n := len(got[0].OptOuts); n > store.MaxCategoryOptOuts+1 {
+		t.Errorf("acme's user shows %d opt-outs, want at most %d", n, store.MaxCategoryOptOuts+1)
+	}
+	if n := len(got[0].Categories); n > store.MaxChatCategories {
+		t.Errorf("acme's user shows %d categories, want at most %d", n, store.MaxChatCategories)
+	}
+	if got[1].TenantID != "globex" {
+		t.Errorf("the second tenant is %q, want globex", got[1].TenantID)
+	}
+}
+
+// Past the cap a category opt-out is refused (ErrTooManyOptOuts); one the user has, and the whole tenant's,
+// are not.
+func TestCategoryOptOutsAreCapped(t *testing.T) {
+	s := fixture(t)
+	ctx := context.Background()
+	exec(t, s, `INSERT INTO opt_outs (tenant_id, user_id, category, by)
+		SELECT 'acme', 'ok', 'c' || i, 'tenant' FROM generate_series(1, $1::int) AS i`, store.MaxCategoryOptOuts)
+	if _, err := s.OptOut(ctx, "acme", "ok", "one-more", store.ByTenant); !errors.Is(err, store.ErrTooManyOptOuts) {
+		t.Errorf("a category opt-out past the cap: %v, want ErrTooManyOptOuts", err)
+	}
+	if _, err := s.OptOut(ctx, "acme", "ok", "c1", store.ByUser); err != nil {
+		t.Errorf("the user taking over an opt-out at the cap: %v", err)
+	}
+	if res, err := s.OptOut(ctx, "acme", "ok", "", store.ByUser); err != nil || !res.Made {
+		t.Errorf("the whole tenant's opt-out at the cap: %+v %v", res, err)
+	}
 }

@@ -58,13 +58,17 @@ const optOutData = `jsonb_build_object('category', NULLIF(category, ''), 'by', b
 // statement: the opt-out is made — or, made by the user, taken over from the tenant; one the user made stays
 // the user's —, user.opted_out recorded for it, and, when it was made, the user's endings_due row (the
 // notifications it covers end after the commit, in chunks: FinishEndings). It returns whether the user
-// exists, whether the opt-out was made (or taken over) and whether endings are due. Its work does not grow
-// with the user's notifications (issue 35).
+// exists, whether the opt-out was made (or taken over), whether endings are due, and whether it was refused
+// for the cap: a new category opt-out past MaxCategoryOptOuts (the whole tenant's is always made). Its work
+// does not grow with the user's notifications nor opt-outs (issue 35).
 var optOutSQL = `
 	WITH u AS (SELECT tenant_id, user_id FROM users WHERE tenant_id = $1 AND user_id = $2),
+	room AS (SELECT $3 = '' OR EXISTS (SELECT 1 FROM opt_outs WHERE tenant_id = $1 AND user_id = $2 AND category = $3)
+		OR (SELECT count(*) FROM (SELECT 1 FROM opt_outs WHERE tenant_id = $1 AND user_id = $2 AND category <> ''
+			LIMIT ` + strconv.Itoa(MaxCategoryOptOuts) + `) c) < ` + strconv.Itoa(MaxCategoryOptOuts) + ` AS ok),
 	made AS (
 		INSERT INTO opt_outs AS o (tenant_id, user_id, category, by)
-		SELECT tenant_id, user_id, $3, $4 FROM u
+		SELECT tenant_id, user_id, $3, $4 FROM u WHERE (SELECT ok FROM room)
 		ON CONFLICT (tenant_id, user_id, category) DO UPDATE SET by = EXCLUDED.by, created_at = now()
 			WHERE o.by = '` + string(ByTenant) + `' AND EXCLUDED.by = '` + string(ByUser) + `'
 		RETURNING tenant_id, user_id, category, by, now() AS at),
@@ -73,7 +77,7 @@ var optOutSQL = `
 		INSERT INTO endings_due AS d (tenant_id, user_id) SELECT tenant_id, user_id FROM made
 		ON CONFLICT (tenant_id, user_id) DO UPDATE SET since = clock_timestamp()
 		RETURNING 1)
-	SELECT EXISTS (SELECT 1 FROM u), (SELECT count(*) FROM made), (SELECT count(*) FROM marked)`
+	SELECT EXISTS (SELECT 1 FROM u), (SELECT count(*) FROM made), (SELECT count(*) FROM marked), NOT (SELECT ok FROM room)`
 
 // liftOptOutSQL lifts the opt-out of user $2 of tenant $1 from category $3, for $4: the user lifts any, the
 // tenant only its own. It records user.opted_in (by: who lifted it), and returns whether the user exists,
@@ -126,7 +130,8 @@ const OptOutInlineChunks = 1
 // "opted out" (notification.OptOut), each with its notification.blocked event. A new opt-out records
 // user.opted_out; the user making one the tenant made takes it over (it becomes the user's, and the tenant
 // cannot lift it any more); the tenant making one the user made changes nothing. ErrNotFound for a user the
-// tenant has never seen.
+// tenant has never seen; ErrTooManyOptOuts for a new category opt-out when the user has MaxCategoryOptOuts
+// already.
 //
 // The opt-out commits first, in a short transaction whose work does not depend on the user's backlog
 // (issue 35); the covered notifications end afterwards, OptOutInlineChunks chunks here and the rest by the
@@ -139,19 +144,22 @@ func (s *Store) OptOut(ctx context.Context, tenantID, userID, category string, b
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	var res OptOutResult
-	var exists bool
+	var exists, capped bool
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		res = OptOutResult{}
 		if _, err := tx.Exec(ctx, eraseGateSQL, userGateBucket(tenantID, userID)); err != nil {
 			return err
 		}
 		var made, marked int
-		err := tx.QueryRow(ctx, optOutSQL, tenantID, userID, category, string(by)).Scan(&exists, &made, &marked)
+		err := tx.QueryRow(ctx, optOutSQL, tenantID, userID, category, string(by)).Scan(&exists, &made, &marked, &capped)
 		res.Made, res.Pending = made == 1, marked == 1
 		return err
 	})
 	if err == nil && !exists {
 		err = pgx.ErrNoRows
+	}
+	if err == nil && capped {
+		return res, fmt.Errorf("while opting a user out: %w", ErrTooManyOptOuts)
 	}
 	if err != nil {
 		return res, translate(err, "opting a user out")
@@ -213,6 +221,15 @@ func sentCategories(tenant, user, window string) string {
 	return `SELECT COALESCE(array_agg(DISTINCT n.category ORDER BY n.category), '{}') FROM notifications n
 		WHERE n.tenant_id = ` + tenant + ` AND n.user_id = ` + user + ` AND n.kind = ` + notification.KindTenantSQL + `
 		  AND n.created_at > now() - ` + window + `::interval AND n.category IS NOT NULL`
+}
+
+// sentCategoriesLimit is sentCategories, the first limit of them only.
+func sentCategoriesLimit(tenant, user, window string, limit int) string {
+	return `SELECT COALESCE(array_agg(category ORDER BY category), '{}') FROM (
+		SELECT DISTINCT n.category FROM notifications n
+		WHERE n.tenant_id = ` + tenant + ` AND n.user_id = ` + user + ` AND n.kind = ` + notification.KindTenantSQL + `
+		  AND n.created_at > now() - ` + window + `::interval AND n.category IS NOT NULL
+		ORDER BY n.category LIMIT ` + strconv.Itoa(limit) + `) c`
 }
 
 var sentCategoriesSQL = sentCategories(`$1`, `$2`, `$3`)
