@@ -215,27 +215,37 @@ func (s *Store) OptOutsOf(ctx context.Context, tenantID, userID string) ([]OptOu
 	return out, translate(err, "listing opt-outs")
 }
 
+// SentCategoriesScan bounds the notifications of a user whose categories /stop reads: the latest ones (issue
+// 35: a tenant's backlog for one user must not size a /stop).
+const SentCategoriesScan = 1000
+
 // sentCategories is the query of the categories tenant sent user (SQL expressions) within window (an
-// interval's parameter), each once, sorted: a range of notifications_user_list_idx.
+// interval's parameter), each once, sorted: among the user's latest SentCategoriesScan notifications (a
+// range of notifications_user_list_idx, newest first).
 func sentCategories(tenant, user, window string) string {
-	return `SELECT COALESCE(array_agg(DISTINCT n.category ORDER BY n.category), '{}') FROM notifications n
-		WHERE n.tenant_id = ` + tenant + ` AND n.user_id = ` + user + ` AND n.kind = ` + notification.KindTenantSQL + `
-		  AND n.created_at > now() - ` + window + `::interval AND n.category IS NOT NULL`
+	return sentCategoriesLimit(tenant, user, window, 0)
 }
 
-// sentCategoriesLimit is sentCategories, the first limit of them only.
+// sentCategoriesLimit is sentCategories, the first limit of them only (0: all).
 func sentCategoriesLimit(tenant, user, window string, limit int) string {
+	max := ""
+	if limit > 0 {
+		max = ` LIMIT ` + strconv.Itoa(limit)
+	}
 	return `SELECT COALESCE(array_agg(category ORDER BY category), '{}') FROM (
-		SELECT DISTINCT n.category FROM notifications n
-		WHERE n.tenant_id = ` + tenant + ` AND n.user_id = ` + user + ` AND n.kind = ` + notification.KindTenantSQL + `
-		  AND n.created_at > now() - ` + window + `::interval AND n.category IS NOT NULL
-		ORDER BY n.category LIMIT ` + strconv.Itoa(limit) + `) c`
+		SELECT DISTINCT category FROM (
+			SELECT n.category FROM notifications n
+			WHERE n.tenant_id = ` + tenant + ` AND n.user_id = ` + user + ` AND n.kind = ` + notification.KindTenantSQL + `
+			  AND n.created_at > now() - ` + window + `::interval
+			ORDER BY n.created_at DESC LIMIT ` + strconv.Itoa(SentCategoriesScan) + `) r
+		WHERE category IS NOT NULL ORDER BY category` + max + `) c`
 }
 
 var sentCategoriesSQL = sentCategories(`$1`, `$2`, `$3`)
 
 // SentCategories lists the categories the tenant sent its user in the last 30 days (SentCategoriesWindow),
-// each once, sorted: what /stop offers besides the whole tenant.
+// among its latest SentCategoriesScan notifications, each once, sorted: what /stop offers besides the whole
+// tenant.
 func (s *Store) SentCategories(ctx context.Context, tenantID, userID string) ([]string, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
