@@ -134,6 +134,10 @@ bench-fairness: postgres ## Fairness and limits: a quiet tenant behind a noisy b
 bench-bots: postgres ## Tenants' own bots: 50 bots × 30/s with backlogs, a fresh message on an idle bot behind them, paid broadcast, workers 1 → 3 (BENCH_FLAGS=-short, -parts …)
 	$(GO) run ./hack/bench/bots $(BENCH_FLAGS)
 
+.PHONY: bench-optout
+bench-optout: postgres ## Issue 35: /stop of a user with 300,000 waiting notifications beside ten others; another tenant's batches during a flood of opt-outs (3 runs)
+	$(GO) run ./hack/bench/optout -runs 3 -backlog 300000
+
 .PHONY: bench-insert
 bench-insert: postgres ## The send's insert alone, before and after the v1 extensions, and with 1,000,000 scheduled notifications stored
 	$(GO) run ./hack/bench/insert

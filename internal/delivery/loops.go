@@ -2,7 +2,7 @@ package delivery
 
 // The worker's periodic loops (the retry scheduler and relay, the redrive, the scheduler of send_at, the
 // expiry sweep, the lag gauge, the offset commits, the pruning of chats, the tenants' weights, the per-bot
-// gauges) share one helper: every.
+// gauges, the endings' sweep) share one helper: every.
 
 import (
 	"context"
@@ -39,4 +39,45 @@ func (w *Worker) refreshWeights(ctx context.Context) {
 		return
 	}
 	w.paces.SetWeights(weights)
+}
+
+const (
+	// endingsInterval: how often a worker looks for opt-outs and relinks whose notifications are not all
+	// ended yet (store.DueEndings).
+	endingsInterval = 10 * time.Second
+	// endingsAge: a pass younger than this is left to the process that started it (the webhook's receiver).
+	endingsAge = 30 * time.Second
+	// endingsPerRun bounds the users one run of the sweep takes on; the next run takes the rest.
+	endingsPerRun = 100
+	// endingsPassTimeout bounds one user's pass; the next run goes on where the notifications still wait.
+	endingsPassTimeout = time.Minute
+)
+
+// finishEndings ends what committed opt-outs and relinks cover and no pass has finished (the process that
+// started it died, or it had more than its share: store.OptOutInlineChunks), in chunks (issue 35). Several
+// workers may run it at once: each chunk's updates are guarded by the notifications' states, so a row ends
+// once, with one event.
+func (w *Worker) finishEndings(ctx context.Context) {
+	due, err := w.opts.Store.DueEndings(ctx, endingsAge, endingsPerRun)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Warn("could not list the endings due", "err", err)
+		}
+		return
+	}
+	for _, u := range due {
+		pass, cancel := context.WithTimeout(ctx, endingsPassTimeout)
+		ended, _, err := w.opts.Store.FinishEndings(pass, u, 0)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				// Never the user id (docs/security.md).
+				w.log.Warn("could not end the notifications an opt-out or a relink covers", "tenant_id", u.TenantID, "ended", ended, "err", err)
+			}
+			continue
+		}
+		if ended > 0 {
+			w.log.Info("ended the notifications an opt-out or a relink covers", "tenant_id", u.TenantID, "ended", ended)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package ingress_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"reflect"
 	"strings"
@@ -315,5 +316,28 @@ func TestABlockedUserIsAcceptedAndShownBlocked(t *testing.T) {
 	}
 	if m := e.do("GET", "/v1/users/u1", key, nil).json(t); m["blocked"] != true {
 		t.Errorf("GET a blocked user: %v", m)
+	}
+}
+
+// Issue 35: a tenant's category opt-outs of one user are capped (store.MaxCategoryOptOuts): past the cap the
+// API answers 409 limit_reached, saying so; the whole tenant's opt-out is always taken.
+func TestCategoryOptOutsAreCappedPerUser(t *testing.T) {
+	t.Parallel()
+	e, key := newEnvWithUser(t)
+	for i := range store.MaxCategoryOptOuts {
+		if r := e.do("POST", "/v1/users/u1/opt-out", key, map[string]any{"category": fmt.Sprintf("c%d", i)}); r.status != http.StatusNoContent {
+			t.Fatalf("category opt-out %d: %d %s", i, r.status, r.body)
+		}
+	}
+	r := e.do("POST", "/v1/users/u1/opt-out", key, map[string]any{"category": "one-more"})
+	expectError(t, r, http.StatusConflict, "limit_reached")
+	if !strings.Contains(string(r.body), fmt.Sprint(store.MaxCategoryOptOuts)) {
+		t.Errorf("the refusal does not name the cap: %s", r.body)
+	}
+	if r := e.do("POST", "/v1/users/u1/opt-out", key, map[string]any{"category": "c0"}); r.status != http.StatusNoContent {
+		t.Errorf("an opt-out the user has already, at the cap: %d %s, want 204", r.status, r.body)
+	}
+	if r := e.do("POST", "/v1/users/u1/opt-out", key, nil); r.status != http.StatusNoContent {
+		t.Errorf("the whole tenant's opt-out at the cap: %d %s, want 204", r.status, r.body)
 	}
 }

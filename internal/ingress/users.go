@@ -175,7 +175,9 @@ func optOutTarget(w http.ResponseWriter, r *http.Request) (userID, category stri
 
 // optOut is POST /v1/users/{user_id}/opt-out: the tenant opts its user out of its notifications, or of one
 // category (v1 extensions §9). The user's notifications still waiting that it covers end blocked ("opted
-// out") in the same transaction, so none reaches the platform after the 204 (store.OptOut). An opt-out the
+// out"): the first chunk before the 204, the rest after it (store.OptOut); none reaches the platform after
+// the 204 (the claim reads the opt-out). 409 limit_reached for a new category opt-out past
+// store.MaxCategoryOptOuts. An opt-out the
 // user made in the chat stays the user's. 404 for a user the tenant has never seen.
 func (a *API) optOut(w http.ResponseWriter, r *http.Request) error {
 	userID, category, err := optOutTarget(w, r)
@@ -185,6 +187,10 @@ func (a *API) optOut(w http.ResponseWriter, r *http.Request) error {
 	_, err = a.store.OptOut(r.Context(), principalOf(r.Context()).TenantID, userID, category, store.ByTenant)
 	if errors.Is(err, store.ErrNotFound) {
 		return apierror.NotFound.With("unknown user_id")
+	}
+	if errors.Is(err, store.ErrTooManyOptOuts) {
+		return apierror.LimitReached.With("a user may have at most %d category opt-outs; opt the user out of all notifications (no category) instead",
+			store.MaxCategoryOptOuts)
 	}
 	if err != nil {
 		return err

@@ -60,8 +60,9 @@ const (
 	// go through them with it.
 	ChangeBot Event = "change_bot"
 	// OptOut: the user (in the chat) or the tenant (through the API) opted the user out of the tenant's
-	// notifications, or of one category of them (§9): what waits and is covered ends, in the opt-out's
-	// transaction; one whose attempt runs was claimed before the opt-out.
+	// notifications, or of one category of them (§9): what waits and is covered ends, after the opt-out
+	// commits, in chunks (the claim refuses it meanwhile); one whose attempt runs was claimed before the
+	// opt-out.
 	OptOut Event = "opt_out"
 )
 

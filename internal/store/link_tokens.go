@@ -86,9 +86,6 @@ type LinkResult struct {
 	// Replaced: the user was linked to another messenger account before; that link was replaced and the
 	// phone verification reset to unverified.
 	Replaced bool
-	// Unlinked counts the user's notifications that were waiting for another chat than the new link's and
-	// ended unlinked (relinkUpdate).
-	Unlinked int
 }
 
 // RedeemLinkToken is the effect of a /start <token>: it consumes a valid, unexpired, unused token, links
@@ -99,8 +96,9 @@ type LinkResult struct {
 //
 // A notification only ever reaches the chat whose owner was verified when it was accepted, so the user's
 // notifications still waiting for another chat (scheduled, queued, retrying: accepted for the account
-// linked before) end unlinked in the same transaction, each with its notification.unlinked event, and
-// never reach the platform. A relink of the same account (the same chat of the same bot) ends nothing.
+// linked before) end unlinked, each with its notification.unlinked event, and never reach the platform:
+// the claim refuses them from the commit on, and they end after it, in chunks (Effect.Endings,
+// FinishEndings), so that the link's transaction does not grow with the tenant's backlog (issue 35). A relink of the same account (the same chat of the same bot) ends nothing.
 //
 // A token links only through its tenant's bot (r.Bot): redeemed in another bot it links nothing
 // (LinkWrongBot). The tenant's bot lock is taken shared first (tenantBotLockSQL), so that a change of the
@@ -113,7 +111,8 @@ func RedeemLinkToken(updateID int64, r Redemption, reply func(LinkResult) NewNot
 		previous *int64 // the messenger account the user was linked to
 	)
 	bot := botArg(r.Bot)
-	return &Effect{
+	e := &Effect{UpdateID: updateID}
+	*e = Effect{
 		UpdateID: updateID,
 		first: func(b *pgx.Batch) {
 			res, consumed, previous = LinkResult{}, false, nil
@@ -174,12 +173,10 @@ func RedeemLinkToken(updateID int64, r Redemption, reply func(LinkResult) NewNot
 				res.TenantID, res.UserID, r.MessengerUserID, r.ChatID, bot, res.Label)
 			// The notifications accepted for another chat: they were for the account verified then, not for
 			// this one. (Also when no link was left to replace: the platform's "chat not found" removed it.)
-			b.Queue(`WITH changed AS (`+relinkUpdate(`tenant_id = $1 AND user_id = $2 AND kind = `+notification.KindTenantSQL, `$4::bigint`, `$3`)+`
-					RETURNING `+notificationEventColumns+`),
-				`+notificationEvents("changed")+`
-				SELECT count(*) FROM changed`, res.TenantID, res.UserID, r.ChatID, bot).QueryRow(func(row pgx.Row) error {
-				return row.Scan(&res.Unlinked)
-			})
+			// They end after the commit, in chunks (FinishEndings; issue 35: a tenant's backlog must not size
+			// this transaction); the claim refuses them meanwhile (claimOnce: Relinked).
+			b.Queue(markEndingSQL, res.TenantID, res.UserID)
+			e.Endings = append(e.Endings, UserRef{res.TenantID, res.UserID})
 			// A verification proves the phone of one messenger account; it does not carry over to another.
 			// (Two concurrent relinks of one user serialise on the link's row lock; each resets when the
 			// account it read differs from its own, so a verification never outlives a change of account.)
@@ -193,5 +190,6 @@ func RedeemLinkToken(updateID int64, r Redemption, reply func(LinkResult) NewNot
 			}
 			return []NewNotification{reply(res)}, nil
 		},
-	}, &res
+	}
+	return e, &res
 }

@@ -3,7 +3,7 @@ package store
 // End users in control (spec v1-extensions §9): opt-outs — a tenant's user who wants none of the tenant's
 // notifications (the empty category) or none of one category, said by the user in the chat (/stop) or by the
 // tenant through the API — and blocks (links.blocked_at: the user blocked the bot). An opt-out ends the
-// waiting notifications it covers in its own statement (notification.OptOut), the send gate refuses what it
+// waiting notifications it covers (notification.OptOut) after it commits, in chunks (endings.go), the send gate refuses what it
 // covers (insertTenantSQL, CoveredByOptOuts), and the claim reads both (claimOnce), so that nothing it
 // covers reaches the platform once it is made. The chat's side — /stop, /resume, their keyboards — is in
 // stop_prompts.go.
@@ -56,23 +56,28 @@ const optOutData = `jsonb_build_object('category', NULLIF(category, ''), 'by', b
 
 // optOutSQL opts user $2 of tenant $1 out of category $3 (empty: the whole tenant), made by $4, in one
 // statement: the opt-out is made — or, made by the user, taken over from the tenant; one the user made stays
-// the user's —, user.opted_out recorded for it, and the user's waiting notifications it covers ended, each
-// with its notification.blocked event. It returns whether the user exists, whether the opt-out was made (or
-// taken over) and how many notifications it ended.
+// the user's —, user.opted_out recorded for it, and, when it was made, the user's endings_due row (the
+// notifications it covers end after the commit, in chunks: FinishEndings). It returns whether the user
+// exists, whether the opt-out was made (or taken over), whether endings are due, and whether it was refused
+// for the cap: a new category opt-out past MaxCategoryOptOuts (the whole tenant's is always made). Its work
+// does not grow with the user's notifications nor opt-outs (issue 35).
 var optOutSQL = `
 	WITH u AS (SELECT tenant_id, user_id FROM users WHERE tenant_id = $1 AND user_id = $2),
+	room AS (SELECT $3 = '' OR EXISTS (SELECT 1 FROM opt_outs WHERE tenant_id = $1 AND user_id = $2 AND category = $3)
+		OR (SELECT count(*) FROM (SELECT 1 FROM opt_outs WHERE tenant_id = $1 AND user_id = $2 AND category <> ''
+			LIMIT ` + strconv.Itoa(MaxCategoryOptOuts) + `) c) < ` + strconv.Itoa(MaxCategoryOptOuts) + ` AS ok),
 	made AS (
 		INSERT INTO opt_outs AS o (tenant_id, user_id, category, by)
-		SELECT tenant_id, user_id, $3, $4 FROM u
+		SELECT tenant_id, user_id, $3, $4 FROM u WHERE (SELECT ok FROM room)
 		ON CONFLICT (tenant_id, user_id, category) DO UPDATE SET by = EXCLUDED.by, created_at = now()
 			WHERE o.by = '` + string(ByTenant) + `' AND EXCLUDED.by = '` + string(ByUser) + `'
 		RETURNING tenant_id, user_id, category, by, now() AS at),
 	` + userEventsWith("made", EventUserOptedOut, optOutData) + `,
-	ended AS (` + optOutUpdate(`tenant_id = $1 AND user_id = $2 AND kind = `+notification.KindTenantSQL+`
-		AND ($3 = '' OR category = $3) AND EXISTS (SELECT 1 FROM u)`) + `
-		RETURNING ` + notificationEventColumns + `),
-	` + notificationEvents("ended") + `
-	SELECT EXISTS (SELECT 1 FROM u), (SELECT count(*) FROM made), (SELECT count(*) FROM ended)`
+	marked AS (
+		INSERT INTO endings_due AS d (tenant_id, user_id) SELECT tenant_id, user_id FROM made
+		ON CONFLICT (tenant_id, user_id) DO UPDATE SET since = clock_timestamp()
+		RETURNING 1)
+	SELECT EXISTS (SELECT 1 FROM u), (SELECT count(*) FROM made), (SELECT count(*) FROM marked), NOT (SELECT ok FROM room)`
 
 // liftOptOutSQL lifts the opt-out of user $2 of tenant $1 from category $3, for $4: the user lifts any, the
 // tenant only its own. It records user.opted_in (by: who lifted it), and returns whether the user exists,
@@ -106,41 +111,66 @@ func gateBuckets(tenants, users []string) []int32 {
 type OptOutResult struct {
 	// Made: the opt-out is new, or the user took over one the tenant had made (user.opted_out recorded).
 	Made bool
-	// Ended counts the user's waiting notifications it covered, now blocked ("opted out").
+	// Ended counts the user's waiting notifications it covered that OptOut ended before returning, now
+	// blocked ("opted out").
 	Ended int
+	// Pending: some covered notifications may still wait; they end after OptOut returns, by a pass of
+	// FinishEndings (the delivery workers' sweep finishes it). None of them is sent meanwhile: the claim
+	// reads the opt-out.
+	Pending bool
 }
 
+// OptOutInlineChunks is how many chunks of EndingChunk notifications OptOut ends itself after the
+// opt-out commits; what remains is left to the sweep (issue 35: the API's answer must not wait for the
+// tenant's whole backlog).
+const OptOutInlineChunks = 1
+
 // OptOut opts a tenant's user out of the tenant's notifications (category "") or of one category, made by
-// by, and ends in the same transaction the user's notifications still scheduled, queued or retrying that it
-// covers: blocked, "opted out" (notification.OptOut), each with its notification.blocked event. A new
-// opt-out records user.opted_out; the user making one the tenant made takes it over (it becomes the user's,
-// and the tenant cannot lift it any more); the tenant making one the user made changes nothing.
-// ErrNotFound for a user the tenant has never seen.
+// by, and ends the user's notifications still scheduled, queued or retrying that it covers: blocked,
+// "opted out" (notification.OptOut), each with its notification.blocked event. A new opt-out records
+// user.opted_out; the user making one the tenant made takes it over (it becomes the user's, and the tenant
+// cannot lift it any more); the tenant making one the user made changes nothing. ErrNotFound for a user the
+// tenant has never seen; ErrTooManyOptOuts for a new category opt-out when the user has MaxCategoryOptOuts
+// already.
 //
-// The user's gate lock comes first, exclusively (as for an erasure, lockGateSQL): the sends that already
-// hold it commit before the opt-out reads the user's notifications, and are ended with the others; later
-// sends wait for the commit, then find the opt-out and are refused. With the claim's check (claimOnce), none
-// of the covered notifications reaches the platform after OptOut returns, but one whose attempt was claimed
+// The opt-out commits first, in a short transaction whose work does not depend on the user's backlog
+// (issue 35); the covered notifications end afterwards, OptOutInlineChunks chunks here and the rest by the
+// sweep (FinishEndings, DueEndings). The user's gate lock comes first in that transaction, exclusively (as
+// for an erasure, lockGateSQL): the sends that already hold it commit before the opt-out, later sends wait
+// for the commit, then find the opt-out and are refused. With the claim's check (claimOnce), none of the
+// covered notifications reaches the platform after OptOut returns, but one whose attempt was claimed
 // before it.
 func (s *Store) OptOut(ctx context.Context, tenantID, userID, category string, by OptOutBy) (OptOutResult, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	var res OptOutResult
-	var exists bool
+	var exists, capped bool
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		res = OptOutResult{}
 		if _, err := tx.Exec(ctx, eraseGateSQL, userGateBucket(tenantID, userID)); err != nil {
 			return err
 		}
-		var made int
-		err := tx.QueryRow(ctx, optOutSQL, tenantID, userID, category, string(by)).Scan(&exists, &made, &res.Ended)
-		res.Made = made == 1
+		var made, marked int
+		err := tx.QueryRow(ctx, optOutSQL, tenantID, userID, category, string(by)).Scan(&exists, &made, &marked, &capped)
+		res.Made, res.Pending = made == 1, marked == 1
 		return err
 	})
 	if err == nil && !exists {
 		err = pgx.ErrNoRows
 	}
-	return res, translate(err, "opting a user out")
+	if err == nil && capped {
+		return res, fmt.Errorf("while opting a user out: %w", ErrTooManyOptOuts)
+	}
+	if err != nil {
+		return res, translate(err, "opting a user out")
+	}
+	if res.Pending {
+		// The opt-out has committed: a chunk that fails here is not the opt-out's failure; the sweep ends
+		// what it left.
+		ended, done, _ := s.FinishEndings(ctx, UserRef{tenantID, userID}, OptOutInlineChunks)
+		res.Ended, res.Pending = ended, !done
+	}
+	return res, nil
 }
 
 // LiftOptOut lifts a tenant's user's opt-out of the tenant (category "") or of one category, for by: the
@@ -185,18 +215,37 @@ func (s *Store) OptOutsOf(ctx context.Context, tenantID, userID string) ([]OptOu
 	return out, translate(err, "listing opt-outs")
 }
 
+// SentCategoriesScan bounds the notifications of a user whose categories /stop reads: the latest ones (issue
+// 35: a tenant's backlog for one user must not size a /stop).
+const SentCategoriesScan = 1000
+
 // sentCategories is the query of the categories tenant sent user (SQL expressions) within window (an
-// interval's parameter), each once, sorted: a range of notifications_user_list_idx.
+// interval's parameter), each once, sorted: among the user's latest SentCategoriesScan notifications (a
+// range of notifications_user_list_idx, newest first).
 func sentCategories(tenant, user, window string) string {
-	return `SELECT COALESCE(array_agg(DISTINCT n.category ORDER BY n.category), '{}') FROM notifications n
-		WHERE n.tenant_id = ` + tenant + ` AND n.user_id = ` + user + ` AND n.kind = ` + notification.KindTenantSQL + `
-		  AND n.created_at > now() - ` + window + `::interval AND n.category IS NOT NULL`
+	return sentCategoriesLimit(tenant, user, window, 0)
+}
+
+// sentCategoriesLimit is sentCategories, the first limit of them only (0: all).
+func sentCategoriesLimit(tenant, user, window string, limit int) string {
+	max := ""
+	if limit > 0 {
+		max = ` LIMIT ` + strconv.Itoa(limit)
+	}
+	return `SELECT COALESCE(array_agg(category ORDER BY category), '{}') FROM (
+		SELECT DISTINCT category FROM (
+			SELECT n.category FROM notifications n
+			WHERE n.tenant_id = ` + tenant + ` AND n.user_id = ` + user + ` AND n.kind = ` + notification.KindTenantSQL + `
+			  AND n.created_at > now() - ` + window + `::interval
+			ORDER BY n.created_at DESC LIMIT ` + strconv.Itoa(SentCategoriesScan) + `) r
+		WHERE category IS NOT NULL ORDER BY category` + max + `) c`
 }
 
 var sentCategoriesSQL = sentCategories(`$1`, `$2`, `$3`)
 
 // SentCategories lists the categories the tenant sent its user in the last 30 days (SentCategoriesWindow),
-// each once, sorted: what /stop offers besides the whole tenant.
+// among its latest SentCategoriesScan notifications, each once, sorted: what /stop offers besides the whole
+// tenant.
 func (s *Store) SentCategories(ctx context.Context, tenantID, userID string) ([]string, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()

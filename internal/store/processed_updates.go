@@ -50,6 +50,9 @@ type Effect struct {
 	Err error
 	// Replies are the system messages the effect inserted, for the caller to publish after the commit.
 	Replies []NewNotification
+	// Endings are the users whose notifications the update's decision (an opt-out, a relink) ends: after
+	// the commit, the caller runs FinishEndings for each (issue 35); the sweep does if it does not.
+	Endings []UserRef
 }
 
 // ReplyEffect is an update whose only effect is a reply (an explanation, a refusal, a developer command's
@@ -66,7 +69,7 @@ func (s *Store) ApplyUpdates(ctx context.Context, effects []*Effect) error {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	for _, e := range effects {
-		e.Err, e.Replies = nil, nil
+		e.Err, e.Replies, e.Endings = nil, nil, nil
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// Claim every update_id in one statement, in a fixed order so two batches cannot deadlock here.
@@ -150,7 +153,7 @@ func (s *Store) ApplyUpdates(ctx context.Context, effects []*Effect) error {
 	})
 	if err != nil {
 		for _, e := range effects {
-			e.Replies = nil
+			e.Replies, e.Endings = nil, nil
 		}
 	}
 	return translate(err, "applying updates")

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -63,19 +64,25 @@ type ChatTenant struct {
 }
 
 // chatTenantsSQL reads the links of messenger user $3 in chat $2 of bot $1, each with its label, the
-// categories sent within $4 and the opt-outs.
+// categories sent within $4 (at most MaxChatCategories) and the opt-outs (at most MaxCategoryOptOuts and the
+// whole tenant's: a user written past the cap shows no more).
 var chatTenantsSQL = `
 	SELECT l.tenant_id, l.user_id,
 	       COALESCE(l.label, t.developer_name),
-	       (` + sentCategories(`l.tenant_id`, `l.user_id`, `$4`) + `),
-	       (SELECT COALESCE(array_agg(o.category ORDER BY o.category), '{}') FROM opt_outs o WHERE o.tenant_id = l.tenant_id AND o.user_id = l.user_id),
-	       (SELECT COALESCE(array_agg(o.by ORDER BY o.category), '{}') FROM opt_outs o WHERE o.tenant_id = l.tenant_id AND o.user_id = l.user_id)
+	       (` + sentCategoriesLimit(`l.tenant_id`, `l.user_id`, `$4`, MaxChatCategories) + `),
+	       COALESCE(o.categories, '{}'), COALESCE(o.bys, '{}')
 	FROM links l JOIN tenants t ON t.id = l.tenant_id
+	LEFT JOIN LATERAL (
+		SELECT array_agg(category ORDER BY category) AS categories, array_agg(by ORDER BY category) AS bys FROM (
+			SELECT category, by FROM opt_outs o WHERE o.tenant_id = l.tenant_id AND o.user_id = l.user_id
+			ORDER BY category LIMIT ` + strconv.Itoa(MaxCategoryOptOuts+1) + `) c) o ON true
 	WHERE l.messenger_user_id = $3 AND l.chat_id = $2 AND l.bot_id IS NOT DISTINCT FROM $1::bigint
 	ORDER BY l.linked_at, l.tenant_id, l.user_id`
 
 // ChatTenants lists the tenants linked to the chat with this messenger user, in the order the user linked
-// them: what /stop and /resume offer.
+// them: what /stop and /resume offer. What it reads of each tenant's user is bounded (MaxChatCategories,
+// MaxCategoryOptOuts), merged in linear time with sets, and it stops at the deadline (issue 35: a tenant's
+// volume must not stop the other tenants' users of the chat).
 func (s *Store) ChatTenants(ctx context.Context, who ChatUser) ([]ChatTenant, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
@@ -84,21 +91,29 @@ func (s *Store) ChatTenants(ctx context.Context, who ChatUser) ([]ChatTenant, er
 		return nil, translate(err, "reading the tenants of a chat")
 	}
 	var out []ChatTenant
+	// The categories and opt-outs of out's last tenant already merged (a tenant's rows are consecutive).
+	var seenCategories, seenOptOuts map[string]bool
 	var tenantID, userID, label string
 	var categories, optOuts, bys []string
 	_, err = pgx.ForEachRow(rows, []any{&tenantID, &userID, &label, &categories, &optOuts, &bys}, func() error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if len(out) == 0 || out[len(out)-1].TenantID != tenantID {
 			out = append(out, ChatTenant{TenantID: tenantID, Label: label})
+			seenCategories, seenOptOuts = map[string]bool{}, map[string]bool{}
 		}
 		ct := &out[len(out)-1]
 		ct.UserIDs = append(ct.UserIDs, userID)
 		for _, c := range categories {
-			if !slices.Contains(ct.Categories, c) {
+			if !seenCategories[c] && len(ct.Categories) < MaxChatCategories {
+				seenCategories[c] = true
 				ct.Categories = append(ct.Categories, c)
 			}
 		}
 		for i, c := range optOuts {
-			if !slices.ContainsFunc(ct.OptOuts, func(o OptOutRecord) bool { return o.Category == c }) {
+			if !seenOptOuts[c] && len(ct.OptOuts) <= MaxCategoryOptOuts {
+				seenOptOuts[c] = true
 				ct.OptOuts = append(ct.OptOuts, OptOutRecord{Category: c, By: OptOutBy(bys[i])})
 			}
 		}
@@ -120,10 +135,10 @@ type ChatOptOutResult struct {
 	// Choices are what was stopped (or resumed): the choices whose tenant the user is still linked to in
 	// this chat, each once.
 	Choices []ChatChoice
-	// Changed counts the opt-outs made (or taken over from the tenant) or lifted; Ended the notifications
-	// the opt-outs ended. Both are known once ApplyUpdates returns (not yet when the reply is built).
+	// Changed counts the opt-outs made (or taken over from the tenant) or lifted, known once ApplyUpdates
+	// returns (not yet when the reply is built). The notifications the opt-outs cover end after the commit
+	// (Effect.Endings, FinishEndings).
 	Changed int
-	Ended   int
 }
 
 // chatTarget is a choice applied to one of the tenant's users linked in the chat.
@@ -175,53 +190,56 @@ func chatEffect(updateID int64, who ChatUser, res *ChatOptOutResult, initial Cha
 		})
 		return err
 	}
-	return &Effect{
-		UpdateID: updateID,
-		Bot:      who.Bot,
-		first: func(b *pgx.Batch) {
-			*res, targets = initial, nil
-			queue(b, scan)
-		},
-		then: func(b *pgx.Batch) ([]NewNotification, error) {
-			if res.Stale {
-				return replyOf(reply, *res), nil
-			}
-			tenants, users := make([]string, len(targets)), make([]string, len(targets))
-			for i, t := range targets {
-				tenants[i], users[i] = t.choice.TenantID, t.userID
-				if !slices.Contains(res.Choices, t.choice) {
-					res.Choices = append(res.Choices, t.choice)
-				}
-			}
-			query := optOutSQL
-			if res.Kind == PromptStop && len(targets) > 0 {
-				b.Queue(exclusiveGatesSQL, gateBuckets(tenants, users))
-			} else if res.Kind != PromptStop {
-				query = liftOptOutSQL
-			}
-			for _, t := range targets {
-				b.Queue(query, t.choice.TenantID, t.userID, t.choice.Category, string(ByUser)).QueryRow(func(row pgx.Row) error {
-					var exists bool
-					var changed, ended int
-					var err error
-					if res.Kind == PromptStop {
-						err = row.Scan(&exists, &changed, &ended)
-					} else {
-						var held string
-						var lifted bool
-						err = row.Scan(&exists, &held, &lifted)
-						if lifted {
-							changed = 1
-						}
-					}
-					res.Changed += changed
-					res.Ended += ended
-					return err
-				})
-			}
+	e := &Effect{UpdateID: updateID, Bot: who.Bot}
+	endings := &e.Endings
+	e.first, e.then = func(b *pgx.Batch) {
+		*res, targets = initial, nil
+		queue(b, scan)
+	}, func(b *pgx.Batch) ([]NewNotification, error) {
+		if res.Stale {
 			return replyOf(reply, *res), nil
-		},
+		}
+		tenants, users := make([]string, len(targets)), make([]string, len(targets))
+		for i, t := range targets {
+			tenants[i], users[i] = t.choice.TenantID, t.userID
+			if !slices.Contains(res.Choices, t.choice) {
+				res.Choices = append(res.Choices, t.choice)
+			}
+		}
+		query := optOutSQL
+		if res.Kind == PromptStop && len(targets) > 0 {
+			b.Queue(exclusiveGatesSQL, gateBuckets(tenants, users))
+		} else if res.Kind != PromptStop {
+			query = liftOptOutSQL
+		}
+		for _, t := range targets {
+			b.Queue(query, t.choice.TenantID, t.userID, t.choice.Category, string(ByUser)).QueryRow(func(row pgx.Row) error {
+				var exists bool
+				var changed, marked int
+				var err error
+				if res.Kind == PromptStop {
+					// One refused for the cap (MaxCategoryOptOuts) changes nothing: /stop offers at most
+					// MaxChatCategories categories, and the whole tenant's is always made.
+					var capped bool
+					err = row.Scan(&exists, &changed, &marked, &capped)
+					if marked == 1 && !slices.Contains(*endings, UserRef{t.choice.TenantID, t.userID}) {
+						*endings = append(*endings, UserRef{t.choice.TenantID, t.userID})
+					}
+				} else {
+					var held string
+					var lifted bool
+					err = row.Scan(&exists, &held, &lifted)
+					if lifted {
+						changed = 1
+					}
+				}
+				res.Changed += changed
+				return err
+			})
+		}
+		return replyOf(reply, *res), nil
 	}
+	return e
 }
 
 func replyOf(reply func(ChatOptOutResult) []NewNotification, res ChatOptOutResult) []NewNotification {
@@ -235,7 +253,7 @@ func replyOf(reply func(ChatOptOutResult) []NewNotification, res ChatOptOutResul
 // keyboard — one tenant, no categories —: the choices are opted out of (or lifted) by the user, for each of
 // the tenant's users linked to the chat with who's messenger user; a choice of a tenant not linked there is
 // skipped. The user lifts the tenant's opt-outs as well as their own. An opt-out ends the waiting
-// notifications it covers, as OptOut does. reply (nil: none) builds the replies from the result, which
+// notifications it covers after the commit (Effect.Endings), as OptOut does. reply (nil: none) builds the replies from the result, which
 // *ChatOptOutResult holds in full once ApplyUpdates returns.
 func ChatOptOutEffect(updateID int64, who ChatUser, kind PromptKind, choices []ChatChoice, reply func(ChatOptOutResult) []NewNotification) (*Effect, *ChatOptOutResult) {
 	res := &ChatOptOutResult{}

@@ -36,11 +36,31 @@ func linkLabelled(t *testing.T, s *store.Store, tenant, user string, chat int64,
 	exec(t, s, `UPDATE links SET label = NULLIF($3, '') WHERE tenant_id = $1 AND user_id = $2`, tenant, user, label)
 }
 
-func apply(t *testing.T, s *store.Store, effs ...*store.Effect) {
+// apply applies the effects, then, as the webhook's receiver does after the commit, ends what their
+// decisions cover (Effect.Endings); it returns how many notifications that ended.
+func apply(t *testing.T, s *store.Store, effs ...*store.Effect) int {
 	t.Helper()
 	if err := s.ApplyUpdates(context.Background(), effs); err != nil {
 		t.Fatal(err)
 	}
+	return finishEndings(t, s, effs...)
+}
+
+// finishEndings runs the passes of the effects' endings to the end and returns how many notifications they
+// ended.
+func finishEndings(t *testing.T, s *store.Store, effs ...*store.Effect) int {
+	t.Helper()
+	total := 0
+	for _, e := range effs {
+		for _, u := range e.Endings {
+			n, done, err := s.FinishEndings(context.Background(), u, 0)
+			if err != nil || !done {
+				t.Fatalf("ending what an update covers: %d, done %v, %v", n, done, err)
+			}
+			total += n
+		}
+	}
+	return total
 }
 
 func sendable(t *testing.T, s *store.Store, tenant, user string) bool {
@@ -125,9 +145,9 @@ func TestAUserLinkedToThreeTenantsStopsOne(t *testing.T) {
 	eff, res = store.ChatOptOutEffect(8002, who, store.PromptStop, all, func(r store.ChatOptOutResult) []store.NewNotification {
 		return []store.NewNotification{{TrackingID: newID(), Kind: notification.KindSystem, ChatID: 5, Priority: 9, Body: "stopped"}}
 	})
-	apply(t, s, eff)
-	if res.Changed != 1 || res.Ended != 2 || len(res.Choices) != 2 || len(eff.Replies) != 1 {
-		t.Errorf("stop all: %+v, %d replies; want acme made (globex was already), acme's 2 waiting ended, initech skipped", res, len(eff.Replies))
+	ended := apply(t, s, eff)
+	if res.Changed != 1 || ended != 2 || len(res.Choices) != 2 || len(eff.Replies) != 1 {
+		t.Errorf("stop all: %+v, %d ended, %d replies; want acme made (globex was already), acme's 2 waiting ended, initech skipped", res, ended, len(eff.Replies))
 	}
 	if st, code, _ := lastError(t, s, waiting); st != notification.Blocked || code != notification.CodeOptedOut {
 		t.Errorf("acme's waiting notification after /stop: %s %d", st, code)

@@ -162,8 +162,7 @@ func (rc *Receiver) start(ctx context.Context, in incoming, args string) (Result
 		// Never the tenant's user id nor the messenger account (docs/security.md): the update id ties the line
 		// to the update.
 		rc.log.LogAttrs(ctx, slog.LevelInfo, "account linked", in.logAttrs(
-			slog.String("tenant_id", res.TenantID), slog.Bool("replaced_other_account", res.Replaced),
-			slog.Int("notifications_unlinked", res.Unlinked))...)
+			slog.String("tenant_id", res.TenantID), slog.Bool("replaced_other_account", res.Replaced))...)
 	} else {
 		rc.log.LogAttrs(ctx, slog.LevelInfo, "link token refused", in.logAttrs(
 			slog.String("reason", string(res.Outcome)), slog.String("tenant_id", res.TenantID))...)

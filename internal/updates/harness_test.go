@@ -359,3 +359,16 @@ func deref(s *string) string {
 var removeKeyboard = map[string]any{"remove_keyboard": true}
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// endingsDone waits (up to 10 s) until the notifications committed opt-outs and relinks cover have ended:
+// the receiver ends them after the update's commit, in the background (issue 35).
+func (e *env) endingsDone() {
+	e.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.count(`SELECT count(*) FROM endings_due`) != 0 {
+		if time.Now().After(deadline) {
+			e.t.Fatal("the endings of the committed updates did not finish within 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -72,6 +73,9 @@ type Options struct {
 	// (bot.RegistryOptions.Shared), answer the taps on /stop and /resume keyboards; a bot without one leaves
 	// its taps unanswered (they take effect all the same).
 	Bots *bot.Registry
+	// ApplyTimeout bounds the application of one update (its own transaction when its batch's failed);
+	// store.DefaultQueryTimeout when zero. A batch of several gets a fifth of it (batchTimeout).
+	ApplyTimeout time.Duration
 }
 
 // Receiver handles updates. It is safe for concurrent use.
@@ -85,6 +89,11 @@ type Receiver struct {
 	devAdmins []int64
 	log       *slog.Logger
 	now       func() time.Time
+	timeout   time.Duration // ApplyTimeout
+	// endings feeds the background pass that ends what committed opt-outs and relinks cover (endings.go).
+	endings    chan store.UserRef
+	endingsEnd sync.WaitGroup
+	retries    sync.WaitGroup // the updates of failed batches retried on their own (applyBatch)
 }
 
 // New returns a Receiver storing through st and publishing replies through ob. Close it after the HTTP
@@ -96,6 +105,9 @@ func New(st *store.Store, ob *outbox.Outbox, opts Options) *Receiver {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.ApplyTimeout <= 0 {
+		opts.ApplyTimeout = store.DefaultQueryTimeout
+	}
 	rc := &Receiver{
 		store:  st,
 		outbox: ob,
@@ -106,13 +118,21 @@ func New(st *store.Store, ob *outbox.Outbox, opts Options) *Receiver {
 		devAdmins: slices.Clone(opts.DevAdmins),
 		log:       opts.Logger,
 		now:       opts.Now,
+		timeout:   opts.ApplyTimeout,
 	}
+	rc.endings = make(chan store.UserRef, maxPendingEndings)
+	rc.endingsEnd.Go(rc.runEndings)
 	rc.updates = batch.New(batch.Options{Loops: applyLoops, MaxBatch: maxApplyBatch}, jobActor, rc.applyBatch)
 	return rc
 }
 
-// Close answers the updates already handed over, then stops.
-func (rc *Receiver) Close() { rc.updates.Close() }
+// Close answers the updates already handed over, then finishes the endings they started, then stops.
+func (rc *Receiver) Close() {
+	rc.updates.Close()
+	rc.retries.Wait()
+	close(rc.endings)
+	rc.endingsEnd.Wait()
+}
 
 // Routes mounts POST /messenger/webhook (the shared bot's updates) and POST /messenger/webhook/{bot_id} (a
 // tenant's own bot's, spec §11).

@@ -111,8 +111,9 @@ func TestRelinkingToAnotherAccountEndsThePendingNotifications(t *testing.T) {
 		t.Errorf("a relink of the same account recorded %d callback events", n)
 	}
 
-	// Another account: the waiting ones end unlinked, in the update's transaction.
+	// Another account: the waiting ones end unlinked, after the update's commit (issue 35).
 	expectOK(t, e.post(textUpdate(e.updateID(), 2002, "/start "+e.token("acme", "u1", "Acme", ""))))
+	e.endingsDone()
 	if got := e.links("acme", "u1"); len(got) != 1 || got[0] != (linkRow{2002, 2002}) {
 		t.Fatalf("links = %+v, want the new account", got)
 	}

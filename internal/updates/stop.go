@@ -314,7 +314,7 @@ func (rc *Receiver) logChoice(ctx context.Context, in incoming, msg string, res 
 		}
 	}
 	rc.log.LogAttrs(ctx, slog.LevelInfo, msg, in.logAttrs(slog.String("kind", string(res.Kind)), slog.Any("tenant_ids", tenants),
-		slog.Int("changed", res.Changed), slog.Int("notifications_ended", res.Ended))...)
+		slog.Int("changed", res.Changed))...)
 }
 
 // outcomeMessage says what a choice stopped or resumed, branded with the labels of its tenants.

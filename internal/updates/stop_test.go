@@ -371,6 +371,7 @@ func TestStopWithThreeTenantsOffersAKeyboardAndATapStops(t *testing.T) {
 	if got, want := msgs[len(msgs)-1].Text, brand.Render("Acme, Globex and Initech", "Stopped: Acme, Globex and Initech. You will not receive these notifications here. Send /resume to receive them again."); got != want {
 		t.Fatalf("edited to %q, want %q", got, want)
 	}
+	c.endingsDone()
 	if s := c.status(news); s != "blocked" {
 		t.Fatalf("the news notification is %s after acme was stopped, want blocked", s)
 	}
