@@ -130,7 +130,7 @@ func TestDescribeBuild(t *testing.T) {
 		return s
 	}
 	for _, tc := range []struct {
-		name string
+		name    string
 		info    *debug.BuildInfo
 		ok      bool
 		stamped string
