@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -36,10 +37,12 @@ func decodeObjectMax(w http.ResponseWriter, r *http.Request, dst any, limit int6
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		return apierror.InvalidRequest.With("Content-Type must be application/json")
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	raw := r.Body
+	body, err := io.ReadAll(http.MaxBytesReader(w, raw, limit))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
+			drainRefused(w, raw)
 			return apierror.PayloadTooLarge.With("request body exceeds %d bytes", limit)
 		}
 		return apierror.InvalidRequest.With("could not read the request body")
@@ -49,6 +52,25 @@ func decodeObjectMax(w http.ResponseWriter, r *http.Request, dst any, limit int6
 	}
 	return decodeStrict(body, dst, "the body")
 }
+
+// drainRefused reads and discards the rest of a body refused as too large, up to refusedDrainMax bytes
+// and refusedDrainWait, before the 413 is written. The refusal stays early (nothing past the limit is
+// kept), but a client that writes its whole body before reading (Python's urllib and requests) would
+// otherwise be reset while writing — net/http stops reading, lingers 500 ms and closes — and never see the
+// answer. A body beyond the bound still gets the answer written and the connection closed.
+func drainRefused(w http.ResponseWriter, body io.Reader) {
+	if err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(refusedDrainWait)); err != nil {
+		return
+	}
+	_, _ = io.CopyN(io.Discard, body, refusedDrainMax)
+}
+
+// refusedDrainMax and refusedDrainWait bound what drainRefused reads: a few megabytes covers a mistaken
+// upload (an attachment, a whole log) without letting a client stream into the server for long.
+const (
+	refusedDrainMax  = 8 << 20
+	refusedDrainWait = 5 * time.Second
+)
 
 // decodeStrict decodes one JSON object (the body, or an item of a batch: what names it in messages) into
 // dst: no unknown fields, nothing after it.
