@@ -5,6 +5,7 @@
 package apierror
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,7 +47,7 @@ func (e *Error) With(format string, args ...any) *Error {
 // The catalogue: the spec's codes (v1-extensions' included: not_cancellable, limit_reached, invalid_format,
 // and §9's user_opted_out and opted_out_by_user) and the ones the design brief adds.
 var (
-	Unauthorized        = &Error{Code: "unauthorized", Status: http.StatusUnauthorized, Message: "missing, invalid or inactive credentials"}
+	Unauthorized        = &Error{Code: "unauthorized", Status: http.StatusUnauthorized, Message: "missing, invalid or inactive credentials: send the API key as Authorization: Bearer <key>"}
 	InvalidRequest      = &Error{Code: "invalid_request", Status: http.StatusBadRequest, Message: "the request is malformed"}
 	MessageTooLong      = &Error{Code: "message_too_long_after_branding", Status: http.StatusBadRequest, Message: "the branded message exceeds the messaging platform's limit of 4096 characters"}
 	InvalidFormat       = &Error{Code: "invalid_format", Status: http.StatusBadRequest, Message: "the message is not valid in the format it declares"}
@@ -117,5 +118,20 @@ func Write(w http.ResponseWriter, err error) {
 		h.Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
 	}
 	w.WriteHeader(e.Status)
-	_ = json.NewEncoder(w).Encode(Body{Error: e.Code, Message: e.Message, RequestID: h.Get("X-Request-Id")})
+	b, _ := EncodeJSON(Body{Error: e.Code, Message: e.Message, RequestID: h.Get("X-Request-Id")})
+	_, _ = w.Write(b)
+}
+
+// EncodeJSON is how every response body is encoded (the API's, the webhook's, the simulator's): JSON
+// followed by a newline, without HTML escaping. Messages quote what the caller sent, HTML tags included
+// ("<b> is never closed"), and people read them: encoding/json's default would turn them into \u003cb\u003e.
+// No response is ever embedded in an HTML page.
+func EncodeJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }

@@ -165,7 +165,7 @@ func brandHTML(label, markup string) (string, string, error) {
 	}
 	branded, fits := richtext.Brand(label, m)
 	if !fits {
-		return "", "", apierror.MessageTooLong.With("the branded message's visible text is %d characters; the messaging platform allows %d", branded.Length(), brand.MaxLength)
+		return "", "", tooLongAfterBranding(branded.Length(), m.Length())
 	}
 	entities, err := richtext.EncodeEntities(branded.Entities)
 	if err != nil {

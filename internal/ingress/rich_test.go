@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -184,7 +185,12 @@ func TestHTMLLengthRulesCountTheVisibleText(t *testing.T) {
 	if ents := entitiesOf(t, r.Entities); len(ents) != 4096-brandLen || ents[1].Offset-ents[0].Offset != 2 || ents[0].Length != 2 {
 		t.Errorf("%d entities, first %+v, second %+v; want one of 2 UTF-16 units per astral character", len(ents), ents[0], ents[1])
 	}
-	expectError(t, send(fits+"<i>😀</i>"), http.StatusBadRequest, "message_too_long_after_branding")
+	over := send(fits + "<i>😀</i>")
+	expectError(t, over, http.StatusBadRequest, "message_too_long_after_branding")
+	// It says the usable length: what the caller can act on.
+	if msg, want := over.json(t)["message"].(string), fmt.Sprintf("at most %d characters (this one has %d)", 4096-brandLen, 4096-brandLen+1); !strings.Contains(msg, want) {
+		t.Errorf("message %q, want it to say %q", msg, want)
+	}
 	expectError(t, send("<b>"+strings.Repeat("😀", 4096)+"</b>"), http.StatusBadRequest, "message_too_long_after_branding")
 	r4097 := send("<b>" + strings.Repeat("😀", 4097) + "</b>")
 	expectError(t, r4097, http.StatusBadRequest, "invalid_request")

@@ -1,0 +1,30 @@
+package ingress_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// Error messages quote the caller's HTML as written: a person reads "<b> is never closed", not
+// "\u003cb\u003e is never closed".
+func TestErrorMessagesAreNotHTMLEscaped(t *testing.T) {
+	t.Parallel()
+	e, key := newEnvWithUser(t)
+	r := e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "format": "html", "message": "<b>hello"})
+	expectError(t, r, http.StatusBadRequest, "invalid_format")
+	if body := string(r.body); !strings.Contains(body, "<b> is never closed") {
+		t.Errorf("body %s, want the tag written as <b>", body)
+	}
+}
+
+// A 401 says how to send the key.
+func TestUnauthorizedNamesTheBearerHeader(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.do("GET", "/v1/notifications", "", nil)
+	expectError(t, r, http.StatusUnauthorized, "unauthorized")
+	if msg := r.json(t)["message"].(string); !strings.Contains(msg, "Authorization: Bearer") {
+		t.Errorf("message %q does not name Authorization: Bearer", msg)
+	}
+}
