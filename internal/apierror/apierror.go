@@ -63,9 +63,12 @@ var (
 	MethodNotAllowed    = &Error{Code: "invalid_request", Status: http.StatusMethodNotAllowed, Message: "method not allowed"}
 	// PayloadTooLarge is a body over a route's limit: the request is malformed (invalid_request), and its
 	// status says which way, so a client can tell it from a schema error without reading the message.
-	PayloadTooLarge = &Error{Code: "invalid_request", Status: http.StatusRequestEntityTooLarge, Message: "the request body is too large"}
-	Internal        = &Error{Code: "internal_error", Status: http.StatusInternalServerError, Message: "internal error"}
-	Unavailable     = &Error{Code: "unavailable", Status: http.StatusServiceUnavailable, Message: "the service is temporarily unavailable"}
+	// UnsupportedMediaType is a body without Content-Type: application/json: invalid_request with status 415,
+	// as the simulator (and the HTTP status it names) answers.
+	UnsupportedMediaType = &Error{Code: "invalid_request", Status: http.StatusUnsupportedMediaType, Message: "Content-Type must be application/json"}
+	PayloadTooLarge      = &Error{Code: "invalid_request", Status: http.StatusRequestEntityTooLarge, Message: "the request body is too large"}
+	Internal             = &Error{Code: "internal_error", Status: http.StatusInternalServerError, Message: "internal error"}
+	Unavailable          = &Error{Code: "unavailable", Status: http.StatusServiceUnavailable, Message: "the service is temporarily unavailable"}
 	// Overloaded is unavailable, with a hint when to come back: the replica sheds load it cannot serve now.
 	Overloaded = &Error{Code: "unavailable", Status: http.StatusServiceUnavailable, Message: "the service is overloaded; retry shortly", RetryAfter: time.Second}
 )

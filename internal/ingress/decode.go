@@ -25,8 +25,8 @@ const MaxBodyBytes = 64 << 10
 // MaxUserIDLength is the longest accepted user_id, in code points.
 const MaxUserIDLength = 128
 
-// decodeObject reads a JSON object body into dst. Unknown fields, trailing data and a wrong Content-Type are
-// invalid_request (400): a typo in a field name must not be silently ignored. A body over MaxBodyBytes is
+// decodeObject reads a JSON object body into dst. Unknown fields and trailing data are invalid_request (400),
+// a missing or other Content-Type invalid_request with status 415: a typo in a field name must not be silently ignored. A body over MaxBodyBytes is
 // invalid_request with status 413.
 func decodeObject(w http.ResponseWriter, r *http.Request, dst any) error {
 	return decodeObjectMax(w, r, dst, MaxBodyBytes)
@@ -35,7 +35,7 @@ func decodeObject(w http.ResponseWriter, r *http.Request, dst any) error {
 // decodeObjectMax is decodeObject for a body of at most limit bytes.
 func decodeObjectMax(w http.ResponseWriter, r *http.Request, dst any, limit int64) error {
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return apierror.InvalidRequest.With("Content-Type must be application/json")
+		return apierror.UnsupportedMediaType
 	}
 	raw := r.Body
 	body, err := io.ReadAll(http.MaxBytesReader(w, raw, limit))
