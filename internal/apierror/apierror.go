@@ -58,9 +58,12 @@ var (
 	NotFound            = &Error{Code: "not_found", Status: http.StatusNotFound, Message: "not found"}
 	IdempotencyConflict = &Error{Code: "idempotency_conflict", Status: http.StatusConflict, Message: "this Idempotency-Key was used with a different request body"}
 	NotCancellable      = &Error{Code: "not_cancellable", Status: http.StatusConflict, Message: "only scheduled, queued or retrying notifications can be cancelled"}
-	LimitReached        = &Error{Code: "limit_reached", Status: http.StatusConflict, Message: "a limit on the number of these resources is reached"}
-	RateLimited         = &Error{Code: "rate_limited", Status: http.StatusTooManyRequests, Message: "too many requests"}
-	MethodNotAllowed    = &Error{Code: "invalid_request", Status: http.StatusMethodNotAllowed, Message: "method not allowed"}
+	// EndpointExists is a callback URL the tenant registered already, with other events: one URL is one
+	// endpoint (a second would get every event twice). The message names the endpoint.
+	EndpointExists   = &Error{Code: "endpoint_exists", Status: http.StatusConflict, Message: "this URL is registered already"}
+	LimitReached     = &Error{Code: "limit_reached", Status: http.StatusConflict, Message: "a limit on the number of these resources is reached"}
+	RateLimited      = &Error{Code: "rate_limited", Status: http.StatusTooManyRequests, Message: "too many requests"}
+	MethodNotAllowed = &Error{Code: "invalid_request", Status: http.StatusMethodNotAllowed, Message: "method not allowed"}
 	// PayloadTooLarge is a body over a route's limit: the request is malformed (invalid_request), and its
 	// status says which way, so a client can tell it from a schema error without reading the message.
 	// UnsupportedMediaType is a body without Content-Type: application/json: invalid_request with status 415,
@@ -78,7 +81,7 @@ var (
 var catalogue = map[string]*Error{}
 
 func init() {
-	for _, e := range []*Error{Unauthorized, InvalidRequest, MessageTooLong, InvalidFormat, PhoneUnverified, UserOptedOut, OptedOutByUser, QueueError,
+	for _, e := range []*Error{EndpointExists, Unauthorized, InvalidRequest, MessageTooLong, InvalidFormat, PhoneUnverified, UserOptedOut, OptedOutByUser, QueueError,
 		NotFound, IdempotencyConflict, NotCancellable, LimitReached, RateLimited, Internal, Unavailable} {
 		catalogue[e.Code] = e
 	}
