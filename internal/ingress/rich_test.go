@@ -266,6 +266,8 @@ func TestRichOptionsAreValidated(t *testing.T) {
 		{"five in a row", "buttons", []any{row(5)}, "1-4 buttons"},
 		{"an empty row", "buttons", []any{[]any{}}, "1-4 buttons"},
 		{"an empty text", "buttons", []any{[]any{button("", "https://a.example")}}, "1-64"},
+		// Positions counted from 1, as a person counts: the second button of the first row.
+		{"a bad second button", "buttons", []any{[]any{button("a", "https://a.example"), button("", "https://a.example")}}, "button 2 of row 1 "},
 		{"a blank text", "buttons", []any{[]any{button("  ", "https://a.example")}}, "1-64"},
 		{"65 characters", "buttons", []any{[]any{button(strings.Repeat("é", 65), "https://a.example")}}, "1-64"},
 		{"a NUL in the text", "buttons", []any{[]any{button("a\x00", "https://a.example")}}, "NUL"},
