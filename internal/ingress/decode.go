@@ -79,6 +79,11 @@ func decodeStrict(b []byte, dst any, what string) error {
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return apierror.InvalidRequest.With("%s must be a JSON object", what)
 	}
+	// encoding/json keeps the last of two equal keys; a key given twice is as likely a mistake as an
+	// unknown one, and is refused the same way.
+	if key, dup := duplicateKey(trimmed); dup {
+		return apierror.InvalidRequest.With("%s: the field %q is given twice", what, key)
+	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
@@ -91,6 +96,50 @@ func decodeStrict(b []byte, dst any, what string) error {
 		return apierror.InvalidRequest.With("unexpected data after the JSON object")
 	}
 	return nil
+}
+
+// duplicateKey reports the first key given twice in one object, at any depth, of a JSON document (a
+// malformed one reports none: decoding it says what is wrong).
+func duplicateKey(b []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	// One set of keys per open object; nil for an open array.
+	var open []map[string]bool
+	expectKey := func() bool { return len(open) > 0 && open[len(open)-1] != nil }
+	afterKey := false
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			switch v {
+			case '{':
+				open = append(open, map[string]bool{})
+			case '[':
+				open = append(open, nil)
+			default:
+				open = open[:len(open)-1]
+			}
+			afterKey = false
+		case string:
+			if expectKey() && !afterKey {
+				keys := open[len(open)-1]
+				if keys[v] {
+					return v, true
+				}
+				keys[v] = true
+				afterKey = true
+				continue
+			}
+			afterKey = false
+		default:
+			afterKey = false
+		}
+		if len(open) == 0 {
+			return "", false
+		}
+	}
 }
 
 // describeJSONError says in plain words what is wrong with a body that dst could not be decoded from:
