@@ -8,9 +8,11 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
+# What `herald version` prints; make docker-build passes the checkout's `git describe`.
+ARG VERSION=unknown
 # A static binary: no cgo, no paths of the build machine, no symbol tables.
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags "-s -w" -o /out/herald ./cmd/herald
+    CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags "-s -w -X main.buildVersion=${VERSION}" -o /out/herald ./cmd/herald
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/herald /herald

@@ -16,6 +16,10 @@ HELM_VERSION           := v3.22.0
 CONTROLLER_GEN_VERSION := v0.23.0
 CRANE_VERSION          := v0.22.1
 GOLANGCI_LINT_VERSION  := v2.15.0
+# The Kubernetes version helm assumes without --kube-version: one above the client-go its go.mod pins (helm's own
+# Makefile derives it the same way); `go install` alone leaves helm's default, 1.20, which charts refuse.
+HELM_KUBE_MAJOR        := 1
+HELM_KUBE_MINOR        := 37
 HELM           := $(BIN)/helm
 CONTROLLER_GEN := $(BIN)/controller-gen
 CRANE          := $(BIN)/crane
@@ -39,9 +43,15 @@ test: postgres browser promtool envtest tools build lint check-generated ## Run 
 test-e2e: tools build $(CRANE) ## End-to-end: a real one-node Kubernetes cluster, the Helm chart, upgrade under load (root; see README)
 	hack/e2e/run.sh
 
+# VERSION is what `herald version` prints: the checkout's `git describe` (a worktree's .git is a file Go's
+# own VCS stamping does not read, so the Makefile stamps it).
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
+LDFLAGS   := -X main.buildVersion=$(VERSION)
+
 .PHONY: build
-build: ## Build bin/herald
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(HERALD) ./cmd/herald
+build: ## Build bin/herald (the first build compiles every dependency: minutes; later ones seconds)
+	@echo "building bin/herald $(VERSION) (the first build compiles every dependency and takes minutes)"
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(HERALD) ./cmd/herald
 
 .PHONY: chaos
 chaos: build postgres ## Fault-injection suite, long version (HERALD_CHAOS=long): the results table, also written into docs/reliability.md
@@ -81,7 +91,7 @@ chart-crds: ## Copy config/crd/bases and config/rbac into charts/herald/template
 
 .PHONY: docker-build
 docker-build: ## Build the container image $(IMAGE)
-	docker build -t $(IMAGE) .
+	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 
 .PHONY: manifests
 manifests: ## Regenerate CRDs (config/crd), the operator's ClusterRole (config/rbac) and deepcopy (api/)
@@ -182,7 +192,10 @@ envtest: ## Provide kube-apiserver and etcd for envtest (hack/k8s-binaries.sh, s
 tools: $(HELM) $(CONTROLLER_GEN) ## Install pinned tools into ./bin (crane: by make test-e2e; golangci-lint: by make lint)
 
 $(HELM):
-	GOBIN=$(BIN) $(GO) install -ldflags "-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)" helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	GOBIN=$(BIN) $(GO) install -ldflags "-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+	  -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=$(HELM_KUBE_MAJOR) -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$(HELM_KUBE_MINOR) \
+	  -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=$(HELM_KUBE_MAJOR) -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$(HELM_KUBE_MINOR)" \
+	  helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
 $(CONTROLLER_GEN):
 	GOBIN=$(BIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)

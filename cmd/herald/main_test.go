@@ -108,6 +108,19 @@ func TestVersion(t *testing.T) {
 	}
 }
 
+// `make build` and the image stamp the version: without it a build from a checkout says "(devel)".
+func TestBuildsStampTheVersion(t *testing.T) {
+	for _, path := range []string{"../../Makefile", "../../Dockerfile"} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), "-X main.buildVersion=") {
+			t.Errorf("%s builds herald without -X main.buildVersion=…", path)
+		}
+	}
+}
+
 func TestDescribeBuild(t *testing.T) {
 	vcs := func(kv ...string) []debug.BuildSetting {
 		var s []debug.BuildSetting
@@ -117,23 +130,28 @@ func TestDescribeBuild(t *testing.T) {
 		return s
 	}
 	for _, tc := range []struct {
-		name string
-		info *debug.BuildInfo
-		ok   bool
-		want string
+		name    string
+		info    *debug.BuildInfo
+		ok      bool
+		stamped string
+		want    string
 	}{
-		{"no build information", nil, false, "herald (unknown version: no build information)"},
+		{"no build information", nil, false, "", "herald (unknown version: no build information)"},
 		{"a checkout with changes", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"},
 			Settings: vcs("-trimpath", "true", "vcs", "git", "vcs.revision", "0072c9b1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7", "vcs.time", "2026-05-01T10:00:00Z", "vcs.modified", "true")},
-			true, "herald (devel), commit 0072c9b1d2e3 (modified) of 2026-05-01T10:00:00Z, go1.26.8"},
+			true, "", "herald (devel), commit 0072c9b1d2e3 (modified) of 2026-05-01T10:00:00Z, go1.26.8"},
 		{"a tagged, clean build", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.2.0"},
 			Settings: vcs("vcs.revision", "abc123", "vcs.modified", "false")},
-			true, "herald v1.2.0, commit abc123, go1.26.8"},
+			true, "", "herald v1.2.0, commit abc123, go1.26.8"},
 		{"-buildvcs=false or no checkout", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}, Settings: vcs("-trimpath", "true")},
-			true, "herald (devel), go1.26.8"},
-		{"a test binary", &debug.BuildInfo{}, true, "herald (devel)"},
+			true, "", "herald (devel), go1.26.8"},
+		{"a test binary", &debug.BuildInfo{}, true, "", "herald (devel)"},
+		{"make build from a worktree", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}},
+			true, "v0.3.0-12-g93ea2eb", "herald v0.3.0-12-g93ea2eb, go1.26.8"},
+		{"go install of a tag, stamped too", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.2.0"}},
+			true, "93ea2eb", "herald v1.2.0, go1.26.8"},
 	} {
-		if got := describeBuild(tc.info, tc.ok); got != tc.want {
+		if got := describeBuild(tc.info, tc.ok, tc.stamped); got != tc.want {
 			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
 		}
 	}

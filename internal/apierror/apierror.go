@@ -5,6 +5,7 @@
 package apierror
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,7 +47,7 @@ func (e *Error) With(format string, args ...any) *Error {
 // The catalogue: the spec's codes (v1-extensions' included: not_cancellable, limit_reached, invalid_format,
 // §9's user_opted_out and opted_out_by_user, §12's template_*) and the ones the design brief adds.
 var (
-	Unauthorized        = &Error{Code: "unauthorized", Status: http.StatusUnauthorized, Message: "missing, invalid or inactive credentials"}
+	Unauthorized        = &Error{Code: "unauthorized", Status: http.StatusUnauthorized, Message: "missing, invalid or inactive credentials: send the API key as Authorization: Bearer <key>"}
 	InvalidRequest      = &Error{Code: "invalid_request", Status: http.StatusBadRequest, Message: "the request is malformed"}
 	MessageTooLong      = &Error{Code: "message_too_long_after_branding", Status: http.StatusBadRequest, Message: "the branded message exceeds the messaging platform's limit of 4096 characters"}
 	InvalidFormat       = &Error{Code: "invalid_format", Status: http.StatusBadRequest, Message: "the message is not valid in the format it declares"}
@@ -57,7 +58,10 @@ var (
 	NotFound            = &Error{Code: "not_found", Status: http.StatusNotFound, Message: "not found"}
 	IdempotencyConflict = &Error{Code: "idempotency_conflict", Status: http.StatusConflict, Message: "this Idempotency-Key was used with a different request body"}
 	NotCancellable      = &Error{Code: "not_cancellable", Status: http.StatusConflict, Message: "only scheduled, queued or retrying notifications can be cancelled"}
-	LimitReached        = &Error{Code: "limit_reached", Status: http.StatusConflict, Message: "a limit on the number of these resources is reached"}
+	// EndpointExists is a callback URL the tenant registered already, with other events: one URL is one
+	// endpoint (a second would get every event twice). The message names the endpoint.
+	EndpointExists = &Error{Code: "endpoint_exists", Status: http.StatusConflict, Message: "this URL is registered already"}
+	LimitReached   = &Error{Code: "limit_reached", Status: http.StatusConflict, Message: "a limit on the number of these resources is reached"}
 	// The templates of v1 extensions §12.
 	TemplateInvalid      = &Error{Code: "template_invalid", Status: http.StatusBadRequest, Message: "the template does not parse"}
 	TemplateNotFound     = &Error{Code: "template_not_found", Status: http.StatusNotFound, Message: "no such template or version"}
@@ -67,9 +71,12 @@ var (
 	MethodNotAllowed     = &Error{Code: "invalid_request", Status: http.StatusMethodNotAllowed, Message: "method not allowed"}
 	// PayloadTooLarge is a body over a route's limit: the request is malformed (invalid_request), and its
 	// status says which way, so a client can tell it from a schema error without reading the message.
-	PayloadTooLarge = &Error{Code: "invalid_request", Status: http.StatusRequestEntityTooLarge, Message: "the request body is too large"}
-	Internal        = &Error{Code: "internal_error", Status: http.StatusInternalServerError, Message: "internal error"}
-	Unavailable     = &Error{Code: "unavailable", Status: http.StatusServiceUnavailable, Message: "the service is temporarily unavailable"}
+	// UnsupportedMediaType is a body without Content-Type: application/json: invalid_request with status 415,
+	// as the simulator (and the HTTP status it names) answers.
+	UnsupportedMediaType = &Error{Code: "invalid_request", Status: http.StatusUnsupportedMediaType, Message: "Content-Type must be application/json"}
+	PayloadTooLarge      = &Error{Code: "invalid_request", Status: http.StatusRequestEntityTooLarge, Message: "the request body is too large"}
+	Internal             = &Error{Code: "internal_error", Status: http.StatusInternalServerError, Message: "internal error"}
+	Unavailable          = &Error{Code: "unavailable", Status: http.StatusServiceUnavailable, Message: "the service is temporarily unavailable"}
 	// Overloaded is unavailable, with a hint when to come back: the replica sheds load it cannot serve now.
 	Overloaded = &Error{Code: "unavailable", Status: http.StatusServiceUnavailable, Message: "the service is overloaded; retry shortly", RetryAfter: time.Second}
 )
@@ -79,7 +86,7 @@ var (
 var catalogue = map[string]*Error{}
 
 func init() {
-	for _, e := range []*Error{Unauthorized, InvalidRequest, MessageTooLong, InvalidFormat, PhoneUnverified, UserOptedOut, OptedOutByUser, QueueError,
+	for _, e := range []*Error{EndpointExists, Unauthorized, InvalidRequest, MessageTooLong, InvalidFormat, PhoneUnverified, UserOptedOut, OptedOutByUser, QueueError,
 		NotFound, IdempotencyConflict, NotCancellable, LimitReached, RateLimited, Internal, Unavailable,
 		TemplateInvalid, TemplateNotFound, TemplateDataMissing, TemplateRenderFailed} {
 		catalogue[e.Code] = e
@@ -123,5 +130,20 @@ func Write(w http.ResponseWriter, err error) {
 		h.Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
 	}
 	w.WriteHeader(e.Status)
-	_ = json.NewEncoder(w).Encode(Body{Error: e.Code, Message: e.Message, RequestID: h.Get("X-Request-Id")})
+	b, _ := EncodeJSON(Body{Error: e.Code, Message: e.Message, RequestID: h.Get("X-Request-Id")})
+	_, _ = w.Write(b)
+}
+
+// EncodeJSON is how every response body is encoded (the API's, the webhook's, the simulator's): JSON
+// followed by a newline, without HTML escaping. Messages quote what the caller sent, HTML tags included
+// ("<b> is never closed"), and people read them: encoding/json's default would turn them into \u003cb\u003e.
+// No response is ever embedded in an HTML page.
+func EncodeJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }

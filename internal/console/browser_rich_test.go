@@ -1,7 +1,6 @@
 package console_test
 
 import (
-	"net/http"
 	"strings"
 	"testing"
 
@@ -25,15 +24,17 @@ func TestTheConsoleRendersAFormattedMessageWithItsButton(t *testing.T) {
 		click(`#keyboard button[data-request-contact]`), visible("#step-contact.done"))
 	user := value[string](t, ctx, `document.querySelector('#walk-user').textContent`)
 
-	body := `{"user_id":"` + user + `","format":"html","message":"Order <b>#1042</b> <a href=\"https://shop.example/o/1042\">shipped</a>, code <code>X-7</code>, <tg-spoiler>a surprise</tg-spoiler> &lt;img src=x onerror=alert(1)&gt;","buttons":[[{"text":"Track the parcel","url":"https://shop.example/t/1042"}]]}`
-	req, _ := http.NewRequest("POST", d.base+"/v1/send", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+d.key)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil || res.StatusCode != http.StatusAccepted {
-		t.Fatalf("POST /v1/send: %v %v", res, err)
+	// Sent from the console's own form, with its options: HTML and a button.
+	markup := `Order <b>#1042</b> <a href="https://shop.example/o/1042">shipped</a>, code <code>X-7</code>, <tg-spoiler>a surprise</tg-spoiler> &lt;img src=x onerror=alert(1)&gt;`
+	step(t, ctx, "the formatted message is sent from the form's options",
+		click("#send-options summary"), visible("#send-format"),
+		chromedp.SetValue(chromedp.CSS("#message"), markup),
+		chromedp.SetValue(chromedp.CSS("#send-format"), "html"),
+		chromedp.SetValue(chromedp.CSS("#send-buttons"), "Track the parcel | https://shop.example/t/1042"),
+		click("#send"), visible("#step-sent.done"))
+	if got := value[string](t, ctx, `document.querySelector('#tenant-result').textContent`); !strings.Contains(got, "→ 202") {
+		t.Fatalf("the send from the form answered %s (user %s)", got, user)
 	}
-	res.Body.Close()
 
 	last := `[...document.querySelectorAll('#chat-lines .bubble.bot')].pop()`
 	step(t, ctx, "the formatted message arrives in the chat",

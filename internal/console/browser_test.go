@@ -142,6 +142,10 @@ func TestTheConsoleWalksATenantThroughInABrowser(t *testing.T) {
 		chromedp.SetValue(chromedp.CSS("#message"), message), click("#send"),
 		visible("#step-sent.done"), visible("#step-delivered.done"),
 		visible(`#notifications tr[data-status="delivered"] .state-delivered`))
+	// The whole tracking id, with a button to copy it: UUIDv7 prefixes collide.
+	if ok := value[bool](t, ctx, `(() => { const tr = document.querySelector('#notifications tr[data-status="delivered"]'); return tr.dataset.id.length === 36 && tr.querySelector('td.id').firstChild.textContent === tr.dataset.id && !!tr.querySelector('td.id button.copy') })()`); !ok {
+		t.Error("the notifications table does not show the whole tracking id with a copy button")
+	}
 	last := `[...document.querySelectorAll('#chat-lines .bubble.bot')].pop().querySelector('.text')`
 	step(t, ctx, "the chat shows the branded message", chromedp.Poll[chromedp.Void](last+`.textContent.endsWith('on Friday')`))
 	if got := value[string](t, ctx, last+`.textContent`); got != "A message from Demo App\n"+message {

@@ -242,7 +242,7 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 	}
-	if err := writeInstance(o.DataDir, instance{APIBase: base, DatabaseURL: o.DatabaseURL, DemoKey: demoKey}); err != nil {
+	if err := writeInstance(o.DataDir, instance{APIBase: base, DatabaseURL: o.DatabaseURL, DemoKey: demoKey, BotTokenKey: o.BotTokenKey}); err != nil {
 		return err
 	}
 	defer os.Remove(filepath.Join(o.DataDir, instanceFile))

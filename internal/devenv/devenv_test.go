@@ -107,7 +107,8 @@ func TestDevRunsThePrintedWalkthrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	dbURL := regexp.MustCompile(`(?m)^export HERALD_DATABASE_URL='([^']+)'$`).FindStringSubmatch(env.String())
-	if dbURL == nil || !strings.Contains(env.String(), "export HERALD='"+dev.base+"'") || !strings.Contains(env.String(), "export KEY='"+dev.key+"'") {
+	if dbURL == nil || !strings.Contains(env.String(), "export HERALD='"+dev.base+"'") || !strings.Contains(env.String(), "export KEY='"+dev.key+"'") ||
+		!regexp.MustCompile(`(?m)^export HERALD_BOT_TOKEN_KEY='[A-Za-z0-9+/=]{44}'$`).MatchString(env.String()) {
 		t.Fatalf("--print-env printed:\n%s", env.String())
 	}
 	if !strings.Contains(dev.out.String(), dbURL[1]) {

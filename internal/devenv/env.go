@@ -16,6 +16,10 @@ type instance struct {
 	APIBase     string `json:"api_base"`
 	DatabaseURL string `json:"database_url"`
 	DemoKey     string `json:"demo_key,omitempty"`
+	// BotTokenKey is the dev instance's HERALD_BOT_TOKEN_KEY: `herald tenant … --bot-token-file` seals a
+	// tenant's bot's token with it, and the running dev must be able to open it. The file is 0600 in the
+	// data directory, beside the dev keys it is read from.
+	BotTokenKey string `json:"bot_token_key,omitempty"`
 }
 
 const instanceFile = "run.json"
@@ -29,7 +33,8 @@ func writeInstance(dir string, in instance) error {
 }
 
 // PrintEnv prints the exports that point the admin CLI and a shell at the herald dev running on dataDir:
-// HERALD_DATABASE_URL, and the walkthrough's HERALD (the API base) and KEY (the demo key).
+// HERALD_DATABASE_URL and HERALD_BOT_TOKEN_KEY (for a tenant's own bot), and the walkthrough's HERALD (the
+// API base) and KEY (the demo key).
 func PrintEnv(w io.Writer, dataDir string) error {
 	b, err := os.ReadFile(filepath.Join(dataDir, instanceFile))
 	if !running(dataDir) || err != nil {
@@ -42,6 +47,9 @@ func PrintEnv(w io.Writer, dataDir string) error {
 	fmt.Fprintf(w, "# The herald dev on %s: eval \"$(herald dev --print-env)\"\n", dataDir)
 	fmt.Fprintln(w, "# herald dev reads HERALD_DATABASE_URL too: unset it before the next make run in this shell.")
 	fmt.Fprintf(w, "export HERALD_DATABASE_URL=%s\n", shellQuote(in.DatabaseURL))
+	if in.BotTokenKey != "" {
+		fmt.Fprintf(w, "export HERALD_BOT_TOKEN_KEY=%s\n", shellQuote(in.BotTokenKey))
+	}
 	fmt.Fprintf(w, "export HERALD=%s\n", shellQuote(in.APIBase))
 	if in.DemoKey != "" {
 		fmt.Fprintf(w, "export KEY=%s\n", shellQuote(in.DemoKey))

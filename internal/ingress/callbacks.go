@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
@@ -67,10 +68,31 @@ func (a *API) createCallback(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// One URL is one endpoint: registering it again (a script run twice) answers the endpoint there is, 200
+	// without its secret (shown only at creation; rotate for a new one), instead of a second endpoint that
+	// would get every event twice; with other events it is 409 naming the endpoint, to change deliberately.
+	tenant := principalOf(r.Context()).TenantID
+	existing, err := a.store.ListCallbackEndpoints(r.Context(), tenant)
+	if err != nil {
+		return err
+	}
+	for _, e := range existing {
+		if e.URL != u.String() {
+			continue
+		}
+		if !slices.Equal(e.Events, events) {
+			return apierror.EndpointExists.With("%s is registered already, as endpoint %s with other events (%s): delete it first to register it with these", e.URL, e.ID, strings.Join(e.Events, ", "))
+		}
+		writeJSON(w, http.StatusOK, callbackEndpoint{
+			ID: e.ID, URL: e.URL, Events: e.Events, CreatedAt: timestamp(e.CreatedAt),
+			LastSuccessAt: optionalTimestamp(e.LastSuccessAt), LastFailureAt: optionalTimestamp(e.LastFailureAt),
+		})
+		return nil
+	}
 	id := uuid.NewString()
 	secret := signing.NewSecret()
 	e, err := a.store.CreateCallbackEndpoint(r.Context(), store.CallbackEndpoint{
-		ID: id, TenantID: principalOf(r.Context()).TenantID, URL: u.String(), Events: events,
+		ID: id, TenantID: tenant, URL: u.String(), Events: events,
 	}, a.opts.CallbackKey.Seal(secret, id))
 	if errors.Is(err, store.ErrLimitReached) {
 		return apierror.LimitReached.With("a tenant may have at most %d callback endpoints; delete one first", store.MaxCallbackEndpoints)
@@ -95,7 +117,7 @@ func eventList(given []string) ([]string, error) {
 	}
 	for _, e := range given {
 		if !slices.Contains(store.EventTypes, e) {
-			return nil, apierror.InvalidRequest.With("events: unknown event %q; the events are %v", e, store.EventTypes)
+			return nil, apierror.InvalidRequest.With("events: unknown event %q; the events are %s", e, strings.Join(store.EventTypes, ", "))
 		}
 	}
 	var out []string

@@ -142,7 +142,7 @@ func TestCallbackRequestsAreValidated(t *testing.T) {
 	if got := r.json(t)["events"]; !slices.Equal(toStrings(got), []string{"notification.failed", "user.linked", "ping"}) {
 		t.Errorf("events %v", got)
 	}
-	r = e.do("POST", "/v1/callbacks", key, `{"url":"https://hooks.example.com/","events":null}`)
+	r = e.do("POST", "/v1/callbacks", key, `{"url":"https://hooks.example.com/all","events":null}`)
 	if got := r.json(t)["events"]; !slices.Equal(toStrings(got), store.EventTypes) {
 		t.Errorf("events null: %v", got)
 	}
@@ -259,5 +259,41 @@ func TestWithoutACallbackKeyTheRoutesThatMakeASecretAreUnavailable(t *testing.T)
 	e.fx.VerifiedUser(e.t, "acme", "u1", 1001)
 	if r := e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "hi"}); r.status != http.StatusAccepted {
 		t.Errorf("a send without a callback key: %d %s", r.status, r.body)
+	}
+}
+
+// Registering a URL the tenant has registered already (a script run twice) answers the endpoint there is,
+// 200 and without its secret, and makes no second one (which would get every event twice); with other
+// events it is 409 endpoint_exists, naming the endpoint. Unknown events are listed readably.
+func TestRegisteringAURLAgainAnswersItsEndpoint(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	key := e.tenant("acme", "Acme", nil)
+	first := e.do("POST", "/v1/callbacks", key, map[string]any{"url": "https://hooks.example.com/h"})
+	if first.status != 201 {
+		t.Fatalf("first registration: %d %s", first.status, first.body)
+	}
+	id := first.json(t)["id"].(string)
+	for range 6 { // more than the 5 endpoints a tenant may have
+		again := e.do("POST", "/v1/callbacks", key, map[string]any{"url": "https://hooks.example.com/h"})
+		if again.status != 200 {
+			t.Fatalf("registering again: %d %s, want 200", again.status, again.body)
+		}
+		m := again.json(t)
+		if m["id"] != id || m["secret"] != nil {
+			t.Fatalf("registering again answered %s, want endpoint %s without its secret", again.body, id)
+		}
+	}
+	if n := e.countRows(`SELECT count(*) FROM callback_endpoints`); n != 1 {
+		t.Errorf("%d endpoints, want 1", n)
+	}
+	other := e.do("POST", "/v1/callbacks", key, map[string]any{"url": "https://hooks.example.com/h", "events": []string{"ping"}})
+	expectError(t, other, 409, "endpoint_exists")
+	if msg := other.json(t)["message"].(string); !strings.Contains(msg, id) {
+		t.Errorf("message %q does not name endpoint %s", msg, id)
+	}
+	bad := e.do("POST", "/v1/callbacks", key, map[string]any{"url": "https://hooks.example.com/x", "events": []string{"nope"}})
+	if msg := bad.json(t)["message"].(string); strings.Contains(msg, "[") || !strings.Contains(msg, "notification.delivered, notification.failed") {
+		t.Errorf("message %q, want the events as a list of words", msg)
 	}
 }

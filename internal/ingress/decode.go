@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -24,8 +25,8 @@ const MaxBodyBytes = 64 << 10
 // MaxUserIDLength is the longest accepted user_id, in code points.
 const MaxUserIDLength = 128
 
-// decodeObject reads a JSON object body into dst. Unknown fields, trailing data and a wrong Content-Type are
-// invalid_request (400): a typo in a field name must not be silently ignored. A body over MaxBodyBytes is
+// decodeObject reads a JSON object body into dst. Unknown fields and trailing data are invalid_request (400),
+// a missing or other Content-Type invalid_request with status 415: a typo in a field name must not be silently ignored. A body over MaxBodyBytes is
 // invalid_request with status 413.
 func decodeObject(w http.ResponseWriter, r *http.Request, dst any) error {
 	return decodeObjectMax(w, r, dst, MaxBodyBytes)
@@ -34,12 +35,14 @@ func decodeObject(w http.ResponseWriter, r *http.Request, dst any) error {
 // decodeObjectMax is decodeObject for a body of at most limit bytes.
 func decodeObjectMax(w http.ResponseWriter, r *http.Request, dst any, limit int64) error {
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return apierror.InvalidRequest.With("Content-Type must be application/json")
+		return apierror.UnsupportedMediaType
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	raw := r.Body
+	body, err := io.ReadAll(http.MaxBytesReader(w, raw, limit))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
+			drainRefused(w, raw)
 			return apierror.PayloadTooLarge.With("request body exceeds %d bytes", limit)
 		}
 		return apierror.InvalidRequest.With("could not read the request body")
@@ -50,12 +53,36 @@ func decodeObjectMax(w http.ResponseWriter, r *http.Request, dst any, limit int6
 	return decodeStrict(body, dst, "the body")
 }
 
+// drainRefused reads and discards the rest of a body refused as too large, up to refusedDrainMax bytes
+// and refusedDrainWait, before the 413 is written. The refusal stays early (nothing past the limit is
+// kept), but a client that writes its whole body before reading (Python's urllib and requests) would
+// otherwise be reset while writing — net/http stops reading, lingers 500 ms and closes — and never see the
+// answer. A body beyond the bound still gets the answer written and the connection closed.
+func drainRefused(w http.ResponseWriter, body io.Reader) {
+	if err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(refusedDrainWait)); err != nil {
+		return
+	}
+	_, _ = io.CopyN(io.Discard, body, refusedDrainMax)
+}
+
+// refusedDrainMax and refusedDrainWait bound what drainRefused reads: a few megabytes covers a mistaken
+// upload (an attachment, a whole log) without letting a client stream into the server for long.
+const (
+	refusedDrainMax  = 8 << 20
+	refusedDrainWait = 5 * time.Second
+)
+
 // decodeStrict decodes one JSON object (the body, or an item of a batch: what names it in messages) into
 // dst: no unknown fields, nothing after it.
 func decodeStrict(b []byte, dst any, what string) error {
 	trimmed := bytes.TrimSpace(b)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return apierror.InvalidRequest.With("%s must be a JSON object", what)
+	}
+	// encoding/json keeps the last of two equal keys; a key given twice is as likely a mistake as an
+	// unknown one, and is refused the same way.
+	if key, dup := duplicateKey(trimmed); dup {
+		return apierror.InvalidRequest.With("%s: the field %q is given twice", what, key)
 	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	dec.DisallowUnknownFields()
@@ -69,6 +96,50 @@ func decodeStrict(b []byte, dst any, what string) error {
 		return apierror.InvalidRequest.With("unexpected data after the JSON object")
 	}
 	return nil
+}
+
+// duplicateKey reports the first key given twice in one object, at any depth, of a JSON document (a
+// malformed one reports none: decoding it says what is wrong).
+func duplicateKey(b []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	// One set of keys per open object; nil for an open array.
+	var open []map[string]bool
+	expectKey := func() bool { return len(open) > 0 && open[len(open)-1] != nil }
+	afterKey := false
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			switch v {
+			case '{':
+				open = append(open, map[string]bool{})
+			case '[':
+				open = append(open, nil)
+			default:
+				open = open[:len(open)-1]
+			}
+			afterKey = false
+		case string:
+			if expectKey() && !afterKey {
+				keys := open[len(open)-1]
+				if keys[v] {
+					return v, true
+				}
+				keys[v] = true
+				afterKey = true
+				continue
+			}
+			afterKey = false
+		default:
+			afterKey = false
+		}
+		if len(open) == 0 {
+			return "", false
+		}
+	}
 }
 
 // describeJSONError says in plain words what is wrong with a body that dst could not be decoded from:

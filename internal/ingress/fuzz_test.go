@@ -40,7 +40,12 @@ func checkRefusal(t *testing.T, body []byte, contentType string, err error) {
 		t.Fatalf("refused with %v, want invalid_request", err)
 	}
 	mt, _, mterr := mime.ParseMediaType(contentType)
-	if want := http.StatusBadRequest; len(body) > MaxBodyBytes && mterr == nil && mt == "application/json" {
+	json := mterr == nil && mt == "application/json"
+	if want := http.StatusBadRequest; !json {
+		if e.Status != http.StatusUnsupportedMediaType {
+			t.Fatalf("Content-Type %q: status %d, want 415", contentType, e.Status)
+		}
+	} else if len(body) > MaxBodyBytes {
 		if e.Status != http.StatusRequestEntityTooLarge {
 			t.Fatalf("a body of %d bytes: status %d, want 413", len(body), e.Status)
 		}

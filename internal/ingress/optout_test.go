@@ -132,7 +132,7 @@ func TestTheOptOutRoutesValidateTheirInput(t *testing.T) {
 			expectError(t, r, http.StatusBadRequest, "invalid_request")
 		}
 		r := e.do(method, "/v1/users/u1/opt-out", key, `{"category":"promo"}`, "Content-Type", "text/plain")
-		expectError(t, r, http.StatusBadRequest, "invalid_request")
+		expectError(t, r, http.StatusUnsupportedMediaType, "invalid_request")
 	}
 	if n := e.countRows(`SELECT count(*) FROM opt_outs`); n != 0 {
 		t.Errorf("%d opt-outs made by refused requests", n)

@@ -118,11 +118,12 @@ func parseButtons(raw json.RawMessage) (json.RawMessage, error) {
 	kb := messenger.InlineKeyboardMarkup{InlineKeyboard: make([][]messenger.InlineKeyboardButton, len(rows))}
 	for i, row := range rows {
 		if len(row) < 1 || len(row) > MaxButtonsPerRow {
-			return nil, apierror.InvalidRequest.With("row %d of buttons must hold 1-%d buttons (got %d)", i, MaxButtonsPerRow, len(row))
+			return nil, apierror.InvalidRequest.With("row %d of buttons must hold 1-%d buttons (got %d)", i+1, MaxButtonsPerRow, len(row))
 		}
 		kb.InlineKeyboard[i] = make([]messenger.InlineKeyboardButton, len(row))
 		for j, rawButton := range row {
-			at := func() string { return "button " + strconv.Itoa(j) + " of row " + strconv.Itoa(i) }
+			// Counted from 1, as a person counts the buttons they wrote.
+			at := func() string { return "button " + strconv.Itoa(j+1) + " of row " + strconv.Itoa(i+1) }
 			var b button
 			if err := decodeStrict(rawButton, &b, at()); err != nil {
 				e, _ := apierror.From(err)
@@ -165,7 +166,7 @@ func brandHTML(label, markup string) (string, string, error) {
 	}
 	branded, fits := richtext.Brand(label, m)
 	if !fits {
-		return "", "", apierror.MessageTooLong.With("the branded message's visible text is %d characters; the messaging platform allows %d", branded.Length(), brand.MaxLength)
+		return "", "", tooLongAfterBranding(branded.Length(), m.Length())
 	}
 	entities, err := richtext.EncodeEntities(branded.Entities)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -228,7 +229,12 @@ func TestHTMLLengthRulesCountTheVisibleText(t *testing.T) {
 	if ents := entitiesOf(t, r.Entities); len(ents) != 1 || ents[0].Length != 2*(4096-brandLen) {
 		t.Errorf("%d entities, first %+v; want one of 2 UTF-16 units per astral character", len(ents), ents[:min(len(ents), 1)])
 	}
-	expectError(t, send(fits+"<i>😀</i>"), http.StatusBadRequest, "message_too_long_after_branding")
+	over := send(fits + "<i>😀</i>")
+	expectError(t, over, http.StatusBadRequest, "message_too_long_after_branding")
+	// It says the usable length: what the caller can act on.
+	if msg, want := over.json(t)["message"].(string), fmt.Sprintf("at most %d characters (this one has %d)", 4096-brandLen, 4096-brandLen+1); !strings.Contains(msg, want) {
+		t.Errorf("message %q, want it to say %q", msg, want)
+	}
 	expectError(t, send("<b>"+strings.Repeat("😀", 4096)+"</b>"), http.StatusBadRequest, "message_too_long_after_branding")
 	r4097 := send("<b>" + strings.Repeat("😀", 4097) + "</b>")
 	expectError(t, r4097, http.StatusBadRequest, "invalid_request")
@@ -304,6 +310,8 @@ func TestRichOptionsAreValidated(t *testing.T) {
 		{"five in a row", "buttons", []any{row(5)}, "1-4 buttons"},
 		{"an empty row", "buttons", []any{[]any{}}, "1-4 buttons"},
 		{"an empty text", "buttons", []any{[]any{button("", "https://a.example")}}, "1-64"},
+		// Positions counted from 1, as a person counts: the second button of the first row.
+		{"a bad second button", "buttons", []any{[]any{button("a", "https://a.example"), button("", "https://a.example")}}, "button 2 of row 1 "},
 		{"a blank text", "buttons", []any{[]any{button("  ", "https://a.example")}}, "1-64"},
 		{"65 characters", "buttons", []any{[]any{button(strings.Repeat("é", 65), "https://a.example")}}, "1-64"},
 		{"a NUL in the text", "buttons", []any{[]any{button("a\x00", "https://a.example")}}, "NUL"},

@@ -167,7 +167,7 @@ func validateSend(req sendRequest, label string, now time.Time) (validSend, erro
 	} else {
 		body = brand.Render(label, *req.Message)
 		if !brand.Fits(body) {
-			return validSend{}, apierror.MessageTooLong.With("the branded message is %d characters; the messaging platform allows %d", brand.Length(body), brand.MaxLength)
+			return validSend{}, tooLongAfterBranding(brand.Length(body), brand.Length(*req.Message))
 		}
 	}
 	return validSend{
@@ -499,4 +499,12 @@ func compact(b []byte) json.RawMessage {
 		return b
 	}
 	return out.Bytes()
+}
+
+// tooLongAfterBranding says what the caller can act on: how long a message may be with the tenant's label,
+// not only that the branded one is over the platform's limit.
+func tooLongAfterBranding(branded, message int) error {
+	usable := brand.MaxLength - (branded - message)
+	return apierror.MessageTooLong.With("the branded message is %d characters; the messaging platform allows %d, so with the label a message may hold at most %d characters (this one has %d)",
+		branded, brand.MaxLength, usable, message)
 }

@@ -146,7 +146,9 @@ func TestSendRejectsInvalidRequests(t *testing.T) {
 	}
 	// Content-Type other than JSON.
 	r := e.do("POST", "/v1/send", key, `{"user_id":"u1","message":"hi"}`, "Content-Type", "text/plain")
-	expectError(t, r, http.StatusBadRequest, "invalid_request")
+	expectError(t, r, http.StatusUnsupportedMediaType, "invalid_request")
+	// None at all: the same 415, as the simulator answers.
+	expectError(t, e.do("POST", "/v1/send", key, `{"user_id":"u1","message":"hi"}`, "Content-Type", ""), http.StatusUnsupportedMediaType, "invalid_request")
 }
 
 func TestSendAcceptsLimitsExactly(t *testing.T) {

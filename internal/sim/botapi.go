@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/heraldhq/herald/internal/apierror"
 	"github.com/heraldhq/herald/internal/messenger"
 )
 
@@ -135,7 +136,7 @@ func writeBot(w http.ResponseWriter, result any, err error) {
 			resp.Parameters = &messenger.ResponseParameters{RetryAfter: be.retryAfter}
 		}
 	} else {
-		raw, mErr := json.Marshal(result)
+		raw, mErr := apierror.EncodeJSON(result) // the platform does not escape HTML in its answers either
 		if mErr != nil {
 			status, resp = 500, messenger.Response{ErrorCode: 500, Description: "Internal Server Error"}
 		} else {
@@ -143,7 +144,8 @@ func writeBot(w http.ResponseWriter, result any, err error) {
 		}
 	}
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(resp)
+	b, _ := apierror.EncodeJSON(resp)
+	_, _ = w.Write(b)
 }
 
 // decodeParams decodes a JSON body into params; a malformed body is the client's error.

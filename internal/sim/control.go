@@ -55,6 +55,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // people read these: the texts' HTML as sent (apierror.EncodeJSON)
 	_ = enc.Encode(v)
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"unicode"
@@ -96,7 +97,7 @@ func (rc *Receiver) handle(ctx context.Context, through bot.ID, u messenger.Upda
 	case name == "/start":
 		return rc.start(ctx, in, args)
 	case name == "/help":
-		return Result{Kind: kindCommand, Outcome: outcomeReplied}, rc.reply(ctx, in, unbranded(textStart))
+		return rc.help(ctx, in)
 	case name == "/stop":
 		return rc.stopOrResume(ctx, in, store.PromptStop)
 	case name == "/resume":
@@ -105,6 +106,20 @@ func (rc *Receiver) handle(ctx context.Context, through bot.ID, u messenger.Upda
 		return rc.dev(ctx, in, name, args)
 	}
 	return Result{Kind: kindCommand, Outcome: outcomeReplied}, rc.reply(ctx, in, unbranded(textUnknown))
+}
+
+// help answers /help: as /start without a token in a chat not connected yet, without the invitation to
+// connect it in one that is.
+func (rc *Receiver) help(ctx context.Context, in incoming) (Result, error) {
+	r := Result{Kind: kindCommand, Outcome: outcomeReplied}
+	tenants, err := rc.store.ChatTenants(ctx, rc.chatUser(in))
+	if err != nil {
+		return r, fmt.Errorf("finding the chat's tenants for /help: %w", err)
+	}
+	if len(tenants) > 0 {
+		return r, rc.reply(ctx, in, unbranded(textHelpLinked))
+	}
+	return r, rc.reply(ctx, in, unbranded(textStart))
 }
 
 // parseCommand splits "/name@bot args" into "/name" (lower case, without the bot's name) and the

@@ -15,6 +15,7 @@ const (
 	textLinkUnknown    = "This link is not valid. Please ask the app for a new link."
 	textLinkExpired    = "This link has expired. Please ask the app for a new link."
 	textLinkUsed       = "This link has already been used. If you want to connect again, please ask the app for a new link."
+	textHelpLinked     = "This chat is connected: I deliver notifications here from the apps you connected it to. Send /stop to stop notifications (from one app, or of one kind) and /resume to receive them again. To connect another app, open the link it gave you."
 	textStart          = "Hello! I deliver notifications from apps you use. To connect this chat, open the link the app gave you. Send /stop to stop notifications (from one app, or of one kind) and /resume to receive them again."
 	textUnknown        = "Sorry, I did not understand that. To receive notifications here, open the link the app gave you."
 )
@@ -240,4 +241,14 @@ func TestFreeTextAndUnknownCommandsGetTheGenericReply(t *testing.T) {
 	if r := e.post(textUpdate(e.updateID(), 1, "x")); r.status != http.StatusOK {
 		t.Fatal("a plain message was not acknowledged")
 	}
+}
+
+// /help in a chat that is connected already does not ask to connect it.
+func TestHelpInALinkedChatDoesNotAskToConnectIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.tenant("acme", "Acme Shop")
+	e.link("acme", "user-1", 503)
+	expectOK(t, e.post(textUpdate(e.updateID(), 503, "/help")))
+	expectReply(t, e.onlyReply(), 503, "", textHelpLinked, nil)
 }

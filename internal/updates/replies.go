@@ -15,6 +15,11 @@ const (
 	// textStart also answers /help.
 	textStart = "Hello! I deliver notifications from apps you use. To connect this chat, open the link the app gave you. " +
 		"Send /stop to stop notifications (from one app, or of one kind) and /resume to receive them again."
+	// textHelpLinked answers /help in a chat that is connected already: telling it how to connect would
+	// suggest something is wrong.
+	textHelpLinked = "This chat is connected: I deliver notifications here from the apps you connected it to. " +
+		"Send /stop to stop notifications (from one app, or of one kind) and /resume to receive them again. " +
+		"To connect another app, open the link it gave you."
 
 	textLinked         = "This chat is now connected. You will receive notifications here."
 	textLinkedReplaced = "This chat is now connected and replaces the one connected before. You will receive notifications here; please verify your phone number again when the app asks."

@@ -32,7 +32,16 @@ type valueSet struct {
 	file string
 }
 
-// valueSets are the installs every test renders: the defaults and each file in charts/herald/ci.
+// requiredSets are the settings the chart refuses to render without; the "defaults" value set is the
+// defaults plus these.
+var requiredSets = []string{
+	"secrets.databaseURL.value=postgres://herald:secret@postgresql:5432/herald?sslmode=disable",
+	"secrets.kafkaBrokers.value=kafka:9092",
+	"secrets.botToken.value=123456:TEST-token",
+}
+
+// valueSets are the installs every test renders: the defaults (with requiredSets) and each file in
+// charts/herald/ci.
 var valueSets = []valueSet{
 	{"defaults", ""},
 	{"keda", "ci/keda-values.yaml"},
@@ -99,6 +108,8 @@ func templateArgs(vs valueSet, sets ...string) []string {
 	args := []string{"template", releaseName, ".", "--namespace", releaseNamespace, "--kube-version", kubeVersion}
 	if vs.file != "" {
 		args = append(args, "--values", vs.file)
+	} else {
+		sets = append(append([]string{}, requiredSets...), sets...)
 	}
 	for _, s := range sets {
 		args = append(args, "--set", s)

@@ -123,6 +123,13 @@ function bind() {
   $('#send-form').addEventListener('submit', async (e) => {
     e.preventDefault();
     const body = { user_id: tenantUser(), message: $('#message').value, priority: Number($('#priority').value) };
+    // The options go out only when set, so that a plain send stays the request the walkthrough shows.
+    if ($('#send-format').value) body.format = $('#send-format').value;
+    const buttons = $('#send-buttons').value.split('\n').map((l) => l.trim()).filter(Boolean)
+      .map((l) => { const i = l.lastIndexOf('|'); return [{ text: l.slice(0, i).trim(), url: l.slice(i + 1).trim() }]; });
+    if (buttons.length) body.buttons = buttons;
+    if ($('#send-category').value.trim()) body.category = $('#send-category').value.trim();
+    if ($('#send-at').value) body.send_at = new Date($('#send-at').value).toISOString();
     view.showResult('#tenant-result', await v1('POST', '/send', body));
   });
 

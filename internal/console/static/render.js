@@ -201,7 +201,10 @@ export function renderNotifications(ns) {
       error += ` · next try in ${secs} s`;
     }
     return el('tr', { dataset: { id: n.tracking_id, status: n.status } },
-      el('td', { class: 'mono', title: n.tracking_id }, n.tracking_id.slice(0, 8) + '…'),
+      // The whole id: UUIDv7s share their first characters (a timestamp), so a prefix collides.
+      el('td', { class: 'mono id' }, n.tracking_id,
+        el('button', { type: 'button', class: 'copy', title: 'copy the tracking id', 'aria-label': 'copy the tracking id',
+          onclick: () => navigator.clipboard?.writeText(n.tracking_id) }, '⧉')),
       el('td', {}, n.user_id),
       el('td', {}, n.priority),
       el('td', {}, stateBadge(n.status)),
