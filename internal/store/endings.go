@@ -12,6 +12,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -65,7 +66,7 @@ var endingChunkSQL = `
 func (s *Store) FinishEndings(ctx context.Context, u UserRef, maxChunks int) (int, bool, error) {
 	var since time.Time
 	err := s.pool.QueryRow(ctx, `SELECT since FROM endings_due WHERE tenant_id = $1 AND user_id = $2`, u.TenantID, u.UserID).Scan(&since)
-	if err == pgx.ErrNoRows {
+	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, true, nil
 	}
 	if err != nil {

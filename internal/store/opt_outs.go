@@ -228,9 +228,9 @@ func sentCategories(tenant, user, window string) string {
 
 // sentCategoriesLimit is sentCategories, the first limit of them only (0: all).
 func sentCategoriesLimit(tenant, user, window string, limit int) string {
-	max := ""
+	most := ""
 	if limit > 0 {
-		max = ` LIMIT ` + strconv.Itoa(limit)
+		most = ` LIMIT ` + strconv.Itoa(limit)
 	}
 	return `SELECT COALESCE(array_agg(category ORDER BY category), '{}') FROM (
 		SELECT DISTINCT category FROM (
@@ -238,7 +238,7 @@ func sentCategoriesLimit(tenant, user, window string, limit int) string {
 			WHERE n.tenant_id = ` + tenant + ` AND n.user_id = ` + user + ` AND n.kind = ` + notification.KindTenantSQL + `
 			  AND n.created_at > now() - ` + window + `::interval
 			ORDER BY n.created_at DESC LIMIT ` + strconv.Itoa(SentCategoriesScan) + `) r
-		WHERE category IS NOT NULL ORDER BY category` + max + `) c`
+		WHERE category IS NOT NULL ORDER BY category` + most + `) c`
 }
 
 var sentCategoriesSQL = sentCategories(`$1`, `$2`, `$3`)

@@ -1,6 +1,7 @@
 package template
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -52,6 +53,16 @@ type compiled struct {
 	buttons [][][2]*Template // text, url
 }
 
+// invalid is a parse error of one field of a locale, as Compile reports it (Parse's errors are
+// *SyntaxError).
+func invalid(tag, field string, err error) *InvalidError {
+	var se *SyntaxError
+	if !errors.As(err, &se) {
+		se = &SyntaxError{Msg: err.Error()}
+	}
+	return &InvalidError{Locale: tag, Field: field, Err: se}
+}
+
 // Compile parses every locale's sources; the first that does not parse is an *InvalidError.
 func Compile(html bool, defaultLocale string, locales map[string]LocaleSource) (*Set, error) {
 	s := &Set{HTML: html, DefaultLocale: defaultLocale, locales: make(map[string]*compiled, len(locales))}
@@ -60,7 +71,7 @@ func Compile(html bool, defaultLocale string, locales map[string]LocaleSource) (
 		c := &compiled{tag: tag}
 		var err error
 		if c.message, err = Parse(src.Message); err != nil {
-			return nil, &InvalidError{Locale: tag, Field: "message", Err: err.(*SyntaxError)}
+			return nil, invalid(tag, "message", err)
 		}
 		for i, row := range src.Buttons {
 			c.buttons = append(c.buttons, make([][2]*Template, len(row)))
@@ -69,7 +80,7 @@ func Compile(html bool, defaultLocale string, locales map[string]LocaleSource) (
 					t, err := Parse(field)
 					if err != nil {
 						name := [2]string{"text", "url"}[k]
-						return nil, &InvalidError{Locale: tag, Field: fmt.Sprintf("the %s of button %d of row %d", name, j, i), Err: err.(*SyntaxError)}
+						return nil, invalid(tag, fmt.Sprintf("the %s of button %d of row %d", name, j, i), err)
 					}
 					c.buttons[i][j][k] = t
 				}

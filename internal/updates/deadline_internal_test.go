@@ -58,7 +58,7 @@ func TestASlowUpdateFailsNoOtherOfItsBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer holder.Rollback(ctx)
+	defer func() { _ = holder.Rollback(ctx) }()
 	if _, err := holder.Exec(ctx, `INSERT INTO opt_outs (tenant_id, user_id, category, by) VALUES ('acme', 'slow', '', 'tenant')`); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestASlowUpdateFailsNoOtherOfItsBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer claims.Rollback(ctx)
+	defer func() { _ = claims.Rollback(ctx) }()
 	if _, err := claims.Exec(ctx, `LOCK TABLE processed_updates IN EXCLUSIVE MODE`); err != nil {
 		t.Fatal(err)
 	}

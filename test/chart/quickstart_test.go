@@ -27,7 +27,8 @@ func shBlock(t *testing.T, doc, heading string) string {
 		t.Fatalf("%s: no ```sh block after %q", doc, heading)
 	}
 	s = s[start+len("```sh\n"):]
-	return s[:strings.Index(s, "```")]
+	block, _, _ := strings.Cut(s, "```")
+	return block
 }
 
 // runDocumented runs a documented shell block in a scratch directory holding charts/herald, with `helm

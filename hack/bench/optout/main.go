@@ -209,7 +209,7 @@ func run(ctx context.Context, dbURL string, o options) (result, error) {
 		for n, end := 0, time.Now().Add(d); time.Now().Before(end); n++ {
 			t0 := time.Now()
 			if c := post(client, api.URL()+"/v1/send/batch", batch(n), "Authorization", "Bearer "+keyB); c != http.StatusOK && c != http.StatusAccepted && c != http.StatusMultiStatus {
-				return nil, fmt.Errorf("B's batch answered %d", c)
+				return nil, fmt.Errorf("tenant B's batch answered %d", c)
 			}
 			lat = append(lat, time.Since(t0))
 		}
