@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -334,9 +335,10 @@ func parseTemplateFields(req sendRequest) (*templateFields, error) {
 	return f, nil
 }
 
-// userLocales reads, in one statement, the locales of the users of a request's templated sends whose
-// locale the send's own does not decide: none for a template of one locale, none when the send's locale
-// matches one of the template's. So a send that names its locale costs no round trip.
+// userLocales reads, in one statement, the locales (and time zones) of the users of a request's templated
+// sends whose locale the send's own does not decide — none for a template of one locale, none when the
+// send's locale matches one of the template's — or whose template uses the date filter. So a send that
+// names its locale costs no round trip unless its template formats a date.
 func (a *API) userLocales(ctx context.Context, tenant string, users []string) (map[string]store.UserLocale, error) {
 	if len(users) == 0 {
 		return nil, nil
@@ -376,7 +378,7 @@ func (a *API) resolveTemplates(ctx context.Context, tenant string, reqs []*sendR
 		if _, catalogued := apierror.From(err); err != nil && !catalogued {
 			return nil, nil, err
 		}
-		if found[i], errs[i] = t, err; err == nil && needsUserLocale(t, fields[i].locale) && req.UserID != nil {
+		if found[i], errs[i] = t, err; err == nil && (needsUserLocale(t, fields[i].locale) || t.set.ReadsZone) && req.UserID != nil {
 			users = append(users, *req.UserID)
 		}
 	}
@@ -401,7 +403,7 @@ func (a *API) resolveTemplates(ctx context.Context, tenant string, reqs []*sendR
 // validateSend then checks with every §10 rule, as a send's own.
 func renderTemplate(req *sendRequest, f *templateFields, t *cachedTemplate, user store.UserLocale) (*templated, error) {
 	locale := t.set.Choose(f.locale, user.Locale, user.MessengerLanguage)
-	out, err := t.set.Render(locale, f.data, template.Options{})
+	out, err := t.set.Render(locale, f.data, template.Options{Location: zone(user.TimeZone)})
 	if err != nil {
 		return nil, renderError(err)
 	}
@@ -423,6 +425,26 @@ func renderTemplate(req *sendRequest, f *templateFields, t *cachedTemplate, user
 		ref:     notification.TemplateRef{Name: t.row.Name, Version: t.row.Version, Locale: out.Locale},
 		meaning: []any{"template", f.name, f.version, f.locale, data},
 	}, nil
+}
+
+// zones caches the locations of the users' time zones by name: LoadLocation reads the zone database each
+// time. The names are IANA names PATCH /v1/users checked (a few hundred at most), so the cache is bounded.
+var zones sync.Map
+
+// zone is the location of a user's time zone for the date filter; nil (UTC) when unset or no longer known.
+func zone(name string) *time.Location {
+	if name == "" {
+		return nil
+	}
+	if l, ok := zones.Load(name); ok {
+		return l.(*time.Location)
+	}
+	l, err := time.LoadLocation(name)
+	if err != nil {
+		return nil
+	}
+	zones.Store(name, l)
+	return l
 }
 
 // renderError maps the template package's errors to the catalogue.

@@ -378,3 +378,34 @@ func TestTemplateCacheAcrossReplicas(t *testing.T) {
 	expectError(t, send(other, ""), 404, "template_not_found")
 	expectError(t, send(other, `, "template_version": 1`), 404, "template_not_found")
 }
+
+// The date filter renders in the user's time zone (PATCH /v1/users) when the tenant set one, else in UTC —
+// also for a template of one locale, whose locale needs no user, and in a preview for the user.
+func TestTheDateFilterRendersInTheUsersTimeZone(t *testing.T) {
+	e, key := newEnvWithUser(t)
+	e.putTemplate(key, "due", `{"default_locale": "en", "locales": {"en": {"message": "Due {{ at | date: \"%Y-%m-%d %H:%M %Z\" }}"}}}`, http.StatusCreated)
+	send := func() string {
+		t.Helper()
+		r := e.do("POST", "/v1/send", key, `{"user_id": "u1", "template": "due", "data": {"at": "2026-07-01T20:30:00Z"}}`)
+		if r.status != 202 {
+			t.Fatalf("send: %d %s", r.status, r.body)
+		}
+		body, _, _, _, _ := e.stored(r.json(t)["tracking_id"].(string))
+		return body
+	}
+	if got := send(); !strings.HasSuffix(got, "Due 2026-07-01 20:30 UTC") {
+		t.Fatalf("no zone set: %q, want UTC", got)
+	}
+	for zone, want := range map[string]string{"Europe/Berlin": "Due 2026-07-01 22:30 CEST", "America/Sao_Paulo": "Due 2026-07-01 17:30 -03"} {
+		if r := e.do("PATCH", "/v1/users/u1", key, `{"time_zone": "`+zone+`"}`); r.status != 200 {
+			t.Fatalf("patch: %d %s", r.status, r.body)
+		}
+		if got := send(); !strings.HasSuffix(got, want) {
+			t.Errorf("zone %s: %q, want it to end %q", zone, got, want)
+		}
+		r := e.do("POST", "/v1/templates/due/preview", key, `{"user_id": "u1", "data": {"at": "2026-07-01T20:30:00Z"}}`)
+		if r.status != 200 || r.json(t)["message"] != want {
+			t.Errorf("preview in %s: %d %s, want %q", zone, r.status, r.body, want)
+		}
+	}
+}

@@ -232,6 +232,7 @@ func (s *Store) SetUserSettings(ctx context.Context, tenantID, userID string, se
 // report for the chat of the user's link. "": none.
 type UserLocale struct {
 	Locale, MessengerLanguage string
+	TimeZone                  string // the tenant's setting (PATCH /v1/users), an IANA name; "" unset
 }
 
 // UserLocales reads the locales of the tenant's users, for the sends of one request (one statement for a
@@ -240,7 +241,7 @@ func (s *Store) UserLocales(ctx context.Context, tenantID string, userIDs []stri
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	rows, _ := s.pool.Query(ctx, `
-		SELECT u.user_id, COALESCE(u.locale, ''), COALESCE(cl.language_code, '')
+		SELECT u.user_id, COALESCE(u.locale, ''), COALESCE(cl.language_code, ''), COALESCE(u.time_zone, '')
 		FROM users u
 		LEFT JOIN links l USING (tenant_id, user_id)
 		LEFT JOIN chat_languages cl ON cl.bot_id = COALESCE(l.bot_id, 0) AND cl.chat_id = l.chat_id
@@ -248,6 +249,6 @@ func (s *Store) UserLocales(ctx context.Context, tenantID string, userIDs []stri
 	out := make(map[string]UserLocale, len(userIDs))
 	var id string
 	var l UserLocale
-	_, err := pgx.ForEachRow(rows, []any{&id, &l.Locale, &l.MessengerLanguage}, func() error { out[id] = l; return nil })
+	_, err := pgx.ForEachRow(rows, []any{&id, &l.Locale, &l.MessengerLanguage, &l.TimeZone}, func() error { out[id] = l; return nil })
 	return out, translate(err, "reading users' locales")
 }

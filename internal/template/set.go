@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -44,7 +45,10 @@ func (e *InvalidError) Error() string {
 type Set struct {
 	HTML          bool
 	DefaultLocale string
-	locales       map[string]*compiled // by normalised tag
+	// ReadsZone: a source uses the date filter, which renders in the user's time zone — so a send needs
+	// its user's setting even when its locale is decided without the user.
+	ReadsZone bool
+	locales   map[string]*compiled // by normalised tag
 }
 
 type compiled struct {
@@ -63,11 +67,21 @@ func invalid(tag, field string, err error) *InvalidError {
 	return &InvalidError{Locale: tag, Field: field, Err: se}
 }
 
+// dateFilter finds a use of the date filter in a source; a text that only looks like one (in a raw block,
+// a string) counts too: ReadsZone may be true of a template that needs no zone, never false of one that does.
+var dateFilter = regexp.MustCompile(`\|\s*date\b`)
+
 // Compile parses every locale's sources; the first that does not parse is an *InvalidError.
 func Compile(html bool, defaultLocale string, locales map[string]LocaleSource) (*Set, error) {
 	s := &Set{HTML: html, DefaultLocale: defaultLocale, locales: make(map[string]*compiled, len(locales))}
 	for _, tag := range sortedKeys(locales) {
 		src := locales[tag]
+		s.ReadsZone = s.ReadsZone || dateFilter.MatchString(src.Message)
+		for _, row := range src.Buttons {
+			for _, b := range row {
+				s.ReadsZone = s.ReadsZone || dateFilter.MatchString(b.Text) || dateFilter.MatchString(b.URL)
+			}
+		}
 		c := &compiled{tag: tag}
 		var err error
 		if c.message, err = Parse(src.Message); err != nil {
