@@ -33,12 +33,20 @@ func TestNULIsRefusedAtTheDoorNamingTheField(t *testing.T) {
 		{"list: user_id filter", "GET", "/v1/notifications?user_id=u1%00", "", 400, "user_id"},
 		{"callbacks: url", "POST", "/v1/callbacks", `{"url":"https://hooks.example.com/a\u0000b"}`, 400, "url"},
 		{"callbacks: event", "POST", "/v1/callbacks", `{"url":"https://hooks.example.com/","events":["ping\u0000"]}`, 400, "event"},
+		{"template: message", "PUT", "/v1/templates/nul", `{"default_locale":"en","locales":{"en":{"message":"a\u0000b"}}}`, 400, "message"},
+		{"template: button", "PUT", "/v1/templates/nul", `{"default_locale":"en","locales":{"en":{"message":"a","buttons":[[{"text":"t\u0000","url":"https://x.example/"}]]}}}`, 400, "button"},
+		{"template: locale tag", "PUT", "/v1/templates/nul", `{"default_locale":"e\u0000n","locales":{"e\u0000n":{"message":"a"}}}`, 400, "locale"},
+		{"templated send: data", "POST", "/v1/send", `{"user_id":"u1","template":"nul-free","data":{"x":"a\u0000"}}`, 400, "data.x"},
+		{"templated send: data unused", "POST", "/v1/send", `{"user_id":"u1","template":"nul-free","data":{"y":[1,{"a\u0000":"x"}]}}`, 400, "data.y[1] key"},
+		{"preview: data", "POST", "/v1/templates/nul-free/preview", `{"data":{"x":"\u0000"}}`, 400, "data.x"},
+		{"user settings: locale", "PATCH", "/v1/users/u1", `{"locale":"de\u0000"}`, 400, "locale"},
 		{"path: user", "GET", "/v1/users/u1%00", "", 404, ""},
 		{"path: user erased", "DELETE", "/v1/users/u1%00", "", 404, ""},
 		{"path: verification status", "GET", "/v1/phone-verification/status/u1%00", "", 404, ""},
 		{"path: tracking_id", "GET", "/v1/status/%00", "", 404, ""},
 		{"path: callback id", "DELETE", "/v1/callbacks/%00", "", 404, ""},
 	}
+	e.putTemplate(key, "nul-free", `{"default_locale":"en","locales":{"en":{"message":"{{ x | default: 1 }}"}}}`, http.StatusCreated)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var body any

@@ -151,8 +151,18 @@ func validateTemplate(name string, req templateRequest) (store.Template, *templa
 		if size > MaxLocaleSourceBytes {
 			return store.Template{}, nil, apierror.InvalidRequest.With("locale %q: its sources are %d bytes; at most %d", tag, size, MaxLocaleSourceBytes)
 		}
-		if !storable(string(raw)) {
-			return store.Template{}, nil, apierror.InvalidRequest.With("locale %q %s", tag, nulRule)
+		// The decoded strings, not raw: JSON writes a NUL as the six characters \u0000, which jsonb refuses.
+		if !storable(*l.Message) {
+			return store.Template{}, nil, apierror.InvalidRequest.With("locale %q: the message %s", tag, nulRule)
+		}
+		if l.Buttons != nil {
+			for i, row := range *l.Buttons {
+				for j, b := range row {
+					if !storable(*b.Text) || !storable(*b.URL) {
+						return store.Template{}, nil, apierror.InvalidRequest.With("locale %q: button %d of row %d %s", tag, j, i, nulRule)
+					}
+				}
+			}
 		}
 		parsed[tag] = l
 	}
@@ -331,8 +341,36 @@ func parseTemplateFields(req sendRequest) (*templateFields, error) {
 			return nil, apierror.InvalidRequest.With("data must be an object")
 		}
 		f.rawData = req.Data
+		if path, found := nulIn(f.data, "data"); found {
+			return nil, apierror.InvalidRequest.With("%s %s", truncate(path, 80), nulRule)
+		}
 	}
 	return f, nil
+}
+
+// nulIn finds a NUL in a decoded JSON value's strings and keys, which a rendered message could not hold (nor
+// PostgreSQL store), and returns where: "data.a.b[2]". The data is at most MaxTemplateDataBytes.
+func nulIn(v any, path string) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return path, !storable(x)
+	case map[string]any:
+		for k, e := range x {
+			if !storable(k) {
+				return path + " key", true
+			}
+			if p, found := nulIn(e, path+"."+k); found {
+				return p, true
+			}
+		}
+	case []any:
+		for i, e := range x {
+			if p, found := nulIn(e, path+"["+strconv.Itoa(i)+"]"); found {
+				return p, true
+			}
+		}
+	}
+	return "", false
 }
 
 // userLocales reads, in one statement, the locales (and time zones) of the users of a request's templated

@@ -63,6 +63,10 @@ type TenantPurge struct {
 	// CallbackEndpoints were deleted with their secrets and their events: a Tenant re-created under the
 	// same name must not push its users' events to the URLs of the earlier one.
 	CallbackEndpoints int64
+	// Templates were deleted with their versions, as DELETE /v1/templates/{name} deletes one: the names
+	// stay, marked deleted, with their version counters, so that a (tenant, name, version) never names
+	// two contents (the ingress caches versions by that key forever).
+	Templates int64
 }
 
 // PurgeBatchSize is how many users (or idempotency keys) one transaction of a purge deletes: locks are
@@ -213,6 +217,19 @@ func (s *Store) PurgeTenantUsers(ctx context.Context, tenantID string) (TenantPu
 		return out, translate(err, "purging the callback endpoints of tenant "+tenantID)
 	}
 	out.CallbackEndpoints = tag.RowsAffected()
+	// At most one row a template name: a tenant has few.
+	err = pgx.BeginFunc(dctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(dctx, `UPDATE template_names SET deleted_at = now() WHERE tenant_id = $1 AND deleted_at IS NULL AND latest_version > 0`, tenantID)
+		if err != nil {
+			return err
+		}
+		out.Templates = tag.RowsAffected()
+		_, err = tx.Exec(dctx, `DELETE FROM template_versions WHERE tenant_id = $1`, tenantID)
+		return err
+	})
+	if err != nil {
+		return out, translate(err, "purging the templates of tenant "+tenantID)
+	}
 	return out, nil
 }
 

@@ -69,13 +69,27 @@ func TestPurgeTenantUsersRemovesEveryUserInBatchesAndNothingElse(t *testing.T) {
 	seedUsers(t, s, "acme", "u", n)
 	seedUsers(t, s, "other", "u", 2)
 	queued := queueNotification(t, s, "acme", "u-1")
+	tpl := store.Template{Name: "order", Format: "text", DefaultLocale: "en", Locales: []byte(`{"en": {"message": "hi"}}`)}
+	for _, tenant := range []string{"acme", "other"} {
+		if _, _, err := s.SaveTemplate(ctx, tenant, tpl); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	p, err := s.PurgeTenantUsers(ctx, "acme")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Users != int64(n) || p.IdempotencyKeys != int64(n) {
-		t.Errorf("PurgeTenantUsers = %+v, want %d users and %d idempotency keys", p, n, n)
+	if p.Users != int64(n) || p.IdempotencyKeys != int64(n) || p.Templates != 1 {
+		t.Errorf("PurgeTenantUsers = %+v, want %d users and %d idempotency keys, 1 template", p, n, n)
+	}
+	// The templates went; the other tenant's stayed; a template saved again under the name is a new
+	// version, never the purged one's number.
+	if _, err := s.GetTemplate(ctx, "acme", "order", 0); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetTemplate of a purged tenant's template: %v, want ErrNotFound", err)
+	}
+	if _, err := s.GetTemplate(ctx, "other", "order", 1); err != nil {
+		t.Errorf("the other tenant's template: %v", err)
 	}
 	for table, left := range rowsOf(t, s, "acme") {
 		if left != 0 {
@@ -101,6 +115,9 @@ func TestPurgeTenantUsersRemovesEveryUserInBatchesAndNothingElse(t *testing.T) {
 	}
 	if p, err := s.PurgeTenantUsers(ctx, "acme"); err != nil || p != (store.TenantPurge{}) {
 		t.Errorf("a second purge = %+v, %v; want nothing to do", p, err)
+	}
+	if again, created, err := s.SaveTemplate(ctx, "acme", tpl); err != nil || !created || again.Version != 2 {
+		t.Errorf("the template saved again: version %d, created %v, %v; want a new version 2", again.Version, created, err)
 	}
 }
 

@@ -94,7 +94,7 @@ func lex(src string) ([]token, error) {
 		if isTag {
 			closer = "%}"
 		}
-		k := strings.Index(src[start:], closer)
+		k := closerIndex(src[start:], closer)
 		if k < 0 {
 			return nil, syntaxAt(src, j, "%s is not closed with %s", src[j:j+2], closer)
 		}
@@ -134,6 +134,28 @@ func lex(src string) ([]token, error) {
 		toks = append(toks, token{kind: tTag, name: name, text: args, pos: pos})
 	}
 	return toks, nil
+}
+
+// closerIndex is the offset in s of the first closer outside a quoted string ('…' or "…": Liquid's strings
+// have no escapes), so that {{ "}}" }} outputs "}}"; -1 if none. A quote left open is looked past: the
+// expression's parser then names it.
+func closerIndex(s, closer string) int {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\'' || c == '"':
+			if k := strings.IndexByte(s[i+1:], c); k >= 0 {
+				i += k + 1
+				continue
+			}
+			if k := strings.Index(s[i:], closer); k >= 0 {
+				return i + k
+			}
+			return -1
+		case strings.HasPrefix(s[i:], closer):
+			return i
+		}
+	}
+	return -1
 }
 
 // nextDelim is the offset of the next "{{" or "{%" at or after i (len(src) if none).

@@ -52,6 +52,8 @@ func TestRenders(t *testing.T) {
 		{"a  {{- x -}}  b\n{%- if true -%}\n c{% endif %}", `{"x": 1}`, `a1bc`},
 		{`{{ when | date: "%Y-%m-%d %H:%M %b" }} {{ "now" | date: "%d.%m.%Y" }}`, `{"when": "2026-01-02T03:04:05Z"}`, `2026-01-02 03:04 Jan 04.03.2026`},
 		{`{% if tags contains "vip" %}V{% endif %}{% if name contains "na" %}N{% endif %}`, `{"tags": ["vip"], "name": "Ana"}`, `VN`},
+		// A closer inside a string literal is the string's: {{ "}}" }} outputs }}.
+		{`{{ "a}}b" }}|{{ x | default: '%}' }}|{% if x == "}}" %}eq{% endif %}`, `{"x": "}}"}`, `a}}b|}}|eq`},
 	} {
 		got, err := render(t, c.src, c.data, false)
 		if err != nil || got != c.want {
