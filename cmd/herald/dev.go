@@ -8,7 +8,7 @@ import (
 // devCmd is `herald dev` (make run).
 type devCmd struct {
 	config.Dev
-	PrintEnv bool `name:"print-env" help:"print the exports that point the admin CLI and a shell at the herald dev running on --data-dir (HERALD_DATABASE_URL, HERALD_BOT_TOKEN_KEY, HERALD, KEY), and exit"`
+	PrintEnv bool `name:"print-env" help:"print the exports that point the admin CLI and a shell at the herald dev running on --data-dir (HERALD_DATABASE_URL, HERALD_BOT_TOKEN_KEY, HERALD_MESSENGER_API_URL, HERALD_PUBLIC_URL, HERALD, KEY), and exit"`
 }
 
 // Help is the detail of `herald dev --help`.

@@ -191,8 +191,11 @@ func Run(ctx context.Context, o Options) error {
 	var simulator *sim.Server
 	polling := o.MessengerAPIURL != ""
 	if !polling {
+		// WebhookPlainHTTP: the admin CLI registers a tenant's bot only at an https URL (the platform calls
+		// no other), and herald dev serves plain http; so the simulator posts to https://<our address> over
+		// http, as a load balancer terminating TLS would, and --print-env gives the CLI that URL.
 		simulator = sim.New(sim.Options{Token: o.BotToken, BotUsername: o.BotUsername, GlobalRate: o.RateLimit, Logger: log.With("component", "sim"),
-			CallbackSecrets: receiverSecrets(st, callbackKey)})
+			CallbackSecrets: receiverSecrets(st, callbackKey), WebhookPlainHTTP: true})
 		defer simulator.Close()
 		o.BotToken, o.BotUsername, o.MessengerAPIURL = simulator.Token(), simulator.BotUsername(), base
 		// On a developer's machine: no name but an address or localhost (DNS rebinding), as the console.
@@ -242,7 +245,11 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 	}
-	if err := writeInstance(o.DataDir, instance{APIBase: base, DatabaseURL: o.DatabaseURL, DemoKey: demoKey, BotTokenKey: o.BotTokenKey}); err != nil {
+	in := instance{APIBase: base, DatabaseURL: o.DatabaseURL, DemoKey: demoKey, BotTokenKey: o.BotTokenKey}
+	if simulator != nil {
+		in.MessengerAPIURL, in.PublicURL = base, "https://"+loopbackAddr(ln.Addr())
+	}
+	if err := writeInstance(o.DataDir, in); err != nil {
 		return err
 	}
 	defer os.Remove(filepath.Join(o.DataDir, instanceFile))

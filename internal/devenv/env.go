@@ -20,6 +20,11 @@ type instance struct {
 	// tenant's bot's token with it, and the running dev must be able to open it. The file is 0600 in the
 	// data directory, beside the dev keys it is read from.
 	BotTokenKey string `json:"bot_token_key,omitempty"`
+	// MessengerAPIURL and PublicURL point the admin CLI at the simulator, to register a tenant's own bot
+	// with it (`herald tenant update --bot-token-file`): the simulator's Bot API, and the https URL of this
+	// herald dev that the simulator posts to over plain http (its WebhookPlainHTTP). Empty with a real bot.
+	MessengerAPIURL string `json:"messenger_api_url,omitempty"`
+	PublicURL       string `json:"public_url,omitempty"`
 }
 
 const instanceFile = "run.json"
@@ -33,8 +38,8 @@ func writeInstance(dir string, in instance) error {
 }
 
 // PrintEnv prints the exports that point the admin CLI and a shell at the herald dev running on dataDir:
-// HERALD_DATABASE_URL and HERALD_BOT_TOKEN_KEY (for a tenant's own bot), and the walkthrough's HERALD (the
-// API base) and KEY (the demo key).
+// HERALD_DATABASE_URL; for a tenant's own bot HERALD_BOT_TOKEN_KEY, HERALD_MESSENGER_API_URL and
+// HERALD_PUBLIC_URL (the simulator's); and the walkthrough's HERALD (the API base) and KEY (the demo key).
 func PrintEnv(w io.Writer, dataDir string) error {
 	b, err := os.ReadFile(filepath.Join(dataDir, instanceFile))
 	if !running(dataDir) || err != nil {
@@ -45,10 +50,14 @@ func PrintEnv(w io.Writer, dataDir string) error {
 		return errors.New("herald dev is still starting: ask again in a moment")
 	}
 	fmt.Fprintf(w, "# The herald dev on %s: eval \"$(herald dev --print-env)\"\n", dataDir)
-	fmt.Fprintln(w, "# herald dev reads HERALD_DATABASE_URL too: unset it before the next make run in this shell.")
+	fmt.Fprintln(w, "# herald dev reads HERALD_DATABASE_URL and HERALD_MESSENGER_API_URL too: unset them before the next make run in this shell.")
 	fmt.Fprintf(w, "export HERALD_DATABASE_URL=%s\n", shellQuote(in.DatabaseURL))
 	if in.BotTokenKey != "" {
 		fmt.Fprintf(w, "export HERALD_BOT_TOKEN_KEY=%s\n", shellQuote(in.BotTokenKey))
+	}
+	if in.MessengerAPIURL != "" {
+		fmt.Fprintln(w, "# A tenant's own bot (herald tenant update --bot-token-file) is registered with the simulator:")
+		fmt.Fprintf(w, "export HERALD_MESSENGER_API_URL=%s HERALD_PUBLIC_URL=%s\n", shellQuote(in.MessengerAPIURL), shellQuote(in.PublicURL))
 	}
 	fmt.Fprintf(w, "export HERALD=%s\n", shellQuote(in.APIBase))
 	if in.DemoKey != "" {
