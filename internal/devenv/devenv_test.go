@@ -70,6 +70,21 @@ func TestDevRunsThePrintedWalkthrough(t *testing.T) {
 	if bytes.Contains(out, []byte("not_found")) {
 		t.Errorf("a step answered not_found:\n%s", out)
 	}
+	// Step 6 again, as a developer who runs the walkthrough twice: the registration answers the endpoint
+	// already there (no second endpoint: events would arrive twice, and after five the limit answered
+	// 409 and CB=null), and its ping and send work.
+	preamble, _, _ := strings.Cut(script, "# 1.")
+	_, step6, _ := strings.Cut(script, "# 6.")
+	step6, _, _ = strings.Cut(step6, "# 7.")
+	again, err := exec.CommandContext(ctx, "bash", "-c", preamble+"# 6."+step6+
+		`echo "CB=$CB"; curl -s "${auth[@]}" $HERALD/v1/callbacks | jq -r '"endpoints=\(.data | length) \(.data[0].id)"'`).CombinedOutput()
+	if err != nil {
+		t.Fatalf("step 6 run again failed: %v\n%s", err, again)
+	}
+	cb := regexp.MustCompile(`(?m)^CB=(\S+)$`).FindSubmatch(again)
+	if cb == nil || !bytes.Contains(again, []byte("endpoints=1 "+string(cb[1])+"\n")) || bytes.Contains(again, []byte("not_found")) {
+		t.Errorf("step 6 run again: want the one endpoint answered again and its ping working:\n%s", again)
+	}
 	// Step 7: the second tenant's deep link names its own bot; the user's /start and contact in that bot
 	// were answered by its webhook; its notification was delivered.
 	if !regexp.MustCompile(`(?m)^https://t\.me/demo_shop_bot\?start=[A-Za-z0-9_-]{43}$`).Match(out) {
