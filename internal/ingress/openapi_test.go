@@ -3,7 +3,9 @@ package ingress_test
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -262,5 +264,34 @@ func TestTheAPIReferenceIsServed(t *testing.T) {
 	// A wrong key does not matter: the document is public.
 	if r := e.do("GET", "/v1/openapi.yaml", "hk_wrong", nil); r.status != 200 {
 		t.Errorf("with a wrong key: %d", r.status)
+	}
+}
+
+// Every operation that takes a JSON body answers a body of another media type 415, as the document says:
+// each such operation lists 415 with the error's schema.
+func TestEveryOperationWithABodyDocuments415(t *testing.T) {
+	t.Parallel()
+	doc := openapitest.Load(t)
+	e := newEnv(t)
+	key := e.tenant("acme", "Acme", ptr("Acme Shop"))
+	params := regexp.MustCompile(`\{[a-z_]+\}`)
+	n := 0
+	for _, op := range doc.Operations() {
+		method, path, _ := strings.Cut(op, " ")
+		if !doc.HasRequestBody(method, path) || !strings.HasPrefix(path, "/v1/") {
+			continue
+		}
+		n++
+		r := e.do(method, params.ReplaceAllString(path, "x1"), key, `{}`, "Content-Type", "text/plain")
+		if r.status != http.StatusUnsupportedMediaType {
+			t.Errorf("%s with text/plain: %d, want 415", op, r.status)
+			continue
+		}
+		if err := doc.ValidateResponse(method, path, r.status, r.header.Get("Content-Type"), r.body); err != nil {
+			t.Error(err)
+		}
+	}
+	if n < 8 {
+		t.Errorf("%d operations with a body in the document; want every one the API has", n)
 	}
 }

@@ -71,6 +71,12 @@ func (d *Doc) Operations() []string {
 	return out
 }
 
+// HasRequestBody reports whether the document gives the operation a request body.
+func (d *Doc) HasRequestBody(method, path string) bool {
+	_, ok := lookup(d.raw, "paths", path, strings.ToLower(method), "requestBody")
+	return ok
+}
+
 // ValidateResponse checks that the document declares status for the operation and that body matches
 // its schema. path is the OpenAPI path template (for example /v1/status/{tracking_id}).
 func (d *Doc) ValidateResponse(method, path string, status int, contentType string, body []byte) error {
