@@ -51,7 +51,10 @@ LDFLAGS   := -X main.buildVersion=$(VERSION)
 .PHONY: build
 build: ## Build bin/herald (the first build compiles every dependency: minutes; later ones seconds)
 	@echo "building bin/herald $(VERSION) (the first build compiles every dependency and takes minutes)"
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(HERALD) ./cmd/herald
+	@# -v names each package as it is compiled (none when cached): counted into a progress line every 25, so a
+	@# first build says it is moving; any other line (an error) passes through as it is.
+	CGO_ENABLED=0 $(GO) build -v -trimpath -ldflags "$(LDFLAGS)" -o $(HERALD) ./cmd/herald 2>&1 | \
+	  awk '/^[^ :]+$$/ { if (++n % 25 == 0) { printf "  %d packages compiled...\n", n; fflush() } next } { print; fflush() }'
 
 .PHONY: chaos
 chaos: build postgres ## Fault-injection suite, long version (HERALD_CHAOS=long): the results table, also written into docs/reliability.md
