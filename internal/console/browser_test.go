@@ -240,4 +240,23 @@ func TestTheConsoleWalksATenantThroughInABrowser(t *testing.T) {
 	if n := value[int](t, ctx, `document.querySelectorAll('#chat-list li[data-user="1001"][data-bot="herald_sim_bot"]').length`); n != 1 {
 		t.Errorf("user 1001's chat with the shared bot is listed %d times", n)
 	}
+
+	// At 1280 px, a laptop's width, with the tables filled (users, notifications with whole tracking ids):
+	// no table runs past its card, and the page does not scroll sideways.
+	step(t, ctx, "the page is laid out again at 1280 px", chromedp.EmulateViewport(1280, 800),
+		chromedp.Poll[chromedp.Void](`window.innerWidth === 1280`))
+	overflow := value[string](t, ctx, `(() => {
+		const out = [];
+		if (document.documentElement.scrollWidth > window.innerWidth) out.push('the page is ' + document.documentElement.scrollWidth + ' px wide');
+		for (const table of document.querySelectorAll('table')) {
+			const card = table.closest('section') || table.parentElement;
+			const over = table.getBoundingClientRect().right - card.getBoundingClientRect().right;
+			if (table.querySelectorAll('tbody tr').length === 0) out.push('#' + table.id + ' is empty');
+			if (over > 1) out.push('#' + table.id + ' runs ' + Math.round(over) + ' px past its card');
+		}
+		return out.join('; ');
+	})()`)
+	if overflow != "" {
+		t.Errorf("at 1280 px: %s", overflow)
+	}
 }
