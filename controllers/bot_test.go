@@ -700,6 +700,48 @@ func TestConflictingBotSettingsAreReportedAndNeverRegisterTheBotAgain(t *testing
 	}
 }
 
+// A new token must be registered whichever Tenant brings it; while the Tenants on the bot disagree on its
+// settings, the registration keeps the bot's (issue 35: it wrote the registering Tenant's once, flipping
+// the paid flag) and the Tenant that disagrees is still reported.
+func TestANewTokenFromAConflictingTenantKeepsTheBotsSettings(t *testing.T) {
+	p := newPlatform(t)
+	h := start(t, p.options())
+	token := p.bot(t, 5001, "acme_bot")
+	h.tokenSecret("acme-bot", map[string]string{"token": token})
+	h.tokenSecret("beta-bot", map[string]string{"token": token})
+	rate := func(n int32, paid bool) func(*notifyv1alpha1.TenantBot) {
+		return func(b *notifyv1alpha1.TenantBot) { b.RateLimit, b.PaidBroadcast = ptr.To(n), paid }
+	}
+	acme := h.tenant("acme", withBot(h, "acme-bot", rate(30, false)))
+	h.waitBot(acme.Name, metav1.ConditionTrue, notifyv1alpha1.ReasonRegistered, "@acme_bot")
+	beta := h.tenant("beta", withBot(h, "beta-bot", rate(50, true)))
+	h.waitBot(beta.Name, metav1.ConditionFalse, notifyv1alpha1.ReasonConflictingSettings, acme.Name)
+
+	// The new token reaches beta's Secret first: beta registers it, with the bot's settings.
+	renewed := p.newToken(t, 5001)
+	h.tokenSecret("beta-bot", map[string]string{"token": renewed})
+	digest := sha256.Sum256([]byte(renewed))
+	wait.For(t, 15*time.Second, "the bot recorded with its new token", func() error {
+		row, err := h.botRow(5001)
+		if err != nil || string(row.TokenDigest) != string(digest[:]) {
+			return fmt.Errorf("row %+v (%v)", row, err)
+		}
+		return nil
+	})
+	if row, err := h.botRow(5001); err != nil || row.RateLimit == nil || *row.RateLimit != 30 || row.PaidBroadcast {
+		t.Errorf("the bot registered with the new token: %+v (%v); want the bot's rate 30, unpaid", row, err)
+	}
+	h.waitBot(beta.Name, metav1.ConditionFalse, notifyv1alpha1.ReasonConflictingSettings, acme.Name)
+	if b := h.tenantBot(beta.Name); b != 0 {
+		t.Errorf("the conflicting tenant sends through bot %d, want the shared bot it had", b)
+	}
+	h.tokenSecret("acme-bot", map[string]string{"token": renewed})
+	h.waitBot(acme.Name, metav1.ConditionTrue, notifyv1alpha1.ReasonRegistered, "@acme_bot")
+	if row, err := h.botRow(5001); err != nil || row.RateLimit == nil || *row.RateLimit != 30 || row.PaidBroadcast {
+		t.Errorf("the bot's settings after both Secrets hold the new token: %+v (%v); want rate 30, unpaid", row, err)
+	}
+}
+
 // A worker whose send met the platform's 401 marks the bot's token refused in the store: the Tenant shows
 // BotReady False, reason TokenInvalid, within seconds (the resync is an hour away), without registering the
 // token again. A new token registers the bot again.

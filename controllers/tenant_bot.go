@@ -138,11 +138,7 @@ func (r *TenantReconciler) useBot(ctx context.Context, tenant *notifyv1alpha1.Te
 			return bot.Shared, err
 		}
 		if len(others) > 0 {
-			r.botNotReady(tenant, prevReason, notifyv1alpha1.ReasonConflictingSettings, fmt.Sprintf(
-				"@%s (bot %d) is shared with Tenant %s, which asks for other settings; a bot's settings are the bot's: "+
-					"give every Tenant naming its token the same rateLimit and paidBroadcast. The bot keeps %s; this Tenant asks for %s",
-				known.Username, known.ID, strings.Join(others, ", "), describeSettings(known.RateLimit, known.PaidBroadcast),
-				describeSettings(settings.RateLimit, settings.PaidBroadcast)))
+			r.conflicting(tenant, prevReason, known, others, settings)
 			return bot.Shared, r.showBot(ctx, tenant, current)
 		}
 		if err := r.Store.SetBotSettings(ctx, id, settings.RateLimit, settings.PaidBroadcast); err != nil {
@@ -154,8 +150,25 @@ func (r *TenantReconciler) useBot(ctx context.Context, tenant *notifyv1alpha1.Te
 		b = known
 		b.RateLimit, b.PaidBroadcast = settings.RateLimit, settings.PaidBroadcast
 	default:
+		// A new token (or URL) must be registered whoever asks; but while another Tenant on the bot asks for
+		// other settings, the registration keeps the bot's (it would flip the paid flag once otherwise) and
+		// this Tenant is reported as in the registered case.
+		var others []string
+		if known.ID == id && (known.RateLimit != settings.RateLimit || known.PaidBroadcast != settings.PaidBroadcast) {
+			if others, err = r.disagreeing(ctx, tenant, id, settings); err != nil {
+				return bot.Shared, err
+			}
+		}
+		asked := settings
+		if len(others) > 0 {
+			settings = bot.Settings{RateLimit: known.RateLimit, PaidBroadcast: known.PaidBroadcast}
+		}
 		if b, err = r.register(ctx, tenant, prevReason, token, where, settings, sameToken); err != nil || b.ID == bot.Shared {
 			return bot.Shared, errors.Join(err, r.showBot(ctx, tenant, current))
+		}
+		if len(others) > 0 {
+			r.conflicting(tenant, prevReason, known, others, asked)
+			return bot.Shared, r.showBot(ctx, tenant, current)
 		}
 	}
 	if current != b.ID {
@@ -165,6 +178,15 @@ func (r *TenantReconciler) useBot(ctx context.Context, tenant *notifyv1alpha1.Te
 	}
 	tenant.SetBotReady(int64(b.ID), b.Username)
 	return previous, nil
+}
+
+// conflicting reports that other Tenants on bot known ask for other settings than this one's (asked).
+func (r *TenantReconciler) conflicting(tenant *notifyv1alpha1.Tenant, prevReason string, known store.Bot, others []string, asked bot.Settings) {
+	r.botNotReady(tenant, prevReason, notifyv1alpha1.ReasonConflictingSettings, fmt.Sprintf(
+		"@%s (bot %d) is shared with Tenant %s, which asks for other settings; a bot's settings are the bot's: "+
+			"give every Tenant naming its token the same rateLimit and paidBroadcast. The bot keeps %s; this Tenant asks for %s",
+		known.Username, known.ID, strings.Join(others, ", "), describeSettings(known.RateLimit, known.PaidBroadcast),
+		describeSettings(asked.RateLimit, asked.PaidBroadcast)))
 }
 
 // disagreeing names the other Tenants that send through bot id (in the store) and ask for other settings
