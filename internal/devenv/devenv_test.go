@@ -82,7 +82,7 @@ func TestDevRunsThePrintedWalkthrough(t *testing.T) {
 		t.Fatalf("step 6 run again failed: %v\n%s", err, again)
 	}
 	cb := regexp.MustCompile(`(?m)^CB=(\S+)$`).FindSubmatch(again)
-	if cb == nil || !bytes.Contains(again, []byte("endpoints=1 "+string(cb[1])+"\n")) || bytes.Contains(again, []byte("not_found")) {
+	if len(cb) < 2 || !bytes.Contains(again, []byte("endpoints=1 "+string(cb[1])+"\n")) || bytes.Contains(again, []byte("not_found")) {
 		t.Errorf("step 6 run again: want the one endpoint answered again and its ping working:\n%s", again)
 	}
 	// Step 7: the second tenant's deep link names its own bot; the user's /start and contact in that bot
