@@ -89,7 +89,7 @@ func TestUserSettingsBeforeLinkingAndErasure(t *testing.T) {
 		t.Fatal(err)
 	}
 	locales, err := s.UserLocales(ctx, "acme", []string{"ok", "newcomer", "stranger"})
-	if err != nil || locales["ok"] != (store.UserLocale{Locale: "de", MessengerLanguage: "pt-br"}) || locales["newcomer"] != (store.UserLocale{}) || len(locales) != 2 {
+	if err != nil || locales["ok"] != (store.UserLocale{Locale: "de", MessengerLanguage: "pt-br"}) || locales["newcomer"] != (store.UserLocale{TimeZone: "Europe/Berlin"}) || len(locales) != 2 {
 		t.Fatalf("locales: %+v %v", locales, err)
 	}
 	if u, err := s.GetUser(ctx, "acme", "ok"); err != nil || u.MessengerLanguage == nil || *u.MessengerLanguage != "pt-br" {
