@@ -105,6 +105,8 @@ func (s *Server) serveBotAPI(w http.ResponseWriter, r *http.Request) {
 		result, err = s.getUpdates(r, b, body)
 	case "editmessagetext":
 		result, err = s.editMessageText(b, body)
+	case "deletemessage":
+		result, err = s.deleteMessage(b, body)
 	case "answercallbackquery":
 		result, err = s.answerCallbackQuery(b, body)
 	default:

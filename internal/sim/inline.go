@@ -222,17 +222,20 @@ func (s *Server) wireLocked(b *bot, c *chat, m SentMessage) wireMessage {
 }
 
 type editMessageTextParams struct {
-	ChatID          chatID          `json:"chat_id"`
-	MessageID       int64           `json:"message_id"`
-	InlineMessageID string          `json:"inline_message_id"`
-	Text            string          `json:"text"`
-	Entities        json.RawMessage `json:"entities"`
-	ReplyMarkup     json.RawMessage `json:"reply_markup"`
+	ChatID             chatID                        `json:"chat_id"`
+	MessageID          int64                         `json:"message_id"`
+	InlineMessageID    string                        `json:"inline_message_id"`
+	Text               string                        `json:"text"`
+	Entities           json.RawMessage               `json:"entities"`
+	ReplyMarkup        json.RawMessage               `json:"reply_markup"`
+	LinkPreviewOptions *messenger.LinkPreviewOptions `json:"link_preview_options"`
 }
 
 // editMessageText replaces the text, entities and inline keyboard of a message the bot sent; a keyboard left
 // out is taken away, as on the platform. An edit that changes nothing is refused ("message is not
-// modified"). Edits are neither faulted nor rate-limited.
+// modified"); one of a message deleted ("message to edit not found") or not the bot's ("message can't be
+// edited") too. Edits count against the bot's and the chat's limits as sends do (admitLocked), and are not
+// faulted.
 func (s *Server) editMessageText(b *bot, body []byte) (any, error) {
 	var p editMessageTextParams
 	if err := decodeParams(body, &p); err != nil {
@@ -273,8 +276,14 @@ func (s *Server) editMessageText(b *bot, body []byte) (any, error) {
 			return nil, errBlocked
 		}
 	}
+	now := s.now()
+	if err := s.admitLocked(b, now, c, false); err != nil {
+		return nil, err
+	}
 	i := slices.IndexFunc(c.messages, func(m SentMessage) bool { return m.MessageID == p.MessageID })
 	switch {
+	case i < 0 && c.deleted[p.MessageID]:
+		return nil, errEditNotFound
 	case i < 0 && p.MessageID > 0 && p.MessageID <= c.nextMsgID:
 		return nil, errCantEdit // the user's message
 	case i < 0:
@@ -284,8 +293,8 @@ func (s *Server) editMessageText(b *bot, body []byte) (any, error) {
 	if m.Text == p.Text && bytes.Equal(m.Entities, entities) && bytes.Equal(m.ReplyMarkup, markup) {
 		return nil, errNotModified
 	}
-	now := s.now()
-	m.Text, m.Entities, m.ReplyMarkup, m.EditedAt = p.Text, entities, markup, &now
+	s.count(b, func(st *Stats) { st.Edits++ })
+	m.Text, m.Entities, m.ReplyMarkup, m.EditedAt, m.LinkPreviewOptions = p.Text, entities, markup, &now, p.LinkPreviewOptions
 	for j := range c.transcript {
 		if l := &c.transcript[j]; l.From == "bot" && l.MessageID == m.MessageID {
 			l.Text, l.HTML, l.ReplyMarkup, l.EditedAt = m.Text, lineHTML(m.Text, m.Entities), m.ReplyMarkup, m.EditedAt
