@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -234,9 +235,9 @@ type editMessageTextParams struct {
 // editMessageText replaces the text, entities and inline keyboard of a message the bot sent; a keyboard left
 // out is taken away, as on the platform. An edit that changes nothing is refused ("message is not
 // modified"); one of a message deleted ("message to edit not found") or not the bot's ("message can't be
-// edited") too. Edits count against the bot's and the chat's limits as sends do (admitLocked), and are not
-// faulted.
-func (s *Server) editMessageText(b *bot, body []byte) (any, error) {
+// edited") too. Edits are faulted and count against the bot's and the chat's limits as sends do
+// (rollFaultLocked, admitLocked): an edit storm meets the same 429s.
+func (s *Server) editMessageText(r *http.Request, b *bot, body []byte) (any, error) {
 	var p editMessageTextParams
 	if err := decodeParams(body, &p); err != nil {
 		return nil, err
@@ -275,6 +276,23 @@ func (s *Server) editMessageText(b *bot, body []byte) (any, error) {
 		case u.blocked[b.id]:
 			return nil, errBlocked
 		}
+	}
+	switch fault, retryAfter := s.rollFaultLocked(b); fault {
+	case faultTimeout:
+		s.count(b, func(st *Stats) { st.InjectedTimeouts++ })
+		s.mu.Unlock()
+		select {
+		case <-r.Context().Done():
+		case <-s.done:
+		}
+		s.mu.Lock() // the deferred unlock
+		return nil, errHangUp
+	case fault429:
+		s.count(b, func(st *Stats) { st.Injected429++; st.Answered429++ })
+		return nil, tooManyRequests(retryAfter)
+	case fault5xx:
+		s.count(b, func(st *Stats) { st.Injected5xx++ })
+		return nil, errInternal
 	}
 	now := s.now()
 	if err := s.admitLocked(b, now, c, false); err != nil {
