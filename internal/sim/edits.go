@@ -85,7 +85,7 @@ func (s *Server) removeLocked(c *chat, messageID int64) {
 	s.broadcastLocked()
 }
 
-// ErrNoSuchMessage: the chat has no message of the bot with that id (never sent, or deleted already).
+// ErrNoSuchMessage means the chat has no message of the bot with that id (never sent, or deleted already).
 var ErrNoSuchMessage = errors.New("no such message of the bot in the chat")
 
 // DeleteAsUser deletes the bot's message messageID from the user's private chat with the bot, as the user

@@ -103,8 +103,8 @@ func (s *Sender) deliver(ctx context.Context, p rate.Priority, d notification.De
 // call makes one request to the platform for d at the bot's and the chat's pace: the bot's rate (a turn
 // of its own bot's, unless the lane's grant is still unused), the chat's interval, the last admission
 // (paid past the free rate, for a send: rate.Limiter.AdmitPaid), and returns the platform's answer. stop is
-// the decision when the worker began shutting down first: Release(false) if the request never left,
-// Release(true) if it was interrupted (the platform may or may not have it).
+// the decision when the worker began shutting down first (err is then why): Release(false) if the request
+// never left, Release(true) if it was interrupted (the platform may or may not have it).
 func (s *Sender) call(ctx context.Context, p rate.Priority, d notification.Delivery, t *turn, method string,
 	do func(ctx context.Context, paid bool) error) (stop *Decision, err error) {
 	notSent, interrupted := Release(false), Release(true)
@@ -113,7 +113,7 @@ func (s *Sender) call(ctx context.Context, p rate.Priority, d notification.Deliv
 		// delivery (an edit that became a send): waited for here, holding the slot.
 		start := time.Now()
 		if err := t.pace.Limiter.Wait(ctx, p, d.TenantID); err != nil {
-			return &notSent, nil
+			return &notSent, err
 		}
 		t.granted = true
 		limiterWait.WithLabelValues("global", p.String()).Observe(time.Since(start).Seconds())
@@ -122,14 +122,14 @@ func (s *Sender) call(ctx context.Context, p rate.Priority, d notification.Deliv
 	// another lane sends to the same chat: one messenger user linked by two tenants).
 	start := time.Now()
 	if err := t.pace.Chats.Wait(ctx, d.ChatID); err != nil {
-		return &notSent, nil
+		return &notSent, err
 	}
 	limiterWait.WithLabelValues("chat", p.String()).Observe(time.Since(start).Seconds())
 	// The last moment before the request leaves: see rate.Limiter.Admit. Past the bot's free rate, a bot
 	// allowed paid broadcasts pays for the send (rate.Limiter.AdmitPaid).
 	paid, err := t.pace.Limiter.AdmitPaid(ctx)
 	if err != nil {
-		return &notSent, nil
+		return &notSent, err
 	}
 
 	sent := time.Now()
@@ -148,7 +148,7 @@ func (s *Sender) call(ctx context.Context, p rate.Priority, d notification.Deliv
 	t.pace.Chats.Sent(d.ChatID, time.Now())
 	if err != nil && ctx.Err() != nil {
 		// Shutdown interrupted the call: the platform may or may not have the message.
-		return &interrupted, nil
+		return &interrupted, err
 	}
 	platformLatency.WithLabelValues(messenger.Classify(err).String()).Observe(time.Since(sent).Seconds())
 	return nil, err
