@@ -55,10 +55,16 @@ func (s *Server) deleteMessage(b *bot, body []byte) (any, error) {
 			return nil, errBlocked
 		}
 	}
-	now := s.now()
-	if err := s.admitLocked(b, now, c, false); err != nil {
+	if err := s.admitLocked(b, s.now(), c, false); err != nil {
 		return nil, err
 	}
+	// The answer comes after the latency, as a send's does.
+	if latency := s.latencyLocked(b); latency > 0 {
+		s.mu.Unlock()
+		s.sleep(latency)
+		s.mu.Lock()
+	}
+	now := s.now()
 	i := slices.IndexFunc(c.messages, func(m SentMessage) bool { return m.MessageID == p.MessageID })
 	switch {
 	case i < 0 && p.MessageID > 0 && p.MessageID <= c.nextMsgID && !c.deleted[p.MessageID]:

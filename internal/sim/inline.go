@@ -235,8 +235,8 @@ type editMessageTextParams struct {
 // editMessageText replaces the text, entities and inline keyboard of a message the bot sent; a keyboard left
 // out is taken away, as on the platform. An edit that changes nothing is refused ("message is not
 // modified"); one of a message deleted ("message to edit not found") or not the bot's ("message can't be
-// edited") too. Edits are faulted and count against the bot's and the chat's limits as sends do
-// (rollFaultLocked, admitLocked): an edit storm meets the same 429s.
+// edited") too. Edits are faulted, delayed and count against the bot's and the chat's limits as sends do
+// (rollFaultLocked, latencyLocked, admitLocked): an edit storm meets the same 429s.
 func (s *Server) editMessageText(r *http.Request, b *bot, body []byte) (any, error) {
 	var p editMessageTextParams
 	if err := decodeParams(body, &p); err != nil {
@@ -294,10 +294,16 @@ func (s *Server) editMessageText(r *http.Request, b *bot, body []byte) (any, err
 		s.count(b, func(st *Stats) { st.Injected5xx++ })
 		return nil, errInternal
 	}
-	now := s.now()
-	if err := s.admitLocked(b, now, c, false); err != nil {
+	if err := s.admitLocked(b, s.now(), c, false); err != nil {
 		return nil, err
 	}
+	// The answer comes after the latency, as a send's does; the edit applies to the message as it is then.
+	if latency := s.latencyLocked(b); latency > 0 {
+		s.mu.Unlock()
+		s.sleep(latency)
+		s.mu.Lock()
+	}
+	now := s.now()
 	i := slices.IndexFunc(c.messages, func(m SentMessage) bool { return m.MessageID == p.MessageID })
 	switch {
 	case i < 0 && c.deleted[p.MessageID]:
