@@ -232,7 +232,9 @@ func run(ctx context.Context, url string, i int) (result, error) {
 		}
 	}
 	res.throughput = float64(*backlog-1) / last.Sub(first).Seconds()
-	fmt.Printf("  throughput phase: %.0f deliveries/s\n", res.throughput)
+	st0 := s.Stats()
+	fmt.Printf("  throughput phase: %.0f deliveries/s, limit violations so far %d (global %d, per chat %d)\n", res.throughput,
+		st0.LimitViolations, st0.GlobalLimitViolations, st0.ChatLimitViolations)
 
 	// Latency: a steady rate of sends, each to a fresh chat.
 	type sent struct {
@@ -326,7 +328,10 @@ func run(ctx context.Context, url string, i int) (result, error) {
 			plain[len(plain)/2].Round(100*time.Microsecond), plain[len(plain)*95/100].Round(100*time.Microsecond))
 	}
 	res.p50, res.p95 = lat[len(lat)/2], lat[len(lat)*95/100]
-	res.violations = s.Stats().LimitViolations
+	stEnd := s.Stats()
+	res.violations = stEnd.LimitViolations
+	fmt.Printf("  latency phase: limit violations in it %d (global %d, per chat %d); edits %d\n", stEnd.LimitViolations-st0.LimitViolations,
+		stEnd.GlobalLimitViolations-st0.GlobalLimitViolations, stEnd.ChatLimitViolations-st0.ChatLimitViolations, stEnd.Edits)
 	return res, nil
 }
 
