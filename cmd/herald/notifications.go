@@ -63,15 +63,16 @@ func (c *notificationsListCmd) Run(e runEnv) error {
 			}
 		}
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "TRACKING ID\tUSER\tSTATUS\tPRIORITY\tFORMAT\tCATEGORY\tATTEMPTS\tCREATED\tSEND AT\tEXPIRES AT\tLAST ERROR")
+		fmt.Fprintln(tw, "TRACKING ID\tUSER\tSTATUS\tPRIORITY\tFORMAT\tCATEGORY\tDELIVERED AS\tATTEMPTS\tCREATED\tSEND AT\tEXPIRES AT\tLAST ERROR")
 		for _, v := range page {
 			lastError := "-"
 			if v.LastErrorCode != 0 {
 				lastError = strconv.Itoa(v.LastErrorCode) + " " + deref(v.LastErrorMessage)
 			}
 			r := v.Resource()
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", v.TrackingID, v.UserID, v.Status, v.Priority, r.Format,
-				cmp.Or(deref(r.Category), "-"), v.Attempts, v.CreatedAt.UTC().Format(time.RFC3339), orDash(v.SendAt), orDash(v.ExpiresAt), lastError)
+			// delivered_as (§13): sent or edited once delivered, "-" before.
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", v.TrackingID, v.UserID, v.Status, v.Priority, r.Format,
+				cmp.Or(deref(r.Category), "-"), cmp.Or(deref(r.DeliveredAs), "-"), v.Attempts, v.CreatedAt.UTC().Format(time.RFC3339), orDash(v.SendAt), orDash(v.ExpiresAt), lastError)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

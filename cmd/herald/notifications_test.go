@@ -36,14 +36,20 @@ func TestNotificationsListAndCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The one before it was delivered by editing its replace_key's message (§13): the list says so.
+	if _, err := st.Pool().Exec(ctx, `UPDATE notifications SET status = 'delivered', delivered_at = now(), messenger_message_id = '7',
+		delivered_as = 'edited', replace_key = 'order-1' WHERE tracking_id = $1`, ns[3].TrackingID); err != nil {
+		t.Fatal(err)
+	}
+
 	code, stdout, stderr := herald(t, "notifications", "list", "--tenant", "acme", "--limit", "3")
 	if code != 0 || strings.Count(stdout, "\n") != 4 || strings.Contains(stdout, "secret") || strings.Contains(stdout, ns[5].TrackingID) {
 		t.Fatalf("list: %d\n%s%s", code, stdout, stderr)
 	}
-	if !regexp.MustCompile(`(?m)^TRACKING ID +USER +STATUS +PRIORITY +FORMAT +CATEGORY +ATTEMPTS`).MatchString(stdout) ||
-		!regexp.MustCompile(`(?m)^`+ns[4].TrackingID+` +u1 +queued +5 +html +promo +0 `).MatchString(stdout) ||
-		!regexp.MustCompile(`(?m)^`+ns[3].TrackingID+` +u1 +queued +5 +text +- +0 `).MatchString(stdout) {
-		t.Errorf("list: the format and category columns:\n%s", stdout)
+	if !regexp.MustCompile(`(?m)^TRACKING ID +USER +STATUS +PRIORITY +FORMAT +CATEGORY +DELIVERED AS +ATTEMPTS`).MatchString(stdout) ||
+		!regexp.MustCompile(`(?m)^`+ns[4].TrackingID+` +u1 +queued +5 +html +promo +- +0 `).MatchString(stdout) ||
+		!regexp.MustCompile(`(?m)^`+ns[3].TrackingID+` +u1 +delivered +5 +text +- +edited +0 `).MatchString(stdout) {
+		t.Errorf("list: the format, category and delivered-as columns:\n%s", stdout)
 	}
 	m := regexp.MustCompile(`--cursor (\S+)`).FindStringSubmatch(stderr)
 	if m == nil {

@@ -44,7 +44,7 @@ func (e *Error) With(format string, args ...any) *Error {
 	return &c
 }
 
-// The catalogue: the spec's codes (v1-extensions' included: not_cancellable, limit_reached, invalid_format,
+// The catalogue: the spec's codes (v1-extensions' included: not_cancellable, not_deletable, limit_reached, invalid_format,
 // §9's user_opted_out and opted_out_by_user, §12's template_*) and the ones the design brief adds.
 var (
 	Unauthorized        = &Error{Code: "unauthorized", Status: http.StatusUnauthorized, Message: "missing, invalid or inactive credentials: send the API key as Authorization: Bearer <key>"}
@@ -58,6 +58,8 @@ var (
 	NotFound            = &Error{Code: "not_found", Status: http.StatusNotFound, Message: "not found"}
 	IdempotencyConflict = &Error{Code: "idempotency_conflict", Status: http.StatusConflict, Message: "this Idempotency-Key was used with a different request body"}
 	NotCancellable      = &Error{Code: "not_cancellable", Status: http.StatusConflict, Message: "only scheduled, queued or retrying notifications can be cancelled"}
+	// NotDeletable is a DELETE /v1/notifications/{id}/message refused (§13); the message says why.
+	NotDeletable = &Error{Code: "not_deletable", Status: http.StatusConflict, Message: "only a message delivered less than 48 hours ago and not deleted yet can be deleted"}
 	// EndpointExists is a callback URL the tenant registered already, with other events: one URL is one
 	// endpoint (a second would get every event twice). The message names the endpoint.
 	EndpointExists = &Error{Code: "endpoint_exists", Status: http.StatusConflict, Message: "this URL is registered already"}
@@ -87,7 +89,7 @@ var catalogue = map[string]*Error{}
 
 func init() {
 	for _, e := range []*Error{EndpointExists, Unauthorized, InvalidRequest, MessageTooLong, InvalidFormat, PhoneUnverified, UserOptedOut, OptedOutByUser, QueueError,
-		NotFound, IdempotencyConflict, NotCancellable, LimitReached, RateLimited, Internal, Unavailable,
+		NotFound, IdempotencyConflict, NotCancellable, NotDeletable, LimitReached, RateLimited, Internal, Unavailable,
 		TemplateInvalid, TemplateNotFound, TemplateDataMissing, TemplateRenderFailed} {
 		catalogue[e.Code] = e
 	}

@@ -42,6 +42,10 @@ type notificationRow struct {
 	MessengerMessageID *string `json:"messenger_message_id"`
 	LastErrorCode      int     `json:"last_error_code"`
 	LastErrorMessage   *string `json:"last_error_message"`
+	// How it reached the chat (§13): "sent" or "edited" (its replace_key's message), and when its message
+	// was deleted on the tenant's request.
+	DeliveredAs      *string `json:"delivered_as"`
+	MessageDeletedAt *string `json:"message_deleted_at"`
 }
 
 // tenantUser is where one of the tenant's users stands; the walkthrough's steps are read from it.
@@ -99,6 +103,7 @@ func (c *Console) state(ctx context.Context) (state, error) {
 			TrackingID: n.TrackingID, UserID: n.UserID, Priority: n.Priority, Status: string(n.Status), Attempts: n.Attempts,
 			CreatedAt: timestamp(n.CreatedAt), UpdatedAt: timestamp(n.UpdatedAt), NextAttemptAt: optionalTimestamp(n.NextAttemptAt),
 			MessengerMessageID: n.MessengerMessageID, LastErrorCode: n.LastErrorCode, LastErrorMessage: n.LastErrorMessage,
+			DeliveredAs: n.DeliveredAs, MessageDeletedAt: optionalTimestamp(n.MessageDeletedAt),
 		})
 	}
 	users, err := c.opts.Store.UsersProgress(ctx, c.opts.TenantID, maxUsers)

@@ -2,7 +2,7 @@ package delivery
 
 // The worker's periodic loops (the retry scheduler and relay, the redrive, the scheduler of send_at, the
 // expiry sweep, the lag gauge, the offset commits, the pruning of chats, the tenants' weights, the per-bot
-// gauges, the endings' sweep) share one helper: every.
+// gauges, the endings' sweep, the deletions') share one helper: every.
 
 import (
 	"context"
@@ -78,6 +78,20 @@ func (w *Worker) finishEndings(ctx context.Context) {
 		}
 		if ended > 0 {
 			w.log.Info("ended the notifications an opt-out or a relink covers", "tenant_id", u.TenantID, "ended", ended)
+		}
+	}
+}
+
+// deletesInterval: how often a worker looks for messages its tenants asked to delete (§13). The look is one
+// probe of a partial index that holds only the deletions not done yet, so "within seconds" costs little.
+const deletesInterval = time.Second
+
+// deleteMessages deletes the messages whose deletion is due (send.Sender.DeleteMessages), until none is
+// left or the worker stops.
+func (w *Worker) deleteMessages(ctx context.Context) {
+	for ctx.Err() == nil {
+		if w.sender.DeleteMessages(ctx) == 0 {
+			return
 		}
 	}
 }

@@ -337,6 +337,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	loops.Go(func() { every(fetchCtx, w.opts.LagInterval, w.group.UpdateLag) })
 	loops.Go(func() { every(fetchCtx, 10*time.Second, w.refreshWeights) })
 	loops.Go(func() { every(fetchCtx, endingsInterval, w.finishEndings) })
+	loops.Go(func() { every(fetchCtx, deletesInterval, w.deleteMessages) })
 
 	w.log.Info("delivery worker started", "group", w.opts.GroupID, "client_id", w.clientID,
 		"topics", []string{w.topics.High, w.topics.Normal}, "rate_limit", w.opts.RateLimit, "concurrency", w.opts.Concurrency, "buffer", w.opts.Buffer, "bots", w.opts.Bots != nil)

@@ -37,6 +37,28 @@ func (a *API) cancelNotification(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// deleteMessage is DELETE /v1/notifications/{tracking_id}/message (spec v1-extensions §13): 202 with the
+// notification once its deletion is recorded (the workers delete the message within seconds, then set
+// message_deleted_at and emit notification.message_deleted); 409 not_deletable with the reason otherwise.
+func (a *API) deleteMessage(w http.ResponseWriter, r *http.Request) error {
+	id, ok := trackingIDParam(chi.URLParam(r, "tracking_id"))
+	if !ok {
+		return apierror.NotFound.With("unknown tracking_id")
+	}
+	v, err := a.store.RequestMessageDelete(r.Context(), principalOf(r.Context()).TenantID, id)
+	var nd *store.NotDeletable
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return apierror.NotFound.With("unknown tracking_id")
+	case errors.As(err, &nd):
+		return apierror.NotDeletable.With("%s", nd.Reason)
+	case err != nil:
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, v.Resource())
+	return nil
+}
+
 type listResponse struct {
 	Data       []notification.Resource `json:"data"`
 	NextCursor *string                 `json:"next_cursor"`

@@ -103,6 +103,17 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 	check("POST", "/v1/notifications/{tracking_id}/cancel", e.do("POST", "/v1/notifications/"+id+"/cancel", "", nil), 401)
 	check("POST", "/v1/notifications/{tracking_id}/cancel", e.do("POST", "/v1/notifications/nope/cancel", key, nil), 404)
 
+	// §13: a message delivered now may be deleted, once.
+	replaced := e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "packed", "replace_key": "order-42"})
+	check("POST", "/v1/send", replaced, 202)
+	rid := replaced.json(t)["tracking_id"].(string)
+	check("DELETE", "/v1/notifications/{tracking_id}/message", e.do("DELETE", "/v1/notifications/"+rid+"/message", key, nil), 409)
+	e.delivered(rid, 0)
+	check("GET", "/v1/status/{tracking_id}", e.do("GET", "/v1/status/"+rid, key, nil), 200)
+	check("DELETE", "/v1/notifications/{tracking_id}/message", e.do("DELETE", "/v1/notifications/"+rid+"/message", key, nil), 202)
+	check("DELETE", "/v1/notifications/{tracking_id}/message", e.do("DELETE", "/v1/notifications/"+rid+"/message", "", nil), 401)
+	check("DELETE", "/v1/notifications/{tracking_id}/message", e.do("DELETE", "/v1/notifications/nope/message", key, nil), 404)
+
 	for _, u := range []string{"u1", "u2", "u3"} { // verified, pending, unverified (never linked)
 		check("GET", "/v1/users/{user_id}", e.do("GET", "/v1/users/"+u, key, nil), 200)
 	}

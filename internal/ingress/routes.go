@@ -23,6 +23,7 @@ func (a *API) Routes(r chi.Router) {
 				r.Get("/status/{tracking_id}", a.handle(a.status))
 				r.Get("/notifications", a.handle(a.listNotifications))
 				r.Post("/notifications/{tracking_id}/cancel", a.handle(a.cancelNotification))
+				r.Delete("/notifications/{tracking_id}/message", a.handle(a.deleteMessage))
 				r.Post("/link-token", a.handle(a.linkToken))
 				r.Post("/phone-verification/start", a.handle(a.startVerification))
 				r.Get("/phone-verification/status/{user_id}", a.handle(a.verificationStatus))

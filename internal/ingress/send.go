@@ -52,6 +52,8 @@ type sendRequest struct {
 	Silent         json.RawMessage `json:"silent"`
 	ProtectContent json.RawMessage `json:"protect_content"`
 	LinkPreview    json.RawMessage `json:"link_preview"`
+	// ReplaceKey (§13): a status message that updates.
+	ReplaceKey json.RawMessage `json:"replace_key"`
 	// The template fields (§12), instead of message.
 	Template        *string         `json:"template"`
 	Data            json.RawMessage `json:"data"`
@@ -81,12 +83,21 @@ func (v validSend) meaning() []byte {
 		// are the send's.
 		fields := sendFields(it.UserID, "", it.Priority, it.Metadata, it.SendAt, it.ExpiresAt, it.Category)
 		fields = append(fields, v.tmpl.meaning...)
-		b, _ := json.Marshal(append(fields, v.rich.Silent, v.rich.ProtectContent, !v.rich.NoLinkPreview))
+		b, _ := json.Marshal(withReplaceKey(append(fields, v.rich.Silent, v.rich.ProtectContent, !v.rich.NoLinkPreview), it.ReplaceKey))
 		return b
 	}
 	fields := sendFields(it.UserID, v.message, it.Priority, it.Metadata, it.SendAt, it.ExpiresAt, it.Category)
-	b, _ := json.Marshal(v.rich.meaning(fields))
+	b, _ := json.Marshal(withReplaceKey(v.rich.meaning(fields), it.ReplaceKey))
 	return b
+}
+
+// withReplaceKey appends a send's replace_key (§13) to its meaning, only when it has one: a key recorded
+// before replace_key existed still matches its send.
+func withReplaceKey(fields []any, key string) []any {
+	if key == "" {
+		return fields
+	}
+	return append(fields, map[string]string{"replace_key": key})
 }
 
 // withTemplate records on a validated send the template it was rendered from.
@@ -144,6 +155,10 @@ func validateSend(req sendRequest, label string, now time.Time) (validSend, erro
 	if err != nil {
 		return validSend{}, err
 	}
+	replaceKey, err := parseReplaceKey(req.ReplaceKey)
+	if err != nil {
+		return validSend{}, err
+	}
 	if sendAt != nil && sendAt.Sub(now) > MaxScheduleAhead {
 		return validSend{}, apierror.InvalidRequest.With("send_at must be at most 30 days ahead")
 	}
@@ -172,7 +187,7 @@ func validateSend(req sendRequest, label string, now time.Time) (validSend, erro
 	}
 	return validSend{
 		item: outbox.Item{UserID: userID, Priority: priority, Body: body, Metadata: metadata, SendAt: sendAt, ExpiresAt: expiresAt,
-			Category: category, Rich: rich.Rich, ReplyMarkup: rich.buttons},
+			Category: category, Rich: rich.Rich, ReplyMarkup: rich.buttons, ReplaceKey: replaceKey},
 		message: *req.Message,
 		rich:    rich,
 	}, nil
@@ -447,6 +462,19 @@ func parseCategory(raw json.RawMessage) (string, error) {
 	var s string
 	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil || !categoryName.MatchString(s) {
 		return "", apierror.InvalidRequest.With("category must be a string of 1-40 characters of a-z0-9_.-")
+	}
+	return s, nil
+}
+
+// parseReplaceKey accepts an absent or null replace_key (none: "") or a string of 1-64 of A-Za-z0-9_.:-
+// (§13: notification.ReplaceKeyPattern).
+func parseReplaceKey(raw json.RawMessage) (string, error) {
+	if absent(raw) {
+		return "", nil
+	}
+	var s string
+	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil || !notification.ReplaceKeyPattern.MatchString(s) {
+		return "", apierror.InvalidRequest.With("replace_key must be a string of 1-64 characters of A-Z, a-z, 0-9 and _.:-")
 	}
 	return s, nil
 }

@@ -284,3 +284,46 @@ func cleanDescription(d string) string {
 	}
 	return strings.TrimSpace(b.String())
 }
+
+// The platform's answers to an edit or a deletion that Herald reads (spec v1-extensions §13), as parts of
+// the (lower-cased) description of a 400.
+var (
+	// notModifiedDescriptions: the edit changes nothing — the message already shows it (a repeated edit,
+	// or a worker's retry after the platform had applied it): delivered.
+	notModifiedDescriptions = []string{"message is not modified"}
+	// uneditableDescriptions: the message cannot be edited (the user deleted it, or it is too old or not
+	// the bot's): a new message goes instead.
+	uneditableDescriptions = []string{"message to edit not found", "message can't be edited", "message_id_invalid"}
+	// goneDescriptions: the message to delete is not there (the user deleted it, or it was deleted
+	// already): counted as deleted.
+	goneDescriptions = []string{"message to delete not found", "message_id_invalid"}
+	// undeletableDescriptions: the platform will not delete the message (past its 48 hours).
+	undeletableDescriptions = []string{"message can't be deleted"}
+)
+
+// badRequestSays reports whether err is the platform's 400 whose description contains one of parts.
+func badRequestSays(err error, parts []string) bool {
+	var apiErr *APIError
+	if !errors.As(err, &apiErr) || apiErr.Code != http.StatusBadRequest {
+		return false
+	}
+	desc := strings.ToLower(apiErr.Description)
+	for _, s := range parts {
+		if strings.Contains(desc, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// NotModified reports whether an edit was refused because it changes nothing: the message shows it.
+func NotModified(err error) bool { return badRequestSays(err, notModifiedDescriptions) }
+
+// Uneditable reports whether an edit was refused because the message cannot be edited or is gone.
+func Uneditable(err error) bool { return badRequestSays(err, uneditableDescriptions) }
+
+// MessageGone reports whether a deletion was refused because the message is not there.
+func MessageGone(err error) bool { return badRequestSays(err, goneDescriptions) }
+
+// Undeletable reports whether a deletion was refused because the platform will not delete the message.
+func Undeletable(err error) bool { return badRequestSays(err, undeletableDescriptions) }

@@ -1,6 +1,9 @@
 package messenger
 
-import "context"
+import (
+	"context"
+	"encoding/json"
+)
 
 // The parts of the Bot API behind /stop and /resume (spec v1-extensions §9): a user's block of the bot
 // (my_chat_member), inline keyboards with callback buttons, the tap (callback_query), its answer and the
@@ -50,13 +53,22 @@ type AnswerCallbackQueryRequest struct {
 	ShowAlert       bool   `json:"show_alert,omitempty"`
 }
 
-// EditMessageTextRequest is the body of editMessageText for a message the bot sent to a chat. A
-// ReplyMarkup left out takes the message's inline keyboard away.
+// EditMessageTextRequest is the body of editMessageText for a message the bot sent to a chat: the new
+// text, its entities, inline keyboard (an InlineKeyboardMarkup as JSON) and link preview. A ReplyMarkup
+// left out takes the message's inline keyboard away.
 type EditMessageTextRequest struct {
-	ChatID      int64                 `json:"chat_id"`
-	MessageID   int64                 `json:"message_id"`
-	Text        string                `json:"text"`
-	ReplyMarkup *InlineKeyboardMarkup `json:"reply_markup,omitempty"`
+	ChatID             int64               `json:"chat_id"`
+	MessageID          int64               `json:"message_id"`
+	Text               string              `json:"text"`
+	Entities           json.RawMessage     `json:"entities,omitempty"`
+	ReplyMarkup        json.RawMessage     `json:"reply_markup,omitempty"`
+	LinkPreviewOptions *LinkPreviewOptions `json:"link_preview_options,omitempty"`
+}
+
+// DeleteMessageRequest is the body of deleteMessage.
+type DeleteMessageRequest struct {
+	ChatID    int64 `json:"chat_id"`
+	MessageID int64 `json:"message_id"`
 }
 
 // AnswerCallbackQuery answers a tap, once; the platform expects it within seconds.
@@ -71,4 +83,11 @@ func (c *Client) EditMessageText(ctx context.Context, req EditMessageTextRequest
 		MessageID int64 `json:"message_id"`
 	}
 	return c.call(ctx, "editMessageText", req, &m, 0)
+}
+
+// DeleteMessage deletes a message the bot sent (spec v1-extensions §13); the platform lets a bot do so for
+// 48 hours.
+func (c *Client) DeleteMessage(ctx context.Context, req DeleteMessageRequest) error {
+	var ok bool
+	return c.call(ctx, "deleteMessage", req, &ok, 0)
 }

@@ -43,6 +43,12 @@ type Delivery struct {
 	// ExpiresAt is the tenant's expires_at (nil: none). The claim happened before it; an attempt that
 	// fails transiently after it lapses (internal/delivery.Decide).
 	ExpiresAt *time.Time
+	// ReplaceKey is the send's replace_key ("" for none; §13), Edit the message it is to edit (nil: a new
+	// message), and Superseded says that a notification of the same key accepted after it was delivered
+	// already (CodeSuperseded).
+	ReplaceKey string
+	Edit       *EditTarget
+	Superseded bool
 }
 
 // DeliveryResult is the status write that ends one attempt: the To of one of Outcomes.
@@ -58,6 +64,10 @@ type DeliveryResult struct {
 	// Release (retrying only): the attempt never reached the platform (shutdown before the send), so it
 	// is not counted and the last error is left as it was.
 	Release bool
+	// DeliveredAs (delivered only): DeliveredSent or DeliveredEdited; "" reads as sent. MessageSentAt: when
+	// the edited message was first sent (edited only; a new message's is the moment of the write).
+	DeliveredAs   string
+	MessageSentAt *time.Time
 }
 
 // The gateway-side last_error_code and last_error_message of the outcomes that are the lifecycle's, not

@@ -25,6 +25,9 @@ type View struct {
 	Category           *string      // the send's category (§9); nil when it named none
 	Format             string       // FormatText or FormatHTML (§10); "" reads as FormatText
 	Template           *TemplateRef // the template it was rendered from (§12); nil when sent without one
+	ReplaceKey         *string      // the send's replace_key (§13); nil when none
+	DeliveredAs        *string      // DeliveredSent or DeliveredEdited once delivered, nil before
+	MessageDeletedAt   *time.Time   // when its message was deleted (DELETE …/message, §13); nil when not
 }
 
 // TemplateRef names what a templated notification was rendered from (§12): the template's name, the
@@ -37,7 +40,7 @@ type TemplateRef struct {
 
 // Resource is the contract's Notification resource, rendered once for every place that shows it: the /v1
 // answers (internal/ingress) and the payloads of status callbacks (internal/callback). A field added here
-// appears in both. The spec's fields, then the v1 extensions' (§2, §9, §10, §12); never the body.
+// appears in both. The spec's fields, then the v1 extensions' (§2, §9, §10, §12, §13); never the body.
 type Resource struct {
 	TrackingID         string            `json:"tracking_id"`
 	UserID             string            `json:"user_id"`
@@ -57,6 +60,9 @@ type Resource struct {
 	Category           *string           `json:"category"`
 	Format             string            `json:"format"`
 	Template           *TemplateRef      `json:"template"`
+	ReplaceKey         *string           `json:"replace_key"`
+	DeliveredAs        *string           `json:"delivered_as"`
+	MessageDeletedAt   *string           `json:"message_deleted_at"`
 }
 
 // Resource renders the view as the resource.
@@ -72,6 +78,7 @@ func (v View) Resource() Resource {
 		SendAt: OptionalTimestamp(v.SendAt), ExpiresAt: OptionalTimestamp(v.ExpiresAt),
 		DeliveredAt: OptionalTimestamp(v.DeliveredAt), NextAttemptAt: OptionalTimestamp(v.NextAttemptAt),
 		Category: v.Category, Format: cmp.Or(v.Format, FormatText), Template: v.Template,
+		ReplaceKey: v.ReplaceKey, DeliveredAs: v.DeliveredAs, MessageDeletedAt: OptionalTimestamp(v.MessageDeletedAt),
 	}
 }
 

@@ -104,7 +104,9 @@ func (s *Server) serveBotAPI(w http.ResponseWriter, r *http.Request) {
 	case "getupdates":
 		result, err = s.getUpdates(r, b, body)
 	case "editmessagetext":
-		result, err = s.editMessageText(b, body)
+		result, err = s.editMessageText(r, b, body)
+	case "deletemessage":
+		result, err = s.deleteMessage(b, body)
 	case "answercallbackquery":
 		result, err = s.answerCallbackQuery(b, body)
 	default:

@@ -34,6 +34,7 @@ var help = map[string]any{
 		`POST /sim/users/{id}/block | /unblock (per bot: the bot gets my_chat_member, kicked or member; the answer waits for its webhook) | /delete (the account)`,
 		`POST /sim/users/{id}/tap {"message_id":3,"button":"Acme"}  (or "callback_data":"…"; no message_id: the latest message with it; "forged":true sends any callback_data): the bot gets a callback_query`,
 		`GET  /sim/chats/{id}/messages (what the bot sent, as edited, with inline keyboards), GET /sim/chats/{id}/transcript (both sides, in order)`,
+		`POST /sim/users/{id}/delete-message {"message_id":3}  (the user deletes a bot's message: gone for both sides; the bot's edit of it is "message to edit not found")`,
 		`GET  /sim/chats/{id}/taps (the taps in the chat, with the bot's answerCallbackQuery: the notice the user saw)`,
 		`GET  /sim/updates (pending), POST /sim/updates {"edited_message":{...}} (inject)`,
 		`GET  /sim/webhook, GET /sim/stats (the totals, and "bots": each bot's; ?bot=: one bot's), POST /sim/reset`,

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -222,18 +223,21 @@ func (s *Server) wireLocked(b *bot, c *chat, m SentMessage) wireMessage {
 }
 
 type editMessageTextParams struct {
-	ChatID          chatID          `json:"chat_id"`
-	MessageID       int64           `json:"message_id"`
-	InlineMessageID string          `json:"inline_message_id"`
-	Text            string          `json:"text"`
-	Entities        json.RawMessage `json:"entities"`
-	ReplyMarkup     json.RawMessage `json:"reply_markup"`
+	ChatID             chatID                        `json:"chat_id"`
+	MessageID          int64                         `json:"message_id"`
+	InlineMessageID    string                        `json:"inline_message_id"`
+	Text               string                        `json:"text"`
+	Entities           json.RawMessage               `json:"entities"`
+	ReplyMarkup        json.RawMessage               `json:"reply_markup"`
+	LinkPreviewOptions *messenger.LinkPreviewOptions `json:"link_preview_options"`
 }
 
 // editMessageText replaces the text, entities and inline keyboard of a message the bot sent; a keyboard left
 // out is taken away, as on the platform. An edit that changes nothing is refused ("message is not
-// modified"). Edits are neither faulted nor rate-limited.
-func (s *Server) editMessageText(b *bot, body []byte) (any, error) {
+// modified"); one of a message deleted ("message to edit not found") or not the bot's ("message can't be
+// edited") too. Edits are faulted, delayed and count against the bot's and the chat's limits as sends do
+// (rollFaultLocked, latencyLocked, admitLocked): an edit storm meets the same 429s.
+func (s *Server) editMessageText(r *http.Request, b *bot, body []byte) (any, error) {
 	var p editMessageTextParams
 	if err := decodeParams(body, &p); err != nil {
 		return nil, err
@@ -273,8 +277,37 @@ func (s *Server) editMessageText(b *bot, body []byte) (any, error) {
 			return nil, errBlocked
 		}
 	}
+	switch fault, retryAfter := s.rollFaultLocked(b); fault {
+	case faultTimeout:
+		s.count(b, func(st *Stats) { st.InjectedTimeouts++ })
+		s.mu.Unlock()
+		select {
+		case <-r.Context().Done():
+		case <-s.done:
+		}
+		s.mu.Lock() // the deferred unlock
+		return nil, errHangUp
+	case fault429:
+		s.count(b, func(st *Stats) { st.Injected429++; st.Answered429++ })
+		return nil, tooManyRequests(retryAfter)
+	case fault5xx:
+		s.count(b, func(st *Stats) { st.Injected5xx++ })
+		return nil, errInternal
+	}
+	if err := s.admitLocked(b, s.now(), c, false); err != nil {
+		return nil, err
+	}
+	// The answer comes after the latency, as a send's does; the edit applies to the message as it is then.
+	if latency := s.latencyLocked(b); latency > 0 {
+		s.mu.Unlock()
+		s.sleep(latency)
+		s.mu.Lock()
+	}
+	now := s.now()
 	i := slices.IndexFunc(c.messages, func(m SentMessage) bool { return m.MessageID == p.MessageID })
 	switch {
+	case i < 0 && c.deleted[p.MessageID]:
+		return nil, errEditNotFound
 	case i < 0 && p.MessageID > 0 && p.MessageID <= c.nextMsgID:
 		return nil, errCantEdit // the user's message
 	case i < 0:
@@ -284,8 +317,8 @@ func (s *Server) editMessageText(b *bot, body []byte) (any, error) {
 	if m.Text == p.Text && bytes.Equal(m.Entities, entities) && bytes.Equal(m.ReplyMarkup, markup) {
 		return nil, errNotModified
 	}
-	now := s.now()
-	m.Text, m.Entities, m.ReplyMarkup, m.EditedAt = p.Text, entities, markup, &now
+	s.count(b, func(st *Stats) { st.Edits++ })
+	m.Text, m.Entities, m.ReplyMarkup, m.EditedAt, m.LinkPreviewOptions = p.Text, entities, markup, &now, p.LinkPreviewOptions
 	for j := range c.transcript {
 		if l := &c.transcript[j]; l.From == "bot" && l.MessageID == m.MessageID {
 			l.Text, l.HTML, l.ReplyMarkup, l.EditedAt = m.Text, lineHTML(m.Text, m.Entities), m.ReplyMarkup, m.EditedAt

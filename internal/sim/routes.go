@@ -32,6 +32,7 @@ func (s *Server) routes() http.Handler {
 		r.Post("/users/{id}/share-contact", s.acting(s.handleShareContact))
 		r.Post("/users/{id}/open-link", s.acting(s.handleOpenLink))
 		r.Post("/users/{id}/tap", s.acting(s.handleTap))
+		r.Post("/users/{id}/delete-message", s.handleDeleteAsUser)
 		r.Post("/users/{id}/block", s.acting(s.handleSetBlocked(true)))
 		r.Post("/users/{id}/unblock", s.acting(s.handleSetBlocked(false)))
 		r.Post("/users/{id}/delete", s.handleUserAction(func(_ *BotHandle, id int64) error { return s.DeleteUser(id) }))

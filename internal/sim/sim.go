@@ -204,6 +204,8 @@ type chat struct {
 	lastSend   time.Time // the last send the limits let through, for the per-chat interval count
 	messages   []SentMessage
 	transcript []Line // both sides, in order, the latest maxTranscript
+	// deleted: the bot's messages deleted (by the bot or by the user), which the platform no longer has.
+	deleted map[int64]bool
 }
 
 // maxTranscript bounds a chat's transcript.
@@ -263,6 +265,10 @@ type SentMessage struct {
 type Stats struct {
 	Sends     int64 `json:"sends"`     // sendMessage calls with the right token
 	Delivered int64 `json:"delivered"` // messages that reached a chat
+	// Edits counts editMessageText calls that changed a message, Deletes deleteMessage calls that deleted
+	// one (edits.go). Both count against the limits as sends do.
+	Edits   int64 `json:"edits"`
+	Deletes int64 `json:"deletes"`
 	// Answered429 counts every 429, injected or for exceeding a limit.
 	Answered429 int64 `json:"answered_429"`
 	// LimitViolations counts sends over a platform limit. A well-behaved client sees zero.

@@ -37,7 +37,7 @@ func NotificationEvent(s notification.Status) string { return "notification." + 
 var EventTypes = []string{
 	"notification.delivered", "notification.failed", "notification.blocked", "notification.unlinked",
 	"notification.expired", "notification.cancelled", EventUserLinked, EventUserVerified, EventPing,
-	EventUserOptedOut, EventUserOptedIn, EventUserBlocked, EventUserUnblocked,
+	EventUserOptedOut, EventUserOptedIn, EventUserBlocked, EventUserUnblocked, EventMessageDeleted,
 }
 
 // emitEvents is the one way an event enters the outbox. src names a CTE (or table expression) of events

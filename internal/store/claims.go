@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -64,10 +65,33 @@ func (s *Store) ClaimDeliveryInOrder(ctx context.Context, trackingID string, lea
 	return s.claimDelivery(ctx, trackingID, lease, true)
 }
 
-// aheadSQL is notification.AheadSQL for the claimed row (the UPDATE's notifications, or n).
+// aheadSQL is notification.AheadSQL, or notification.KeyAheadSQL (the order of one replace_key, §13), for
+// the claimed row (the UPDATE's notifications, or n).
 func aheadSQL(n string) string {
-	return `EXISTS (SELECT 1 FROM notifications e WHERE ` + notification.AheadSQL("e", n) + `)`
+	return `(EXISTS (SELECT 1 FROM notifications e WHERE ` + notification.AheadSQL("e", n) + `)
+		OR EXISTS (SELECT 1 FROM notifications e WHERE ` + notification.KeyAheadSQL("e", n) + `))`
 }
+
+// editTargetSQL selects, for the claimed row c, its replace_key's message to edit (§13): the key's latest
+// delivered notification, when it went to the same chat through the same bot less than
+// notification.MessageWindow ago (from the message's first send) and its message is neither deleted nor
+// asked to be (by any notification that names it). No row: a new message. One probe of
+// notifications_replace_key_idx.
+var editTargetSQL = `
+	SELECT CASE WHEN p.chat_id = c.chat_id AND p.bot_id IS NOT DISTINCT FROM c.bot_id
+	                 AND COALESCE(p.message_sent_at, p.delivered_at) > now() - make_interval(secs => ` +
+	strconv.Itoa(int(notification.MessageWindow.Seconds())) + `)
+	                 AND p.message_deleted_at IS NULL
+	                 AND NOT EXISTS (SELECT 1 FROM notifications x
+	                                 WHERE x.tenant_id = p.tenant_id AND x.user_id = p.user_id AND x.replace_key = p.replace_key
+	                                   AND x.messenger_message_id = p.messenger_message_id
+	                                   AND (x.message_delete_requested_at IS NOT NULL OR x.message_deleted_at IS NOT NULL))
+	            THEN p.messenger_message_id END AS message_id,
+	       COALESCE(p.message_sent_at, p.delivered_at) AS sent_at
+	FROM notifications p
+	WHERE c.replace_key IS NOT NULL AND p.tenant_id = c.tenant_id AND p.user_id = c.user_id AND p.replace_key = c.replace_key
+	  AND p.status = ` + notification.Delivered.SQL() + ` AND p.messenger_message_id IS NOT NULL AND p.tracking_id <> c.tracking_id
+	ORDER BY p.delivered_at DESC LIMIT 1`
 
 func (s *Store) claimDelivery(ctx context.Context, trackingID string, lease time.Duration, inOrder bool) (notification.Delivery, error) {
 	ctx, cancel := withTimeout(ctx)
@@ -128,7 +152,8 @@ func (s *Store) claimDelivery(ctx context.Context, trackingID string, lease time
 // inOrder: only when no message ahead of it in its chat is pending (notification.AheadSQL).
 func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Duration, inOrder bool) (notification.Delivery, error) {
 	var d notification.Delivery
-	var markup, entities *string
+	var markup, entities, editID *string
+	var editSentAt *time.Time
 	err := s.pool.QueryRow(ctx, `
 		WITH c AS (
 			UPDATE notifications
@@ -136,7 +161,7 @@ func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Dur
 			    lease_expires_at = now() + make_interval(secs => $2), updated_at = now()
 			WHERE tracking_id = $1 AND `+claimSQL+` AND NOT ($3 AND `+aheadSQL("notifications")+`)
 			RETURNING tracking_id, kind, tenant_id, user_id, chat_id, bot_id, priority, body, reply_markup, attempts, expires_at, category,
-			          format, entities, silent, protect_content, link_preview)
+			          format, entities, silent, protect_content, link_preview, replace_key, created_at)
 		SELECT c.tracking_id::text, c.kind, COALESCE(c.tenant_id, ''), COALESCE(c.user_id, ''),
 		       CASE WHEN c.kind = `+notification.KindSystemSQL+` OR (l.chat_id = c.chat_id AND l.bot_id IS NOT DISTINCT FROM c.bot_id)
 		            THEN c.chat_id ELSE 0 END,
@@ -147,13 +172,24 @@ func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Dur
 		           SELECT 1 FROM opt_outs o WHERE o.tenant_id = c.tenant_id AND o.user_id = c.user_id AND `+optOutCovers(`c.category`)+`),
 		       c.priority, c.body, c.reply_markup::text, c.attempts, c.expires_at,
 		       COALESCE(c.format, ''), c.entities, COALESCE(c.silent, false), COALESCE(c.protect_content, false),
-		       NOT COALESCE(c.link_preview, true)
+		       NOT COALESCE(c.link_preview, true),
+		       COALESCE(c.replace_key, ''), t.message_id, t.sent_at,
+		       EXISTS (SELECT 1 FROM notifications e WHERE `+notification.KeyLaterDeliveredSQL("e", "c")+`)
 		FROM c LEFT JOIN links l ON c.kind = `+notification.KindTenantSQL+` AND l.tenant_id = c.tenant_id AND l.user_id = c.user_id
-		     LEFT JOIN bots b ON b.id = c.bot_id`,
+		     LEFT JOIN bots b ON b.id = c.bot_id
+		     LEFT JOIN LATERAL (`+editTargetSQL+`) t ON true`,
 		trackingID, lease.Seconds(), inOrder).
 		Scan(&d.TrackingID, &d.Kind, &d.TenantID, &d.UserID, &d.ChatID, &d.Relinked, &d.Bot, &d.BotTokenRefused, &d.Blocked, &d.OptedOut,
 			&d.Priority, &d.Body, &markup, &d.Attempts, &d.ExpiresAt,
-			&d.Format, &entities, &d.Silent, &d.ProtectContent, &d.NoLinkPreview)
+			&d.Format, &entities, &d.Silent, &d.ProtectContent, &d.NoLinkPreview,
+			&d.ReplaceKey, &editID, &editSentAt, &d.Superseded)
+	if err == nil && editID != nil {
+		// The id is the platform's message_id as the finish recorded it (decimal); one that does not read
+		// as one (a row changed past the store) is no message to edit.
+		if id, perr := strconv.ParseInt(*editID, 10, 64); perr == nil && editSentAt != nil {
+			d.Edit = &notification.EditTarget{MessageID: id, SentAt: *editSentAt}
+		}
+	}
 	if err == nil && markup != nil {
 		d.ReplyMarkup = json.RawMessage(*markup)
 	}
@@ -175,6 +211,8 @@ var finishUpdateSQL = `
 	    last_error_message = CASE WHEN $8 THEN last_error_message ELSE $6 END,
 	    next_attempt_at = CASE WHEN $3 = ` + notification.Retry.To().SQL() + ` THEN now() + make_interval(secs => $7) END,
 	    delivered_at = CASE WHEN $3 = ` + notification.Deliver.To().SQL() + ` THEN now() END,
+	    delivered_as = CASE WHEN $3 = ` + notification.Deliver.To().SQL() + ` THEN $9 END,
+	    message_sent_at = CASE WHEN $3 = ` + notification.Deliver.To().SQL() + ` THEN COALESCE($10, now()) END,
 	    lease_expires_at = NULL, published_at = NULL, updated_at = now()
 	WHERE tracking_id = $1 AND ` + notification.OutcomeSQL() + ` AND attempts = $2
 	RETURNING ` + notificationEventColumns
@@ -199,7 +237,11 @@ func (s *Store) FinishDelivery(ctx context.Context, d notification.Delivery, r n
 	if r.ErrorMessage != "" {
 		errMsg = &r.ErrorMessage
 	}
-	args := []any{d.TrackingID, d.Attempts, r.Status, msgID, r.ErrorCode, errMsg, r.RetryIn.Seconds(), r.Release}
+	deliveredAs := r.DeliveredAs
+	if deliveredAs == "" {
+		deliveredAs = notification.DeliveredSent
+	}
+	args := []any{d.TrackingID, d.Attempts, r.Status, msgID, r.ErrorCode, errMsg, r.RetryIn.Seconds(), r.Release, deliveredAs, r.MessageSentAt}
 	removeLink := r.RemoveLink && d.TenantID != "" && d.ChatID != 0
 	if !removeLink {
 		// The common case is one statement: no transaction, one round trip, the callback events included.

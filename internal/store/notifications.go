@@ -47,6 +47,8 @@ type NewNotification struct {
 	Category  string // "": none
 	// Template: the template the body was rendered from (§12); nil: none.
 	Template *notification.TemplateRef
+	// ReplaceKey: the send's replace_key (§13); "": none.
+	ReplaceKey string
 }
 
 // Every row is committed before its envelope is published (internal/outbox), so a worker that receives an
@@ -70,24 +72,24 @@ var insertTenantSQL = `
 	WITH r AS (
 		SELECT r.tracking_id, r.tenant_id, r.user_id, r.priority, r.body, r.status, r.metadata, r.send_at,
 		       r.expires_at, r.category, r.format, r.entities, r.reply_markup, r.silent, r.protect_content, r.link_preview,
-		       r.template_name, r.template_version, r.template_locale, l.chat_id, l.bot_id
+		       r.template_name, r.template_version, r.template_locale, r.replace_key, l.chat_id, l.bot_id
 		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::smallint[], $5::text[], $6::text[], $7::text[],
 		            $8::timestamptz[], $9::timestamptz[], $10::text[], $11::text[], $12::text[], $13::text[],
-		            $14::boolean[], $15::boolean[], $16::boolean[], $17::text[], $18::int[], $19::text[])
+		            $14::boolean[], $15::boolean[], $16::boolean[], $17::text[], $18::int[], $19::text[], $20::text[])
 		     AS r(tracking_id, tenant_id, user_id, priority, body, status, metadata, send_at, expires_at, category,
 		          format, entities, reply_markup, silent, protect_content, link_preview, template_name, template_version,
-		          template_locale)
+		          template_locale, replace_key)
 		JOIN links l ON l.tenant_id = r.tenant_id AND l.user_id = r.user_id
 		JOIN phone_verifications v ON v.tenant_id = r.tenant_id AND v.user_id = r.user_id
 		WHERE v.status = 'verified'
 		  AND NOT EXISTS (SELECT 1 FROM opt_outs o WHERE o.tenant_id = r.tenant_id AND o.user_id = r.user_id AND ` + optOutCovers(`r.category`) + `))
 	INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, chat_id, bot_id, priority, body, status, published_at,
 	                           metadata, send_at, expires_at, category, format, entities, reply_markup, silent, protect_content,
-	                           link_preview, template_name, template_version, template_locale)
+	                           link_preview, template_name, template_version, template_locale, replace_key)
 	SELECT tracking_id, ` + notification.KindTenantSQL + `, tenant_id, user_id, chat_id, bot_id, priority, body, status,
 	       CASE WHEN status = ` + notification.Queued.SQL() + ` THEN now() END, metadata::jsonb, send_at, expires_at, category,
 	       format, entities, reply_markup::jsonb, silent, protect_content, link_preview, template_name, template_version,
-	       template_locale
+	       template_locale, replace_key
 	FROM r
 	RETURNING tracking_id::text, COALESCE(bot_id, 0), chat_id`
 
@@ -167,7 +169,9 @@ func insertTenant(ctx context.Context, q querier, ns []NewNotification) (map[str
 	tNames := make([]*string, len(ns))
 	tVersions := make([]*int32, len(ns))
 	tLocales := make([]*string, len(ns))
+	replaceKeys := make([]*string, len(ns)) // §13, NULL for none
 	for i, n := range ns {
+		replaceKeys[i] = optionalText(n.ReplaceKey)
 		if t := n.Template; t != nil {
 			v := int32(t.Version)
 			tNames[i], tVersions[i], tLocales[i] = &t.Name, &v, &t.Locale
@@ -200,7 +204,7 @@ func insertTenant(ctx context.Context, q querier, ns []NewNotification) (map[str
 	b := &pgx.Batch{}
 	b.Queue(lockGateSQL, buckets)
 	b.Queue(insertTenantSQL, ids, tenants, users, prios, bodies, statuses, metadata, sendAt, expiresAt, categories,
-		formats, entities, markups, silent, protect, preview, tNames, tVersions, tLocales)
+		formats, entities, markups, silent, protect, preview, tNames, tVersions, tLocales, replaceKeys)
 	br := q.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
@@ -302,13 +306,15 @@ var viewColumns = `tracking_id::text, user_id, priority, status, attempts, creat
 	messenger_message_id, last_error_code, last_error_message, COALESCE(metadata, '{}'::jsonb), send_at, expires_at,
 	delivered_at, CASE WHEN status = ` + notification.Retrying.SQL() + ` THEN next_attempt_at END, category,
 	COALESCE(format, '` + notification.FormatText + `'),
-	CASE WHEN template_name IS NOT NULL THEN jsonb_build_object('name', template_name, 'version', template_version, 'locale', template_locale) END`
+	CASE WHEN template_name IS NOT NULL THEN jsonb_build_object('name', template_name, 'version', template_version, 'locale', template_locale) END,
+	replace_key, CASE WHEN status = ` + notification.Delivered.SQL() + ` THEN COALESCE(delivered_as, '` + notification.DeliveredSent + `') END,
+	message_deleted_at`
 
 // viewScanArgs are the destinations of viewColumns in v.
 func viewScanArgs(v *notification.View) []any {
 	return []any{&v.TrackingID, &v.UserID, &v.Priority, &v.Status, &v.Attempts, &v.CreatedAt, &v.UpdatedAt,
 		&v.MessengerMessageID, &v.LastErrorCode, &v.LastErrorMessage, &v.Metadata, &v.SendAt, &v.ExpiresAt,
-		&v.DeliveredAt, &v.NextAttemptAt, &v.Category, &v.Format, &v.Template}
+		&v.DeliveredAt, &v.NextAttemptAt, &v.Category, &v.Format, &v.Template, &v.ReplaceKey, &v.DeliveredAs, &v.MessageDeletedAt}
 }
 
 // scanView reads one row of viewColumns.

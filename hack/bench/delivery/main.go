@@ -32,6 +32,7 @@ import (
 	"github.com/heraldhq/herald/internal/ingress"
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/sim"
+	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/benchutil"
 	"github.com/heraldhq/herald/internal/testing/fixture"
 )
@@ -45,6 +46,7 @@ var (
 	latencyMS = flag.Int("latency", 50, "simulator answer latency in ms")
 	verbose   = flag.Bool("v", false, "log the worker's warnings to stderr")
 	cpuprof   = flag.String("cpuprofile", "", "write a CPU profile of the last run's throughput phase")
+	replace   = flag.Bool("replace", false, "half the latency phase's sends replace (§13: replace_key) a backlog user's message: edits, reported apart")
 )
 
 type result struct {
@@ -133,7 +135,13 @@ func run(ctx context.Context, url string, i int) (result, error) {
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
 	send := func(user int, prio int) (string, time.Time, error) {
-		body, _ := json.Marshal(map[string]any{"user_id": "u" + strconv.Itoa(user), "message": "benchmark message", "priority": prio})
+		fields := map[string]any{"user_id": "u" + strconv.Itoa(user), "message": "benchmark message", "priority": prio}
+		if *replace {
+			// Every send carries the key: a backlog user's later send edits its message (-replace).
+			fields["replace_key"] = "status"
+			fields["message"] = "benchmark message " + strconv.FormatInt(time.Now().UnixNano(), 36)
+		}
+		body, _ := json.Marshal(fields)
 		req, _ := http.NewRequest("POST", apiURL+"/v1/send", bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+key)
 		req.Header.Set("Content-Type", "application/json")
@@ -224,7 +232,9 @@ func run(ctx context.Context, url string, i int) (result, error) {
 		}
 	}
 	res.throughput = float64(*backlog-1) / last.Sub(first).Seconds()
-	fmt.Printf("  throughput phase: %.0f deliveries/s\n", res.throughput)
+	st0 := s.Stats()
+	fmt.Printf("  throughput phase: %.0f deliveries/s, limit violations so far %d (global %d, per chat %d)\n", res.throughput,
+		st0.LimitViolations, st0.GlobalLimitViolations, st0.ChatLimitViolations)
 
 	// Latency: a steady rate of sends, each to a fresh chat.
 	type sent struct {
@@ -238,7 +248,11 @@ func run(ctx context.Context, url string, i int) (result, error) {
 	for j := range total {
 		<-tick.C
 		lwg.Go(func() {
-			id, at, err := send(*backlog+1+j, 5)
+			user := *backlog + 1 + j
+			if *replace && j%2 == 0 {
+				user = j/2%*backlog + 1 // a backlog user: its message, delivered in the throughput phase, is edited
+			}
+			id, at, err := send(user, 5)
 			if err != nil {
 				select {
 				case errc <- err:
@@ -294,8 +308,30 @@ func run(ctx context.Context, url string, i int) (result, error) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	sort.Slice(lat, func(a, b int) bool { return lat[a] < lat[b] })
+	if *replace {
+		// The two halves apart: the sends that edit (even j) and the plain ones (odd j).
+		var edited, plain []time.Duration
+		for j, s := range out {
+			if j%2 == 0 {
+				edited = append(edited, deliveredAfter(ctx, st, s.id, s.at))
+			} else {
+				plain = append(plain, deliveredAfter(ctx, st, s.id, s.at))
+			}
+		}
+		var edits int
+		_ = st.Pool().QueryRow(ctx, `SELECT count(*) FROM notifications WHERE tracking_id = ANY($1::uuid[]) AND delivered_as = 'edited'`, ids).Scan(&edits)
+		for _, h := range [][]time.Duration{edited, plain} {
+			sort.Slice(h, func(a, b int) bool { return h[a] < h[b] })
+		}
+		fmt.Printf("  replace: %d of %d delivered as edits; 202→delivered p50 %v p95 %v (replacing) vs p50 %v p95 %v (plain)\n",
+			edits, len(edited), edited[len(edited)/2].Round(100*time.Microsecond), edited[len(edited)*95/100].Round(100*time.Microsecond),
+			plain[len(plain)/2].Round(100*time.Microsecond), plain[len(plain)*95/100].Round(100*time.Microsecond))
+	}
 	res.p50, res.p95 = lat[len(lat)/2], lat[len(lat)*95/100]
-	res.violations = s.Stats().LimitViolations
+	stEnd := s.Stats()
+	res.violations = stEnd.LimitViolations
+	fmt.Printf("  latency phase: limit violations in it %d (global %d, per chat %d); edits %d\n", stEnd.LimitViolations-st0.LimitViolations,
+		stEnd.GlobalLimitViolations-st0.GlobalLimitViolations, stEnd.ChatLimitViolations-st0.ChatLimitViolations, stEnd.Edits)
 	return res, nil
 }
 
@@ -304,4 +340,11 @@ func workerLogger(quiet *slog.Logger) *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	return quiet
+}
+
+// deliveredAfter is how long after at the notification id was recorded delivered.
+func deliveredAfter(ctx context.Context, st *store.Store, id string, at time.Time) time.Duration {
+	var t time.Time
+	_ = st.Pool().QueryRow(ctx, `SELECT updated_at FROM notifications WHERE tracking_id = $1`, id).Scan(&t)
+	return t.Sub(at)
 }

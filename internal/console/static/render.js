@@ -207,7 +207,8 @@ export function renderNotifications(ns) {
           onclick: () => navigator.clipboard?.writeText(n.tracking_id) }, '⧉')),
       el('td', {}, n.user_id),
       el('td', {}, n.priority),
-      el('td', {}, stateBadge(n.status)),
+      // An edit of its replace_key's message (§13) says so, and a message deleted on request too.
+      el('td', {}, stateBadge(n.status), n.delivered_as === 'edited' ? ' edited' : '', n.message_deleted_at ? ' · message deleted' : ''),
       el('td', {}, n.attempts),
       el('td', { class: 'error' }, error),
       el('td', {}, time(n.updated_at)));

@@ -168,3 +168,26 @@ func Release(sent bool) Decision {
 	}
 	return Decision{Result: r}
 }
+
+// Edited is the decision for a notification delivered by editing its key's message e (§13), or whose edit
+// the platform answered "message is not modified": the message shows it.
+func Edited(e *notification.EditTarget) Decision {
+	sentAt := e.SentAt
+	return Decision{Result: notification.DeliveryResult{Status: notification.Delivered,
+		MessengerMessageID: strconv.FormatInt(e.MessageID, 10), DeliveredAs: notification.DeliveredEdited, MessageSentAt: &sentAt}}
+}
+
+// Superseded is the decision for a notification with a replace_key whose turn came after a later one of
+// its key was delivered (notification.CodeSuperseded): it fails without a call.
+func Superseded() Decision {
+	return Decision{Result: notification.DeliveryResult{Status: notification.Failed, ErrorCode: notification.CodeSuperseded,
+		ErrorMessage: notification.SupersededMessage}}
+}
+
+// editOutcome names an edit's answer for herald_worker_edits_total (nil or "not modified").
+func editOutcome(err error) string {
+	if err == nil {
+		return "edited"
+	}
+	return "not_modified"
+}

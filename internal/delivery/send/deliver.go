@@ -58,11 +58,62 @@ func (s *Sender) deliver(ctx context.Context, p rate.Priority, d notification.De
 		s.log.Error("cannot send through the notification's bot", "tracking_id", d.TrackingID, "bot", int64(d.Bot), "err", err)
 		return s.finish(d, BotUnavailable(err, d.Attempts, s.opts.MaxAttempts, s.opts.Backoff, Expired(d, time.Now())))
 	}
+	if d.Superseded {
+		// A later notification of its replace_key was delivered first: this older status must not replace it.
+		t.refund()
+		return s.finish(d, Superseded())
+	}
+	if d.Edit != nil {
+		// A status message that updates (§13): the key's message is edited, at the same pace as a send.
+		stop, err := s.call(ctx, p, d, t, "editMessageText", func(ctx context.Context, _ bool) error {
+			return platform.EditMessageText(ctx, editRequest(d, entities))
+		})
+		switch {
+		case stop != nil:
+			return s.finish(d, *stop)
+		case err == nil || messenger.NotModified(err):
+			// "Not modified": the message shows this already (the same text again, or a retry after the
+			// platform applied the edit and the worker died before its write): delivered.
+			botSends.WithLabelValues(s.opts.BotLabel(d.Bot), messenger.Delivered.String()).Inc()
+			edits.WithLabelValues(editOutcome(err)).Inc()
+			return s.finish(d, Edited(d.Edit))
+		case messenger.Uneditable(err):
+			// The user deleted the message, or the platform will not edit it any more: a new message, which
+			// the key follows from now on. It waits for a turn of its own: the edit took one.
+			edits.WithLabelValues("uneditable").Inc()
+			s.log.Info("the key's message cannot be edited; sending a new one", "tracking_id", d.TrackingID, "err", err)
+			t.granted = false
+		default:
+			edits.WithLabelValues("error").Inc()
+			return s.outcome(d, t, 0, err)
+		}
+	}
+	var msgID int64
+	stop, err := s.call(ctx, p, d, t, "sendMessage", func(ctx context.Context, paid bool) error {
+		var err error
+		msgID, err = platform.SendMessage(ctx, sendRequest(d, entities, paid))
+		return err
+	})
+	if stop != nil {
+		return s.finish(d, *stop)
+	}
+	return s.outcome(d, t, msgID, err)
+}
+
+// call makes one request to the platform for d at the bot's and the chat's pace: the bot's rate (a turn
+// of its own bot's, unless the lane's grant is still unused), the chat's interval, the last admission
+// (paid past the free rate, for a send: rate.Limiter.AdmitPaid), and returns the platform's answer. stop is
+// the decision when the worker began shutting down first (err is then why): Release(false) if the request
+// never left, Release(true) if it was interrupted (the platform may or may not have it).
+func (s *Sender) call(ctx context.Context, p rate.Priority, d notification.Delivery, t *turn, method string,
+	do func(ctx context.Context, paid bool) error) (stop *Decision, err error) {
+	notSent, interrupted := Release(false), Release(true)
 	if !t.granted {
-		// A turn of its own bot's (turn.use), or a bot that sends again: waited for here, holding the slot.
+		// A turn of its own bot's (turn.use), a bot that sends again, or the second request of one
+		// delivery (an edit that became a send): waited for here, holding the slot.
 		start := time.Now()
 		if err := t.pace.Limiter.Wait(ctx, p, d.TenantID); err != nil {
-			return s.finish(d, Release(false))
+			return &notSent, err
 		}
 		t.granted = true
 		limiterWait.WithLabelValues("global", p.String()).Observe(time.Since(start).Seconds())
@@ -71,37 +122,41 @@ func (s *Sender) deliver(ctx context.Context, p rate.Priority, d notification.De
 	// another lane sends to the same chat: one messenger user linked by two tenants).
 	start := time.Now()
 	if err := t.pace.Chats.Wait(ctx, d.ChatID); err != nil {
-		return s.finish(d, Release(false))
+		return &notSent, err
 	}
 	limiterWait.WithLabelValues("chat", p.String()).Observe(time.Since(start).Seconds())
 	// The last moment before the request leaves: see rate.Limiter.Admit. Past the bot's free rate, a bot
 	// allowed paid broadcasts pays for the send (rate.Limiter.AdmitPaid).
 	paid, err := t.pace.Limiter.AdmitPaid(ctx)
 	if err != nil {
-		return s.finish(d, Release(false))
+		return &notSent, err
 	}
 
 	sent := time.Now()
 	t.pace.Chats.Sent(d.ChatID, sent)
-	sendCtx, cancel := context.WithTimeout(ctx, s.opts.SendTimeout)
-	sendCtx, sendSpan := tracing.Tracer().Start(sendCtx, "sendMessage", trace.WithSpanKind(trace.SpanKindClient))
-	msgID, err := platform.SendMessage(sendCtx, sendRequest(d, entities, paid))
+	callCtx, cancel := context.WithTimeout(ctx, s.opts.SendTimeout)
+	callCtx, span := tracing.Tracer().Start(callCtx, method, trace.WithSpanKind(trace.SpanKindClient))
+	err = do(callCtx, paid)
 	if err != nil {
-		sendSpan.SetStatus(codes.Error, messenger.Classify(err).String())
+		span.SetStatus(codes.Error, messenger.Classify(err).String())
 	}
-	sendSpan.End()
+	span.End()
 	cancel()
 	// The platform had the request before it answered: counting the chat's interval from the answer too
 	// keeps two sends to one chat apart by at least the interval where the platform measures it, however
 	// late this one reached it (a busy CPU, a slow network).
 	t.pace.Chats.Sent(d.ChatID, time.Now())
-	elapsed := time.Since(sent)
 	if err != nil && ctx.Err() != nil {
 		// Shutdown interrupted the call: the platform may or may not have the message.
-		return s.finish(d, Release(true))
+		return &interrupted, err
 	}
+	platformLatency.WithLabelValues(messenger.Classify(err).String()).Observe(time.Since(sent).Seconds())
+	return nil, err
+}
+
+// outcome records the platform's answer err to a send (msgID its message_id) or an edit of d.
+func (s *Sender) outcome(d notification.Delivery, t *turn, msgID int64, err error) bool {
 	class := messenger.Classify(err).String()
-	platformLatency.WithLabelValues(class).Observe(elapsed.Seconds())
 	label := s.opts.BotLabel(d.Bot)
 	if d.Bot != notification.SharedBot && messenger.ErrorCode(err) == http.StatusUnauthorized {
 		botSends.WithLabelValues(label, outcomeTokenRefused).Inc()
@@ -130,6 +185,18 @@ func (s *Sender) deliver(ctx context.Context, p rate.Priority, d notification.De
 		}
 	}
 	return s.finish(d, dec)
+}
+
+// editRequest is the editMessageText of a claimed notification with a message to edit (§13): the new
+// text, entities, keyboard — none takes the message's away — and link preview, as sendRequest sends them.
+// An edit makes no sound and keeps the message's protection: the platform takes neither flag here.
+func editRequest(d notification.Delivery, entities json.RawMessage) messenger.EditMessageTextRequest {
+	req := messenger.EditMessageTextRequest{ChatID: d.ChatID, MessageID: d.Edit.MessageID, Text: d.Body, Entities: entities,
+		ReplyMarkup: d.ReplyMarkup}
+	if d.NoLinkPreview {
+		req.LinkPreviewOptions = &messenger.LinkPreviewOptions{IsDisabled: true}
+	}
+	return req
 }
 
 // sendRequest is the sendMessage of a claimed notification: its text and, as the door validated and the

@@ -43,13 +43,22 @@ var (
 	// internal/metriclabel).
 	botSends = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_worker_bot_sends_total",
-		Help: "sendMessage calls per bot (\"shared\", or a tenant's bot's username, capped at 100 then \"other\"), by outcome (delivered, retry, blocked, unlinked, failed, token_refused: the platform refused the bot's token).",
+		Help: "sendMessage and editMessageText calls per bot (\"shared\", or a tenant's bot's username, capped at 100 then \"other\"), by outcome (delivered, retry, blocked, unlinked, failed, token_refused: the platform refused the bot's token).",
 	}, []string{"bot", "outcome"})
 	// Per tenant (capped, see internal/metriclabel; "system" for a system message of no tenant).
 	parseFailures = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_worker_entity_parse_failures_total",
 		Help: "Sends the messaging platform refused as formatted (400 \"can't parse entities\" or keyboard, \"entities too long\", an entity or button URL refused: messenger.Unparsable), by tenant (capped at 100 names, then \"other\"; \"system\" for messages of no tenant). Herald validates every message at the door: anything but 0 means it and the platform disagree, and the notification failed.",
 	}, []string{"tenant"})
+	// Replace deliveries (spec v1-extensions §13).
+	edits = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_worker_edits_total",
+		Help: "editMessageText calls of notifications with a replace_key, by outcome (edited; not_modified: the message showed it already, delivered; uneditable: the message was gone or could not be edited, a new message went instead; error: any other answer, handled as a send's).",
+	}, []string{"outcome"})
+	deletes = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_worker_message_deletes_total",
+		Help: "deleteMessage calls on tenants' requests (DELETE /v1/notifications/{id}/message), by outcome (deleted; gone: the platform no longer had the message, counted as deleted; refused: it will not delete it, given up; retry: tried again later).",
+	}, []string{"outcome"})
 	botThrottles = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_worker_bot_throttled_total",
 		Help: "429 answers from the platform per bot (\"shared\", or a tenant's bot's username, capped at 100 then \"other\").",

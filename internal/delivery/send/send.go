@@ -20,9 +20,11 @@ import (
 	"github.com/heraldhq/herald/internal/store"
 )
 
-// Platform sends one message; *messenger.Client is the production one.
+// Platform sends, edits and deletes messages through one bot; *messenger.Client is the production one.
 type Platform interface {
 	SendMessage(ctx context.Context, req messenger.SendMessageRequest) (int64, error)
+	EditMessageText(ctx context.Context, req messenger.EditMessageTextRequest) error
+	DeleteMessage(ctx context.Context, req messenger.DeleteMessageRequest) error
 }
 
 // Options configure a Sender. Every field is required unless it says otherwise.
