@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/heraldhq/herald/internal/consent"
 	"github.com/heraldhq/herald/internal/notification"
 )
 
@@ -22,7 +23,7 @@ import (
 //	processed update ids     deleted ProcessedUpdateRetention after they were handled
 //	callback events          deleted RetentionPolicy.CallbackEvents after they were delivered or dropped
 //	                         (pending ones end within their 24-hour retry window, and are never purged)
-//	stop prompts             deleted StopPromptTTL after they were made (a tap changes nothing after it)
+//	stop prompts             deleted consent.PromptTTL after they were made (a tap changes nothing after it)
 //
 // "Final" is notification.Status.Terminal (notification.TerminalSQL), so a terminal state added later is
 // purged without a change here. A notification's updated_at is the time it reached its final state: a terminal row never changes
@@ -151,7 +152,7 @@ var purgeRules = map[PurgeKind]purgeRule{
 			SELECT id FROM stop_prompts WHERE created_at < now() - $1::interval
 			ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
 		oldest: `SELECT min(created_at) + $1::interval FROM stop_prompts WHERE created_at < now() - $1::interval`,
-		age:    func(RetentionPolicy) time.Duration { return StopPromptTTL },
+		age:    func(RetentionPolicy) time.Duration { return consent.PromptTTL },
 	},
 }
 
