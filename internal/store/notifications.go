@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/heraldhq/herald/internal/notification"
+	"github.com/heraldhq/herald/internal/phone"
 )
 
 // NewNotification is a notification to insert.
@@ -79,7 +80,7 @@ var insertTenantSQL = `
 		          template_locale)
 		JOIN links l ON l.tenant_id = r.tenant_id AND l.user_id = r.user_id
 		JOIN phone_verifications v ON v.tenant_id = r.tenant_id AND v.user_id = r.user_id
-		WHERE v.status = 'verified'
+		WHERE v.status = ` + phone.Verified.SQL() + `
 		  AND NOT EXISTS (SELECT 1 FROM opt_outs o WHERE o.tenant_id = r.tenant_id AND o.user_id = r.user_id AND ` + optOutCovers(`r.category`) + `))
 	INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, chat_id, bot_id, priority, body, status, published_at,
 	                           metadata, send_at, expires_at, category, format, entities, reply_markup, silent, protect_content,
