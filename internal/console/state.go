@@ -21,27 +21,12 @@ const (
 // state is what the page renders, pushed whole whenever it changes. Timestamps are RFC 3339 UTC with
 // milliseconds, as in the API.
 type state struct {
-	Notifications []notificationRow `json:"notifications"`
-	Users         []tenantUser      `json:"users"`
-	Bots          []bot             `json:"bots"`   // the simulator's bots, the default one first; empty without it
-	Chats         []chat            `json:"chats"`  // the simulated users' chats with the bots; empty without the simulator
-	Faults        *sim.Faults       `json:"faults"` // nil without the simulator
-	Stats         *simStats         `json:"stats"`
-}
-
-// notificationRow is the Notification resource of the API, plus when the next attempt is due.
-type notificationRow struct {
-	TrackingID         string  `json:"tracking_id"`
-	UserID             string  `json:"user_id"`
-	Priority           int     `json:"priority"`
-	Status             string  `json:"status"`
-	Attempts           int     `json:"attempts"`
-	CreatedAt          string  `json:"created_at"`
-	UpdatedAt          string  `json:"updated_at"`
-	NextAttemptAt      *string `json:"next_attempt_at"`
-	MessengerMessageID *string `json:"messenger_message_id"`
-	LastErrorCode      int     `json:"last_error_code"`
-	LastErrorMessage   *string `json:"last_error_message"`
+	Notifications []notification.Resource `json:"notifications"` // the API's resource: next_attempt_at while retrying
+	Users         []tenantUser            `json:"users"`
+	Bots          []bot                   `json:"bots"`   // the simulator's bots, the default one first; empty without it
+	Chats         []chat                  `json:"chats"`  // the simulated users' chats with the bots; empty without the simulator
+	Faults        *sim.Faults             `json:"faults"` // nil without the simulator
+	Stats         *simStats               `json:"stats"`
 }
 
 // tenantUser is where one of the tenant's users stands; the walkthrough's steps are read from it.
@@ -89,17 +74,13 @@ type simStats struct {
 }
 
 func (c *Console) state(ctx context.Context) (state, error) {
-	st := state{Notifications: []notificationRow{}, Users: []tenantUser{}, Bots: []bot{}, Chats: []chat{}}
+	st := state{Notifications: []notification.Resource{}, Users: []tenantUser{}, Bots: []bot{}, Chats: []chat{}}
 	ns, err := c.opts.Store.RecentNotifications(ctx, c.opts.TenantID, maxNotifications)
 	if err != nil {
 		return st, err
 	}
 	for _, n := range ns {
-		st.Notifications = append(st.Notifications, notificationRow{
-			TrackingID: n.TrackingID, UserID: n.UserID, Priority: n.Priority, Status: string(n.Status), Attempts: n.Attempts,
-			CreatedAt: timestamp(n.CreatedAt), UpdatedAt: timestamp(n.UpdatedAt), NextAttemptAt: optionalTimestamp(n.NextAttemptAt),
-			MessengerMessageID: n.MessengerMessageID, LastErrorCode: n.LastErrorCode, LastErrorMessage: n.LastErrorMessage,
-		})
+		st.Notifications = append(st.Notifications, n.Resource())
 	}
 	users, err := c.opts.Store.UsersProgress(ctx, c.opts.TenantID, maxUsers)
 	if err != nil {
