@@ -534,19 +534,6 @@ func (s *Store) NotificationStats(ctx context.Context, tenantIDs []string, windo
 	return out, translate(err, "counting notifications")
 }
 
-// NotificationCreatedAt reads when a notification was inserted and whether its publish must have ended
-// by now (it was inserted more than PublishWindow ago); ErrNotFound when it does not exist (any more).
-func (s *Store) NotificationCreatedAt(ctx context.Context, trackingID string) (settled bool, err error) {
-	ctx, cancel := withTimeout(ctx)
-	defer cancel()
-	err = s.pool.QueryRow(ctx, `SELECT created_at < now() - $2::interval FROM notifications WHERE tracking_id = $1`,
-		trackingID, PublishWindow.String()).Scan(&settled)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, fmt.Errorf("while reading notification %s: %w", trackingID, ErrNotFound)
-	}
-	return settled, translate(err, "reading notification "+trackingID)
-}
-
 // PublishWindow bounds how long a producer may take to publish a notification it has just committed: one
 // that gets no acknowledgement within it has given up (its rows are discarded or left to the relay).
 // Producers use shorter timeouts (2 s); the window is what a concurrent duplicate of an idempotent send

@@ -183,32 +183,13 @@ func (s *Store) LiftOptOut(ctx context.Context, tenantID, userID, category strin
 	return lifted, nil
 }
 
-// OptOutsOf lists a tenant's user's opt-outs, the whole tenant's first, then by category.
-func (s *Store) OptOutsOf(ctx context.Context, tenantID, userID string) ([]consent.Record, error) {
-	ctx, cancel := withTimeout(ctx)
-	defer cancel()
-	rows, _ := s.pool.Query(ctx, `SELECT category, by, created_at FROM opt_outs WHERE tenant_id = $1 AND user_id = $2 ORDER BY category`,
-		tenantID, userID)
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (consent.Record, error) {
-		var o consent.Record
-		err := r.Scan(&o.Category, &o.By, &o.CreatedAt)
-		return o, err
-	})
-	return out, translate(err, "listing opt-outs")
-}
-
 // SentCategoriesScan bounds the notifications of a user whose categories /stop reads: the latest ones (issue
 // 35: a tenant's backlog for one user must not size a /stop).
 const SentCategoriesScan = 1000
 
-// sentCategories is the query of the categories tenant sent user (SQL expressions) within window (an
-// interval's parameter), each once, sorted: among the user's latest SentCategoriesScan notifications (a
-// range of notifications_user_list_idx, newest first).
-func sentCategories(tenant, user, window string) string {
-	return sentCategoriesLimit(tenant, user, window, 0)
-}
-
-// sentCategoriesLimit is sentCategories, the first limit of them only (0: all).
+// sentCategoriesLimit is the query of the categories tenant sent user (SQL expressions) within window (an
+// interval's parameter), each once, sorted, the first limit of them only (0: all): among the user's latest
+// SentCategoriesScan notifications (a range of notifications_user_list_idx, newest first).
 func sentCategoriesLimit(tenant, user, window string, limit int) string {
 	most := ""
 	if limit > 0 {
@@ -221,19 +202,6 @@ func sentCategoriesLimit(tenant, user, window string, limit int) string {
 			  AND n.created_at > now() - ` + window + `::interval
 			ORDER BY n.created_at DESC LIMIT ` + strconv.Itoa(SentCategoriesScan) + `) r
 		WHERE category IS NOT NULL ORDER BY category` + most + `) c`
-}
-
-var sentCategoriesSQL = sentCategories(`$1`, `$2`, `$3`)
-
-// SentCategories lists the categories the tenant sent its user in the last 30 days (consent.SentCategoriesWindow),
-// among its latest SentCategoriesScan notifications, each once, sorted: what /stop offers besides the whole
-// tenant.
-func (s *Store) SentCategories(ctx context.Context, tenantID, userID string) ([]string, error) {
-	ctx, cancel := withTimeout(ctx)
-	defer cancel()
-	var out []string
-	err := s.pool.QueryRow(ctx, sentCategoriesSQL, tenantID, userID, consent.SentCategoriesWindow.String()).Scan(&out)
-	return out, translate(err, "listing the categories sent")
 }
 
 // coveredSQL returns, of the notifications ($1 tracking ids, $2 tenants, $3 users, $4 categories), those an
