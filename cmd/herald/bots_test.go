@@ -12,9 +12,9 @@ import (
 
 	"github.com/heraldhq/herald/internal/bot"
 	"github.com/heraldhq/herald/internal/botstate"
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/signing"
-	"github.com/heraldhq/herald/internal/sim"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
 

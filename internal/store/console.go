@@ -9,7 +9,7 @@ import (
 	"github.com/heraldhq/herald/internal/notification"
 )
 
-// Reads for the dev console of herald dev (internal/console), and for nothing tenant-facing: a tenant's
+// Reads for the dev console of herald dev (internal/dev/console), and for nothing tenant-facing: a tenant's
 // latest notifications and where each of its users stands.
 
 // RecentNotifications returns the tenant's latest notifications, newest first (never their bodies).

@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/internal/devenv"
+	"github.com/heraldhq/herald/internal/dev/devenv"
+	"github.com/heraldhq/herald/internal/dev/pglocal"
 	"github.com/heraldhq/herald/internal/egress"
-	"github.com/heraldhq/herald/internal/pglocal"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/devtest"
 	"github.com/heraldhq/herald/internal/testing/pgtest"

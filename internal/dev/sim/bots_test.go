@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/messenger"
-	"github.com/heraldhq/herald/internal/sim"
 )
 
 // botView is a bot as the control API describes it.

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/messenger"
-	"github.com/heraldhq/herald/internal/sim"
 )
 
 // The Go API acts on one bot through its handle, as the control API does with ?bot=.

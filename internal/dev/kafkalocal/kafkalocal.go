@@ -1,5 +1,5 @@
 // Package kafkalocal runs an in-process Kafka-protocol broker (franz-go's kfake) for `herald dev`, the
-// benchmarks and the tests (internal/testing/kafkatest), as internal/pglocal runs a private PostgreSQL.
+// benchmarks and the tests (internal/testing/kafkatest), as internal/dev/pglocal runs a private PostgreSQL.
 // Herald speaks to it with kafka-go exactly as it speaks to a real cluster.
 package kafkalocal
 

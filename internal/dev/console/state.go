@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/notification"
-	"github.com/heraldhq/herald/internal/sim"
 )
 
 // How much of the world the page shows.

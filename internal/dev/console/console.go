@@ -25,8 +25,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/server"
-	"github.com/heraldhq/herald/internal/sim"
 	"github.com/heraldhq/herald/internal/store"
 )
 

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/messenger"
-	"github.com/heraldhq/herald/internal/sim"
 )
 
 func TestNext429AnswersWithRetryAfter(t *testing.T) {

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/signing"
-	"github.com/heraldhq/herald/internal/sim"
 )
 
 // postCallback POSTs body to the receiver signed with secrets (none: unsigned) at time at, and returns the

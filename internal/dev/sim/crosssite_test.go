@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/heraldhq/herald/internal/sim"
+	"github.com/heraldhq/herald/internal/dev/sim"
 )
 
 // raw sends one request with exactly the given headers and returns the status and body.

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/messenger"
-	"github.com/heraldhq/herald/internal/sim"
 )
 
 // sendPaced sends n messages round-robin over chats, one per tick of the given interval, concurrently as a

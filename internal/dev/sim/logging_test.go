@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/heraldhq/herald/internal/sim"
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/testing/syncbuf"
 )
 

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/messenger"
-	"github.com/heraldhq/herald/internal/sim"
 )
 
 // botAPI calls a Bot API method of the default bot over HTTP, as any client does, and returns the HTTP status

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/internal/devenv"
-	"github.com/heraldhq/herald/internal/sim"
+	"github.com/heraldhq/herald/internal/dev/devenv"
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/testing/devtest"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
@@ -274,9 +274,11 @@ func TestTheStateListsAChatPerBot(t *testing.T) {
 	}
 }
 
-// The console is a dev tool: only herald dev mounts it, never a production component.
+// The console is a dev tool: only herald dev mounts it, never a production component. And the dev wing
+// (internal/dev/…) as a whole stays out of the product: only cmd/herald (which wires herald dev and herald
+// sim), the wing itself and the test scaffolding (internal/testing, test/, hack/) import it.
 func TestOnlyHeraldDevMountsTheConsole(t *testing.T) {
-	root := filepath.Join("..", "..")
+	root := filepath.Join("..", "..", "..")
 	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -292,8 +294,15 @@ func TestOnlyHeraldDevMountsTheConsole(t *testing.T) {
 			return err
 		}
 		rel, _ := filepath.Rel(root, path)
-		if strings.Contains(string(b), `"github.com/heraldhq/herald/internal/console"`) && filepath.Dir(rel) != filepath.Join("internal", "devenv") {
-			t.Errorf("%s imports the dev console; only internal/devenv (herald dev) may", rel)
+		if strings.Contains(string(b), `"github.com/heraldhq/herald/internal/dev/console"`) && filepath.Dir(rel) != filepath.Join("internal", "dev", "devenv") {
+			t.Errorf("%s imports the dev console; only internal/dev/devenv (herald dev) may", rel)
+		}
+		wing := false
+		for _, p := range []string{"cmd/herald/", "internal/dev/", "internal/testing/", "test/", "hack/"} {
+			wing = wing || strings.HasPrefix(filepath.ToSlash(rel), p)
+		}
+		if !wing && strings.Contains(string(b), `"github.com/heraldhq/herald/internal/dev/`) {
+			t.Errorf("%s imports the dev wing (internal/dev/…); product code never does", rel)
 		}
 		return nil
 	})

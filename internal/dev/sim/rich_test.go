@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/messenger"
-	"github.com/heraldhq/herald/internal/sim"
 )
 
 // The simulator checks a message's entities as the platform does and refuses with its 400 "can't parse
