@@ -77,7 +77,7 @@ vet: ## gofmt and go vet
 
 .PHONY: screenshot
 screenshot: postgres browser ## Retake docs/dev-console.png: the dev console's browser test (headless Chromium) saves it
-	HERALD_CONSOLE_SCREENSHOT=$(CURDIR)/docs/dev-console.png $(GOTEST) -count=1 -run '^TestTheConsoleWalksATenantThroughInABrowser$$' ./internal/console/
+	HERALD_CONSOLE_SCREENSHOT=$(CURDIR)/docs/dev-console.png $(GOTEST) -count=1 -run '^TestTheConsoleWalksATenantThroughInABrowser$$' ./internal/dev/console/
 
 .PHONY: docs
 docs: ## Regenerate the settings table of docs/configuration.md from internal/config

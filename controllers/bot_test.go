@@ -26,11 +26,11 @@ import (
 
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
 	"github.com/heraldhq/herald/internal/bot"
+	"github.com/heraldhq/herald/internal/botstate"
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/operator"
 	"github.com/heraldhq/herald/internal/signing"
-	"github.com/heraldhq/herald/internal/sim"
-	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/rbactest"
 	"github.com/heraldhq/herald/internal/testing/wait"
@@ -756,7 +756,7 @@ func TestAWorkersRefusedTokenMarkIsReported(t *testing.T) {
 	h.waitBot(tn.Name, metav1.ConditionTrue, notifyv1alpha1.ReasonRegistered, "@acme_bot")
 
 	calls := p.calls.Load()
-	if _, err := h.st.SetBotState(h.ctx, 5001, store.BotTokenInvalid, "sendMessage answered 401 Unauthorized"); err != nil {
+	if _, err := h.st.SetBotState(h.ctx, 5001, botstate.TokenInvalid, "sendMessage answered 401 Unauthorized"); err != nil {
 		t.Fatal(err)
 	}
 	got := h.waitBot(tn.Name, metav1.ConditionFalse, notifyv1alpha1.ReasonTokenInvalid,

@@ -24,6 +24,7 @@ import (
 
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
 	"github.com/heraldhq/herald/internal/bot"
+	"github.com/heraldhq/herald/internal/botstate"
 	"github.com/heraldhq/herald/internal/store"
 )
 
@@ -116,10 +117,10 @@ func (r *TenantReconciler) useBot(ctx context.Context, tenant *notifyv1alpha1.Te
 	sameToken := err == nil && known.TokenDigest == bot.TokenDigest(token)
 	// Registered with this token at this URL: nothing the platform holds needs changing. The settings are
 	// Herald's own (the workers' rate and paid flag), recorded without a call.
-	registered := sameToken && known.State == store.BotReady && known.WebhookURL == r.Bots.PublicURL+bot.WebhookPath(id)
+	registered := sameToken && known.State == botstate.Ready && known.WebhookURL == r.Bots.PublicURL+bot.WebhookPath(id)
 	var b store.Bot
 	switch {
-	case sameToken && known.State == store.BotTokenInvalid:
+	case sameToken && known.State == botstate.TokenInvalid:
 		// A worker's send met the platform's 401 with this very token: registering it again would fail
 		// the same way, or (the platform briefly confused) undo the mark the workers rely on.
 		r.botNotReady(tenant, prevReason, notifyv1alpha1.ReasonTokenInvalid, redact(fmt.Sprintf(
@@ -259,7 +260,7 @@ func (r *TenantReconciler) register(ctx context.Context, tenant *notifyv1alpha1.
 			if recorded {
 				// The token the workers send with is refused: they fail its notifications at once from now.
 				id := tokenBot(token)
-				if _, err := r.Store.SetBotState(ctx, id, store.BotTokenInvalid, msg); err != nil {
+				if _, err := r.Store.SetBotState(ctx, id, botstate.TokenInvalid, msg); err != nil {
 					return store.Bot{}, fmt.Errorf("while recording that bot %d's token is refused: %w", id, err)
 				}
 			}
@@ -365,7 +366,7 @@ func (r *TenantReconciler) releaseBot(ctx context.Context, id bot.ID) {
 		logger.Info("could not delete the webhook of a bot no tenant sends through", "error", redact(err.Error(), token))
 		return
 	}
-	if _, err := r.Store.SetBotState(ctx, id, store.BotWebhookFailed, "no tenant sends through the bot: its webhook was deleted"); err != nil {
+	if _, err := r.Store.SetBotState(ctx, id, botstate.WebhookFailed, "no tenant sends through the bot: its webhook was deleted"); err != nil {
 		logger.Info("could not record that the bot's webhook was deleted", "error", err.Error())
 	}
 	logger.Info("deleted the webhook of a bot no tenant sends through", "username", b.Username)

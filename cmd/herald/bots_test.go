@@ -11,10 +11,10 @@ import (
 	"testing"
 
 	"github.com/heraldhq/herald/internal/bot"
+	"github.com/heraldhq/herald/internal/botstate"
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/signing"
-	"github.com/heraldhq/herald/internal/sim"
-	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
 
@@ -109,7 +109,7 @@ func TestAdminCLIGivesATenantItsOwnBot(t *testing.T) {
 		t.Fatalf("acme's bot: %d %v", tenant.BotID, err)
 	}
 	b, err := st.GetBot(ctx, 900001)
-	if err != nil || b.Username != "acme_bot" || b.RateLimit != 100 || !b.PaidBroadcast || b.State != store.BotReady {
+	if err != nil || b.Username != "acme_bot" || b.RateLimit != 100 || !b.PaidBroadcast || b.State != botstate.Ready {
 		t.Fatalf("the bot's row: %+v %v", b, err)
 	}
 	if strings.Contains(string(b.TokenSealed), "very-secret") {

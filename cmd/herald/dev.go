@@ -2,7 +2,7 @@ package main
 
 import (
 	"github.com/heraldhq/herald/internal/config"
-	"github.com/heraldhq/herald/internal/devenv"
+	"github.com/heraldhq/herald/internal/dev/devenv"
 )
 
 // devCmd is `herald dev` (make run).

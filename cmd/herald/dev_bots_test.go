@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/internal/devenv"
+	"github.com/heraldhq/herald/internal/dev/devenv"
 	"github.com/heraldhq/herald/internal/testing/devtest"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 	"github.com/heraldhq/herald/internal/testing/wait"

@@ -2,7 +2,7 @@ package main
 
 import (
 	"github.com/heraldhq/herald/internal/config"
-	"github.com/heraldhq/herald/internal/sim"
+	"github.com/heraldhq/herald/internal/dev/sim"
 )
 
 // simCmd is `herald sim`: the messenger simulator on its own. Point --messenger-api-url of the other

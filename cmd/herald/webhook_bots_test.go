@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/bot"
+	"github.com/heraldhq/herald/internal/botstate"
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/signing"
-	"github.com/heraldhq/herald/internal/sim"
-	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/kafkatest"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 	"github.com/heraldhq/herald/internal/testing/wait"
@@ -130,7 +130,7 @@ func TestWebhookCommandTakesATenantsBotsUpdates(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait.Until(t, 10*time.Second, "the link through acme's bot, polled", linkedThrough("u2"))
-	if b, err := st.GetBot(ctx, row.ID); err != nil || b.State != store.BotReady {
+	if b, err := st.GetBot(ctx, row.ID); err != nil || b.State != botstate.Ready {
 		t.Errorf("the bot after polling: %+v %v", b, err)
 	}
 }

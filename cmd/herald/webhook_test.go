@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/heraldhq/herald/internal/sim"
+	"github.com/heraldhq/herald/internal/dev/sim"
 )
 
 func TestWebhookSetURLRegistersWithThePlatform(t *testing.T) {

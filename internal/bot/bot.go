@@ -15,10 +15,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/heraldhq/herald/internal/botstate"
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/signing"
-	"github.com/heraldhq/herald/internal/store"
 )
 
 // ID is a bot's numeric id on the platform (getMe's id), or Shared. It is notification.BotID: the lifecycle,
@@ -57,7 +57,7 @@ type Bot struct {
 	// PaidBroadcast: sends past the platform's free rate (FreeRate) carry allow_paid_broadcast, up to
 	// RateLimit.
 	PaidBroadcast bool
-	State         store.BotState
+	State         botstate.State
 	StateMessage  string
 }
 

@@ -14,9 +14,10 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/bot"
+	"github.com/heraldhq/herald/internal/botstate"
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/signing"
-	"github.com/heraldhq/herald/internal/sim"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
@@ -93,7 +94,7 @@ func TestRegisterChecksTheTokenAndSetsTheWebhook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.ID != 4242 || b.Username != "acme_bot" || b.RateLimit != 100 || !b.PaidBroadcast || b.State != store.BotReady ||
+	if b.ID != 4242 || b.Username != "acme_bot" || b.RateLimit != 100 || !b.PaidBroadcast || b.State != botstate.Ready ||
 		b.WebhookURL != hook.URL+"/messenger/webhook/4242" ||
 		b.TokenDigest != sha256.Sum256([]byte(token)) || len(b.WebhookSecretDigest) != 32 {
 		t.Fatalf("registered %+v", b)
@@ -233,7 +234,7 @@ func TestTheRegistryServesTheStoresBots(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := reg.Get(ctx, 7001)
-	if err != nil || got != (bot.Bot{ID: 7001, Username: "a_bot", RateLimit: 50, PaidBroadcast: true, State: store.BotReady}) {
+	if err != nil || got != (bot.Bot{ID: 7001, Username: "a_bot", RateLimit: 50, PaidBroadcast: true, State: botstate.Ready}) {
 		t.Fatalf("bot 7001: %+v %v", got, err)
 	}
 	client, err := reg.Client(ctx, 7001)
@@ -291,13 +292,13 @@ func TestTheRegistryServesTheStoresBots(t *testing.T) {
 	}
 
 	// A worker met a 401: the next refresh says so.
-	if _, err := st.SetBotState(ctx, 7001, store.BotTokenInvalid, "the platform refused the token"); err != nil {
+	if _, err := st.SetBotState(ctx, 7001, botstate.TokenInvalid, "the platform refused the token"); err != nil {
 		t.Fatal(err)
 	}
 	if err := reg.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := reg.Get(ctx, 7001); got.State != store.BotTokenInvalid || got.StateMessage != "the platform refused the token" {
+	if got, _ := reg.Get(ctx, 7001); got.State != botstate.TokenInvalid || got.StateMessage != "the platform refused the token" {
 		t.Errorf("after the refresh: %+v", got)
 	}
 	ids := []bot.ID{}
@@ -335,7 +336,7 @@ func TestTheRegistryRefreshesWhileItRuns(t *testing.T) {
 	go func() { done <- reg.Run(ctx, 20*time.Millisecond) }()
 	token := "7101:bot-token"
 	if err := st.UpsertBot(ctx, store.Bot{ID: 7101, Username: "c_bot", TokenSealed: bot.SealToken(key, 7101, token),
-		TokenDigest: bot.TokenDigest(token), State: store.BotReady}); err != nil {
+		TokenDigest: bot.TokenDigest(token), State: botstate.Ready}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -383,7 +384,7 @@ func TestMadeUpBotIdsCostABoundedNumberOfQueries(t *testing.T) {
 	}
 	token := "7201:bot-token"
 	if err := st.UpsertBot(ctx, store.Bot{ID: 7201, Username: "d_bot", TokenSealed: bot.SealToken(key, 7201, token),
-		TokenDigest: bot.TokenDigest(token), State: store.BotReady}); err != nil {
+		TokenDigest: bot.TokenDigest(token), State: botstate.Ready}); err != nil {
 		t.Fatal(err)
 	}
 	for try := 0; ; try++ {

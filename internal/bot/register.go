@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/heraldhq/herald/internal/botstate"
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/signing"
 	"github.com/heraldhq/herald/internal/store"
@@ -97,7 +98,7 @@ func (r *Registrar) Register(ctx context.Context, token string, s Settings) (sto
 	b.TokenDigest = TokenDigest(token)
 	b.WebhookURL, b.WebhookSecretDigest = hook, secretDigest[:]
 	b.RateLimit, b.PaidBroadcast = s.RateLimit, s.PaidBroadcast
-	b.State = store.BotReady
+	b.State = botstate.Ready
 	return b, nil
 }
 

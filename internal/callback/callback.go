@@ -26,6 +26,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/heraldhq/herald/internal/callbackstate"
 	"github.com/heraldhq/herald/internal/egress"
 	"github.com/heraldhq/herald/internal/metriclabel"
 	"github.com/heraldhq/herald/internal/notification"
@@ -430,7 +431,7 @@ func (s *Sender) record(log *slog.Logger, ev store.CallbackEvent, r store.Callba
 			time.Sleep(time.Duration(try) * 200 * time.Millisecond)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		var state string
+		var state callbackstate.State
 		state, err = s.opts.Store.FinishCallbackEvent(ctx, ev, r)
 		cancel()
 		if err != nil {
@@ -439,10 +440,10 @@ func (s *Sender) record(log *slog.Logger, ev store.CallbackEvent, r store.Callba
 		switch {
 		case state == "":
 			log.Warn("callback result not recorded: the endpoint was deleted, or the event's lease ran out and another attempt took it")
-		case state == store.CallbackDropped && !r.Drop:
+		case state == callbackstate.Dropped && !r.Drop:
 			dropped.WithLabelValues("expired").Inc()
 			log.Warn("callback event dropped: still failing after the retry window", "retry_for", s.opts.RetryFor, "outcome", outcome)
-		case state == store.CallbackDelivered:
+		case state == callbackstate.Delivered:
 			log.Debug("callback delivered")
 		}
 		return

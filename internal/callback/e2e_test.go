@@ -12,12 +12,12 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/delivery"
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/ingress"
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/server"
-	"github.com/heraldhq/herald/internal/sim"
 	"github.com/heraldhq/herald/internal/testing/kafkatest"
 	"github.com/heraldhq/herald/internal/testing/openapitest"
 	"github.com/heraldhq/herald/internal/testing/wait"

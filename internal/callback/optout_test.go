@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/internal/consent"
 	"github.com/heraldhq/herald/internal/notification"
-	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/openapitest"
 	"github.com/heraldhq/herald/internal/testing/wait"
 )
@@ -21,13 +21,13 @@ func TestTheOptOutAndBlockEventsCarryTheirData(t *testing.T) {
 	rc := newReceiver(t, nil)
 	e.endpoint("acme", rc.srv.URL+"/hooks")
 	e.fx.VerifiedUser(t, "acme", "alice", 1001)
-	if _, err := e.st.OptOut(ctx, "acme", "alice", "promo", store.ByTenant); err != nil {
+	if _, err := e.st.OptOut(ctx, "acme", "alice", "promo", consent.ByTenant); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.st.OptOut(ctx, "acme", "alice", "", store.ByUser); err != nil {
+	if _, err := e.st.OptOut(ctx, "acme", "alice", "", consent.ByUser); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.st.LiftOptOut(ctx, "acme", "alice", "promo", store.ByTenant); err != nil {
+	if _, err := e.st.LiftOptOut(ctx, "acme", "alice", "promo", consent.ByTenant); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.st.SetChatBlocked(ctx, notification.SharedBot, 1001, true); err != nil {

@@ -18,11 +18,12 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/bot"
+	"github.com/heraldhq/herald/internal/botstate"
 	"github.com/heraldhq/herald/internal/delivery"
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/signing"
-	"github.com/heraldhq/herald/internal/sim"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/background"
 	"github.com/heraldhq/herald/internal/testing/fixture"
@@ -79,7 +80,7 @@ func (b *botsEnv) ownBot(tenant string, simRate float64, rateLimit int, paid boo
 	}
 	id := notification.BotID(info.ID)
 	if err := b.st.UpsertBot(ctx, store.Bot{ID: id, Username: info.Username, TokenSealed: bot.SealToken(b.key, id, info.Token),
-		TokenDigest: bot.TokenDigest(info.Token), RateLimit: rateLimit, PaidBroadcast: paid, State: store.BotReady}); err != nil {
+		TokenDigest: bot.TokenDigest(info.Token), RateLimit: rateLimit, PaidBroadcast: paid, State: botstate.Ready}); err != nil {
 		b.t.Fatal(err)
 	}
 	fixture.New(b.st).Tenant(b.t, tenant)
@@ -344,8 +345,8 @@ func TestATokenThePlatformRefusesFailsTheBotsNotificationsWithoutCalls(t *testin
 			row.ErrCode, row.ErrMsg, row.Attempts, notification.CodeBotTokenRefused, notification.BotTokenRefusedMessage)
 	}
 	stored, err := b.st.GetBot(context.Background(), r.id)
-	if err != nil || stored.State != store.BotTokenInvalid {
-		t.Fatalf("the bot's state is %q (%v), want %q", stored.State, err, store.BotTokenInvalid)
+	if err != nil || stored.State != botstate.TokenInvalid {
+		t.Fatalf("the bot's state is %q (%v), want %q", stored.State, err, botstate.TokenInvalid)
 	}
 	calls := r.sim.Stats().Unauthorized
 

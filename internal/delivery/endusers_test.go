@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/bot"
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/signing"
-	"github.com/heraldhq/herald/internal/sim"
 	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/wait"
 	"github.com/heraldhq/herald/internal/updates"

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/delivery"
-	"github.com/heraldhq/herald/internal/sim"
+	"github.com/heraldhq/herald/internal/dev/sim"
 )
 
 // A worker that joins takes half the partitions of one that has a backlog fetched. The first worker drops

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/notification"
-	"github.com/heraldhq/herald/internal/sim"
 )
 
 // The lifecycle of v1 extensions §2 on the whole pipeline: the tenant API, the outbox, Kafka (kfake), the

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/delivery"
-	"github.com/heraldhq/herald/internal/sim"
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/testing/fixture"
 )
 

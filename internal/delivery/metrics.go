@@ -7,9 +7,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/heraldhq/herald/internal/botstate"
 	"github.com/heraldhq/herald/internal/metriclabel"
 	"github.com/heraldhq/herald/internal/notification"
-	"github.com/heraldhq/herald/internal/store"
 )
 
 // The metrics of the worker's loops. The consumer's, the sender's and the rate lease's are theirs
@@ -79,7 +79,7 @@ func (w *Worker) updateBotMetrics(ctx context.Context) {
 	refused := map[string]float64{}
 	for _, b := range w.opts.Bots.Bots() {
 		l := w.botLabel(b.ID)
-		if b.State == store.BotTokenInvalid {
+		if b.State == botstate.TokenInvalid {
 			refused[l] = 1
 		} else if _, ok := refused[l]; !ok {
 			refused[l] = 0

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/outbox"
-	"github.com/heraldhq/herald/internal/sim"
 	"github.com/heraldhq/herald/internal/store"
 )
 

@@ -9,9 +9,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/heraldhq/herald/internal/delivery"
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/queue"
-	"github.com/heraldhq/herald/internal/sim"
 	"github.com/heraldhq/herald/internal/testing/fixture"
 )
 

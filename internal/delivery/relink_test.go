@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/internal/sim"
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/testing/wait"
 )
 

@@ -14,9 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/heraldhq/herald/internal/delivery/send"
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/richtext"
-	"github.com/heraldhq/herald/internal/sim"
 	"github.com/heraldhq/herald/internal/testing/fixture"
 )
 

@@ -9,7 +9,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/heraldhq/herald/internal/sim"
+	"github.com/heraldhq/herald/internal/dev/sim"
 )
 
 // One trace runs from POST /v1/send to the platform call: the request's span, then — through the W3C trace

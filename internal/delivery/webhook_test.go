@@ -8,8 +8,8 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/server"
-	"github.com/heraldhq/herald/internal/sim"
 	"github.com/heraldhq/herald/internal/testing/wait"
 	"github.com/heraldhq/herald/internal/updates"
 )

@@ -213,13 +213,13 @@ func New(opts Options) (*Worker, error) {
 		w.owned = func() { w.outbox.Close(); p.Close() }
 	}
 	w.killCtx, w.kill = context.WithCancel(context.Background())
-	// The group's lanes are each bot's demand on its rate; the paces are made before the group, which
-	// keeps a chat's pace across a rebalance through them.
-	var group *consume.Group
+	// The paces are made before the group, which keeps a chat's pace across a rebalance through them; the
+	// group's lanes, each bot's demand on its rate, are attached to the paces once it exists
+	// (MeasureDemand, below).
 	w.paces = rate.NewPaces(rate.PacesOptions{
 		Store: opts.Store, Holder: w.clientID, Pool: w.pool, Settings: w.settings, HighWeight: opts.HighWeight,
 		PerChatInterval: opts.PerChatInterval, Interval: opts.RateLeaseInterval, TTL: opts.RateLeaseTTL,
-		Lanes: func(b notification.BotID) int { return group.Lanes(b) }, Killed: w.killed.Load, Logger: w.log,
+		Killed: w.killed.Load, Logger: w.log,
 	})
 	var bots func(ctx context.Context, b notification.BotID) (send.Platform, error)
 	if opts.Bots != nil {
@@ -237,14 +237,14 @@ func New(opts Options) (*Worker, error) {
 		Lease: opts.Lease, Backoff: opts.Backoff, SendTimeout: opts.SendTimeout, HandoverWait: opts.HandoverWait,
 		OrderWait: opts.OrderWait, Killed: w.killed.Load,
 	})
-	group = consume.New(consume.Options{
+	w.group = consume.New(consume.Options{
 		Brokers: opts.Brokers, GroupID: opts.GroupID, ClientID: w.clientID, Topics: w.topics,
 		Buffer: opts.Buffer, Hold: opts.Hold, Concurrency: opts.Concurrency,
 		SessionTimeout: opts.SessionTimeout, HeartbeatInterval: opts.HeartbeatInterval,
 		AssignmentInterval: opts.AssignmentInterval, CommitInterval: opts.CommitInterval,
 		Paces: w.paces, PerChatInterval: opts.PerChatInterval, Handler: w.sender, Logger: w.log,
 	})
-	w.group = group
+	w.paces.MeasureDemand(w.group)
 	return w, nil
 }
 

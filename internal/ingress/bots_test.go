@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/heraldhq/herald/internal/botstate"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/fixture"
@@ -24,7 +25,7 @@ func TestATenantsOwnBotNamesItsDeepLinksAndCarriesItsMessages(t *testing.T) {
 	const acmeBot = notification.BotID(4001)
 	token := "4001:acme-bot-token"
 	if err := e.st.UpsertBot(ctx, store.Bot{ID: acmeBot, Username: "acme_bot", TokenSealed: []byte("sealed elsewhere"),
-		TokenDigest: sha256.Sum256([]byte(token)), State: store.BotReady}); err != nil {
+		TokenDigest: sha256.Sum256([]byte(token)), State: botstate.Ready}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.st.SetTenantBot(ctx, "acme", acmeBot); err != nil {

@@ -110,7 +110,7 @@ func (a *API) verificationStatus(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	res := verificationResponse{
-		UserID: v.UserID, Status: v.Status, VerifiedAt: optionalTimestamp(v.VerifiedAt), PhoneLast4: v.PhoneLast4,
+		UserID: v.UserID, Status: string(v.Status), VerifiedAt: optionalTimestamp(v.VerifiedAt), PhoneLast4: v.PhoneLast4,
 		UpdatedAt: timestamp(v.UpdatedAt),
 	}
 	if p := v.Prompt; p != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/internal/consent"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/openapitest"
@@ -135,7 +136,7 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 	}}), 200)
 	check("GET", "/v1/users/{user_id}", e.do("GET", "/v1/users/u1", key, nil), 200)
 	check("DELETE", optOut, e.do("DELETE", "/v1/users/u1/opt-out", key, map[string]any{"category": "promo"}), 204)
-	if _, err := e.st.OptOut(context.Background(), "acme", "u1", "news", store.ByUser); err != nil {
+	if _, err := e.st.OptOut(context.Background(), "acme", "u1", "news", consent.ByUser); err != nil {
 		t.Fatal(err)
 	}
 	check("DELETE", optOut, e.do("DELETE", "/v1/users/u1/opt-out", key, map[string]any{"category": "news"}), 409)

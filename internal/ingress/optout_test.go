@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/internal/consent"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/fixture"
@@ -151,7 +152,7 @@ func TestTheOptOutRoutesValidateTheirInput(t *testing.T) {
 func TestATenantCannotLiftItsUsersOwnOptOut(t *testing.T) {
 	t.Parallel()
 	e, key := newEnvWithUser(t)
-	if _, err := e.st.OptOut(context.Background(), "acme", "u1", "", store.ByUser); err != nil {
+	if _, err := e.st.OptOut(context.Background(), "acme", "u1", "", consent.ByUser); err != nil {
 		t.Fatal(err)
 	}
 	expectError(t, e.do("DELETE", "/v1/users/u1/opt-out", key, nil), http.StatusConflict, "opted_out_by_user")

@@ -9,6 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/heraldhq/herald/internal/apierror"
+	"github.com/heraldhq/herald/internal/consent"
 	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/store"
 )
@@ -184,7 +185,7 @@ func (a *API) optOut(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	_, err = a.store.OptOut(r.Context(), principalOf(r.Context()).TenantID, userID, category, store.ByTenant)
+	_, err = a.store.OptOut(r.Context(), principalOf(r.Context()).TenantID, userID, category, consent.ByTenant)
 	if errors.Is(err, store.ErrNotFound) {
 		return apierror.NotFound.With("unknown user_id")
 	}
@@ -207,7 +208,7 @@ func (a *API) liftOptOut(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	_, err = a.store.LiftOptOut(r.Context(), principalOf(r.Context()).TenantID, userID, category, store.ByTenant)
+	_, err = a.store.LiftOptOut(r.Context(), principalOf(r.Context()).TenantID, userID, category, consent.ByTenant)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return apierror.NotFound.With("unknown user_id")

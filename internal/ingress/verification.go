@@ -8,6 +8,7 @@ import (
 	"github.com/heraldhq/herald/internal/brand"
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/outbox"
+	"github.com/heraldhq/herald/internal/phone"
 	"github.com/heraldhq/herald/internal/store"
 )
 
@@ -45,6 +46,6 @@ func (a *API) startVerification(w http.ResponseWriter, r *http.Request) error {
 	// The session is pending and the prompt stored; a prompt the broker does not take now is published by
 	// the relay once it can.
 	a.outbox.Publish(r.Context(), []store.NewNotification{n})
-	writeJSON(w, http.StatusAccepted, startVerificationResponse{UserID: userID, Status: "pending", ExpiresAt: timestamp(expires)})
+	writeJSON(w, http.StatusAccepted, startVerificationResponse{UserID: userID, Status: string(phone.Pending), ExpiresAt: timestamp(expires)})
 	return nil
 }

@@ -1,9 +1,10 @@
 // Package outbox is the one seam between "a notification exists" and "a worker will receive it": it
 // records notifications in PostgreSQL and publishes their envelopes to Kafka.
 //
-// It owns the rules of that step, each in one place:
+// It owns the rules of that step (the envelope and its partition key are internal/queue's, NewOutgoingVia;
+// the gate's refusals are the store's statements and internal/consent's rules):
 //   - the tracking id (a UUIDv7, minted here: time-ordered, so inserts stay at the right edge of the index);
-//   - the envelope and the partition key (envelope below): one tenant user's, or one chat's, messages
+//   - which envelope each row gets (outgoing, publish.go): one tenant user's, or one chat's, messages
 //     share a key and so a partition, and stay in order;
 //   - the order of the two writes: the rows commit first, then the envelopes are published, so a worker
 //     never receives an envelope whose row is not there yet, and no transaction stays open across a produce;

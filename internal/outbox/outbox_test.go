@@ -14,6 +14,7 @@ import (
 
 	"github.com/heraldhq/herald/internal/apierror"
 	"github.com/heraldhq/herald/internal/batch"
+	"github.com/heraldhq/herald/internal/consent"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/store"
@@ -443,7 +444,7 @@ func TestReleaseScheduledPublishesOrHandsToTheRelay(t *testing.T) {
 func TestAnItemOfAnOptedOutUserIsRefusedAsSuch(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	if _, err := e.st.OptOut(ctx, "acme", "ok", "promo", store.ByUser); err != nil {
+	if _, err := e.st.OptOut(ctx, "acme", "ok", "promo", consent.ByUser); err != nil {
 		t.Fatal(err)
 	}
 	promo, news := item("ok"), item("ok")

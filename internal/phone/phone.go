@@ -1,5 +1,6 @@
 // Package phone turns the phone number of a shared contact into what Herald may keep: the E.164 form is
 // computed only to derive a keyed digest and the last four digits, and is never stored, logged or returned.
+// verification.go holds the verification's statuses, rendered as Go and as the store's SQL.
 package phone
 
 import (

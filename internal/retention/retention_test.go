@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/heraldhq/herald/internal/callbackstate"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/retention"
 	"github.com/heraldhq/herald/internal/store"
@@ -194,10 +195,10 @@ func TestThePurgeJobDeletesFinishedCallbackEvents(t *testing.T) {
 	// The clock moved: delivered and dropped 8 days ago (due), delivered 6 days ago, pending for 30 days.
 	fx := fixture.New(s)
 	daysAgo := func(n int) time.Time { return time.Now().Add(-time.Duration(n) * 24 * time.Hour) }
-	fx.CallbackEvents(t, ep, 1, fixture.EventState(store.CallbackDelivered), fixture.EventCreatedAt(daysAgo(8)), fixture.EventFinishedAt(daysAgo(8)))
-	fx.CallbackEvents(t, ep, 1, fixture.EventState(store.CallbackDropped), fixture.EventCreatedAt(daysAgo(9)), fixture.EventFinishedAt(daysAgo(8)))
-	fx.CallbackEvents(t, ep, 1, fixture.EventState(store.CallbackDelivered), fixture.EventCreatedAt(daysAgo(6)), fixture.EventFinishedAt(daysAgo(6)))
-	fx.CallbackEvents(t, ep, 1, fixture.EventState(store.CallbackPending), fixture.EventCreatedAt(daysAgo(30)))
+	fx.CallbackEvents(t, ep, 1, fixture.EventState(callbackstate.Delivered), fixture.EventCreatedAt(daysAgo(8)), fixture.EventFinishedAt(daysAgo(8)))
+	fx.CallbackEvents(t, ep, 1, fixture.EventState(callbackstate.Dropped), fixture.EventCreatedAt(daysAgo(9)), fixture.EventFinishedAt(daysAgo(8)))
+	fx.CallbackEvents(t, ep, 1, fixture.EventState(callbackstate.Delivered), fixture.EventCreatedAt(daysAgo(6)), fixture.EventFinishedAt(daysAgo(6)))
+	fx.CallbackEvents(t, ep, 1, fixture.EventState(callbackstate.Pending), fixture.EventCreatedAt(daysAgo(30)))
 	kind := map[string]string{"kind": "callback_events"}
 	before, _ := gauge(t, "herald_retention_purged_total", kind)
 	p := retention.New(retention.Options{Store: s, Policy: store.DefaultRetention, Logger: slog.New(slog.DiscardHandler), BatchSize: 1, Pause: -1})

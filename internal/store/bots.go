@@ -14,17 +14,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/heraldhq/herald/internal/botstate"
 	"github.com/heraldhq/herald/internal/notification"
-)
-
-// BotState is a bot's state: whether it can send.
-type BotState string
-
-// The states of a bot (the CHECK constraint on bots.state holds the same list).
-const (
-	BotReady         BotState = "ready"          // registered: getMe and setWebhook succeeded
-	BotTokenInvalid  BotState = "token_invalid"  // the platform refused the token (getMe, or a send's 401)
-	BotWebhookFailed BotState = "webhook_failed" // the platform refused setWebhook
+	"github.com/heraldhq/herald/internal/phone"
 )
 
 // Bot is a row of bots.
@@ -42,7 +34,7 @@ type Bot struct {
 	// RateLimit is the bot's messages per second; 0: the workers' HERALD_MESSENGER_RATE_LIMIT.
 	RateLimit     int
 	PaidBroadcast bool
-	State         BotState
+	State         botstate.State
 	StateMessage  string // why the bot is not ready, for people; "" when it is
 	UpdatedAt     time.Time
 }
@@ -127,7 +119,7 @@ func (s *Store) BotsChangedSince(ctx context.Context, since time.Time) ([]Bot, e
 // SetBotState records a bot's state and why, and reports whether that changed anything: a worker whose send
 // met the platform's 401 marks the bot BotTokenInvalid once, however many of its sends meet it; the
 // operator reads the state back. ErrNotFound when there is no such bot.
-func (s *Store) SetBotState(ctx context.Context, id notification.BotID, state BotState, message string) (bool, error) {
+func (s *Store) SetBotState(ctx context.Context, id notification.BotID, state botstate.State, message string) (bool, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	var changed bool
@@ -193,7 +185,7 @@ var setTenantBotSQL = `
 		RETURNING tenant_id, user_id),
 	reset AS (
 		UPDATE phone_verifications v
-		SET status = 'unverified', session_expires_at = NULL, phone_last4 = NULL, phone_hash = NULL,
+		SET status = ` + phone.Unverified.SQL() + `, session_expires_at = NULL, phone_last4 = NULL, phone_hash = NULL,
 		    verified_at = NULL, updated_at = now()
 		FROM ended WHERE v.tenant_id = ended.tenant_id AND v.user_id = ended.user_id),
 	changed AS (` + changeBotUpdate(`kind = `+notification.KindTenantSQL+` AND bot_id IS NOT DISTINCT FROM $2::bigint

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/internal/botstate"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 )
@@ -19,7 +20,7 @@ func ownBot(t *testing.T, s *store.Store, id notification.BotID) notification.Bo
 	t.Helper()
 	token := strconv.FormatInt(int64(id), 10) + ":secret"
 	if err := s.UpsertBot(context.Background(), store.Bot{ID: id, Username: "bot" + strconv.FormatInt(int64(id), 10) + "_bot",
-		TokenSealed: []byte("sealed " + token), TokenDigest: sha256.Sum256([]byte(token)), State: store.BotReady}); err != nil {
+		TokenSealed: []byte("sealed " + token), TokenDigest: sha256.Sum256([]byte(token)), State: botstate.Ready}); err != nil {
 		t.Fatal(err)
 	}
 	return id
@@ -74,7 +75,7 @@ func TestBotsAreRecordedReadAndListedByChange(t *testing.T) {
 	secret := sha256.Sum256([]byte("webhook secret"))
 	b := store.Bot{ID: 42, Username: "acme_bot", TokenSealed: []byte("sealed-1"), TokenDigest: sha256.Sum256([]byte("42:one")),
 		WebhookURL: "https://h.example.com/messenger/webhook/42", WebhookSecretDigest: secret[:], RateLimit: 100, PaidBroadcast: true,
-		State: store.BotReady}
+		State: botstate.Ready}
 	before := time.Now().Add(-time.Minute)
 	if err := s.UpsertBot(ctx, b); err != nil {
 		t.Fatal(err)
@@ -100,7 +101,7 @@ func TestBotsAreRecordedReadAndListedByChange(t *testing.T) {
 		got.RateLimit != 0 || got.PaidBroadcast || !got.UpdatedAt.After(before) {
 		t.Errorf("after a new token: %+v", got)
 	}
-	for _, bad := range []store.Bot{{ID: 0, Username: "x", State: store.BotReady}, {ID: 43, Username: "x", State: store.BotReady, RateLimit: 1001},
+	for _, bad := range []store.Bot{{ID: 0, Username: "x", State: botstate.Ready}, {ID: 43, Username: "x", State: botstate.Ready, RateLimit: 1001},
 		{ID: 43, Username: "x", State: "sleepy"}} {
 		if err := s.UpsertBot(ctx, bad); err == nil {
 			t.Errorf("recorded %+v", bad)
@@ -120,18 +121,18 @@ func TestBotsAreRecordedReadAndListedByChange(t *testing.T) {
 
 	// A worker's 401: the state changes once, however many sends meet it.
 	for i, want := range []bool{true, false} {
-		changed, err := s.SetBotState(ctx, 42, store.BotTokenInvalid, "the platform refused the token")
+		changed, err := s.SetBotState(ctx, 42, botstate.TokenInvalid, "the platform refused the token")
 		if err != nil || changed != want {
 			t.Errorf("marking the token refused (%d): %v %v, want changed %v", i, changed, err, want)
 		}
 	}
-	if got, _ := s.GetBot(ctx, 42); got.State != store.BotTokenInvalid || got.StateMessage != "the platform refused the token" {
+	if got, _ := s.GetBot(ctx, 42); got.State != botstate.TokenInvalid || got.StateMessage != "the platform refused the token" {
 		t.Errorf("state %q %q", got.State, got.StateMessage)
 	}
-	if changed, err := s.SetBotState(ctx, 42, store.BotReady, ""); err != nil || !changed {
+	if changed, err := s.SetBotState(ctx, 42, botstate.Ready, ""); err != nil || !changed {
 		t.Errorf("back to ready: %v %v", changed, err)
 	}
-	if _, err := s.SetBotState(ctx, 44, store.BotReady, ""); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.SetBotState(ctx, 44, botstate.Ready, ""); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("the state of an unknown bot: %v, want ErrNotFound", err)
 	}
 }
@@ -186,7 +187,7 @@ func TestTheGateRecordsTheBotOfTheLink(t *testing.T) {
 	}
 
 	// Once the platform refused the bot's token, a claim says so (the worker sends nothing through it).
-	if _, err := s.SetBotState(ctx, bot, store.BotTokenInvalid, "401"); err != nil {
+	if _, err := s.SetBotState(ctx, bot, botstate.TokenInvalid, "401"); err != nil {
 		t.Fatal(err)
 	}
 	later := tenantNotification("g1")

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/internal/consent"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 	seed "github.com/heraldhq/herald/internal/testing/fixture"
@@ -28,7 +29,7 @@ func TestAnOptOutCommitsInBoundedTimeWhateverTheTenantQueued(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	res, err := s.OptOut(ctx, "acme", "ok", "", store.ByUser)
+	res, err := s.OptOut(ctx, "acme", "ok", "", consent.ByUser)
 	if err != nil || !res.Made {
 		t.Fatalf("opt-out of a user with %d waiting notifications, within 500 ms: %+v %v (after %s), want it made",
 			backlogSize, res, err, time.Since(start).Round(time.Millisecond))
@@ -149,13 +150,13 @@ func TestCategoryOptOutsAreCapped(t *testing.T) {
 	ctx := context.Background()
 	exec(t, s, `INSERT INTO opt_outs (tenant_id, user_id, category, by)
 		SELECT 'acme', 'ok', 'c' || i, 'tenant' FROM generate_series(1, $1::int) AS i`, store.MaxCategoryOptOuts)
-	if _, err := s.OptOut(ctx, "acme", "ok", "one-more", store.ByTenant); !errors.Is(err, store.ErrTooManyOptOuts) {
+	if _, err := s.OptOut(ctx, "acme", "ok", "one-more", consent.ByTenant); !errors.Is(err, store.ErrTooManyOptOuts) {
 		t.Errorf("a category opt-out past the cap: %v, want ErrTooManyOptOuts", err)
 	}
-	if _, err := s.OptOut(ctx, "acme", "ok", "c1", store.ByUser); err != nil {
+	if _, err := s.OptOut(ctx, "acme", "ok", "c1", consent.ByUser); err != nil {
 		t.Errorf("the user taking over an opt-out at the cap: %v", err)
 	}
-	if res, err := s.OptOut(ctx, "acme", "ok", "", store.ByUser); err != nil || !res.Made {
+	if res, err := s.OptOut(ctx, "acme", "ok", "", consent.ByUser); err != nil || !res.Made {
 		t.Errorf("the whole tenant's opt-out at the cap: %+v %v", res, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/heraldhq/herald/internal/callbackstate"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -151,7 +152,7 @@ func (s *Store) EnqueuePing(ctx context.Context, tenantID, id string) error {
 		_, err := tx.Exec(ctx, `
 			WITH pending AS (
 				SELECT id, next_attempt_at, leased_until FROM callback_events
-				WHERE endpoint_id = $1 AND type = '`+EventPing+`' AND state = 'pending'),
+				WHERE endpoint_id = $1 AND type = '`+EventPing+`' AND state = `+callbackstate.Pending.SQL()+`),
 			added AS (
 				INSERT INTO callback_events (event_id, endpoint_id, type)
 				SELECT gen_random_uuid(), $1, '`+EventPing+`' WHERE (SELECT count(*) FROM pending) < $2)

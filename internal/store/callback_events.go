@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/heraldhq/herald/internal/callbackstate"
 	"github.com/heraldhq/herald/internal/notification"
 )
 
@@ -155,7 +156,7 @@ func (s *Store) ClaimCallbackEvents(ctx context.Context, limit, perEndpoint int,
 				WHERE b.endpoint_id = ep.id AND b.leased_until > now()) busy
 			CROSS JOIN LATERAL (
 				SELECT e.id, e.next_attempt_at FROM callback_events e
-				WHERE e.endpoint_id = ep.id AND e.state = 'pending' AND e.next_attempt_at <= now()
+				WHERE e.endpoint_id = ep.id AND e.state = `+callbackstate.Pending.SQL()+` AND e.next_attempt_at <= now()
 				ORDER BY e.next_attempt_at
 				LIMIT greatest($2 - busy.n, 0)
 				FOR UPDATE SKIP LOCKED) ev
@@ -186,13 +187,6 @@ func (s *Store) ClaimCallbackEvents(ctx context.Context, limit, perEndpoint int,
 	return evs, translate(err, "claiming callback events")
 }
 
-// Callback event states.
-const (
-	CallbackPending   = "pending"
-	CallbackDelivered = "delivered"
-	CallbackDropped   = "dropped"
-)
-
 // CallbackResult is the result of one attempt.
 type CallbackResult struct {
 	Delivered bool   // a 2xx answer in time
@@ -212,39 +206,39 @@ type CallbackResult struct {
 }
 
 // FinishCallbackEvent writes the result of the attempt ev.Attempts and returns the event's state after
-// it (CallbackDelivered, CallbackPending: retried later, CallbackDropped), or "" when the claim was taken
+// it (callbackstate.Delivered, Pending: retried later, Dropped), or "" when the claim was taken
 // over meanwhile (its lease ran out and another sender claimed the event). A delivery or a failure also
 // updates the endpoint: last_success_at (at most once a second, so a busy endpoint's row is not written on
 // every event), or last_failure_at and consecutive_failures. The first success after failures makes the
 // endpoint's waiting events due at once, so a receiver that comes back gets its backlog without waiting
 // for each event's backoff.
-func (s *Store) FinishCallbackEvent(ctx context.Context, ev CallbackEvent, r CallbackResult) (string, error) {
+func (s *Store) FinishCallbackEvent(ctx context.Context, ev CallbackEvent, r CallbackResult) (callbackstate.State, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	var errText *string
 	if r.Error != "" {
 		errText = &r.Error
 	}
-	var state string
+	var state callbackstate.State
 	var err error
 	switch {
 	case r.Release:
 		err = s.pool.QueryRow(ctx, `
 			UPDATE callback_events SET attempts = attempts - 1, leased_until = NULL, next_attempt_at = now()
-			WHERE id = $1 AND attempts = $2 AND state = 'pending' AND leased_until IS NOT NULL RETURNING state`, ev.ID, ev.Attempts).Scan(&state)
+			WHERE id = $1 AND attempts = $2 AND state = `+callbackstate.Pending.SQL()+` AND leased_until IS NOT NULL RETURNING state`, ev.ID, ev.Attempts).Scan(&state)
 	case r.Delivered:
 		err = s.pool.QueryRow(ctx, `
 			WITH done AS (
 				UPDATE callback_events
-				SET state = 'delivered', leased_until = NULL, finished_at = now(), payload = NULL,
+				SET state = `+callbackstate.Delivered.SQL()+`, leased_until = NULL, finished_at = now(), payload = NULL,
 				    last_status = $3, last_error = NULL
-				WHERE id = $1 AND attempts = $2 AND state = 'pending' AND leased_until IS NOT NULL
+				WHERE id = $1 AND attempts = $2 AND state = `+callbackstate.Pending.SQL()+` AND leased_until IS NOT NULL
 				RETURNING endpoint_id, state),
 			recovered AS (
 				UPDATE callback_events e SET next_attempt_at = now()
 				FROM done, callback_endpoints ep
 				WHERE ep.id = done.endpoint_id AND ep.consecutive_failures > 0
-				  AND e.endpoint_id = done.endpoint_id AND e.state = 'pending' AND e.next_attempt_at > now()
+				  AND e.endpoint_id = done.endpoint_id AND e.state = `+callbackstate.Pending.SQL()+` AND e.next_attempt_at > now()
 				  AND (e.leased_until IS NULL OR e.leased_until < now())),
 			endpoint AS (
 				UPDATE callback_endpoints ep SET last_success_at = now(), consecutive_failures = 0
@@ -258,12 +252,12 @@ func (s *Store) FinishCallbackEvent(ctx context.Context, ev CallbackEvent, r Cal
 		err = s.pool.QueryRow(ctx, `
 			WITH done AS (
 				UPDATE callback_events
-				SET state = CASE WHEN `+dropped+` THEN 'dropped' ELSE 'pending' END,
+				SET state = CASE WHEN `+dropped+` THEN `+callbackstate.Dropped.SQL()+` ELSE `+callbackstate.Pending.SQL()+` END,
 				    finished_at = CASE WHEN `+dropped+` THEN now() END,
 				    payload = CASE WHEN `+dropped+` THEN NULL ELSE $8::bytea END,
 				    leased_until = NULL, next_attempt_at = now() + make_interval(secs => $5),
 				    last_status = $3, last_error = $4
-				WHERE id = $1 AND attempts = $2 AND state = 'pending' AND leased_until IS NOT NULL
+				WHERE id = $1 AND attempts = $2 AND state = `+callbackstate.Pending.SQL()+` AND leased_until IS NOT NULL
 				RETURNING endpoint_id, state),
 			endpoint AS (
 				UPDATE callback_endpoints ep SET last_failure_at = now(), consecutive_failures = ep.consecutive_failures + 1
@@ -300,7 +294,7 @@ func (s *Store) CallbackStats(ctx context.Context) (CallbackStats, error) {
 		     outbox AS (
 				SELECT count(*) AS pending, count(*) FILTER (WHERE next_attempt_at <= now()) AS due,
 				       min(next_attempt_at) FILTER (WHERE next_attempt_at <= now()) AS oldest
-				FROM callback_events WHERE state = 'pending')
+				FROM callback_events WHERE state = `+callbackstate.Pending.SQL()+`)
 		SELECT outbox.pending + inbox.n, outbox.due + inbox.n,
 		       COALESCE(extract(epoch FROM now() - least(outbox.oldest, inbox.oldest)), 0),
 		       (SELECT count(*) FROM callback_events WHERE leased_until > now())

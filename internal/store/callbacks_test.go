@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/heraldhq/herald/internal/callbackstate"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
@@ -283,7 +284,7 @@ func TestAClaimTakesAtMostPerEndpointInFlightAtEachEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	state, err := s.FinishCallbackEvent(ctx, store.CallbackEvent{ID: id, Attempts: int(attempts)}, store.CallbackResult{Delivered: true, Status: 204})
-	if err != nil || state != store.CallbackDelivered {
+	if err != nil || state != callbackstate.Delivered {
 		t.Fatalf("finish: %q %v", state, err)
 	}
 	if got := claim(100); got[fast] != 1 || got[slow] != 0 {
@@ -313,7 +314,7 @@ func TestAttemptResultsRetryDropAndRecover(t *testing.T) {
 		t.Fatalf("claim: %v %v", evs, err)
 	}
 	fail := store.CallbackResult{Status: 503, Error: "HTTP 503", Payload: []byte(`{"a":1}`), RetryIn: time.Hour, RetryFor: 24 * time.Hour}
-	if st, err := s.FinishCallbackEvent(ctx, evs[0], fail); st != store.CallbackPending || err != nil {
+	if st, err := s.FinishCallbackEvent(ctx, evs[0], fail); st != callbackstate.Pending || err != nil {
 		t.Fatalf("a failure: %q %v, want pending", st, err)
 	}
 	if st, _ := s.FinishCallbackEvent(ctx, evs[0], fail); st != "" {
@@ -327,11 +328,11 @@ func TestAttemptResultsRetryDropAndRecover(t *testing.T) {
 	}
 	// An event older than the retry window is dropped at its next failure.
 	exec(t, s, `UPDATE callback_events SET created_at = now() - interval '25 hours' WHERE id = $1`, evs[1].ID)
-	if st, _ := s.FinishCallbackEvent(ctx, evs[1], fail); st != store.CallbackDropped {
+	if st, _ := s.FinishCallbackEvent(ctx, evs[1], fail); st != callbackstate.Dropped {
 		t.Errorf("a failure 25 h after the event: %q, want dropped", st)
 	}
 	// The first success after failures makes the waiting event due at once.
-	if st, _ := s.FinishCallbackEvent(ctx, evs[2], store.CallbackResult{Delivered: true, Status: 200}); st != store.CallbackDelivered {
+	if st, _ := s.FinishCallbackEvent(ctx, evs[2], store.CallbackResult{Delivered: true, Status: 200}); st != callbackstate.Delivered {
 		t.Errorf("success: %q", st)
 	}
 	again, _ := s.ClaimCallbackEvents(ctx, 10, 10, time.Minute, nil)
@@ -344,7 +345,7 @@ func TestAttemptResultsRetryDropAndRecover(t *testing.T) {
 		t.Errorf("endpoint after a success: %d failures, last success %v", failures, lastSuccess)
 	}
 	// Released: not counted, due at once.
-	if st, _ := s.FinishCallbackEvent(ctx, again[0], store.CallbackResult{Release: true}); st != store.CallbackPending {
+	if st, _ := s.FinishCallbackEvent(ctx, again[0], store.CallbackResult{Release: true}); st != callbackstate.Pending {
 		t.Errorf("release: %q", st)
 	}
 	if back, _ := s.ClaimCallbackEvents(ctx, 10, 10, time.Minute, nil); len(back) != 1 || back[0].Attempts != 2 {

@@ -13,7 +13,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/heraldhq/herald/internal/botstate"
 	"github.com/heraldhq/herald/internal/notification"
+	"github.com/heraldhq/herald/internal/phone"
 )
 
 // ErrNotClaimable means the notification exists but is terminal, not yet due, or leased by another worker.
@@ -166,7 +168,7 @@ func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Dur
 		       CASE WHEN c.kind = `+notification.KindSystemSQL+` OR (l.chat_id = c.chat_id AND l.bot_id IS NOT DISTINCT FROM c.bot_id)
 		            THEN c.chat_id ELSE 0 END,
 		       COALESCE(l.chat_id <> c.chat_id OR l.bot_id IS DISTINCT FROM c.bot_id, false),
-		       COALESCE(c.bot_id, 0), COALESCE(b.state = '`+string(BotTokenInvalid)+`', false),
+		       COALESCE(c.bot_id, 0), COALESCE(b.state = `+botstate.TokenInvalid.SQL()+`, false),
 		       COALESCE(l.blocked_at IS NOT NULL AND l.chat_id = c.chat_id AND l.bot_id IS NOT DISTINCT FROM c.bot_id, false),
 		       c.kind = `+notification.KindTenantSQL+` AND EXISTS (
 		           SELECT 1 FROM opt_outs o WHERE o.tenant_id = c.tenant_id AND o.user_id = c.user_id AND `+optOutCovers(`c.category`)+`),
@@ -268,7 +270,7 @@ func (s *Store) FinishDelivery(ctx context.Context, d notification.Delivery, r n
 				                        AND ($2 = '' OR user_id = $2)
 				RETURNING tenant_id, user_id)
 			UPDATE phone_verifications v
-			SET status = 'unverified', session_expires_at = NULL, verified_at = NULL, phone_last4 = NULL,
+			SET status = `+phone.Unverified.SQL()+`, session_expires_at = NULL, verified_at = NULL, phone_last4 = NULL,
 			    phone_hash = NULL, updated_at = now()
 			FROM gone WHERE v.tenant_id = gone.tenant_id AND v.user_id = gone.user_id`,
 			d.TenantID, d.UserID, d.ChatID, botArg(d.Bot))

@@ -9,29 +9,23 @@ import (
 	"github.com/heraldhq/herald/internal/notification"
 )
 
-// Reads for the dev console of herald dev (internal/console), and for nothing tenant-facing: a tenant's
+// Reads for the dev console of herald dev (internal/dev/console), and for nothing tenant-facing: a tenant's
 // latest notifications and where each of its users stands.
 
-// RecentNotification is a notification's metadata and when its next attempt is due.
-type RecentNotification struct {
-	notification.View
-	NextAttemptAt *time.Time
-}
-
 // RecentNotifications returns the tenant's latest notifications, newest first (never their bodies).
-func (s *Store) RecentNotifications(ctx context.Context, tenantID string, limit int) ([]RecentNotification, error) {
+func (s *Store) RecentNotifications(ctx context.Context, tenantID string, limit int) ([]notification.View, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	rows, err := s.pool.Query(ctx, `SELECT `+viewColumns+`, next_attempt_at
+	rows, err := s.pool.Query(ctx, `SELECT `+viewColumns+`
 		FROM notifications WHERE tenant_id = $1 AND kind = `+notification.KindTenantSQL+`
 		ORDER BY created_at DESC, tracking_id DESC LIMIT $2`, tenantID, limit)
 	if err != nil {
 		return nil, translate(err, "listing notifications")
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RecentNotification, error) {
-		var n RecentNotification
-		err := r.Scan(append(viewScanArgs(&n.View), &n.NextAttemptAt)...)
-		return n, err
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (notification.View, error) {
+		var v notification.View
+		err := r.Scan(viewScanArgs(&v)...)
+		return v, err
 	})
 	return out, translate(err, "listing notifications")
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/heraldhq/herald/internal/notification"
+	"github.com/heraldhq/herald/internal/phone"
 )
 
 // LinkTokenTTL is the lifetime of a link token, fixed by the spec.
@@ -184,7 +185,7 @@ func RedeemLinkToken(updateID int64, r Redemption, reply func(LinkResult) NewNot
 				res.Replaced = true
 				b.Queue(`
 					UPDATE phone_verifications
-					SET status = 'unverified', session_expires_at = NULL, phone_last4 = NULL, phone_hash = NULL,
+					SET status = `+phone.Unverified.SQL()+`, session_expires_at = NULL, phone_last4 = NULL, phone_hash = NULL,
 					    verified_at = NULL, updated_at = now()
 					WHERE tenant_id = $1 AND user_id = $2`, res.TenantID, res.UserID)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 
+	"github.com/heraldhq/herald/internal/consent"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
@@ -122,7 +123,7 @@ func TestTheOptOutsMigrationsGoDownAndUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	verifiedUser(t, s, "acme", "ok", 1)
-	if _, err := s.OptOut(ctx, "acme", "ok", "promo", store.ByUser); err != nil {
+	if _, err := s.OptOut(ctx, "acme", "ok", "promo", consent.ByUser); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.SetChatBlocked(ctx, notification.SharedBot, 1, true); err != nil {

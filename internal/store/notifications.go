@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/heraldhq/herald/internal/notification"
+	"github.com/heraldhq/herald/internal/phone"
 )
 
 // NewNotification is a notification to insert.
@@ -81,7 +82,7 @@ var insertTenantSQL = `
 		          template_locale, replace_key)
 		JOIN links l ON l.tenant_id = r.tenant_id AND l.user_id = r.user_id
 		JOIN phone_verifications v ON v.tenant_id = r.tenant_id AND v.user_id = r.user_id
-		WHERE v.status = 'verified'
+		WHERE v.status = ` + phone.Verified.SQL() + `
 		  AND NOT EXISTS (SELECT 1 FROM opt_outs o WHERE o.tenant_id = r.tenant_id AND o.user_id = r.user_id AND ` + optOutCovers(`r.category`) + `))
 	INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, chat_id, bot_id, priority, body, status, published_at,
 	                           metadata, send_at, expires_at, category, format, entities, reply_markup, silent, protect_content,
@@ -537,19 +538,6 @@ func (s *Store) NotificationStats(ctx context.Context, tenantIDs []string, windo
 		return c, err
 	})
 	return out, translate(err, "counting notifications")
-}
-
-// NotificationCreatedAt reads when a notification was inserted and whether its publish must have ended
-// by now (it was inserted more than PublishWindow ago); ErrNotFound when it does not exist (any more).
-func (s *Store) NotificationCreatedAt(ctx context.Context, trackingID string) (settled bool, err error) {
-	ctx, cancel := withTimeout(ctx)
-	defer cancel()
-	err = s.pool.QueryRow(ctx, `SELECT created_at < now() - $2::interval FROM notifications WHERE tracking_id = $1`,
-		trackingID, PublishWindow.String()).Scan(&settled)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, fmt.Errorf("while reading notification %s: %w", trackingID, ErrNotFound)
-	}
-	return settled, translate(err, "reading notification "+trackingID)
 }
 
 // PublishWindow bounds how long a producer may take to publish a notification it has just committed: one

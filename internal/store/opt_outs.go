@@ -5,7 +5,8 @@ package store
 // tenant through the API — and blocks (links.blocked_at: the user blocked the bot). An opt-out ends the
 // waiting notifications it covers (notification.OptOut) after it commits, in chunks (endings.go), the send gate refuses what it
 // covers (insertTenantSQL, CoveredByOptOuts), and the claim reads both (claimOnce), so that nothing it
-// covers reaches the platform once it is made. The chat's side — /stop, /resume, their keyboards — is in
+// covers reaches the platform once it is made. Who may lift or take over whose opt-out is
+// internal/consent's table, rendered here as SQL. The chat's side — /stop, /resume, their keyboards — is in
 // stop_prompts.go.
 
 import (
@@ -14,28 +15,16 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/heraldhq/herald/internal/consent"
 	"github.com/heraldhq/herald/internal/notification"
-)
-
-// OptOutBy says who made an opt-out, or who lifts one (opt_outs.by).
-type OptOutBy string
-
-// Who makes and lifts opt-outs.
-const (
-	ByUser   OptOutBy = "user"   // the user, in the chat (/stop, /resume): only the user lifts it
-	ByTenant OptOutBy = "tenant" // the tenant, through the API
 )
 
 // ErrOptedOutByUser means a tenant tried to lift an opt-out its user made in the chat: only the user lifts
 // that, with /resume (409 opted_out_by_user).
 var ErrOptedOutByUser = errors.New("opted out by the user")
-
-// SentCategoriesWindow is how far back the categories a tenant sent a user are offered by /stop.
-const SentCategoriesWindow = 30 * 24 * time.Hour
 
 // optOutCovers is the condition that an opt_outs row o covers a notification of its tenant and user whose
 // category is the SQL expression category (NULL: none): an opt-out of the whole tenant, or of that category.
@@ -70,7 +59,7 @@ var optOutSQL = `
 		INSERT INTO opt_outs AS o (tenant_id, user_id, category, by)
 		SELECT tenant_id, user_id, $3, $4 FROM u WHERE (SELECT ok FROM room)
 		ON CONFLICT (tenant_id, user_id, category) DO UPDATE SET by = EXCLUDED.by, created_at = now()
-			WHERE o.by = '` + string(ByTenant) + `' AND EXCLUDED.by = '` + string(ByUser) + `'
+			WHERE ` + consent.TakeOverSQL(`EXCLUDED.by`, `o.by`) + `
 		RETURNING tenant_id, user_id, category, by, now() AS at),
 	` + userEventsWith("made", EventUserOptedOut, optOutData) + `,
 	marked AS (
@@ -79,15 +68,15 @@ var optOutSQL = `
 		RETURNING 1)
 	SELECT EXISTS (SELECT 1 FROM u), (SELECT count(*) FROM made), (SELECT count(*) FROM marked), NOT (SELECT ok FROM room)`
 
-// liftOptOutSQL lifts the opt-out of user $2 of tenant $1 from category $3, for $4: the user lifts any, the
-// tenant only its own. It records user.opted_in (by: who lifted it), and returns whether the user exists,
+// liftOptOutSQL lifts the opt-out of user $2 of tenant $1 from category $3, for $4, as far as consent.MayLift
+// allows. It records user.opted_in (by: who lifted it), and returns whether the user exists,
 // who had made the opt-out (empty when there was none) and whether it was lifted.
 var liftOptOutSQL = `
 	WITH u AS (SELECT 1 FROM users WHERE tenant_id = $1 AND user_id = $2),
 	held AS (SELECT by FROM opt_outs WHERE tenant_id = $1 AND user_id = $2 AND category = $3),
 	lifted AS (
 		DELETE FROM opt_outs WHERE tenant_id = $1 AND user_id = $2 AND category = $3
-			AND ($4 = '` + string(ByUser) + `' OR by = '` + string(ByTenant) + `')
+			AND ` + consent.LiftSQL(`$4`, `by`) + `
 		RETURNING tenant_id, user_id, category, $4::text AS by, now() AS at),
 	` + userEventsWith("lifted", EventUserOptedIn, optOutData) + `
 	SELECT EXISTS (SELECT 1 FROM u), COALESCE((SELECT by FROM held), ''), EXISTS (SELECT 1 FROM lifted)`
@@ -140,7 +129,7 @@ const OptOutInlineChunks = 1
 // for the commit, then find the opt-out and are refused. With the claim's check (claimOnce), none of the
 // covered notifications reaches the platform after OptOut returns, but one whose attempt was claimed
 // before it.
-func (s *Store) OptOut(ctx context.Context, tenantID, userID, category string, by OptOutBy) (OptOutResult, error) {
+func (s *Store) OptOut(ctx context.Context, tenantID, userID, category string, by consent.By) (OptOutResult, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	var res OptOutResult
@@ -177,7 +166,7 @@ func (s *Store) OptOut(ctx context.Context, tenantID, userID, category string, b
 // user lifts any, the tenant only one it made — ErrOptedOutByUser for the user's own, which stays. It
 // reports whether there was one to lift (user.opted_in is recorded then). ErrNotFound for a user the tenant
 // has never seen. Notifications ended by the opt-out stay ended; later sends pass the gate again.
-func (s *Store) LiftOptOut(ctx context.Context, tenantID, userID, category string, by OptOutBy) (bool, error) {
+func (s *Store) LiftOptOut(ctx context.Context, tenantID, userID, category string, by consent.By) (bool, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	var exists, lifted bool
@@ -188,45 +177,19 @@ func (s *Store) LiftOptOut(ctx context.Context, tenantID, userID, category strin
 		return false, translate(err, "lifting an opt-out")
 	case !exists:
 		return false, translate(pgx.ErrNoRows, "lifting an opt-out")
-	case !lifted && held == string(ByUser):
+	case !lifted && held != "" && !consent.MayLift(by, consent.By(held)):
 		return false, fmt.Errorf("while lifting an opt-out: %w", ErrOptedOutByUser)
 	}
 	return lifted, nil
-}
-
-// OptOutRecord is one opt-out of a user.
-type OptOutRecord struct {
-	Category  string // "" for the whole tenant
-	By        OptOutBy
-	CreatedAt time.Time
-}
-
-// OptOutsOf lists a tenant's user's opt-outs, the whole tenant's first, then by category.
-func (s *Store) OptOutsOf(ctx context.Context, tenantID, userID string) ([]OptOutRecord, error) {
-	ctx, cancel := withTimeout(ctx)
-	defer cancel()
-	rows, _ := s.pool.Query(ctx, `SELECT category, by, created_at FROM opt_outs WHERE tenant_id = $1 AND user_id = $2 ORDER BY category`,
-		tenantID, userID)
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (OptOutRecord, error) {
-		var o OptOutRecord
-		err := r.Scan(&o.Category, &o.By, &o.CreatedAt)
-		return o, err
-	})
-	return out, translate(err, "listing opt-outs")
 }
 
 // SentCategoriesScan bounds the notifications of a user whose categories /stop reads: the latest ones (issue
 // 35: a tenant's backlog for one user must not size a /stop).
 const SentCategoriesScan = 1000
 
-// sentCategories is the query of the categories tenant sent user (SQL expressions) within window (an
-// interval's parameter), each once, sorted: among the user's latest SentCategoriesScan notifications (a
-// range of notifications_user_list_idx, newest first).
-func sentCategories(tenant, user, window string) string {
-	return sentCategoriesLimit(tenant, user, window, 0)
-}
-
-// sentCategoriesLimit is sentCategories, the first limit of them only (0: all).
+// sentCategoriesLimit is the query of the categories tenant sent user (SQL expressions) within window (an
+// interval's parameter), each once, sorted, the first limit of them only (0: all): among the user's latest
+// SentCategoriesScan notifications (a range of notifications_user_list_idx, newest first).
 func sentCategoriesLimit(tenant, user, window string, limit int) string {
 	most := ""
 	if limit > 0 {
@@ -239,19 +202,6 @@ func sentCategoriesLimit(tenant, user, window string, limit int) string {
 			  AND n.created_at > now() - ` + window + `::interval
 			ORDER BY n.created_at DESC LIMIT ` + strconv.Itoa(SentCategoriesScan) + `) r
 		WHERE category IS NOT NULL ORDER BY category` + most + `) c`
-}
-
-var sentCategoriesSQL = sentCategories(`$1`, `$2`, `$3`)
-
-// SentCategories lists the categories the tenant sent its user in the last 30 days (SentCategoriesWindow),
-// among its latest SentCategoriesScan notifications, each once, sorted: what /stop offers besides the whole
-// tenant.
-func (s *Store) SentCategories(ctx context.Context, tenantID, userID string) ([]string, error) {
-	ctx, cancel := withTimeout(ctx)
-	defer cancel()
-	var out []string
-	err := s.pool.QueryRow(ctx, sentCategoriesSQL, tenantID, userID, SentCategoriesWindow.String()).Scan(&out)
-	return out, translate(err, "listing the categories sent")
 }
 
 // coveredSQL returns, of the notifications ($1 tracking ids, $2 tenants, $3 users, $4 categories), those an

@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/internal/consent"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
+	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
 
 // userEvent is a user.* event in the outbox, with its data.
@@ -90,7 +92,7 @@ func TestAnOptOutEndsTheWaitingNotificationsItCovers(t *testing.T) {
 	exec(t, s, `UPDATE notifications SET status = 'delivered', attempts = 1 WHERE tracking_id = $1`, delivered)
 	others := insert(t, s, store.NewNotification{TrackingID: newID(), Kind: notification.KindTenant, TenantID: "acme", UserID: "ok", Priority: 5, Body: "x", Category: "promox"})
 
-	res, err := s.OptOut(ctx, "acme", "ok", "promo", store.ByTenant)
+	res, err := s.OptOut(ctx, "acme", "ok", "promo", consent.ByTenant)
 	if err != nil || !res.Made || res.Ended != 3 {
 		t.Fatalf("opt out of promo: %+v %v, want made, 3 ended", res, err)
 	}
@@ -115,10 +117,10 @@ func TestAnOptOutEndsTheWaitingNotificationsItCovers(t *testing.T) {
 	}
 
 	// Again: nothing new, no event. Then the whole tenant: every waiting one ends, the event's category is null.
-	if res, err := s.OptOut(ctx, "acme", "ok", "promo", store.ByTenant); err != nil || res.Made || res.Ended != 0 {
+	if res, err := s.OptOut(ctx, "acme", "ok", "promo", consent.ByTenant); err != nil || res.Made || res.Ended != 0 {
 		t.Errorf("the same opt-out again: %+v %v, want nothing", res, err)
 	}
-	if res, err := s.OptOut(ctx, "acme", "ok", "", store.ByUser); err != nil || !res.Made || res.Ended != 3 {
+	if res, err := s.OptOut(ctx, "acme", "ok", "", consent.ByUser); err != nil || !res.Made || res.Ended != 3 {
 		t.Errorf("opt out of the tenant: %+v %v, want made, 3 ended (news, plain, promox)", res, err)
 	}
 	got = userEventsOf(t, s, "acme", store.EventUserOptedOut)
@@ -131,7 +133,7 @@ func TestAnOptOutEndsTheWaitingNotificationsItCovers(t *testing.T) {
 	if st := statusOf(t, s, delivering); st != notification.Delivering {
 		t.Errorf("the notification being delivered is %s: an opt-out leaves it to its attempt", st)
 	}
-	if _, err := s.OptOut(ctx, "acme", "never-seen", "", store.ByTenant); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.OptOut(ctx, "acme", "never-seen", "", consent.ByTenant); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("an opt-out of a user the tenant never had: %v, want ErrNotFound", err)
 	}
 }
@@ -151,39 +153,39 @@ func TestATenantCannotLiftTheUsersOwnOptOut(t *testing.T) {
 		return b
 	}
 
-	if _, err := s.OptOut(ctx, "acme", "ok", "", store.ByUser); err != nil {
+	if _, err := s.OptOut(ctx, "acme", "ok", "", consent.ByUser); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := s.OptOut(ctx, "acme", "ok", "", store.ByTenant); err != nil || res.Made || by("") != "user" {
+	if res, err := s.OptOut(ctx, "acme", "ok", "", consent.ByTenant); err != nil || res.Made || by("") != "user" {
 		t.Errorf("the tenant makes the user's opt-out again: %+v %v, by %s; want nothing changed, still the user's", res, err, by(""))
 	}
-	if lifted, err := s.LiftOptOut(ctx, "acme", "ok", "", store.ByTenant); !errors.Is(err, store.ErrOptedOutByUser) || lifted || by("") != "user" {
+	if lifted, err := s.LiftOptOut(ctx, "acme", "ok", "", consent.ByTenant); !errors.Is(err, store.ErrOptedOutByUser) || lifted || by("") != "user" {
 		t.Errorf("the tenant lifts the user's opt-out: %v %v; want ErrOptedOutByUser and the opt-out kept", lifted, err)
 	}
-	if lifted, err := s.LiftOptOut(ctx, "acme", "ok", "", store.ByUser); err != nil || !lifted || by("") != "none" {
+	if lifted, err := s.LiftOptOut(ctx, "acme", "ok", "", consent.ByUser); err != nil || !lifted || by("") != "none" {
 		t.Errorf("the user lifts their own: %v %v, left %s", lifted, err, by(""))
 	}
 
 	// The tenant's own: the tenant lifts it; the user takes it over, and then the tenant cannot.
-	if _, err := s.OptOut(ctx, "acme", "ok", "promo", store.ByTenant); err != nil {
+	if _, err := s.OptOut(ctx, "acme", "ok", "promo", consent.ByTenant); err != nil {
 		t.Fatal(err)
 	}
-	if lifted, err := s.LiftOptOut(ctx, "acme", "ok", "promo", store.ByTenant); err != nil || !lifted {
+	if lifted, err := s.LiftOptOut(ctx, "acme", "ok", "promo", consent.ByTenant); err != nil || !lifted {
 		t.Errorf("the tenant lifts its own: %v %v", lifted, err)
 	}
-	if _, err := s.OptOut(ctx, "acme", "ok", "promo", store.ByTenant); err != nil {
+	if _, err := s.OptOut(ctx, "acme", "ok", "promo", consent.ByTenant); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := s.OptOut(ctx, "acme", "ok", "promo", store.ByUser); err != nil || !res.Made || by("promo") != "user" {
+	if res, err := s.OptOut(ctx, "acme", "ok", "promo", consent.ByUser); err != nil || !res.Made || by("promo") != "user" {
 		t.Errorf("the user stops what the tenant stopped: %+v %v, by %s; want it the user's now", res, err, by("promo"))
 	}
-	if _, err := s.LiftOptOut(ctx, "acme", "ok", "promo", store.ByTenant); !errors.Is(err, store.ErrOptedOutByUser) {
+	if _, err := s.LiftOptOut(ctx, "acme", "ok", "promo", consent.ByTenant); !errors.Is(err, store.ErrOptedOutByUser) {
 		t.Errorf("the tenant lifts what the user took over: %v, want ErrOptedOutByUser", err)
 	}
-	if lifted, err := s.LiftOptOut(ctx, "acme", "ok", "news", store.ByTenant); err != nil || lifted {
+	if lifted, err := s.LiftOptOut(ctx, "acme", "ok", "news", consent.ByTenant); err != nil || lifted {
 		t.Errorf("lifting what was never stopped: %v %v, want nothing and no error", lifted, err)
 	}
-	if _, err := s.LiftOptOut(ctx, "acme", "never-seen", "", store.ByTenant); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.LiftOptOut(ctx, "acme", "never-seen", "", consent.ByTenant); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a lift for a user the tenant never had: %v, want ErrNotFound", err)
 	}
 
@@ -197,7 +199,7 @@ func TestATenantCannotLiftTheUsersOwnOptOut(t *testing.T) {
 		t.Errorf("events %v, want %v", got, want)
 	}
 	records, err := s.OptOutsOf(ctx, "acme", "ok")
-	if err != nil || len(records) != 1 || records[0].Category != "promo" || records[0].By != store.ByUser {
+	if err != nil || len(records) != 1 || records[0].Category != "promo" || records[0].By != consent.ByUser {
 		t.Errorf("the user's opt-outs: %+v %v, want promo by the user", records, err)
 	}
 }
@@ -207,7 +209,7 @@ func TestATenantCannotLiftTheUsersOwnOptOut(t *testing.T) {
 func TestTheGateRefusesWhatAnOptOutCovers(t *testing.T) {
 	s := fixture(t)
 	ctx := context.Background()
-	if _, err := s.OptOut(ctx, "acme", "ok", "promo", store.ByUser); err != nil {
+	if _, err := s.OptOut(ctx, "acme", "ok", "promo", consent.ByUser); err != nil {
 		t.Fatal(err)
 	}
 	promo, news, plain, unverified := categorised("promo"), categorised("news"), categorised(""), tenantNotification("no")
@@ -220,7 +222,7 @@ func TestTheGateRefusesWhatAnOptOutCovers(t *testing.T) {
 		t.Errorf("covered %v (%v), want the promo one, by the opt-out of promo", covered, err)
 	}
 
-	if _, err := s.OptOut(ctx, "acme", "ok", "", store.ByTenant); err != nil {
+	if _, err := s.OptOut(ctx, "acme", "ok", "", consent.ByTenant); err != nil {
 		t.Fatal(err)
 	}
 	again := []store.NewNotification{categorised("promo"), categorised("news"), categorised("")}
@@ -272,7 +274,7 @@ func TestAnOptOutAndASendSerialiseOnTheGate(t *testing.T) {
 	}()
 	<-sendHolds
 	optOutDone := make(chan error, 1)
-	go func() { _, err := s.OptOut(ctx, "acme", "ok", "", store.ByUser); optOutDone <- err }()
+	go func() { _, err := s.OptOut(ctx, "acme", "ok", "", consent.ByUser); optOutDone <- err }()
 	select {
 	case err := <-optOutDone:
 		t.Fatalf("the opt-out did not wait for the send that passed the gate (%v)", err)
@@ -429,7 +431,7 @@ func TestAUserShowsTheOptOutsAndTheBlock(t *testing.T) {
 		t.Fatalf("a user without any: %+v %v", u, err)
 	}
 	for _, c := range []string{"promo", "", "news"} {
-		if _, err := s.OptOut(ctx, "acme", "ok", c, store.ByTenant); err != nil {
+		if _, err := s.OptOut(ctx, "acme", "ok", c, consent.ByTenant); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -456,4 +458,31 @@ func TestTheCategoriesSentInTheLast30Days(t *testing.T) {
 	if err != nil || !slices.Equal(got, []string{"news", "promo"}) {
 		t.Errorf("categories %v %v, want news and promo", got, err)
 	}
+}
+
+// internal/consent's table, as rendered for the store's SQL, decides in PostgreSQL as it does in Go, for
+// every pair (the columns' lists: TestStatesMatchTheSchema).
+func TestConsentSQLAgreesWithGo(t *testing.T) {
+	s, _ := pgtest.NewStore(t)
+	ctx := context.Background()
+	for _, actor := range consent.Bys {
+		for _, held := range consent.Bys {
+			var lift, takeOver bool
+			q := `SELECT ` + consent.LiftSQL(`$1::text`, `$2::text`) + `, ` + consent.TakeOverSQL(`$1::text`, `$2::text`)
+			if err := s.Pool().QueryRow(ctx, q, string(actor), string(held)).Scan(&lift, &takeOver); err != nil {
+				t.Fatal(err)
+			}
+			if lift != consent.MayLift(actor, held) || takeOver != consent.TakesOver(actor, held) {
+				t.Errorf("%s over %s's: SQL lifts %v, takes over %v; Go disagrees", actor, held, lift, takeOver)
+			}
+		}
+	}
+}
+
+func texts[S ~string](vs []S) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return out
 }

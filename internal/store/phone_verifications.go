@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/heraldhq/herald/internal/notification"
+	"github.com/heraldhq/herald/internal/phone"
 )
 
 // VerificationTTL is the lifetime of a phone verification session, fixed by the spec.
@@ -32,9 +33,9 @@ func (s *Store) StartVerification(ctx context.Context, tenantID, userID, label s
 		n.Bot = bot
 		if err := tx.QueryRow(ctx, `
 			INSERT INTO phone_verifications (tenant_id, user_id, status, session_expires_at, label, prompt_tracking_id, updated_at)
-			VALUES ($1, $2, 'pending', now() + $4::interval, $3, $5, now())
+			VALUES ($1, $2, `+phone.Pending.SQL()+`, now() + $4::interval, $3, $5, now())
 			ON CONFLICT (tenant_id, user_id) DO UPDATE
-			  SET status = 'pending', session_expires_at = EXCLUDED.session_expires_at, label = EXCLUDED.label,
+			  SET status = `+phone.Pending.SQL()+`, session_expires_at = EXCLUDED.session_expires_at, label = EXCLUDED.label,
 			      prompt_tracking_id = EXCLUDED.prompt_tracking_id,
 			      verified_at = NULL, phone_last4 = NULL, phone_hash = NULL, updated_at = now()
 			RETURNING session_expires_at`, tenantID, userID, label, VerificationTTL.String(), n.TrackingID).Scan(&expires); err != nil {
@@ -50,13 +51,12 @@ func (s *Store) StartVerification(ctx context.Context, tenantID, userID, label s
 
 // verificationStatusSQL is the verification status a tenant sees, from phone_verifications v (NULL when the
 // user has none): a pending session past its expiry, or no record, reads as unverified.
-const verificationStatusSQL = `CASE WHEN v.status = 'pending' AND v.session_expires_at <= now() THEN 'unverified'
-		            ELSE COALESCE(v.status, 'unverified') END`
+var verificationStatusSQL = phone.SeenSQL(`v`)
 
 // Verification is the tenant-visible phone verification state.
 type Verification struct {
 	UserID     string
-	Status     string
+	Status     phone.Status
 	VerifiedAt *time.Time
 	PhoneLast4 *string
 	UpdatedAt  time.Time
@@ -145,11 +145,11 @@ func CompleteVerifications(updateID int64, c ContactShare, replies func(Verifica
 			b.Queue(`
 				WITH verified AS (
 					UPDATE phone_verifications v
-					SET status = 'verified', phone_last4 = $2, phone_hash = $3, verified_at = now(), updated_at = now()
+					SET status = `+phone.Verified.SQL()+`, phone_last4 = $2, phone_hash = $3, verified_at = now(), updated_at = now()
 					FROM links l, tenants t
 					WHERE l.messenger_user_id = $1 AND l.bot_id IS NOT DISTINCT FROM $4::bigint
 					  AND v.tenant_id = l.tenant_id AND v.user_id = l.user_id
-					  AND t.id = v.tenant_id AND v.status = 'pending' AND v.session_expires_at > now()
+					  AND t.id = v.tenant_id AND v.status = `+phone.Pending.SQL()+` AND v.session_expires_at > now()
 					RETURNING v.tenant_id, v.user_id, COALESCE(v.label, t.developer_name) AS label, v.verified_at AS at),
 				`+userEvents("verified", EventUserVerified)+`
 				SELECT tenant_id, user_id, label FROM verified`,
@@ -168,7 +168,7 @@ func CompleteVerifications(updateID int64, c ContactShare, replies func(Verifica
 				SELECT v.tenant_id, v.user_id, COALESCE(v.label, t.developer_name)
 				FROM phone_verifications v JOIN links l USING (tenant_id, user_id) JOIN tenants t ON t.id = v.tenant_id
 				WHERE l.messenger_user_id = $1 AND l.bot_id IS NOT DISTINCT FROM $2::bigint
-				  AND v.status = 'pending' AND v.session_expires_at <= now()
+				  AND v.status = `+phone.Pending.SQL()+` AND v.session_expires_at <= now()
 				ORDER BY v.session_expires_at DESC LIMIT 1`, c.MessengerUserID, botArg(c.Bot)).QueryRow(func(row pgx.Row) error {
 				var e Session
 				err := row.Scan(&e.TenantID, &e.UserID, &e.Label)

@@ -19,20 +19,6 @@ type RateLease struct {
 // one pool (an arbitrary constant of Herald's: "herald.rl"); the pool's name picks the lock within it.
 const rateLeaseLock int32 = 0x6872_6c00
 
-// ShareRate renews holder's lease in pool. Under the pool's lock it drops the leases that expired, records
-// holder's demand, and calls decide with holder's current lease (Rate 0 for a new one) and the other live
-// leases; the rate decide returns is written with a fresh expiry, now + ttl by the database's clock. decide
-// runs before the commit, so a holder that lowers its rate does so while nobody can count on what it gives
-// up yet. On error nothing was renewed, though decide may have run.
-func (s *Store) ShareRate(ctx context.Context, pool, holder string, demand float64, ttl time.Duration,
-	decide func(mine RateLease, others []RateLease) float64) (float64, error) {
-	rates, err := s.ShareRates(ctx, holder, ttl, []RateShare{{Pool: pool, Demand: demand, Decide: decide}})
-	if err != nil {
-		return 0, err
-	}
-	return rates[0], nil
-}
-
 // RateShare is one pool of a ShareRates renewal: the holder's demand there, and how it picks its rate.
 type RateShare struct {
 	Pool   string

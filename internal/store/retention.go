@@ -8,7 +8,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/heraldhq/herald/internal/callbackstate"
+	"github.com/heraldhq/herald/internal/consent"
 	"github.com/heraldhq/herald/internal/notification"
+	"github.com/heraldhq/herald/internal/phone"
 )
 
 // Retention: how long Herald keeps what it stores, for every table in one place (the purge job that runs
@@ -22,7 +25,7 @@ import (
 //	processed update ids     deleted ProcessedUpdateRetention after they were handled
 //	callback events          deleted RetentionPolicy.CallbackEvents after they were delivered or dropped
 //	                         (pending ones end within their 24-hour retry window, and are never purged)
-//	stop prompts             deleted StopPromptTTL after they were made (a tap changes nothing after it)
+//	stop prompts             deleted consent.PromptTTL after they were made (a tap changes nothing after it)
 //
 // "Final" is notification.Status.Terminal (notification.TerminalSQL), so a terminal state added later is
 // purged without a change here. A notification's updated_at is the time it reached its final state: a terminal row never changes
@@ -111,13 +114,13 @@ var purgeRules = map[PurgeKind]purgeRule{
 	PurgeVerificationSessions: {
 		// The row stays: it is the user's verification state, which reads "unverified" past the session's
 		// expiry anyway; only the session (its expiry and its branding snapshot) goes.
-		purge: `UPDATE phone_verifications v SET status = 'unverified', session_expires_at = NULL, label = NULL
+		purge: `UPDATE phone_verifications v SET status = ` + phone.Unverified.SQL() + `, session_expires_at = NULL, label = NULL
 			FROM (SELECT tenant_id, user_id FROM phone_verifications
-			      WHERE status = 'pending' AND session_expires_at < now() - $1::interval
+			      WHERE status = ` + phone.Pending.SQL() + ` AND session_expires_at < now() - $1::interval
 			      ORDER BY session_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) d
 			WHERE v.tenant_id = d.tenant_id AND v.user_id = d.user_id`,
 		oldest: `SELECT min(session_expires_at) + $1::interval FROM phone_verifications
-			WHERE status = 'pending' AND session_expires_at < now() - $1::interval`,
+			WHERE status = ` + phone.Pending.SQL() + ` AND session_expires_at < now() - $1::interval`,
 		age: func(p RetentionPolicy) time.Duration { return p.Expired },
 	},
 	PurgeIdempotencyKeys: {
@@ -139,10 +142,10 @@ var purgeRules = map[PurgeKind]purgeRule{
 	PurgeCallbackEvents: {
 		// Through callback_events_finished_idx (migration 00009), whose predicate this repeats.
 		purge: `DELETE FROM callback_events WHERE id IN (
-			SELECT id FROM callback_events WHERE state <> 'pending' AND finished_at < now() - $1::interval
+			SELECT id FROM callback_events WHERE state <> ` + callbackstate.Pending.SQL() + ` AND finished_at < now() - $1::interval
 			ORDER BY finished_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
 		oldest: `SELECT min(finished_at) + $1::interval FROM callback_events
-			WHERE state <> 'pending' AND finished_at < now() - $1::interval`,
+			WHERE state <> ` + callbackstate.Pending.SQL() + ` AND finished_at < now() - $1::interval`,
 		age: func(p RetentionPolicy) time.Duration { return p.CallbackEvents },
 	},
 	PurgeStopPrompts: {
@@ -151,7 +154,7 @@ var purgeRules = map[PurgeKind]purgeRule{
 			SELECT id FROM stop_prompts WHERE created_at < now() - $1::interval
 			ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
 		oldest: `SELECT min(created_at) + $1::interval FROM stop_prompts WHERE created_at < now() - $1::interval`,
-		age:    func(RetentionPolicy) time.Duration { return StopPromptTTL },
+		age:    func(RetentionPolicy) time.Duration { return consent.PromptTTL },
 	},
 }
 

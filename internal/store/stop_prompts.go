@@ -15,52 +15,18 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/heraldhq/herald/internal/consent"
 	"github.com/heraldhq/herald/internal/notification"
 )
-
-// StopPromptTTL is how long a /stop or /resume keyboard can be tapped; retention deletes it then.
-const StopPromptTTL = 24 * time.Hour
 
 // ChatUser is a messenger user in a private chat with a bot: who sends /stop, or taps a button.
 type ChatUser struct {
 	Bot             notification.BotID // the bot that received the update
 	ChatID          int64
 	MessengerUserID int64
-}
-
-// ChatChoice is what a user stops or resumes in a chat: a tenant's notifications (Category ""), or one
-// category of them.
-type ChatChoice struct {
-	TenantID string `json:"tenant_id"`
-	Category string `json:"category"`
-}
-
-// PromptKind is what a choice does: stop (opt out) or resume (lift the opt-out).
-type PromptKind string
-
-// The kinds of prompt (stop_prompts.kind).
-const (
-	PromptStop   PromptKind = "stop"
-	PromptResume PromptKind = "resume"
-)
-
-// ChatTenant is a tenant linked to a chat, with what /stop and /resume show of it.
-type ChatTenant struct {
-	TenantID string
-	// UserIDs are the tenant's users linked to this chat and messenger user (usually one): a choice about
-	// the tenant applies to each.
-	UserIDs []string
-	// Label brands the replies about the tenant: the label of the link token the user redeemed (kept on the
-	// link), or the tenant's developer name (a link made before links kept it).
-	Label string
-	// Categories are those the tenant sent these users in the last 30 days (SentCategoriesWindow), sorted.
-	Categories []string
-	// OptOuts are what is stopped (of any of the users), the whole tenant's first.
-	OptOuts []OptOutRecord
 }
 
 // chatTenantsSQL reads the links of messenger user $3 in chat $2 of bot $1, each with its label, the
@@ -83,14 +49,14 @@ var chatTenantsSQL = `
 // them: what /stop and /resume offer. What it reads of each tenant's user is bounded (MaxChatCategories,
 // MaxCategoryOptOuts), merged in linear time with sets, and it stops at the deadline (issue 35: a tenant's
 // volume must not stop the other tenants' users of the chat).
-func (s *Store) ChatTenants(ctx context.Context, who ChatUser) ([]ChatTenant, error) {
+func (s *Store) ChatTenants(ctx context.Context, who ChatUser) ([]consent.Tenant, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	rows, err := s.pool.Query(ctx, chatTenantsSQL, botArg(who.Bot), who.ChatID, who.MessengerUserID, SentCategoriesWindow.String())
+	rows, err := s.pool.Query(ctx, chatTenantsSQL, botArg(who.Bot), who.ChatID, who.MessengerUserID, consent.SentCategoriesWindow.String())
 	if err != nil {
 		return nil, translate(err, "reading the tenants of a chat")
 	}
-	var out []ChatTenant
+	var out []consent.Tenant
 	// The categories and opt-outs of out's last tenant already merged (a tenant's rows are consecutive).
 	var seenCategories, seenOptOuts map[string]bool
 	var tenantID, userID, label string
@@ -100,7 +66,7 @@ func (s *Store) ChatTenants(ctx context.Context, who ChatUser) ([]ChatTenant, er
 			return err
 		}
 		if len(out) == 0 || out[len(out)-1].TenantID != tenantID {
-			out = append(out, ChatTenant{TenantID: tenantID, Label: label})
+			out = append(out, consent.Tenant{TenantID: tenantID, Label: label})
 			seenCategories, seenOptOuts = map[string]bool{}, map[string]bool{}
 		}
 		ct := &out[len(out)-1]
@@ -114,36 +80,29 @@ func (s *Store) ChatTenants(ctx context.Context, who ChatUser) ([]ChatTenant, er
 		for i, c := range optOuts {
 			if !seenOptOuts[c] && len(ct.OptOuts) <= MaxCategoryOptOuts {
 				seenOptOuts[c] = true
-				ct.OptOuts = append(ct.OptOuts, OptOutRecord{Category: c, By: OptOutBy(bys[i])})
+				ct.OptOuts = append(ct.OptOuts, consent.Record{Category: c, By: consent.By(bys[i])})
 			}
 		}
 		return nil
 	})
 	for i := range out {
 		slices.Sort(out[i].Categories)
-		slices.SortFunc(out[i].OptOuts, func(a, b OptOutRecord) int { return strings.Compare(a.Category, b.Category) })
+		slices.SortFunc(out[i].OptOuts, func(a, b consent.Record) int { return strings.Compare(a.Category, b.Category) })
 	}
 	return out, translate(err, "reading the tenants of a chat")
 }
 
-// ChatOptOutResult is what a /stop, a /resume or a tap did.
-type ChatOptOutResult struct {
-	// Stale: the tap found no prompt to take — an unknown id, another user's or another chat's, one used
-	// already or older than StopPromptTTL, or an index out of range. Nothing changed.
-	Stale bool
-	Kind  PromptKind
-	// Choices are what was stopped (or resumed): the choices whose tenant the user is still linked to in
-	// this chat, each once.
-	Choices []ChatChoice
-	// Changed counts the opt-outs made (or taken over from the tenant) or lifted, known once ApplyUpdates
-	// returns (not yet when the reply is built). The notifications the opt-outs cover end after the commit
-	// (Effect.Endings, FinishEndings).
-	Changed int
+// ChatReply is the reply to a /stop or /resume applied at once: the message addressed to the chat (its
+// tenant and body left for the outcome) and the labels of the chat's tenants. The store renders the body
+// from the result it resolved (consent.Outcome) inside the update's transaction.
+type ChatReply struct {
+	To     NewNotification
+	Labels map[string]string
 }
 
 // chatTarget is a choice applied to one of the tenant's users linked in the chat.
 type chatTarget struct {
-	choice ChatChoice
+	choice consent.Choice
 	userID string
 }
 
@@ -156,7 +115,7 @@ const resolveChoicesSQL = `
 	ORDER BY c.i, l.user_id`
 
 // takeChoiceSQL takes choice $5 of prompt $4 — only the prompt's own user in its own chat of its own bot,
-// only once, only within $6 (StopPromptTTL) — and resolves it as resolveChoicesSQL does. No row: nothing to
+// only once, only within $6 (consent.PromptTTL) — and resolves it as resolveChoicesSQL does. No row: nothing to
 // take. A row without a user: a tenant of the choice the user is no longer linked to here.
 const takeChoiceSQL = `
 	WITH p AS (
@@ -174,15 +133,15 @@ const takeChoiceSQL = `
 // them to users (rows of kind, tenant, category and user, read by scan; no row leaves the result as initial
 // is), then the opt-outs or lifts are applied, by the user — an opt-out after the gate locks of its users,
 // as OptOut takes its user's.
-func chatEffect(updateID int64, who ChatUser, res *ChatOptOutResult, initial ChatOptOutResult, queue func(b *pgx.Batch, scan func(pgx.Rows) error),
-	reply func(ChatOptOutResult) []NewNotification) *Effect {
+func chatEffect(updateID int64, who ChatUser, res *consent.Result, initial consent.Result, queue func(b *pgx.Batch, scan func(pgx.Rows) error),
+	reply *ChatReply) *Effect {
 	var targets []chatTarget
 	scan := func(rows pgx.Rows) error {
 		var kind string
-		var c ChatChoice
+		var c consent.Choice
 		var userID *string
 		_, err := pgx.ForEachRow(rows, []any{&kind, &c.TenantID, &c.Category, &userID}, func() error {
-			res.Stale, res.Kind = false, PromptKind(kind)
+			res.Stale, res.Kind = false, consent.Kind(kind)
 			if userID != nil {
 				targets = append(targets, chatTarget{choice: c, userID: *userID})
 			}
@@ -207,17 +166,17 @@ func chatEffect(updateID int64, who ChatUser, res *ChatOptOutResult, initial Cha
 			}
 		}
 		query := optOutSQL
-		if res.Kind == PromptStop && len(targets) > 0 {
+		if res.Kind == consent.Stop && len(targets) > 0 {
 			b.Queue(exclusiveGatesSQL, gateBuckets(tenants, users))
-		} else if res.Kind != PromptStop {
+		} else if res.Kind != consent.Stop {
 			query = liftOptOutSQL
 		}
 		for _, t := range targets {
-			b.Queue(query, t.choice.TenantID, t.userID, t.choice.Category, string(ByUser)).QueryRow(func(row pgx.Row) error {
+			b.Queue(query, t.choice.TenantID, t.userID, t.choice.Category, string(consent.ByUser)).QueryRow(func(row pgx.Row) error {
 				var exists bool
 				var changed, marked int
 				var err error
-				if res.Kind == PromptStop {
+				if res.Kind == consent.Stop {
 					// One refused for the cap (MaxCategoryOptOuts) changes nothing: /stop offers at most
 					// MaxChatCategories categories, and the whole tenant's is always made.
 					var capped bool
@@ -242,26 +201,30 @@ func chatEffect(updateID int64, who ChatUser, res *ChatOptOutResult, initial Cha
 	return e
 }
 
-func replyOf(reply func(ChatOptOutResult) []NewNotification, res ChatOptOutResult) []NewNotification {
+// replyOf is reply (nil: none) with the outcome of res.
+func replyOf(reply *ChatReply, res consent.Result) []NewNotification {
 	if reply == nil {
 		return nil
 	}
-	return reply(res)
+	m := consent.Outcome(res, reply.Labels)
+	n := reply.To
+	n.TenantID, n.Body = m.TenantID, m.Body
+	return []NewNotification{n}
 }
 
-// ChatOptOutEffect is a /stop (kind PromptStop) or /resume (PromptResume) applied at once, without a
+// ChatOptOutEffect is a /stop (kind consent.Stop) or /resume (consent.Resume) applied at once, without a
 // keyboard — one tenant, no categories —: the choices are opted out of (or lifted) by the user, for each of
 // the tenant's users linked to the chat with who's messenger user; a choice of a tenant not linked there is
 // skipped. The user lifts the tenant's opt-outs as well as their own. An opt-out ends the waiting
-// notifications it covers after the commit (Effect.Endings), as OptOut does. reply (nil: none) builds the replies from the result, which
-// *ChatOptOutResult holds in full once ApplyUpdates returns.
-func ChatOptOutEffect(updateID int64, who ChatUser, kind PromptKind, choices []ChatChoice, reply func(ChatOptOutResult) []NewNotification) (*Effect, *ChatOptOutResult) {
-	res := &ChatOptOutResult{}
+// notifications it covers after the commit (Effect.Endings), as OptOut does. reply (nil: none) is the reply, its body rendered from the
+// result (consent.Outcome), which *consent.Result holds in full once ApplyUpdates returns.
+func ChatOptOutEffect(updateID int64, who ChatUser, kind consent.Kind, choices []consent.Choice, reply *ChatReply) (*Effect, *consent.Result) {
+	res := &consent.Result{}
 	tenants, categories := make([]string, len(choices)), make([]string, len(choices))
 	for i, c := range choices {
 		tenants[i], categories[i] = c.TenantID, c.Category
 	}
-	return chatEffect(updateID, who, res, ChatOptOutResult{Kind: kind}, func(b *pgx.Batch, scan func(pgx.Rows) error) {
+	return chatEffect(updateID, who, res, consent.Result{Kind: kind}, func(b *pgx.Batch, scan func(pgx.Rows) error) {
 		b.Queue(resolveChoicesSQL, botArg(who.Bot), who.ChatID, who.MessengerUserID, tenants, categories, string(kind)).Query(scan)
 	}, reply), res
 }
@@ -271,8 +234,8 @@ func ChatOptOutEffect(updateID int64, who ChatUser, kind PromptKind, choices []C
 type StopPrompt struct {
 	ID [16]byte // random (crypto/rand): a button's callback_data carries it
 	ChatUser
-	Kind    PromptKind
-	Choices [][]ChatChoice
+	Kind    consent.Kind
+	Choices [][]consent.Choice
 }
 
 // StopPromptEffect records the prompt and inserts reply (the message with its keyboard), once per update
@@ -292,12 +255,12 @@ func StopPromptEffect(updateID int64, p StopPrompt, reply NewNotification) (*Eff
 }
 
 // StopChoiceEffect is a tap on a prompt's button (a callback_query): it takes the choice at index of
-// prompt id once — for the prompt's own user in its own chat, within StopPromptTTL — and applies it as
+// prompt id once — for the prompt's own user in its own chat, within consent.PromptTTL — and applies it as
 // ChatOptOutEffect does. Anything else is Stale and changes nothing. A tap redelivered under the same update
 // id is a repeat (ApplyUpdates); another tap on a used prompt is Stale.
-func StopChoiceEffect(updateID int64, who ChatUser, id [16]byte, index int, reply func(ChatOptOutResult) []NewNotification) (*Effect, *ChatOptOutResult) {
-	res := &ChatOptOutResult{}
-	return chatEffect(updateID, who, res, ChatOptOutResult{Stale: true}, func(b *pgx.Batch, scan func(pgx.Rows) error) {
-		b.Queue(takeChoiceSQL, botArg(who.Bot), who.ChatID, who.MessengerUserID, id[:], index, StopPromptTTL.String()).Query(scan)
+func StopChoiceEffect(updateID int64, who ChatUser, id [16]byte, index int, reply *ChatReply) (*Effect, *consent.Result) {
+	res := &consent.Result{}
+	return chatEffect(updateID, who, res, consent.Result{Stale: true}, func(b *pgx.Batch, scan func(pgx.Rows) error) {
+		b.Queue(takeChoiceSQL, botArg(who.Bot), who.ChatID, who.MessengerUserID, id[:], index, consent.PromptTTL.String()).Query(scan)
 	}, reply), res
 }

@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/heraldhq/herald/internal/consent"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 )
@@ -85,7 +87,7 @@ func TestTheTenantsOfAChat(t *testing.T) {
 	for _, c := range []string{"promo", "news"} {
 		insert(t, s, categorised(c))
 	}
-	if _, err := s.OptOut(ctx, "acme", "ok", "promo", store.ByTenant); err != nil {
+	if _, err := s.OptOut(ctx, "acme", "ok", "promo", consent.ByTenant); err != nil {
 		t.Fatal(err)
 	}
 	bot := ownBot(t, s, 901)
@@ -124,9 +126,9 @@ func TestAUserLinkedToThreeTenantsStopsOne(t *testing.T) {
 	endpoint(t, s, "acme")
 	waiting := insert(t, s, tenantNotification("ok"))
 
-	eff, res := store.ChatOptOutEffect(8001, who, store.PromptStop, []store.ChatChoice{{TenantID: "globex"}}, nil)
+	eff, res := store.ChatOptOutEffect(8001, who, consent.Stop, []consent.Choice{{TenantID: "globex"}}, nil)
 	apply(t, s, eff)
-	if res.Stale || res.Changed != 1 || !slices.Equal(res.Choices, []store.ChatChoice{{TenantID: "globex"}}) {
+	if res.Stale || res.Changed != 1 || !slices.Equal(res.Choices, []consent.Choice{{TenantID: "globex"}}) {
 		t.Errorf("stop globex: %+v", res)
 	}
 	for tenant, want := range map[string]bool{"acme": true, "globex": false, "initech": true} {
@@ -141,13 +143,15 @@ func TestAUserLinkedToThreeTenantsStopsOne(t *testing.T) {
 
 	// All of them, at once: each tenant's waiting notifications end; a tenant no longer linked here is skipped.
 	exec(t, s, `DELETE FROM links WHERE tenant_id = 'initech'`)
-	all := []store.ChatChoice{{TenantID: "acme"}, {TenantID: "globex"}, {TenantID: "initech"}}
-	eff, res = store.ChatOptOutEffect(8002, who, store.PromptStop, all, func(r store.ChatOptOutResult) []store.NewNotification {
-		return []store.NewNotification{{TrackingID: newID(), Kind: notification.KindSystem, ChatID: 5, Priority: 9, Body: "stopped"}}
-	})
+	all := []consent.Choice{{TenantID: "acme"}, {TenantID: "globex"}, {TenantID: "initech"}}
+	eff, res = store.ChatOptOutEffect(8002, who, consent.Stop, all, &store.ChatReply{
+		To:     store.NewNotification{TrackingID: newID(), Kind: notification.KindSystem, ChatID: 5, Priority: 9},
+		Labels: map[string]string{"acme": "Acme", "globex": "Globex"}})
 	ended := apply(t, s, eff)
 	if res.Changed != 1 || ended != 2 || len(res.Choices) != 2 || len(eff.Replies) != 1 {
 		t.Errorf("stop all: %+v, %d ended, %d replies; want acme made (globex was already), acme's 2 waiting ended, initech skipped", res, ended, len(eff.Replies))
+	} else if body := eff.Replies[0].Body; !strings.Contains(body, "Stopped: Acme and Globex.") {
+		t.Errorf("stop all's reply, rendered from what it resolved: %q", body)
 	}
 	if st, code, _ := lastError(t, s, waiting); st != notification.Blocked || code != notification.CodeOptedOut {
 		t.Errorf("acme's waiting notification after /stop: %s %d", st, code)
@@ -156,16 +160,16 @@ func TestAUserLinkedToThreeTenantsStopsOne(t *testing.T) {
 		t.Errorf("acme's events: %+v", got)
 	}
 
-	eff, res = store.ChatOptOutEffect(8003, who, store.PromptResume, []store.ChatChoice{{TenantID: "acme"}}, nil)
+	eff, res = store.ChatOptOutEffect(8003, who, consent.Resume, []consent.Choice{{TenantID: "acme"}}, nil)
 	apply(t, s, eff)
 	if res.Changed != 1 || !sendable(t, s, "acme", "ok") || sendable(t, s, "globex", "g") {
 		t.Errorf("resume acme: %+v", res)
 	}
 	// The tenant's own opt-out: the user lifts it too.
-	if _, err := s.OptOut(ctx, "globex", "g", "promo", store.ByTenant); err != nil {
+	if _, err := s.OptOut(ctx, "globex", "g", "promo", consent.ByTenant); err != nil {
 		t.Fatal(err)
 	}
-	eff, res = store.ChatOptOutEffect(8004, who, store.PromptResume, []store.ChatChoice{{TenantID: "globex", Category: "promo"}}, nil)
+	eff, res = store.ChatOptOutEffect(8004, who, consent.Resume, []consent.Choice{{TenantID: "globex", Category: "promo"}}, nil)
 	apply(t, s, eff)
 	if res.Changed != 1 || count(t, s, `SELECT count(*) FROM opt_outs WHERE tenant_id = 'globex' AND category = 'promo'`) != 0 {
 		t.Errorf("the user resumes what the tenant stopped: %+v", res)
@@ -179,7 +183,7 @@ func TestAStopPromptIsTakenOnce(t *testing.T) {
 	s := fixture(t)
 	ctx := context.Background()
 	who := threeTenants(t, s)
-	newPrompt := func(kind store.PromptKind, choices ...[]store.ChatChoice) [16]byte {
+	newPrompt := func(kind consent.Kind, choices ...[]consent.Choice) [16]byte {
 		t.Helper()
 		var id [16]byte
 		_, _ = rand.Read(id[:])
@@ -196,27 +200,27 @@ func TestAStopPromptIsTakenOnce(t *testing.T) {
 		}
 		return id
 	}
-	tap := func(updateID int64, by store.ChatUser, id [16]byte, index int) (*store.Effect, *store.ChatOptOutResult) {
+	tap := func(updateID int64, by store.ChatUser, id [16]byte, index int) (*store.Effect, *consent.Result) {
 		t.Helper()
 		eff, res := store.StopChoiceEffect(updateID, by, id, index, nil)
 		apply(t, s, eff)
 		return eff, res
 	}
-	stop := newPrompt(store.PromptStop,
-		[]store.ChatChoice{{TenantID: "acme"}},
-		[]store.ChatChoice{{TenantID: "acme", Category: "promo"}},
-		[]store.ChatChoice{{TenantID: "acme"}, {TenantID: "globex"}, {TenantID: "initech"}})
+	stop := newPrompt(consent.Stop,
+		[]consent.Choice{{TenantID: "acme"}},
+		[]consent.Choice{{TenantID: "acme", Category: "promo"}},
+		[]consent.Choice{{TenantID: "acme"}, {TenantID: "globex"}, {TenantID: "initech"}})
 
 	stranger := store.ChatUser{ChatID: 5, MessengerUserID: 6}
-	for name, try := range map[string]func() *store.ChatOptOutResult{
-		"another user": func() *store.ChatOptOutResult { _, r := tap(9001, stranger, stop, 1); return r },
-		"another bot": func() *store.ChatOptOutResult {
+	for name, try := range map[string]func() *consent.Result{
+		"another user": func() *consent.Result { _, r := tap(9001, stranger, stop, 1); return r },
+		"another bot": func() *consent.Result {
 			_, r := tap(9002, store.ChatUser{Bot: 77, ChatID: 5, MessengerUserID: 5}, stop, 1)
 			return r
 		},
-		"index out of range": func() *store.ChatOptOutResult { _, r := tap(9003, who, stop, 3); return r },
-		"a negative index":   func() *store.ChatOptOutResult { _, r := tap(9004, who, stop, -1); return r },
-		"a forged prompt id": func() *store.ChatOptOutResult { _, r := tap(9005, who, [16]byte{1, 2, 3}, 0); return r },
+		"index out of range": func() *consent.Result { _, r := tap(9003, who, stop, 3); return r },
+		"a negative index":   func() *consent.Result { _, r := tap(9004, who, stop, -1); return r },
+		"a forged prompt id": func() *consent.Result { _, r := tap(9005, who, [16]byte{1, 2, 3}, 0); return r },
 	} {
 		if res := try(); !res.Stale || res.Changed != 0 {
 			t.Errorf("a tap by %s: %+v, want stale", name, res)
@@ -227,7 +231,7 @@ func TestAStopPromptIsTakenOnce(t *testing.T) {
 	}
 
 	_, res := tap(9010, who, stop, 2)
-	if res.Stale || res.Kind != store.PromptStop || res.Changed != 3 || len(res.Choices) != 3 {
+	if res.Stale || res.Kind != consent.Stop || res.Changed != 3 || len(res.Choices) != 3 {
 		t.Errorf("the tap on All of them: %+v", res)
 	}
 	// The platform redelivers the same update: taken once per update id. Another tap (a new update) on the
@@ -245,13 +249,13 @@ func TestAStopPromptIsTakenOnce(t *testing.T) {
 	}
 
 	// /resume's prompt lifts the choice the same way; a day-old one changes nothing.
-	resume := newPrompt(store.PromptResume, []store.ChatChoice{{TenantID: "globex"}}, []store.ChatChoice{{TenantID: "initech"}})
-	old := newPrompt(store.PromptResume, []store.ChatChoice{{TenantID: "acme"}})
+	resume := newPrompt(consent.Resume, []consent.Choice{{TenantID: "globex"}}, []consent.Choice{{TenantID: "initech"}})
+	old := newPrompt(consent.Resume, []consent.Choice{{TenantID: "acme"}})
 	exec(t, s, `UPDATE stop_prompts SET created_at = now() - interval '25 hours' WHERE id = $1`, old[:])
 	if _, res := tap(9020, who, old, 0); !res.Stale {
 		t.Errorf("a tap on a day-old prompt: %+v, want stale", res)
 	}
-	if _, res := tap(9021, who, resume, 1); res.Stale || res.Kind != store.PromptResume || res.Changed != 1 {
+	if _, res := tap(9021, who, resume, 1); res.Stale || res.Kind != consent.Resume || res.Changed != 1 {
 		t.Errorf("resume initech: %+v", res)
 	}
 	if !sendable(t, s, "initech", "i") || sendable(t, s, "globex", "g") || sendable(t, s, "acme", "ok") {
@@ -265,7 +269,7 @@ func TestAStopPromptIsTakenOnce(t *testing.T) {
 	if n := count(t, s, `SELECT count(*) FROM stop_prompts`); n != 2 {
 		t.Errorf("%d stop prompts left, want the two of today", n)
 	}
-	if _, err := store.StopPromptEffect(1, store.StopPrompt{ChatUser: who, Kind: store.PromptStop, Choices: [][]store.ChatChoice{{{TenantID: "acme"}}}},
+	if _, err := store.StopPromptEffect(1, store.StopPrompt{ChatUser: who, Kind: consent.Stop, Choices: [][]consent.Choice{{{TenantID: "acme"}}}},
 		store.NewNotification{}); err == nil {
 		t.Error("a prompt without an id was accepted")
 	}
@@ -277,10 +281,10 @@ func TestErasureTakesTheOptOutsAndThePrompts(t *testing.T) {
 	s := fixture(t)
 	ctx := context.Background()
 	who := threeTenants(t, s)
-	if _, err := s.OptOut(ctx, "acme", "ok", "promo", store.ByUser); err != nil {
+	if _, err := s.OptOut(ctx, "acme", "ok", "promo", consent.ByUser); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.OptOut(ctx, "globex", "g", "", store.ByUser); err != nil {
+	if _, err := s.OptOut(ctx, "globex", "g", "", consent.ByUser); err != nil {
 		t.Fatal(err)
 	}
 	prompt := func(chat int64, tenant string) {
@@ -289,8 +293,8 @@ func TestErasureTakesTheOptOutsAndThePrompts(t *testing.T) {
 		updateIDs++
 		c := who
 		c.ChatID, c.MessengerUserID = chat, chat
-		eff, err := store.StopPromptEffect(updateIDs, store.StopPrompt{ID: id, ChatUser: c, Kind: store.PromptStop,
-			Choices: [][]store.ChatChoice{{{TenantID: tenant}}}}, store.NewNotification{TrackingID: newID(), Kind: notification.KindSystem, ChatID: chat, Priority: 9, Body: "?"})
+		eff, err := store.StopPromptEffect(updateIDs, store.StopPrompt{ID: id, ChatUser: c, Kind: consent.Stop,
+			Choices: [][]consent.Choice{{{TenantID: tenant}}}}, store.NewNotification{TrackingID: newID(), Kind: notification.KindSystem, ChatID: chat, Priority: 9, Body: "?"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/internal/consent"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 )
@@ -220,7 +221,7 @@ func TestTheStoreMovesWhatTheStateMachineAllows(t *testing.T) {
 		// The user opts out of the tenant: what waits ends.
 		notification.OptOut: func(t *testing.T, s *store.Store, rows []stateRow) map[string]bool {
 			before := statuses(t, s)
-			res, err := s.OptOut(ctx, "acme", "ok", "", store.ByUser)
+			res, err := s.OptOut(ctx, "acme", "ok", "", consent.ByUser)
 			if err != nil || !res.Made {
 				t.Fatalf("opt-out: %+v %v", res, err)
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/heraldhq/herald/internal/callbackstate"
 	"github.com/heraldhq/herald/internal/notification"
 )
 
@@ -104,12 +105,12 @@ var (
 	eraseEventsSQL = `WITH inbox AS (DELETE FROM callback_inbox WHERE tenant_id = $1 AND user_id = $2 RETURNING 1),
 		pending AS (
 			DELETE FROM callback_events e USING callback_endpoints ep
-			WHERE e.user_id = $2 AND e.state = 'pending' AND ep.id = e.endpoint_id AND ep.tenant_id = $1
+			WHERE e.user_id = $2 AND e.state = ` + callbackstate.Pending.SQL() + ` AND ep.id = e.endpoint_id AND ep.tenant_id = $1
 			RETURNING 1),
 		finished AS (
 			UPDATE callback_events e SET user_id = NULL, payload = NULL, data = NULL
 			FROM callback_endpoints ep
-			WHERE e.user_id = $2 AND e.state <> 'pending' AND ep.id = e.endpoint_id AND ep.tenant_id = $1
+			WHERE e.user_id = $2 AND e.state <> ` + callbackstate.Pending.SQL() + ` AND ep.id = e.endpoint_id AND ep.tenant_id = $1
 			RETURNING 1)
 		SELECT (SELECT count(*) FROM inbox) + (SELECT count(*) FROM pending) + (SELECT count(*) FROM finished)`
 	// eraseOptOutsSQL deletes the user's opt-outs (the users row's cascade would too: this counts them).

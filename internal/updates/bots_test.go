@@ -12,10 +12,11 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/bot"
+	"github.com/heraldhq/herald/internal/botstate"
 	"github.com/heraldhq/herald/internal/brand"
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/signing"
-	"github.com/heraldhq/herald/internal/sim"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/syncbuf"
 	"github.com/heraldhq/herald/internal/testing/wait"
@@ -86,7 +87,7 @@ func (b *botsEnv) ownBot(tenant string, id bot.ID, username, secret string) {
 	token := fmt.Sprintf("%d:token-of-%s", id, username)
 	digest := sha256.Sum256([]byte(secret))
 	b.record(tenant, store.Bot{ID: id, Username: username, TokenSealed: bot.SealToken(b.key, id, token), TokenDigest: bot.TokenDigest(token),
-		WebhookURL: b.srv.URL + bot.WebhookPath(id), WebhookSecretDigest: digest[:], State: store.BotReady})
+		WebhookURL: b.srv.URL + bot.WebhookPath(id), WebhookSecretDigest: digest[:], State: botstate.Ready})
 }
 
 func (b *botsEnv) record(tenant string, row store.Bot) {
@@ -554,7 +555,7 @@ func TestPollingLeavesABotWhoseTokenWasRefused(t *testing.T) {
 	})
 	wait.Until(t, 10*time.Second, "polling to remove acme's webhook", func() bool { return acme.WebhookInfo().URL == "" })
 
-	if _, err := e.st.SetBotState(ctx, acmeID, store.BotTokenInvalid, "401 Unauthorized"); err != nil {
+	if _, err := e.st.SetBotState(ctx, acmeID, botstate.TokenInvalid, "401 Unauthorized"); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.reg.Refresh(ctx); err != nil {

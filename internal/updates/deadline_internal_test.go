@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/internal/consent"
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/store"
@@ -80,8 +81,8 @@ func TestASlowUpdateFailsNoOtherOfItsBatch(t *testing.T) {
 	}
 	waiting(applyLoops)
 	wg.Go(func() {
-		stop, _ := store.ChatOptOutEffect(1, store.ChatUser{ChatID: 7000, MessengerUserID: 7000}, store.PromptStop,
-			[]store.ChatChoice{{TenantID: "acme"}}, nil)
+		stop, _ := store.ChatOptOutEffect(1, store.ChatUser{ChatID: 7000, MessengerUserID: 7000}, consent.Stop,
+			[]consent.Choice{{TenantID: "acme"}}, nil)
 		_ = rc.apply(ctx, incoming{id: 1, m: message(7000)}, stop)
 	})
 	const others = 10

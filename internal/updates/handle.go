@@ -11,6 +11,7 @@ import (
 	"unicode"
 
 	"github.com/heraldhq/herald/internal/bot"
+	"github.com/heraldhq/herald/internal/consent"
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/phone"
@@ -99,9 +100,9 @@ func (rc *Receiver) handle(ctx context.Context, through bot.ID, u messenger.Upda
 	case name == "/help":
 		return rc.help(ctx, in)
 	case name == "/stop":
-		return rc.stopOrResume(ctx, in, store.PromptStop)
+		return rc.stopOrResume(ctx, in, consent.Stop)
 	case name == "/resume":
-		return rc.stopOrResume(ctx, in, store.PromptResume)
+		return rc.stopOrResume(ctx, in, consent.Resume)
 	case strings.HasPrefix(name, "/dev_"):
 		return rc.dev(ctx, in, name, args)
 	}

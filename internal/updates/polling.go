@@ -12,8 +12,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/heraldhq/herald/internal/bot"
+	"github.com/heraldhq/herald/internal/botstate"
 	"github.com/heraldhq/herald/internal/messenger"
-	"github.com/heraldhq/herald/internal/store"
 )
 
 // PollTimeout is how long one getUpdates call waits for updates (the platform allows up to 50 s).
@@ -89,7 +89,7 @@ func poll(ctx context.Context, through bot.ID, client *messenger.Client, allowed
 // PollBots long-polls the shared bot (shared, as Poll does) and every tenant's bot of reg, one loop each
 // with its own offset, until ctx is done; reg nil: the shared bot alone. A bot's loop starts when the
 // registry lists it, starts again with its new token when it gets one, and stops while its token was refused
-// by the platform (store.BotTokenInvalid, until it is registered anew) or cannot be opened. The registry
+// by the platform (botstate.TokenInvalid, until it is registered anew) or cannot be opened. The registry
 // must be refreshing (Registry.Run) for new bots to be seen. A failure of the shared bot's loop ends PollBots
 // (as Poll's does); a tenant's bot's loop that fails is tried again with backoff, without touching the others.
 func PollBots(ctx context.Context, shared *messenger.Client, reg *bot.Registry, rc *Receiver, logger *slog.Logger) error {
@@ -132,7 +132,7 @@ func pollOwnBots(ctx context.Context, reg *bot.Registry, rc *Receiver, logger *s
 			why := ""
 			client, err := reg.Client(ctx, b.ID)
 			switch {
-			case b.State == store.BotTokenInvalid:
+			case b.State == botstate.TokenInvalid:
 				why = "the platform refused its token; it is polled again once registered anew"
 			case err != nil:
 				why = err.Error()

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/brand"
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/messenger"
-	"github.com/heraldhq/herald/internal/sim"
 	"github.com/heraldhq/herald/internal/testing/wait"
 	"github.com/heraldhq/herald/internal/updates"
 )

@@ -23,23 +23,20 @@ import (
 	"strings"
 	"time"
 
-	"github.com/heraldhq/herald/internal/brand"
+	"github.com/heraldhq/herald/internal/consent"
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/store"
 )
 
-// The texts of /stop, /resume and their keyboards. Replies about tenants are branded with their labels.
+// The texts of /stop, /resume and their keyboards (what a choice did is consent.Outcome's). Replies about
+// tenants are branded with their labels.
 const (
 	textNotConnected   = "This chat receives no notifications. To receive notifications here, open the link the app gave you."
 	textStopPrompt     = "Which notifications do you want to stop?"
 	textResumePrompt   = "Which notifications do you want to receive again?"
-	textStoppedFormat  = "Stopped: %s. You will not receive these notifications here. Send /resume to receive them again."
-	textResumedFormat  = "Resumed: %s. You will receive these notifications here again."
 	textAllStopped     = "Everything is already stopped. Send /resume to receive notifications again."
 	textNothingStopped = "Nothing is stopped: you receive every notification here. Send /stop to stop some."
-	// textNothingChanged answers a choice whose tenants the chat is no longer connected to.
-	textNothingChanged = "Nothing changed: this chat is no longer connected to that app."
 	buttonAll          = "All of them"
 
 	noticeStopped  = "Stopped."
@@ -96,63 +93,19 @@ func (rc *Receiver) chatMember(ctx context.Context, in incoming, raw json.RawMes
 	return r, nil
 }
 
-// choice is a button of a keyboard: its text, and what it stops or resumes.
-type choice struct {
-	text    string
-	choices []store.ChatChoice
-}
-
-// stopChoices are what /stop offers: each tenant the user has not stopped whole, and each category it
-// sent in the last 30 days that the user has not stopped. An opt-out the tenant made is offered too: the
-// user's /stop makes it the user's own, which the tenant cannot lift.
-func stopChoices(tenants []store.ChatTenant) (whole, categories []choice) {
-	for _, t := range tenants {
-		stopped := func(category string) bool {
-			return slices.ContainsFunc(t.OptOuts, func(o store.OptOutRecord) bool { return o.Category == category && o.By == store.ByUser })
-		}
-		if stopped("") {
-			continue
-		}
-		whole = append(whole, choice{t.Label, []store.ChatChoice{{TenantID: t.TenantID}}})
-		for _, c := range t.Categories {
-			if !stopped(c) {
-				categories = append(categories, choice{t.Label + ": " + c, []store.ChatChoice{{TenantID: t.TenantID, Category: c}}})
-			}
-		}
-	}
-	return whole, categories
-}
-
-// resumeChoices are what /resume offers: every opt-out, the user's and the tenant's alike (the user may lift
-// either).
-func resumeChoices(tenants []store.ChatTenant) (whole, categories []choice) {
-	for _, t := range tenants {
-		for _, o := range t.OptOuts {
-			c := choice{t.Label, []store.ChatChoice{{TenantID: t.TenantID, Category: o.Category}}}
-			if o.Category == "" {
-				whole = append(whole, c)
-			} else {
-				c.text += ": " + o.Category
-				categories = append(categories, c)
-			}
-		}
-	}
-	return whole, categories
-}
-
 // fairShare keeps at most n of the category buttons (each of one tenant's category), taken from the
 // tenants in turn — each one's first, then each one's second, and so on — so that a tenant with many
 // categories cannot push another's off the keyboard: each tenant keeps all of its own or at least n divided
 // by the number of tenants, and what one leaves unused goes to the others. What is kept stays in its order
 // (the tenants in link order, each one's categories sorted).
-func fairShare(categories []choice, n int) []choice {
+func fairShare(categories []consent.Offer, n int) []consent.Offer {
 	if len(categories) <= n {
 		return categories
 	}
 	turn := make([]int, len(categories)) // the turn at which each category comes: its place among its tenant's
 	seen := map[string]int{}
 	for i, c := range categories {
-		tenant := c.choices[0].TenantID
+		tenant := c.Choices[0].TenantID
 		turn[i] = seen[tenant]
 		seen[tenant]++
 	}
@@ -163,7 +116,7 @@ func fairShare(categories []choice, n int) []choice {
 	slices.SortStableFunc(order, func(a, b int) int { return turn[a] - turn[b] })
 	keep := order[:n]
 	slices.Sort(keep)
-	kept := make([]choice, n)
+	kept := make([]consent.Offer, n)
 	for i, k := range keep {
 		kept[i] = categories[k]
 	}
@@ -172,19 +125,19 @@ func fairShare(categories []choice, n int) []choice {
 
 // stopOrResume handles /stop and /resume in a private chat: nothing to offer is said so; a single choice
 // (one tenant and no category, or one opt-out to lift) is applied at once; several are offered on a keyboard.
-func (rc *Receiver) stopOrResume(ctx context.Context, in incoming, kind store.PromptKind) (Result, error) {
+func (rc *Receiver) stopOrResume(ctx context.Context, in incoming, kind consent.Kind) (Result, error) {
 	r := Result{Kind: kindStop, Outcome: outcomeReplied}
-	offer, prompt, nothing := stopChoices, textStopPrompt, textAllStopped
-	if kind == store.PromptResume {
-		r.Kind, offer, prompt, nothing = kindResume, resumeChoices, textResumePrompt, textNothingStopped
+	prompt, nothing := textStopPrompt, textAllStopped
+	if kind == consent.Resume {
+		r.Kind, prompt, nothing = kindResume, textResumePrompt, textNothingStopped
 	}
 	who := rc.chatUser(in)
 	tenants, err := rc.store.ChatTenants(ctx, who)
 	if err != nil {
 		return r, err
 	}
-	labels := labelsOf(tenants)
-	whole, categories := offer(tenants)
+	labels := consent.Labels(tenants)
+	whole, categories := consent.Offers(kind, tenants)
 	switch {
 	case len(tenants) == 0:
 		return r, rc.reply(ctx, in, unbranded(textNotConnected))
@@ -192,9 +145,8 @@ func (rc *Receiver) stopOrResume(ctx context.Context, in incoming, kind store.Pr
 		return r, rc.reply(ctx, in, brandedFor(tenantIDs(tenants), labels, nothing))
 	case len(whole)+len(categories) == 1:
 		whole = append(whole, categories...)
-		effect, res := store.ChatOptOutEffect(in.id, who, kind, whole[0].choices, func(res store.ChatOptOutResult) []store.NewNotification {
-			return []store.NewNotification{rc.notification(in, outcomeMessage(res, labels))}
-		})
+		effect, res := store.ChatOptOutEffect(in.id, who, kind, whole[0].Choices,
+			&store.ChatReply{To: rc.notification(in, outbox.SystemMessage{}), Labels: labels})
 		if err := rc.apply(ctx, in, effect); err != nil {
 			return r, err
 		}
@@ -204,13 +156,13 @@ func (rc *Receiver) stopOrResume(ctx context.Context, in incoming, kind store.Pr
 	}
 	// "All of them" covers everything, not only what fits on the keyboard: stopping every tenant covers
 	// their categories; resuming lifts each opt-out, so that none is left that no button reaches.
-	all := choice{text: buttonAll}
+	all := consent.Offer{Text: buttonAll}
 	for _, c := range whole {
-		all.choices = append(all.choices, c.choices...)
+		all.Choices = append(all.Choices, c.Choices...)
 	}
-	if kind == store.PromptResume {
+	if kind == consent.Resume {
 		for _, c := range categories {
-			all.choices = append(all.choices, c.choices...)
+			all.Choices = append(all.Choices, c.Choices...)
 		}
 	}
 	categories = fairShare(categories, max(0, maxPromptButtons-len(whole)-1))
@@ -222,9 +174,9 @@ func (rc *Receiver) stopOrResume(ctx context.Context, in incoming, kind store.Pr
 	var kb messenger.InlineKeyboardMarkup
 	offered := map[string]bool{}
 	for i, b := range buttons {
-		p.Choices = append(p.Choices, b.choices)
-		kb.InlineKeyboard = append(kb.InlineKeyboard, []messenger.InlineKeyboardButton{{Text: b.text, CallbackData: callbackData(p.ID, i)}})
-		for _, c := range b.choices {
+		p.Choices = append(p.Choices, b.Choices)
+		kb.InlineKeyboard = append(kb.InlineKeyboard, []messenger.InlineKeyboardButton{{Text: b.Text, CallbackData: callbackData(p.ID, i)}})
+		for _, c := range b.Choices {
 			offered[c.TenantID] = true
 		}
 	}
@@ -249,7 +201,7 @@ func (rc *Receiver) stopOrResume(ctx context.Context, in incoming, kind store.Pr
 }
 
 // tap handles a callback_query: a tap on a /stop or /resume keyboard's button takes its choice (once, only
-// the prompt's own user in its own chat, within store.StopPromptTTL), answers the query and edits the
+// the prompt's own user in its own chat, within consent.PromptTTL), answers the query and edits the
 // message to say what is now stopped. Anything else changes nothing and is answered with a short notice.
 func (rc *Receiver) tap(ctx context.Context, in incoming, raw json.RawMessage) (Result, error) {
 	r := Result{Kind: messenger.KindCallbackQuery, Outcome: outcomeIgnored}
@@ -285,28 +237,28 @@ func (rc *Receiver) tap(ctx context.Context, in incoming, raw json.RawMessage) (
 	notice := noticeNoChange
 	switch {
 	case len(res.Choices) == 0:
-	case res.Kind == store.PromptStop:
+	case res.Kind == consent.Stop:
 		notice = noticeStopped
 	default:
 		notice = noticeResumed
 	}
 	rc.answer(ctx, in, q.ID, notice)
-	rc.edit(ctx, in, outcomeMessage(*res, labelsOf(tenants)).Body)
+	rc.edit(ctx, in, consent.Outcome(*res, consent.Labels(tenants)).Body)
 	return r, nil
 }
 
 // chatOutcome is the metric's outcome of an applied choice.
-func chatOutcome(res store.ChatOptOutResult) string {
+func chatOutcome(res consent.Result) string {
 	switch {
 	case len(res.Choices) == 0:
 		return outcomeReplied
-	case res.Kind == store.PromptStop:
+	case res.Kind == consent.Stop:
 		return outcomeStopped
 	}
 	return outcomeResumed
 }
 
-func (rc *Receiver) logChoice(ctx context.Context, in incoming, msg string, res store.ChatOptOutResult) {
+func (rc *Receiver) logChoice(ctx context.Context, in incoming, msg string, res consent.Result) {
 	tenants := make([]string, 0, len(res.Choices))
 	for _, c := range res.Choices {
 		if !slices.Contains(tenants, c.TenantID) {
@@ -317,60 +269,13 @@ func (rc *Receiver) logChoice(ctx context.Context, in incoming, msg string, res 
 		slog.Int("changed", res.Changed))...)
 }
 
-// outcomeMessage says what a choice stopped or resumed, branded with the labels of its tenants.
-func outcomeMessage(res store.ChatOptOutResult, labels map[string]string) outbox.SystemMessage {
-	if len(res.Choices) == 0 {
-		return unbranded(textNothingChanged)
-	}
-	var ids, items []string
-	for _, c := range res.Choices {
-		if !slices.Contains(ids, c.TenantID) {
-			ids = append(ids, c.TenantID)
-		}
-		item := labels[c.TenantID]
-		if c.Category != "" {
-			item += ": " + c.Category
-		}
-		items = append(items, item)
-	}
-	format := textStoppedFormat
-	if res.Kind == store.PromptResume {
-		format = textResumedFormat
-	}
-	return brandedFor(ids, labels, fmt.Sprintf(format, joinNames(items)))
-}
-
-// brandedFor brands text for the tenants (in this order): one tenant's label, or each one's named
-// ("A message from Acme, Globex and Initech"). A message about several tenants belongs to none of them.
+// brandedFor is consent.BrandedFor as a system message.
 func brandedFor(tenantIDs []string, labels map[string]string, text string) outbox.SystemMessage {
-	names := make([]string, len(tenantIDs))
-	for i, id := range tenantIDs {
-		names[i] = labels[id]
-	}
-	msg := outbox.SystemMessage{Body: brand.Render(joinNames(names), text)}
-	if len(tenantIDs) == 1 {
-		msg.TenantID = tenantIDs[0]
-	}
-	return msg
+	m := consent.BrandedFor(tenantIDs, labels, text)
+	return outbox.SystemMessage{TenantID: m.TenantID, Body: m.Body}
 }
 
-// joinNames is "A", "A and B", "A, B and C".
-func joinNames(names []string) string {
-	if len(names) <= 1 {
-		return strings.Join(names, "")
-	}
-	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
-}
-
-func labelsOf(tenants []store.ChatTenant) map[string]string {
-	out := make(map[string]string, len(tenants))
-	for _, t := range tenants {
-		out[t.TenantID] = t.Label
-	}
-	return out
-}
-
-func tenantIDs(tenants []store.ChatTenant) []string {
+func tenantIDs(tenants []consent.Tenant) []string {
 	out := make([]string, len(tenants))
 	for i, t := range tenants {
 		out[i] = t.TenantID

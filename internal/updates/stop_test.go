@@ -14,9 +14,9 @@ import (
 
 	"github.com/heraldhq/herald/internal/bot"
 	"github.com/heraldhq/herald/internal/brand"
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/signing"
-	"github.com/heraldhq/herald/internal/sim"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/wait"

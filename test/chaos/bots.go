@@ -11,7 +11,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/heraldhq/herald/internal/sim"
+	"github.com/heraldhq/herald/internal/dev/sim"
 )
 
 // BotTenant is a tenant that sends through a bot of its own (spec v1-extensions §11), with its users linked

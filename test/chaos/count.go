@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/heraldhq/herald/internal/sim"
+	"github.com/heraldhq/herald/internal/dev/sim"
 )
 
 // Fault is one injected fault. Answers to requests sent between Start and End are reported as "during

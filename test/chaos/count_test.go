@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/internal/sim"
+	"github.com/heraldhq/herald/internal/dev/sim"
 )
 
 // The counting is the suite's measuring instrument; these tests check it on hand-made runs.

@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/queue"
-	"github.com/heraldhq/herald/internal/sim"
 )
 
 // explainStuck logs where undelivered notifications are stuck, for a run that ends with messages lost or

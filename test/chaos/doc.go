@@ -5,7 +5,7 @@
 //
 // # What runs
 //
-// Per scenario (Start): a database of its own in one PostgreSQL cluster per test binary (internal/pglocal,
+// Per scenario (Start): a database of its own in one PostgreSQL cluster per test binary (internal/dev/pglocal,
 // restartable with pg_ctl restart -m fast), migrated by `herald migrate`; the broker (hack/kfake) as its own
 // process behind a TCP Proxy that can Cut or Partition it, and which the broker advertises so that no client
 // bypasses it; `herald sim`; `herald webhook` (registered with the simulator by `herald webhook set-url`);

@@ -24,8 +24,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/heraldhq/herald/internal/pglocal"
-	"github.com/heraldhq/herald/internal/sim"
+	"github.com/heraldhq/herald/internal/dev/pglocal"
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/updates"
 )
 

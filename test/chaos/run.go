@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/heraldhq/herald/internal/sim"
+	"github.com/heraldhq/herald/internal/dev/sim"
 )
 
 // BeginFault records that a fault starts now; call End on the result when it is over (the process is

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/internal/pglocal"
+	"github.com/heraldhq/herald/internal/dev/pglocal"
 )
 
 // Main runs the scenarios, then prints the results table (and writes it to $HERALD_CHAOS_REPORT when

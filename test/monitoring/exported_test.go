@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
-	"github.com/heraldhq/herald/internal/devenv"
+	"github.com/heraldhq/herald/internal/dev/devenv"
 	"github.com/heraldhq/herald/internal/egress"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/operator"

@@ -35,13 +35,14 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/bot"
+	"github.com/heraldhq/herald/internal/botstate"
 	"github.com/heraldhq/herald/internal/delivery"
+	"github.com/heraldhq/herald/internal/dev/pglocal"
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/notification"
-	"github.com/heraldhq/herald/internal/pglocal"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/signing"
-	"github.com/heraldhq/herald/internal/sim"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/benchutil"
 	"github.com/heraldhq/herald/internal/testing/fixture"
@@ -205,7 +206,7 @@ func (p *pipeline) newBot(ctx context.Context, tenant string, rate int, paid boo
 	id := notification.BotID(info.ID)
 	st := p.b.Store
 	if err := st.UpsertBot(ctx, store.Bot{ID: id, Username: info.Username, TokenSealed: bot.SealToken(p.key, id, info.Token),
-		TokenDigest: bot.TokenDigest(info.Token), RateLimit: rate, PaidBroadcast: paid, State: store.BotReady}); err != nil {
+		TokenDigest: bot.TokenDigest(info.Token), RateLimit: rate, PaidBroadcast: paid, State: botstate.Ready}); err != nil {
 		return ownBot{}, err
 	}
 	if err := fixture.CreateTenant(ctx, st, tenant, fixture.Unlimited()); err != nil {

@@ -55,7 +55,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/brand"
-	"github.com/heraldhq/herald/internal/kafkalocal"
+	"github.com/heraldhq/herald/internal/dev/kafkalocal"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/store"

@@ -40,9 +40,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/operator"
 	"github.com/heraldhq/herald/internal/signing"
-	"github.com/heraldhq/herald/internal/sim"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/benchutil"
 	"github.com/heraldhq/herald/internal/testing/reporoot"

@@ -56,8 +56,6 @@ type PacesOptions struct {
 	PerChatInterval time.Duration
 	// Interval is how often the leases are renewed; TTL how long a renewal holds.
 	Interval, TTL time.Duration
-	// Lanes counts this worker's keys of a bot with messages fetched and not finished: its chats with work.
-	Lanes func(bot notification.BotID) int
 	// IdleAfter is how long a bot's pace may go unused before it is forgotten and its lease given up; one
 	// minute when 0. The shared bot's pace stays.
 	IdleAfter time.Duration
@@ -99,6 +97,29 @@ type Paces struct {
 	run     context.Context // Run's, which the limiters serve under; nil before Run
 	kick    chan struct{}   // a new pace: renew now, so that it has a rate at once
 	serving sync.WaitGroup  // the limiters' goroutines
+
+	demand atomic.Pointer[Demand] // MeasureDemand's; read apart from mu (forgetIdle reads it under mu)
+}
+
+// Demand is what the paces read of the consumer group: how many of this worker's keys (chats) of a bot
+// have messages fetched and not finished, its chats with work. *consume.Group is the one.
+type Demand interface {
+	Lanes(bot notification.BotID) int
+}
+
+// MeasureDemand attaches the group whose lanes are the bots' demand (Demand), before Run. It is the one
+// loop between the two, made a seam of its own: the group is built with the paces (it keeps a chat's pace
+// across a rebalance through them), so its demand can only be attached after. Until it is, every bot's
+// demand is 0.
+func (p *Paces) MeasureDemand(d Demand) { p.demand.Store(&d) }
+
+// lanes is bot's demand (Demand.Lanes), 0 before MeasureDemand.
+func (p *Paces) lanes(bot notification.BotID) int {
+	d := p.demand.Load()
+	if d == nil || *d == nil {
+		return 0
+	}
+	return (*d).Lanes(bot)
 }
 
 // NewPaces returns the paces, with the shared bot's made already: a worker holds its part of the shared
@@ -122,7 +143,7 @@ func (p *Paces) Acquire(bot notification.BotID) *Pace {
 		limiter.SetWeights(p.weights)
 		pace = &Pace{Bot: bot, Limiter: limiter, Chats: NewChats(p.o.PerChatInterval), lease: &Lease{
 			pool: p.o.Pool(bot), limiter: limiter, perChat: p.o.PerChatInterval, ttl: p.o.TTL, log: p.o.Logger,
-			lanes: func() int { return p.o.Lanes(bot) }, settings: p.o.Settings(bot),
+			lanes: func() int { return p.lanes(bot) }, settings: p.o.Settings(bot),
 		}}
 		p.paces[bot] = pace
 		if p.run != nil {
@@ -252,7 +273,7 @@ func (p *Paces) forgetIdle() {
 	var idle []*Pace
 	p.mu.Lock()
 	for bot, pace := range p.paces {
-		if bot == notification.SharedBot || pace.users > 0 || time.Since(pace.lastUsed) < p.o.IdleAfter || p.o.Lanes(bot) > 0 {
+		if bot == notification.SharedBot || pace.users > 0 || time.Since(pace.lastUsed) < p.o.IdleAfter || p.lanes(bot) > 0 {
 			continue
 		}
 		delete(p.paces, bot)

@@ -9,19 +9,9 @@ import (
 	"github.com/heraldhq/herald/internal/notification"
 )
 
-// The delivery state machine, in one place. Statuses are the values of notifications.status:
-//
-//	scheduled ──(scheduler, at send_at)──▶ queued                     (waits in PostgreSQL, not on Kafka)
-//	queued ──claim──▶ delivering ──▶ delivered                        (the platform accepted it)
-//	retrying ─due─▶        │    ──▶ retrying ──(scheduler, when due)──▶ claimed again
-//	                       │    ──▶ blocked                          (403 blocked / deactivated)
-//	                       │    ──▶ unlinked                         (no link, relinked, chat not found, can't initiate)
-//	                       │    ──▶ failed                           (other 4xx, or attempts exhausted)
-//	                       │    ──▶ expired                          (a transient failure after expires_at)
-//	delivering past its lease ──redrive──▶ claimed again            (the worker died)
-//	scheduled, queued, retrying ──cancel──▶ cancelled                (the tenant, or the user's erasure)
-//	scheduled, queued, retrying ──expires_at──▶ expired              (the expiry sweep, or the claim)
-//	scheduled, queued, retrying ──relink──▶ unlinked                 (the user linked another account)
+// An attempt's side of the lifecycle. The state machine itself — every state, event and transition — is
+// one table, internal/notification/lifecycle.go, rendered there as Go guards and as the store's SQL; this
+// file decides which of an attempt's outcomes (notification.Outcomes) a platform answer means (Decide).
 //
 // Claiming is one UPDATE (store.ClaimDelivery) that accepts only the states notification.Status.Claimable allows
 // (queued, a due retry, delivering with an expired lease; none after expires_at, which it moves to expired

@@ -12,11 +12,11 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/heraldhq/herald/internal/botstate"
 	"github.com/heraldhq/herald/internal/delivery/rate"
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/richtext"
-	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/tracing"
 )
 
@@ -217,7 +217,7 @@ func (s *Sender) tokenRefused(d notification.Delivery, pace *rate.Pace) {
 	pace.SetRefused(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	changed, err := s.opts.Store.SetBotState(ctx, d.Bot, store.BotTokenInvalid, notification.BotTokenRefusedMessage)
+	changed, err := s.opts.Store.SetBotState(ctx, d.Bot, botstate.TokenInvalid, notification.BotTokenRefusedMessage)
 	switch {
 	case err != nil:
 		// Its next sends meet the 401 too, and try again.

@@ -29,7 +29,7 @@ func count(c interface{ Write(*dto.Metric) error }) float64 {
 func pausedSender() *Sender {
 	paces := rate.NewPaces(rate.PacesOptions{Pool: func(notification.BotID) string { return "" },
 		Settings: func(notification.BotID) rate.Settings { return rate.Settings{} }, HighWeight: 9, PerChatInterval: time.Second,
-		Lanes: func(notification.BotID) int { return 0 }})
+	})
 	return New(Options{Paces: paces, Concurrency: 1, Logger: slog.New(slog.DiscardHandler), Killed: func() bool { return false }})
 }
 

@@ -14,14 +14,14 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/heraldhq/herald/internal/dev/kafkalocal"
+	"github.com/heraldhq/herald/internal/dev/pglocal"
+	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/ingress"
-	"github.com/heraldhq/herald/internal/kafkalocal"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/outbox"
-	"github.com/heraldhq/herald/internal/pglocal"
 	"github.com/heraldhq/herald/internal/queue"
 	"github.com/heraldhq/herald/internal/server"
-	"github.com/heraldhq/herald/internal/sim"
 	"github.com/heraldhq/herald/internal/store"
 )
 

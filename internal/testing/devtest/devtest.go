@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/internal/devenv"
+	"github.com/heraldhq/herald/internal/dev/devenv"
 	"github.com/heraldhq/herald/internal/testing/background"
 	"github.com/heraldhq/herald/internal/testing/syncbuf"
 )

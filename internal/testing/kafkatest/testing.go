@@ -1,4 +1,4 @@
-// Package kafkatest is the tests' side of internal/kafkalocal: a broker per test, and reading back what
+// Package kafkatest is the tests' side of internal/dev/kafkalocal: a broker per test, and reading back what
 // was published.
 package kafkatest
 
@@ -9,7 +9,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/heraldhq/herald/internal/kafkalocal"
+	"github.com/heraldhq/herald/internal/dev/kafkalocal"
 	"github.com/heraldhq/herald/internal/queue"
 )
 

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/internal/pglocal"
+	"github.com/heraldhq/herald/internal/dev/pglocal"
 	"github.com/heraldhq/herald/internal/store"
 )
 
