@@ -46,6 +46,8 @@ type sendRequest struct {
 	SendAt    json.RawMessage `json:"send_at"`
 	ExpiresAt json.RawMessage `json:"expires_at"`
 	Category  json.RawMessage `json:"category"`
+	// QuietHours: "respect" or "ignore" the tenant's quiet hours (§14).
+	QuietHours json.RawMessage `json:"quiet_hours"`
 	// The rich options (§10).
 	Format         json.RawMessage `json:"format"`
 	Buttons        json.RawMessage `json:"buttons"`
@@ -71,6 +73,7 @@ type validSend struct {
 	message string // before branding: the tenant's text, or its markup
 	rich    richOptions
 	tmpl    *templated // a templated send (§12); nil: none
+	quiet   string     // the quiet_hours option as given (§14); "": absent
 }
 
 func (v validSend) meaning() []byte {
@@ -81,12 +84,21 @@ func (v validSend) meaning() []byte {
 		// are the send's.
 		fields := sendFields(it.UserID, "", it.Priority, it.Metadata, it.SendAt, it.ExpiresAt, it.Category)
 		fields = append(fields, v.tmpl.meaning...)
-		b, _ := json.Marshal(append(fields, v.rich.Silent, v.rich.ProtectContent, !v.rich.NoLinkPreview))
+		b, _ := json.Marshal(v.withQuiet(append(fields, v.rich.Silent, v.rich.ProtectContent, !v.rich.NoLinkPreview)))
 		return b
 	}
 	fields := sendFields(it.UserID, v.message, it.Priority, it.Metadata, it.SendAt, it.ExpiresAt, it.Category)
-	b, _ := json.Marshal(v.rich.meaning(fields))
+	b, _ := json.Marshal(v.withQuiet(v.rich.meaning(fields)))
 	return b
+}
+
+// withQuiet adds the quiet_hours option to a meaning only when it was given, so that keys recorded before
+// it existed still match.
+func (v validSend) withQuiet(fields []any) []any {
+	if v.quiet == "" {
+		return fields
+	}
+	return append(fields, "quiet_hours", v.quiet)
 }
 
 // withTemplate records on a validated send the template it was rendered from.
@@ -144,6 +156,10 @@ func validateSend(req sendRequest, label string, now time.Time) (validSend, erro
 	if err != nil {
 		return validSend{}, err
 	}
+	quietIgnore, quietGiven, err := parseQuietHours(req.QuietHours, priority)
+	if err != nil {
+		return validSend{}, err
+	}
 	if sendAt != nil && sendAt.Sub(now) > MaxScheduleAhead {
 		return validSend{}, apierror.InvalidRequest.With("send_at must be at most 30 days ahead")
 	}
@@ -172,9 +188,10 @@ func validateSend(req sendRequest, label string, now time.Time) (validSend, erro
 	}
 	return validSend{
 		item: outbox.Item{UserID: userID, Priority: priority, Body: body, Metadata: metadata, SendAt: sendAt, ExpiresAt: expiresAt,
-			Category: category, Rich: rich.Rich, ReplyMarkup: rich.buttons},
+			Category: category, Rich: rich.Rich, ReplyMarkup: rich.buttons, QuietIgnore: quietIgnore},
 		message: *req.Message,
 		rich:    rich,
+		quiet:   quietGiven,
 	}, nil
 }
 
@@ -206,7 +223,11 @@ func (a *API) send(w http.ResponseWriter, r *http.Request) error {
 	if err := a.admitSends(w, r, 1); err != nil {
 		return err
 	}
-	results, _, err := a.outbox.Send(r.Context(), p.TenantID, []outbox.Item{v.item}, idem)
+	items := []outbox.Item{v.item}
+	if err := a.holdForQuietHours(r.Context(), p, items, time.Now()); err != nil {
+		return err
+	}
+	results, _, err := a.outbox.Send(r.Context(), p.TenantID, items, idem)
 	if err != nil {
 		return a.outboxError(err)
 	}
@@ -316,6 +337,9 @@ func (a *API) sendBatch(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	if err := a.admitSends(w, r, valid); err != nil {
+		return err
+	}
+	if err := a.holdForQuietHours(r.Context(), p, items, now); err != nil {
 		return err
 	}
 	results, _, err := a.outbox.Send(r.Context(), p.TenantID, items, idem)

@@ -17,6 +17,8 @@ package notification
 //	                                     │     ──fail──▶ failed         other 4xx, or attempts exhausted
 //	                                     │     ──lapse──▶ expired       a transient failure after expires_at
 //	delivering past its lease ──redrive, claim──▶ delivering           the worker died
+//	delivering ──hold──▶ scheduled                                     its turn came inside the tenant's quiet hours
+//	                                                                   (mode hold, §14): it waits for the window's end
 //	scheduled, queued, retrying ──cancel──▶ cancelled                  the tenant, or the erasure of its user
 //	scheduled, queued, retrying ──expire──▶ expired                    expires_at passed (the sweep, or the claim)
 //	delivering past its lease ──expire──▶ expired                      likewise, once its worker died
@@ -64,10 +66,15 @@ const (
 	// commits, in chunks (the claim refuses it meanwhile); one whose attempt runs was claimed before the
 	// opt-out.
 	OptOut Event = "opt_out"
+	// Hold: a worker claimed a notification whose turn came inside its tenant's quiet hours (mode hold,
+	// v1 extensions §14; a retry, a backlog, a send_at inside the window, or hours set after its
+	// acceptance): nothing is sent, and it waits in scheduled with send_at at the window's end. Written
+	// under the attempt's number, like an outcome; the attempt does not count.
+	Hold Event = "hold"
 )
 
 // Events lists every event.
-var Events = []Event{Accept, Schedule, Release, Claim, Redrive, Deliver, Retry, Block, Unlink, Fail, Lapse, Cancel, Expire, Relink, ChangeBot, OptOut}
+var Events = []Event{Accept, Schedule, Release, Claim, Redrive, Deliver, Retry, Block, Unlink, Fail, Lapse, Cancel, Expire, Relink, ChangeBot, OptOut, Hold}
 
 // Outcomes are the events that end an attempt, one for each state an attempt may end in.
 var Outcomes = []Event{Deliver, Retry, Block, Unlink, Fail, Lapse}
@@ -158,6 +165,7 @@ var transitions = []transition{
 	{waiting, Relink, Unlinked, always},
 	{waiting, ChangeBot, Unlinked, always},
 	{waiting, OptOut, Blocked, always},
+	{[]Status{Delivering}, Hold, Scheduled, always},
 }
 
 // guards hold for every transition of their event.

@@ -26,6 +26,7 @@ var machine = map[Event]map[Status]Status{
 	Relink:    {Scheduled: Unlinked, Queued: Unlinked, Retrying: Unlinked}, // 1101
 	ChangeBot: {Scheduled: Unlinked, Queued: Unlinked, Retrying: Unlinked}, // 1103: §11, the tenant changed its bot
 	OptOut:    {Scheduled: Blocked, Queued: Blocked, Retrying: Blocked},    // 1106: §9, an opt-out covers it
+	Hold:      {Delivering: Scheduled},                                     // §14: its turn came inside quiet hours
 }
 
 // Every (state, event) pair: the table moves it where the documented machine does, or not at all.

@@ -107,6 +107,9 @@ type Item struct {
 	ReplyMarkup json.RawMessage
 	// Template: the template Body was rendered from (§12); nil: none.
 	Template *notification.TemplateRef
+	// QuietIgnore: the send ignores its tenant's quiet hours (§14). A send held by them at acceptance
+	// comes with SendAt at the window's end (the caller's decision), and is scheduled like any other.
+	QuietIgnore bool
 	// Refused, when set, is the item's answer already (the caller refused it, e.g. as invalid): it is not
 	// stored, and stands in the answer (and the idempotent replay) at its position.
 	Refused *Result
@@ -179,7 +182,7 @@ func (o *Outbox) Send(ctx context.Context, tenantID string, items []Item, idem *
 			r.ns = append(r.ns, store.NewNotification{TrackingID: newTrackingID(), Kind: notification.KindTenant, TenantID: tenantID,
 				UserID: it.UserID, Priority: it.Priority, Body: it.Body, Status: status, Metadata: it.Metadata,
 				SendAt: it.SendAt, ExpiresAt: it.ExpiresAt, Category: it.Category, Rich: it.Rich, ReplyMarkup: it.ReplyMarkup,
-				Template: it.Template})
+				Template: it.Template, QuietIgnore: it.QuietIgnore})
 			r.pos = append(r.pos, i)
 		}
 		a, err := o.sends.Do(ctx, r)

@@ -47,6 +47,9 @@ type NewNotification struct {
 	Category  string // "": none
 	// Template: the template the body was rendered from (§12); nil: none.
 	Template *notification.TemplateRef
+	// QuietIgnore: the send ignores its tenant's quiet hours (§14: "ignore", or the default at priority 7
+	// and above).
+	QuietIgnore bool
 }
 
 // Every row is committed before its envelope is published (internal/outbox), so a worker that receives an
@@ -70,24 +73,24 @@ var insertTenantSQL = `
 	WITH r AS (
 		SELECT r.tracking_id, r.tenant_id, r.user_id, r.priority, r.body, r.status, r.metadata, r.send_at,
 		       r.expires_at, r.category, r.format, r.entities, r.reply_markup, r.silent, r.protect_content, r.link_preview,
-		       r.template_name, r.template_version, r.template_locale, l.chat_id, l.bot_id
+		       r.template_name, r.template_version, r.template_locale, r.quiet_ignore, l.chat_id, l.bot_id
 		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::smallint[], $5::text[], $6::text[], $7::text[],
 		            $8::timestamptz[], $9::timestamptz[], $10::text[], $11::text[], $12::text[], $13::text[],
-		            $14::boolean[], $15::boolean[], $16::boolean[], $17::text[], $18::int[], $19::text[])
+		            $14::boolean[], $15::boolean[], $16::boolean[], $17::text[], $18::int[], $19::text[], $20::boolean[])
 		     AS r(tracking_id, tenant_id, user_id, priority, body, status, metadata, send_at, expires_at, category,
 		          format, entities, reply_markup, silent, protect_content, link_preview, template_name, template_version,
-		          template_locale)
+		          template_locale, quiet_ignore)
 		JOIN links l ON l.tenant_id = r.tenant_id AND l.user_id = r.user_id
 		JOIN phone_verifications v ON v.tenant_id = r.tenant_id AND v.user_id = r.user_id
 		WHERE v.status = 'verified'
 		  AND NOT EXISTS (SELECT 1 FROM opt_outs o WHERE o.tenant_id = r.tenant_id AND o.user_id = r.user_id AND ` + optOutCovers(`r.category`) + `))
 	INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, chat_id, bot_id, priority, body, status, published_at,
 	                           metadata, send_at, expires_at, category, format, entities, reply_markup, silent, protect_content,
-	                           link_preview, template_name, template_version, template_locale)
+	                           link_preview, template_name, template_version, template_locale, quiet_ignore)
 	SELECT tracking_id, ` + notification.KindTenantSQL + `, tenant_id, user_id, chat_id, bot_id, priority, body, status,
 	       CASE WHEN status = ` + notification.Queued.SQL() + ` THEN now() END, metadata::jsonb, send_at, expires_at, category,
 	       format, entities, reply_markup::jsonb, silent, protect_content, link_preview, template_name, template_version,
-	       template_locale
+	       template_locale, quiet_ignore
 	FROM r
 	RETURNING tracking_id::text, COALESCE(bot_id, 0), chat_id`
 
@@ -167,7 +170,9 @@ func insertTenant(ctx context.Context, q querier, ns []NewNotification) (map[str
 	tNames := make([]*string, len(ns))
 	tVersions := make([]*int32, len(ns))
 	tLocales := make([]*string, len(ns))
+	quietIgnore := make([]*bool, len(ns)) // NULL: respects the quiet hours (§14)
 	for i, n := range ns {
+		quietIgnore[i] = optionalTrue(n.QuietIgnore)
 		if t := n.Template; t != nil {
 			v := int32(t.Version)
 			tNames[i], tVersions[i], tLocales[i] = &t.Name, &v, &t.Locale
@@ -200,7 +205,7 @@ func insertTenant(ctx context.Context, q querier, ns []NewNotification) (map[str
 	b := &pgx.Batch{}
 	b.Queue(lockGateSQL, buckets)
 	b.Queue(insertTenantSQL, ids, tenants, users, prios, bodies, statuses, metadata, sendAt, expiresAt, categories,
-		formats, entities, markups, silent, protect, preview, tNames, tVersions, tLocales)
+		formats, entities, markups, silent, protect, preview, tNames, tVersions, tLocales, quietIgnore)
 	br := q.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()

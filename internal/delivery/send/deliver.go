@@ -35,6 +35,14 @@ func (s *Sender) deliver(ctx context.Context, p rate.Priority, d notification.De
 		t.refund()
 		return s.finish(d, Decision{Result: r})
 	}
+	// Quiet hours (§14) come after the user's own stop and before the rate: a held notification gives its
+	// turn back; a silent one is sent at once without a sound.
+	if until, hold, silent := quietDecision(d, time.Now()); hold {
+		t.refund()
+		return s.hold(d, until)
+	} else if silent {
+		d.Silent = true
+	}
 	if d.BotTokenRefused {
 		// The platform refused the bot's token (a send's 401, here or in another worker): nothing is sent
 		// through it until the tenant gives a new one, and its next messages skip their waits.
