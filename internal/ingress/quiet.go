@@ -49,7 +49,7 @@ func (a *API) holdForQuietHours(ctx context.Context, p store.Principal, items []
 	}
 	var users []string
 	for _, it := range items {
-		if it.Refused == nil && !it.QuietIgnore {
+		if holdable(it) {
 			users = append(users, it.UserID)
 		}
 	}
@@ -62,7 +62,7 @@ func (a *API) holdForQuietHours(ctx context.Context, p store.Principal, items []
 	}
 	for i := range items {
 		it := &items[i]
-		if it.Refused != nil || it.QuietIgnore {
+		if !holdable(*it) {
 			continue
 		}
 		at := now
@@ -76,3 +76,7 @@ func (a *API) holdForQuietHours(ctx context.Context, p store.Principal, items []
 	}
 	return nil
 }
+
+// holdable: an item the door may hold for quiet hours. A digest's item is not: the worker holds the whole
+// digest when it gathers it inside the window.
+func holdable(it outbox.Item) bool { return it.Refused == nil && !it.QuietIgnore && it.Digest == nil }

@@ -48,6 +48,8 @@ type sendRequest struct {
 	Category  json.RawMessage `json:"category"`
 	// QuietHours: "respect" or "ignore" the tenant's quiet hours (§14).
 	QuietHours json.RawMessage `json:"quiet_hours"`
+	// Digest: {"key", "window", "max_items"} (§14).
+	Digest json.RawMessage `json:"digest"`
 	// The rich options (§10).
 	Format         json.RawMessage `json:"format"`
 	Buttons        json.RawMessage `json:"buttons"`
@@ -95,10 +97,13 @@ func (v validSend) meaning() []byte {
 // withQuiet adds the quiet_hours option to a meaning only when it was given, so that keys recorded before
 // it existed still match.
 func (v validSend) withQuiet(fields []any) []any {
-	if v.quiet == "" {
-		return fields
+	if v.quiet != "" {
+		fields = append(fields, "quiet_hours", v.quiet)
 	}
-	return append(fields, "quiet_hours", v.quiet)
+	if d := v.item.Digest; d != nil {
+		fields = append(fields, "digest", d.Key, int(d.Window.Seconds()), d.MaxItems)
+	}
+	return fields
 }
 
 // withTemplate records on a validated send the template it was rendered from.
@@ -160,6 +165,16 @@ func validateSend(req sendRequest, label string, now time.Time) (validSend, erro
 	if err != nil {
 		return validSend{}, err
 	}
+	dig, err := parseDigest(req.Digest)
+	if err != nil {
+		return validSend{}, err
+	}
+	if dig != nil && rich.buttons != nil {
+		return validSend{}, apierror.InvalidRequest.With("buttons cannot go with digest: a digest's message carries no buttons")
+	}
+	if dig != nil && sendAt != nil {
+		return validSend{}, apierror.InvalidRequest.With("send_at cannot go with digest: a digest's items are sent when its window ends")
+	}
 	if sendAt != nil && sendAt.Sub(now) > MaxScheduleAhead {
 		return validSend{}, apierror.InvalidRequest.With("send_at must be at most 30 days ahead")
 	}
@@ -188,7 +203,7 @@ func validateSend(req sendRequest, label string, now time.Time) (validSend, erro
 	}
 	return validSend{
 		item: outbox.Item{UserID: userID, Priority: priority, Body: body, Metadata: metadata, SendAt: sendAt, ExpiresAt: expiresAt,
-			Category: category, Rich: rich.Rich, ReplyMarkup: rich.buttons, QuietIgnore: quietIgnore},
+			Category: category, Rich: rich.Rich, ReplyMarkup: rich.buttons, QuietIgnore: quietIgnore, Digest: dig},
 		message: *req.Message,
 		rich:    rich,
 		quiet:   quietGiven,

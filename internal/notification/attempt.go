@@ -44,6 +44,11 @@ type Delivery struct {
 	// set (the window is then read in the tenant's zone: quiet.Hours.Location).
 	Quiet    *quiet.Hours
 	UserZone string
+	// DigestKey: the send's digest key (§14), "" for none. Digest: the items the worker gathered to send in
+	// one message with this one (this one included, in the order accepted); nil until gathered, and for a
+	// notification without a digest.
+	DigestKey string
+	Digest    []DigestItem
 	// Attempts counts this attempt too. It identifies the claim: a status write for an older attempt (a
 	// worker whose lease ran out and was redriven) matches nothing.
 	Attempts int

@@ -25,6 +25,8 @@ type View struct {
 	Category           *string      // the send's category (§9); nil when it named none
 	Format             string       // FormatText or FormatHTML (§10); "" reads as FormatText
 	Template           *TemplateRef // the template it was rendered from (§12); nil when sent without one
+	DigestKey          *string      // the send's digest key (§14); nil when it named none
+	DigestSize         *int         // the items of the digest's message it went in (§14); nil until gathered
 }
 
 // TemplateRef names what a templated notification was rendered from (§12): the template's name, the
@@ -37,7 +39,7 @@ type TemplateRef struct {
 
 // Resource is the contract's Notification resource, rendered once for every place that shows it: the /v1
 // answers (internal/ingress) and the payloads of status callbacks (internal/callback). A field added here
-// appears in both. The spec's fields, then the v1 extensions' (§2, §9, §10, §12); never the body.
+// appears in both. The spec's fields, then the v1 extensions' (§2, §9, §10, §12, §14); never the body.
 type Resource struct {
 	TrackingID         string            `json:"tracking_id"`
 	UserID             string            `json:"user_id"`
@@ -57,6 +59,8 @@ type Resource struct {
 	Category           *string           `json:"category"`
 	Format             string            `json:"format"`
 	Template           *TemplateRef      `json:"template"`
+	DigestKey          *string           `json:"digest_key"`
+	DigestSize         *int              `json:"digest_size"`
 }
 
 // Resource renders the view as the resource.
@@ -72,6 +76,7 @@ func (v View) Resource() Resource {
 		SendAt: OptionalTimestamp(v.SendAt), ExpiresAt: OptionalTimestamp(v.ExpiresAt),
 		DeliveredAt: OptionalTimestamp(v.DeliveredAt), NextAttemptAt: OptionalTimestamp(v.NextAttemptAt),
 		Category: v.Category, Format: cmp.Or(v.Format, FormatText), Template: v.Template,
+		DigestKey: v.DigestKey, DigestSize: v.DigestSize,
 	}
 }
 

@@ -137,7 +137,7 @@ func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Dur
 			    lease_expires_at = now() + make_interval(secs => $2), updated_at = now()
 			WHERE tracking_id = $1 AND `+claimSQL+` AND NOT ($3 AND `+aheadSQL("notifications")+`)
 			RETURNING tracking_id, kind, tenant_id, user_id, chat_id, bot_id, priority, body, reply_markup, attempts, expires_at, category,
-			          format, entities, silent, protect_content, link_preview, quiet_ignore)
+			          format, entities, silent, protect_content, link_preview, quiet_ignore, digest_key)
 		SELECT c.tracking_id::text, c.kind, COALESCE(c.tenant_id, ''), COALESCE(c.user_id, ''),
 		       CASE WHEN c.kind = `+notification.KindSystemSQL+` OR (l.chat_id = c.chat_id AND l.bot_id IS NOT DISTINCT FROM c.bot_id)
 		            THEN c.chat_id ELSE 0 END,
@@ -149,7 +149,7 @@ func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Dur
 		       c.priority, c.body, c.reply_markup::text, c.attempts, c.expires_at,
 		       COALESCE(c.format, ''), c.entities, COALESCE(c.silent, false), COALESCE(c.protect_content, false),
 		       NOT COALESCE(c.link_preview, true),
-		       `+quietColumns("t.")+`, u.time_zone
+		       `+quietColumns("t.")+`, u.time_zone, COALESCE(c.digest_key, '')
 		FROM c LEFT JOIN links l ON c.kind = `+notification.KindTenantSQL+` AND l.tenant_id = c.tenant_id AND l.user_id = c.user_id
 		     LEFT JOIN bots b ON b.id = c.bot_id
 		     LEFT JOIN tenants t ON c.kind = `+notification.KindTenantSQL+` AND NOT COALESCE(c.quiet_ignore, false) AND t.id = c.tenant_id
@@ -158,7 +158,7 @@ func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Dur
 		Scan(&d.TrackingID, &d.Kind, &d.TenantID, &d.UserID, &d.ChatID, &d.Relinked, &d.Bot, &d.BotTokenRefused, &d.Blocked, &d.OptedOut,
 			&d.Priority, &d.Body, &markup, &d.Attempts, &d.ExpiresAt,
 			&d.Format, &entities, &d.Silent, &d.ProtectContent, &d.NoLinkPreview,
-			&q.start, &q.end, &q.zone, &q.mode, &userZone)
+			&q.start, &q.end, &q.zone, &q.mode, &userZone, &d.DigestKey)
 	if err == nil {
 		d.Quiet = q.hours()
 		if userZone != nil {
