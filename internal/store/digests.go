@@ -32,7 +32,7 @@ const closeLapsedSQL = `UPDATE digests SET open = false
 // do not. A join that fills it (max_items) closes it at once.
 const joinSQL = `
 	INSERT INTO digests (tenant_id, user_id, key, format, max_items, items, closes_at, open)
-	VALUES ($1, $2, $3, $4, $5, 1, now() + make_interval(secs => $6), $5 > 1)
+	VALUES ($1, $2, $3, $4, $5::smallint, 1, now() + make_interval(secs => $6), $5::smallint > 1)
 	ON CONFLICT (tenant_id, user_id, key) WHERE open DO UPDATE
 	SET items = digests.items + 1, open = digests.items + 1 < digests.max_items,
 	    closes_at = CASE WHEN digests.items + 1 < digests.max_items THEN digests.closes_at ELSE now() END
