@@ -42,6 +42,11 @@ type notificationRow struct {
 	MessengerMessageID *string `json:"messenger_message_id"`
 	LastErrorCode      int     `json:"last_error_code"`
 	LastErrorMessage   *string `json:"last_error_message"`
+	// SendAt: when a scheduled one goes (a send_at, or the end of quiet hours or of a digest's window: §14);
+	// DigestKey and DigestSize: a digest's item, and the items of the one message it went in.
+	SendAt     *string `json:"send_at"`
+	DigestKey  *string `json:"digest_key"`
+	DigestSize *int    `json:"digest_size"`
 }
 
 // tenantUser is where one of the tenant's users stands; the walkthrough's steps are read from it.
@@ -99,6 +104,7 @@ func (c *Console) state(ctx context.Context) (state, error) {
 			TrackingID: n.TrackingID, UserID: n.UserID, Priority: n.Priority, Status: string(n.Status), Attempts: n.Attempts,
 			CreatedAt: timestamp(n.CreatedAt), UpdatedAt: timestamp(n.UpdatedAt), NextAttemptAt: optionalTimestamp(n.NextAttemptAt),
 			MessengerMessageID: n.MessengerMessageID, LastErrorCode: n.LastErrorCode, LastErrorMessage: n.LastErrorMessage,
+			SendAt: optionalTimestamp(n.SendAt), DigestKey: n.DigestKey, DigestSize: n.DigestSize,
 		})
 	}
 	users, err := c.opts.Store.UsersProgress(ctx, c.opts.TenantID, maxUsers)
