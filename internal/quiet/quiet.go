@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -63,7 +64,7 @@ type Hours struct {
 
 // Parse reads the flags' form: window "22:00-08:00", an IANA zone and a mode.
 func Parse(window, zone, mode string) (Hours, error) {
-	start, end, ok := cutDash(window)
+	start, end, ok := strings.Cut(window, "-")
 	if !ok {
 		return Hours{}, fmt.Errorf("quiet hours %q must be START-END, like 22:00-08:00", window)
 	}
@@ -77,15 +78,6 @@ func Parse(window, zone, mode string) (Hours, error) {
 	}
 	h := Hours{Start: s, End: e, Zone: zone, Mode: Mode(mode)}
 	return h, h.Validate()
-}
-
-func cutDash(s string) (string, string, bool) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '-' {
-			return s[:i], s[i+1:], true
-		}
-	}
-	return "", "", false
 }
 
 // Validate checks the rules the CRD's CEL and the admin CLI hold too: a window of at least a minute (start

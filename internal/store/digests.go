@@ -13,6 +13,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -75,7 +76,7 @@ func (tx *Tx) JoinDigests(ctx context.Context, ns []NewNotification, accepted ma
 		var format string
 		err := tx.tx.QueryRow(ctx, joinSQL, n.TenantID, n.UserID, d.Key, n.Format, d.MaxItems, d.Window.Seconds()).
 			Scan(&id, &position, &closesAt, &open, &format)
-		if err == pgx.ErrNoRows {
+		if errors.Is(err, pgx.ErrNoRows) {
 			if _, err := tx.tx.Exec(ctx, `DELETE FROM notifications WHERE tracking_id = $1`, n.TrackingID); err != nil {
 				return nil, translate(err, "taking back a digest's item")
 			}
@@ -152,7 +153,7 @@ func (s *Store) GatherDigest(ctx context.Context, d notification.Delivery, lease
 		_, err = tx.Exec(ctx, `UPDATE notifications SET digest_size = $2 WHERE tracking_id = ANY($1::uuid[])`, ids, len(items))
 		return err
 	})
-	if err == pgx.ErrNoRows {
+	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("notification %s: %w", d.TrackingID, ErrNotFound)
 	}
 	if err != nil {

@@ -6,6 +6,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -56,7 +57,7 @@ func (s *Store) SetTenantQuietHours(ctx context.Context, id string, h *quiet.Hou
 		           WHERE id = $1 AND (`+quietColumns("")+`) IS DISTINCT FROM ($2::smallint, $3::smallint, $4::text, $5::text)
 		           RETURNING id)
 		SELECT EXISTS (SELECT 1 FROM u) FROM t`, args...).Scan(&changed)
-	if err == pgx.ErrNoRows {
+	if errors.Is(err, pgx.ErrNoRows) {
 		return false, ErrNotFound
 	}
 	return changed, translate(err, "setting the quiet hours of tenant "+id)
