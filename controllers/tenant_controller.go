@@ -21,6 +21,7 @@ import (
 
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
 	"github.com/heraldhq/herald/internal/bot"
+	"github.com/heraldhq/herald/internal/quiet"
 	"github.com/heraldhq/herald/internal/store"
 )
 
@@ -117,6 +118,20 @@ func (r *TenantReconciler) sync(ctx context.Context, tenant *notifyv1alpha1.Tena
 	}
 	if w.Wrote {
 		logger.Info("tenant written to the key store", "suspended", tenant.Spec.Suspended)
+	}
+	hours, err := keyStoreQuietHours(tenant.Spec.QuietHours)
+	if err != nil {
+		// The spec must change: nothing to retry.
+		tenant.SetAsFailed(notifyv1alpha1.ReasonInvalidQuietHours, err.Error())
+		return ctrl.Result{}, nil
+	}
+	changed, err := r.Store.SetTenantQuietHours(ctx, tenant.Name, hours)
+	if err != nil {
+		tenant.SetAsFailed(notifyv1alpha1.ReasonKeyStoreUnavailable, "the key store is unavailable: "+err.Error())
+		return ctrl.Result{}, fmt.Errorf("while writing the quiet hours of tenant %s: %w", tenant.Name, err)
+	}
+	if changed {
+		logger.Info("quiet hours written to the key store", "quietHours", tenant.Spec.QuietHours)
 	}
 	active, err := r.Store.CountActiveKeys(ctx, tenant.Name)
 	if err != nil {
@@ -218,6 +233,23 @@ func (r *TenantReconciler) tenantsBy(ctx context.Context, field, value string) [
 		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Name: t.Name}})
 	}
 	return reqs
+}
+
+// keyStoreQuietHours are spec.quietHours as the key store keeps them (nil: none), checked as the admin
+// CLI checks them.
+func keyStoreQuietHours(q *notifyv1alpha1.TenantQuietHours) (*quiet.Hours, error) {
+	if q == nil {
+		return nil, nil
+	}
+	mode := q.Mode
+	if mode == "" {
+		mode = string(quiet.Hold)
+	}
+	h, err := quiet.Parse(q.Start+"-"+q.End, q.TimeZone, mode)
+	if err != nil {
+		return nil, fmt.Errorf("spec.quietHours: %w", err)
+	}
+	return &h, nil
 }
 
 // keyStoreLimits are spec.limits as the key store keeps them (nil: the installation's default).

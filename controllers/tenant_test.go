@@ -182,3 +182,35 @@ func TestTenantLimitsAreWrittenToTheKeyStore(t *testing.T) {
 		return nil
 	})
 }
+
+// spec.quietHours (§14) reach the key store, mode hold by default; a change follows, and removing them
+// clears them.
+func TestTenantQuietHoursAreWrittenToTheKeyStore(t *testing.T) {
+	h := start(t, operator.Options{})
+	tn := h.tenant("quiet", func(tn *notifyv1alpha1.Tenant) {
+		tn.Spec.QuietHours = &notifyv1alpha1.TenantQuietHours{Start: "22:00", End: "08:00", TimeZone: "Europe/Berlin"}
+	})
+	hours := func() (string, error) {
+		var s string
+		err := h.st.Pool().QueryRow(h.ctx, `SELECT concat_ws(',', quiet_start, quiet_end, quiet_zone, quiet_mode)
+			FROM tenants WHERE id = $1`, tn.Name).Scan(&s)
+		return s, err
+	}
+	waitHours := func(want string) {
+		wait.For(h.t, 10*time.Second, "quiet hours "+want, func() error {
+			if got, err := hours(); err != nil || got != want {
+				return fmt.Errorf("quiet hours %q (%v), want %q", got, err, want)
+			}
+			return nil
+		})
+	}
+	waitHours("1320,480,Europe/Berlin,hold")
+	got := h.waitTenant(tn.Name, metav1.ConditionTrue, notifyv1alpha1.ReasonSynced)
+	update(h, got, func(tn *notifyv1alpha1.Tenant) {
+		tn.Spec.QuietHours = &notifyv1alpha1.TenantQuietHours{Start: "12:30", End: "14:00", TimeZone: "America/New_York", Mode: "silent"}
+	})
+	waitHours("750,840,America/New_York,silent")
+	got = h.waitTenant(tn.Name, metav1.ConditionTrue, notifyv1alpha1.ReasonSynced)
+	update(h, got, func(tn *notifyv1alpha1.Tenant) { tn.Spec.QuietHours = nil })
+	waitHours("")
+}

@@ -111,6 +111,26 @@ func TestTenantSchemaRejectsBadObjects(t *testing.T) {
 			tn.Spec.Bot.TokenSecretRef.Key = "a/b"
 			return tn
 		}, `Tenant.notify.herald.dev "v-bot-key" is invalid: spec.bot.tokenSecretRef.key: Invalid value: "a/b": spec.bot.tokenSecretRef.key in body should match '^[-._a-zA-Z0-9]+$'`},
+		{"quiet hours not a time of day", func() *notifyv1alpha1.Tenant {
+			tn := valid("v-quiet-time")
+			tn.Spec.QuietHours = &notifyv1alpha1.TenantQuietHours{Start: "22:00", End: "8:00", TimeZone: "Europe/Berlin"}
+			return tn
+		}, `Tenant.notify.herald.dev "v-quiet-time" is invalid: spec.quietHours.end: Invalid value: "8:00": spec.quietHours.end in body should match '^([01][0-9]|2[0-3]):[0-5][0-9]$'`},
+		{"quiet hours of no length", func() *notifyv1alpha1.Tenant {
+			tn := valid("v-quiet-empty")
+			tn.Spec.QuietHours = &notifyv1alpha1.TenantQuietHours{Start: "22:00", End: "22:00", TimeZone: "Europe/Berlin"}
+			return tn
+		}, `Tenant.notify.herald.dev "v-quiet-empty" is invalid: spec.quietHours: Invalid value: quietHours.start and quietHours.end must differ`},
+		{"quiet hours in an unknown zone", func() *notifyv1alpha1.Tenant {
+			tn := valid("v-quiet-zone")
+			tn.Spec.QuietHours = &notifyv1alpha1.TenantQuietHours{Start: "22:00", End: "08:00", TimeZone: "Mars/Olympus"}
+			return tn
+		}, `Tenant.notify.herald.dev "v-quiet-zone" is invalid: spec.quietHours: Invalid value: "object": unknown time zone Mars/Olympus evaluating rule: quietHours.timeZone must be an IANA time zone name, like Europe/Berlin`},
+		{"quiet hours in another mode", func() *notifyv1alpha1.Tenant {
+			tn := valid("v-quiet-mode")
+			tn.Spec.QuietHours = &notifyv1alpha1.TenantQuietHours{Start: "22:00", End: "08:00", TimeZone: "UTC", Mode: "loud"}
+			return tn
+		}, `Tenant.notify.herald.dev "v-quiet-mode" is invalid: [spec.quietHours.mode: Unsupported value: "loud": supported values: "hold", "silent", <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]`},
 	}
 	// Lengths count characters, not bytes: 128 two-byte characters are fine.
 	long := valid("v-long-ok")

@@ -32,6 +32,10 @@ const (
 	ReasonDisabled            = "Disabled"
 	ReasonExpired             = "Expired"
 	ReasonTenantSuspended     = "TenantSuspended"
+	// ReasonInvalidQuietHours: spec.quietHours passed the CRD's validation but not the operator's (a zone
+	// the API server knows and the operator's zone database does not); the key store keeps the tenant's
+	// previous hours.
+	ReasonInvalidQuietHours = "InvalidQuietHours"
 	// The reasons of BotReady: Registered when True; the others when False (NotConfigured: the operator
 	// lacks HERALD_BOT_TOKEN_KEY or HERALD_PUBLIC_URL), or Unknown (PlatformUnavailable: retried with
 	// backoff). SecretAccessDenied serves BotReady too.

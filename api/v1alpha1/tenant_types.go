@@ -51,6 +51,44 @@ type TenantSpec struct {
 	// those users must link again.
 	// +optional
 	Bot *TenantBot `json:"bot,omitempty"`
+
+	// quietHours are the tenant's quiet hours (spec v1-extensions §14): a daily window, read in each user's
+	// time_zone (set through PATCH /v1/users) or else in timeZone, inside which a notification is held
+	// until the window ends (mode hold) or delivered without a sound (mode silent). Sends at priority 7
+	// and above ignore them unless they say quiet_hours "respect"; below 7, unless they say "ignore".
+	// +optional
+	QuietHours *TenantQuietHours `json:"quietHours,omitempty"`
+}
+
+// TenantQuietHours is a daily window of wall-clock time: [start, end), wrapping midnight when end is
+// earlier than start (22:00-08:00). Daylight-saving changes follow the zone.
+//
+// +kubebuilder:validation:XValidation:rule="self.start != self.end",message="quietHours.start and quietHours.end must differ"
+// +kubebuilder:validation:XValidation:rule="timestamp('2000-01-01T00:00:00Z').getHours(self.timeZone) >= 0",message="quietHours.timeZone must be an IANA time zone name, like Europe/Berlin",fieldPath=".timeZone"
+type TenantQuietHours struct {
+	// start of the window, HH:MM (24 hours) in the zone.
+	// +required
+	// +kubebuilder:validation:Pattern=`^([01][0-9]|2[0-3]):[0-5][0-9]$`
+	Start string `json:"start"`
+
+	// end of the window, HH:MM (24 hours): the first minute outside it.
+	// +required
+	// +kubebuilder:validation:Pattern=`^([01][0-9]|2[0-3]):[0-5][0-9]$`
+	End string `json:"end"`
+
+	// timeZone is the tenant's IANA time zone, for users without a time_zone of their own.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z][A-Za-z0-9_+/-]*$`
+	TimeZone string `json:"timeZone"`
+
+	// mode: hold (the notification waits in scheduled until the window ends) or silent (delivered at once
+	// without a sound).
+	// +optional
+	// +kubebuilder:default=hold
+	// +kubebuilder:validation:Enum=hold;silent
+	Mode string `json:"mode,omitempty"`
 }
 
 // TenantBot is a tenant's own bot: where its token is, and how fast it may send.

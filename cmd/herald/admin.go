@@ -17,6 +17,7 @@ import (
 	"github.com/heraldhq/herald/internal/bot"
 	"github.com/heraldhq/herald/internal/config"
 	"github.com/heraldhq/herald/internal/notification"
+	"github.com/heraldhq/herald/internal/quiet"
 	"github.com/heraldhq/herald/internal/store"
 )
 
@@ -111,6 +112,41 @@ type tenantUpdateCmd struct {
 	DeveloperName string `name:"developer-name" placeholder:"NAME" help:"new developer name (1-128 characters)"`
 	limitFlags
 	botFlags
+	quietFlags
+}
+
+// quietFlags set a tenant's quiet hours (spec v1-extensions §14), or clear them.
+type quietFlags struct {
+	QuietHours     string `name:"quiet-hours" placeholder:"HH:MM-HH:MM" help:"quiet hours, like 22:00-08:00 (may wrap midnight), read in each user's time_zone or else --quiet-hours-zone; needs --quiet-hours-zone"`
+	QuietHoursZone string `name:"quiet-hours-zone" placeholder:"ZONE" help:"with --quiet-hours: the tenant's IANA time zone, like Europe/Berlin, for users without a time_zone"`
+	QuietHoursMode string `name:"quiet-hours-mode" placeholder:"MODE" help:"with --quiet-hours: hold (a notification waits until the window ends; the default) or silent (delivered at once without a sound)"`
+	NoQuietHours   bool   `name:"no-quiet-hours" help:"clear the tenant's quiet hours"`
+}
+
+// hours checks the combination of the quiet flags: set reports whether they change anything, h the new
+// hours (nil: cleared).
+func (f quietFlags) hours() (h *quiet.Hours, set bool, err error) {
+	switch {
+	case f.NoQuietHours && (f.QuietHours != "" || f.QuietHoursZone != "" || f.QuietHoursMode != ""):
+		return nil, false, errors.New("--no-quiet-hours and --quiet-hours: give one of them")
+	case f.NoQuietHours:
+		return nil, true, nil
+	case f.QuietHours == "" && (f.QuietHoursZone != "" || f.QuietHoursMode != ""):
+		return nil, false, errors.New("--quiet-hours-zone and --quiet-hours-mode go with --quiet-hours (give the whole window again)")
+	case f.QuietHours == "":
+		return nil, false, nil
+	case f.QuietHoursZone == "":
+		return nil, false, errors.New("--quiet-hours needs --quiet-hours-zone, the tenant's IANA time zone (like Europe/Berlin)")
+	}
+	mode := f.QuietHoursMode
+	if mode == "" {
+		mode = string(quiet.Hold)
+	}
+	parsed, err := quiet.Parse(f.QuietHours, f.QuietHoursZone, mode)
+	if err != nil {
+		return nil, false, err
+	}
+	return &parsed, true, nil
 }
 
 // botFlags give a tenant its own bot (spec §11), or take it back to the shared one. The token is read from
@@ -166,6 +202,10 @@ func (c *tenantUpdateCmd) Run(e runEnv) error {
 	if err != nil {
 		return usageError{err}
 	}
+	quietHours, setQuiet, err := c.quietFlags.hours()
+	if err != nil {
+		return usageError{err}
+	}
 	var registrar *bot.Registrar
 	var token string
 	if c.BotTokenFile != "" {
@@ -198,6 +238,16 @@ func (c *tenantUpdateCmd) Run(e runEnv) error {
 		}
 		if err := st.SetTenantLimits(e.ctx, c.ID, t.Limits); err != nil {
 			return tenantError(c.ID, err)
+		}
+		if setQuiet {
+			if _, err := st.SetTenantQuietHours(e.ctx, c.ID, quietHours); err != nil {
+				return tenantError(c.ID, err)
+			}
+			if quietHours == nil {
+				fmt.Fprintf(e.stderr, "tenant %s has no quiet hours\n", c.ID)
+			} else {
+				fmt.Fprintf(e.stderr, "tenant %s: quiet hours %s (%s), mode %s\n", c.ID, quietHours.Window(), quietHours.Zone, quietHours.Mode)
+			}
 		}
 		switch {
 		case registrar != nil:
@@ -287,14 +337,22 @@ func (c *tenantListCmd) Run(e runEnv) error {
 			return err
 		}
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tDEVELOPER NAME\tSUSPENDED\tDEVELOPERS\tSENDS/S\tBURST\tREQUESTS/S\tWEIGHT\tBOT\tCREATED")
+		fmt.Fprintln(tw, "ID\tDEVELOPER NAME\tSUSPENDED\tDEVELOPERS\tSENDS/S\tBURST\tREQUESTS/S\tWEIGHT\tBOT\tQUIET HOURS\tCREATED")
 		for _, t := range tenants {
-			fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.DeveloperName, t.Suspended, joinIDs(t.Developers),
+			fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.DeveloperName, t.Suspended, joinIDs(t.Developers),
 				limitText(t.Limits.SendsPerSecond), limitText(t.Limits.Burst), limitText(t.Limits.RequestsPerSecond),
-				limitText(t.Limits.DeliveryWeight), botText(t.BotID), t.CreatedAt.UTC().Format(time.RFC3339))
+				limitText(t.Limits.DeliveryWeight), botText(t.BotID), quietText(t.Quiet), t.CreatedAt.UTC().Format(time.RFC3339))
 		}
 		return tw.Flush()
 	})
+}
+
+// quietText shows a tenant's quiet hours: "22:00-08:00 Europe/Berlin hold", or "-".
+func quietText(h *quiet.Hours) string {
+	if h == nil {
+		return "-"
+	}
+	return h.Window() + " " + h.Zone + " " + string(h.Mode)
 }
 
 // botText shows the bot a tenant sends through: its id, or "shared".

@@ -145,8 +145,8 @@ func assertPaced(t *testing.T, name string, st, noise sim.Stats) {
 	}
 }
 
-// quiet is the noise of a send that cannot bunch (one send in all): none.
-var quiet = sim.Stats{}
+// noNoise is the noise of a send that cannot bunch (one send in all): none.
+var noNoise = sim.Stats{}
 
 // control sends at rate to a bot of its own in the simulator, with the simulator's limit simRate, each
 // call started on schedule (a slow answer delays no later call), until stop: to a chat the simulator does
@@ -273,7 +273,7 @@ func TestABotsBacklogAndItsThrottlingDoNotDelayAnotherBot(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("a shared-bot notification took %v behind another bot's backlog; want it at once", took)
 	}
-	assertPaced(t, "idle", idle.sim.Stats(), quiet)
+	assertPaced(t, "idle", idle.sim.Stats(), noNoise)
 }
 
 // A bot with paid broadcast and a rateLimit past the platform's free 30 a second: it is sent to at its

@@ -145,7 +145,7 @@ func TestStatusReturnsExactlyTheContractFields(t *testing.T) {
 	m := r.json(t)
 	want := []string{"tracking_id", "user_id", "priority", "status", "attempts", "created_at", "updated_at", "messenger_message_id", "last_error_code", "last_error_message",
 		"metadata", "send_at", "expires_at", "delivered_at", "next_attempt_at", "category", "format", "template", "replace_key", "delivered_as",
-		"message_deleted_at"}
+		"message_deleted_at", "digest_key", "digest_size"}
 	if len(m) != len(want) {
 		t.Errorf("fields %v, want exactly %v", keys(m), want)
 	}

@@ -46,6 +46,10 @@ type sendRequest struct {
 	SendAt    json.RawMessage `json:"send_at"`
 	ExpiresAt json.RawMessage `json:"expires_at"`
 	Category  json.RawMessage `json:"category"`
+	// QuietHours: "respect" or "ignore" the tenant's quiet hours (§14).
+	QuietHours json.RawMessage `json:"quiet_hours"`
+	// Digest: {"key", "window", "max_items"} (§14).
+	Digest json.RawMessage `json:"digest"`
 	// The rich options (§10).
 	Format         json.RawMessage `json:"format"`
 	Buttons        json.RawMessage `json:"buttons"`
@@ -73,6 +77,7 @@ type validSend struct {
 	message string // before branding: the tenant's text, or its markup
 	rich    richOptions
 	tmpl    *templated // a templated send (§12); nil: none
+	quiet   string     // the quiet_hours option as given (§14); "": absent
 }
 
 func (v validSend) meaning() []byte {
@@ -83,12 +88,24 @@ func (v validSend) meaning() []byte {
 		// are the send's.
 		fields := sendFields(it.UserID, "", it.Priority, it.Metadata, it.SendAt, it.ExpiresAt, it.Category)
 		fields = append(fields, v.tmpl.meaning...)
-		b, _ := json.Marshal(withReplaceKey(append(fields, v.rich.Silent, v.rich.ProtectContent, !v.rich.NoLinkPreview), it.ReplaceKey))
+		b, _ := json.Marshal(withReplaceKey(v.withQuiet(append(fields, v.rich.Silent, v.rich.ProtectContent, !v.rich.NoLinkPreview)), it.ReplaceKey))
 		return b
 	}
 	fields := sendFields(it.UserID, v.message, it.Priority, it.Metadata, it.SendAt, it.ExpiresAt, it.Category)
-	b, _ := json.Marshal(withReplaceKey(v.rich.meaning(fields), it.ReplaceKey))
+	b, _ := json.Marshal(withReplaceKey(v.withQuiet(v.rich.meaning(fields)), it.ReplaceKey))
 	return b
+}
+
+// withQuiet adds the quiet_hours option to a meaning only when it was given, so that keys recorded before
+// it existed still match.
+func (v validSend) withQuiet(fields []any) []any {
+	if v.quiet != "" {
+		fields = append(fields, "quiet_hours", v.quiet)
+	}
+	if d := v.item.Digest; d != nil {
+		fields = append(fields, "digest", d.Key, int(d.Window.Seconds()), d.MaxItems)
+	}
+	return fields
 }
 
 // withReplaceKey appends a send's replace_key (§13) to its meaning, only when it has one: a key recorded
@@ -159,6 +176,23 @@ func validateSend(req sendRequest, label string, now time.Time) (validSend, erro
 	if err != nil {
 		return validSend{}, err
 	}
+	quietIgnore, quietGiven, err := parseQuietHours(req.QuietHours, priority)
+	if err != nil {
+		return validSend{}, err
+	}
+	dig, err := parseDigest(req.Digest)
+	if err != nil {
+		return validSend{}, err
+	}
+	if dig != nil && rich.buttons != nil {
+		return validSend{}, apierror.InvalidRequest.With("buttons cannot go with digest: a digest's message carries no buttons")
+	}
+	if dig != nil && sendAt != nil {
+		return validSend{}, apierror.InvalidRequest.With("send_at cannot go with digest: a digest's items are sent when its window ends")
+	}
+	if dig != nil && replaceKey != "" {
+		return validSend{}, apierror.InvalidRequest.With("replace_key cannot go with digest: a digest's message is one of its own, not a key's")
+	}
 	if sendAt != nil && sendAt.Sub(now) > MaxScheduleAhead {
 		return validSend{}, apierror.InvalidRequest.With("send_at must be at most 30 days ahead")
 	}
@@ -187,9 +221,10 @@ func validateSend(req sendRequest, label string, now time.Time) (validSend, erro
 	}
 	return validSend{
 		item: outbox.Item{UserID: userID, Priority: priority, Body: body, Metadata: metadata, SendAt: sendAt, ExpiresAt: expiresAt,
-			Category: category, Rich: rich.Rich, ReplyMarkup: rich.buttons, ReplaceKey: replaceKey},
+			Category: category, Rich: rich.Rich, ReplyMarkup: rich.buttons, ReplaceKey: replaceKey, QuietIgnore: quietIgnore, Digest: dig},
 		message: *req.Message,
 		rich:    rich,
+		quiet:   quietGiven,
 	}, nil
 }
 
@@ -221,7 +256,11 @@ func (a *API) send(w http.ResponseWriter, r *http.Request) error {
 	if err := a.admitSends(w, r, 1); err != nil {
 		return err
 	}
-	results, _, err := a.outbox.Send(r.Context(), p.TenantID, []outbox.Item{v.item}, idem)
+	items := []outbox.Item{v.item}
+	if err := a.holdForQuietHours(r.Context(), p, items, time.Now()); err != nil {
+		return err
+	}
+	results, _, err := a.outbox.Send(r.Context(), p.TenantID, items, idem)
 	if err != nil {
 		return a.outboxError(err)
 	}
@@ -331,6 +370,9 @@ func (a *API) sendBatch(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	if err := a.admitSends(w, r, valid); err != nil {
+		return err
+	}
+	if err := a.holdForQuietHours(r.Context(), p, items, now); err != nil {
 		return err
 	}
 	results, _, err := a.outbox.Send(r.Context(), p.TenantID, items, idem)

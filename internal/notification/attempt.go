@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"time"
+
+	"github.com/heraldhq/herald/internal/quiet"
 )
 
 // Delivery is a notification a worker has claimed: everything it needs to send it.
@@ -37,6 +39,16 @@ type Delivery struct {
 	// Rich: a tenant notification's format, entities and send flags (zero for plain text and for system
 	// messages).
 	Rich
+	// Quiet: the tenant's quiet hours when they apply to this notification — a tenant notification whose
+	// send did not ignore them (§14) —, nil otherwise; UserZone: its user's time_zone (§12), "" when not
+	// set (the window is then read in the tenant's zone: quiet.Hours.Location).
+	Quiet    *quiet.Hours
+	UserZone string
+	// DigestKey: the send's digest key (§14), "" for none. Digest: the items the worker gathered to send in
+	// one message with this one (this one included, in the order accepted); nil until gathered, and for a
+	// notification without a digest.
+	DigestKey string
+	Digest    []DigestItem
 	// Attempts counts this attempt too. It identifies the claim: a status write for an older attempt (a
 	// worker whose lease ran out and was redriven) matches nothing.
 	Attempts int

@@ -62,7 +62,8 @@ func TestTheResource(t *testing.T) {
 	}
 	want := `{"tracking_id":"t","user_id":"u","priority":5,"status":"queued","attempts":0,` +
 		`"created_at":"2026-01-02T14:04:05.123Z","updated_at":"2026-01-02T14:04:05.123Z","messenger_message_id":null,` +
-		`"last_error_code":0,"last_error_message":null,"metadata":{},"send_at":null,"expires_at":null,"delivered_at":null,"next_attempt_at":null,"category":null,"format":"text","template":null,"replace_key":null,"delivered_as":null,"message_deleted_at":null}`
+		`"last_error_code":0,"last_error_message":null,"metadata":{},"send_at":null,"expires_at":null,"delivered_at":null,"next_attempt_at":null,"category":null,"format":"text","template":null,"replace_key":null,"delivered_as":null,"message_deleted_at":null,` +
+		`"digest_key":null,"digest_size":null}`
 	if string(b) != want {
 		t.Errorf("resource\n%s\nwant\n%s", b, want)
 	}

@@ -17,6 +17,10 @@ package notification
 //	                                     │     ──fail──▶ failed         other 4xx, or attempts exhausted
 //	                                     │     ──lapse──▶ expired       a transient failure after expires_at
 //	delivering past its lease ──redrive, claim──▶ delivering           the worker died
+//	delivering ──hold──▶ scheduled                                     its turn came inside the tenant's quiet hours
+//	scheduled, queued, retrying ──gather──▶ delivering                 a worker claimed another item of its digest
+//	delivering past its lease ──gather──▶ delivering                   likewise, once the worker that had it died
+//	                                                                   (mode hold, §14): it waits for the window's end
 //	scheduled, queued, retrying ──cancel──▶ cancelled                  the tenant, or the erasure of its user
 //	scheduled, queued, retrying ──expire──▶ expired                    expires_at passed (the sweep, or the claim)
 //	delivering past its lease ──expire──▶ expired                      likewise, once its worker died
@@ -64,10 +68,18 @@ const (
 	// commits, in chunks (the claim refuses it meanwhile); one whose attempt runs was claimed before the
 	// opt-out.
 	OptOut Event = "opt_out"
+	// Hold: a worker claimed a notification whose turn came inside its tenant's quiet hours (mode hold,
+	// v1 extensions §14; a retry, a backlog, a send_at inside the window, or hours set after its
+	// acceptance): nothing is sent, and it waits in scheduled with send_at at the window's end. Written
+	// under the attempt's number, like an outcome; the attempt does not count.
+	Hold Event = "hold"
+	// Gather: a worker claimed a notification of a digest (§14) and takes the digest's other items with it,
+	// under the same lease, to send them as one message: the waiting ones, and those whose worker died.
+	Gather Event = "gather"
 )
 
 // Events lists every event.
-var Events = []Event{Accept, Schedule, Release, Claim, Redrive, Deliver, Retry, Block, Unlink, Fail, Lapse, Cancel, Expire, Relink, ChangeBot, OptOut}
+var Events = []Event{Accept, Schedule, Release, Claim, Redrive, Deliver, Retry, Block, Unlink, Fail, Lapse, Cancel, Expire, Relink, ChangeBot, OptOut, Hold, Gather}
 
 // Outcomes are the events that end an attempt, one for each state an attempt may end in.
 var Outcomes = []Event{Deliver, Retry, Block, Unlink, Fail, Lapse}
@@ -158,12 +170,16 @@ var transitions = []transition{
 	{waiting, Relink, Unlinked, always},
 	{waiting, ChangeBot, Unlinked, always},
 	{waiting, OptOut, Blocked, always},
+	{[]Status{Delivering}, Hold, Scheduled, always},
+	{waiting, Gather, Delivering, always},
+	{[]Status{Delivering}, Gather, Delivering, leaseRanOut},
 }
 
 // guards hold for every transition of their event.
 var guards = map[Event]condition{
 	Release: both(sendAtReached, notExpired),
 	Claim:   notExpired,
+	Gather:  notExpired,
 	Expire:  expiresAtPassed,
 }
 

@@ -23,9 +23,11 @@ var machine = map[Event]map[Status]Status{
 	Lapse:     {Delivering: Expired},                                          // §2: fails transiently after expires_at
 	Cancel:    {Scheduled: Cancelled, Queued: Cancelled, Retrying: Cancelled}, // §2
 	Expire:    {Scheduled: Expired, Queued: Expired, Retrying: Expired, Delivering: Expired},
-	Relink:    {Scheduled: Unlinked, Queued: Unlinked, Retrying: Unlinked}, // 1101
-	ChangeBot: {Scheduled: Unlinked, Queued: Unlinked, Retrying: Unlinked}, // 1103: §11, the tenant changed its bot
-	OptOut:    {Scheduled: Blocked, Queued: Blocked, Retrying: Blocked},    // 1106: §9, an opt-out covers it
+	Relink:    {Scheduled: Unlinked, Queued: Unlinked, Retrying: Unlinked},                               // 1101
+	ChangeBot: {Scheduled: Unlinked, Queued: Unlinked, Retrying: Unlinked},                               // 1103: §11, the tenant changed its bot
+	OptOut:    {Scheduled: Blocked, Queued: Blocked, Retrying: Blocked},                                  // 1106: §9, an opt-out covers it
+	Hold:      {Delivering: Scheduled},                                                                   // §14: its turn came inside quiet hours
+	Gather:    {Scheduled: Delivering, Queued: Delivering, Retrying: Delivering, Delivering: Delivering}, // §14: another item of its digest was claimed
 }
 
 // Every (state, event) pair: the table moves it where the documented machine does, or not at all.

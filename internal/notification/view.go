@@ -28,6 +28,8 @@ type View struct {
 	ReplaceKey         *string      // the send's replace_key (§13); nil when none
 	DeliveredAs        *string      // DeliveredSent or DeliveredEdited once delivered, nil before
 	MessageDeletedAt   *time.Time   // when its message was deleted (DELETE …/message, §13); nil when not
+	DigestKey          *string      // the send's digest key (§14); nil when it named none
+	DigestSize         *int         // the items of the digest's message it went in (§14); nil until gathered
 }
 
 // TemplateRef names what a templated notification was rendered from (§12): the template's name, the
@@ -40,7 +42,7 @@ type TemplateRef struct {
 
 // Resource is the contract's Notification resource, rendered once for every place that shows it: the /v1
 // answers (internal/ingress) and the payloads of status callbacks (internal/callback). A field added here
-// appears in both. The spec's fields, then the v1 extensions' (§2, §9, §10, §12, §13); never the body.
+// appears in both. The spec's fields, then the v1 extensions' (§2, §9, §10, §12, §13, §14); never the body.
 type Resource struct {
 	TrackingID         string            `json:"tracking_id"`
 	UserID             string            `json:"user_id"`
@@ -63,6 +65,8 @@ type Resource struct {
 	ReplaceKey         *string           `json:"replace_key"`
 	DeliveredAs        *string           `json:"delivered_as"`
 	MessageDeletedAt   *string           `json:"message_deleted_at"`
+	DigestKey          *string           `json:"digest_key"`
+	DigestSize         *int              `json:"digest_size"`
 }
 
 // Resource renders the view as the resource.
@@ -79,6 +83,7 @@ func (v View) Resource() Resource {
 		DeliveredAt: OptionalTimestamp(v.DeliveredAt), NextAttemptAt: OptionalTimestamp(v.NextAttemptAt),
 		Category: v.Category, Format: cmp.Or(v.Format, FormatText), Template: v.Template,
 		ReplaceKey: v.ReplaceKey, DeliveredAs: v.DeliveredAs, MessageDeletedAt: OptionalTimestamp(v.MessageDeletedAt),
+		DigestKey: v.DigestKey, DigestSize: v.DigestSize,
 	}
 }
 

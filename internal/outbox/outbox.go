@@ -110,6 +110,13 @@ type Item struct {
 	Template *notification.TemplateRef
 	// ReplaceKey: the send's replace_key (§13, validated by the caller); "": none.
 	ReplaceKey string
+	// QuietIgnore: the send ignores its tenant's quiet hours (§14). A send held by them at acceptance
+	// comes with SendAt at the window's end (the caller's decision), and is scheduled like any other.
+	QuietIgnore bool
+	// Digest: the send's digest option (§14); nil: none. Its item is stored scheduled and joins its key's
+	// digest in the same transaction (store.Tx.JoinDigests), which makes it due when the digest closes; an
+	// item whose digest holds another format is refused (invalid_request) and nothing of it is stored.
+	Digest *notification.Digest
 	// Refused, when set, is the item's answer already (the caller refused it, e.g. as invalid): it is not
 	// stored, and stands in the answer (and the idempotent replay) at its position.
 	Refused *Result
@@ -149,6 +156,8 @@ type request struct {
 	pos []int
 	// headers carry the request's trace context into its envelopes (internal/tracing).
 	headers []kafka.Header
+	// digestRefused: the items a digest refused (another format), by tracking id, with the reason.
+	digestRefused map[string]string
 }
 
 // answer is the batch's answer to one request.
@@ -176,13 +185,13 @@ func (o *Outbox) Send(ctx context.Context, tenantID string, items []Item, idem *
 				continue
 			}
 			status := notification.Queued
-			if it.SendAt != nil && it.SendAt.After(time.Now()) {
+			if (it.SendAt != nil && it.SendAt.After(time.Now())) || it.Digest != nil {
 				status = notification.Scheduled
 			}
 			r.ns = append(r.ns, store.NewNotification{TrackingID: newTrackingID(), Kind: notification.KindTenant, TenantID: tenantID,
 				UserID: it.UserID, Priority: it.Priority, Body: it.Body, Status: status, Metadata: it.Metadata,
 				SendAt: it.SendAt, ExpiresAt: it.ExpiresAt, Category: it.Category, Rich: it.Rich, ReplyMarkup: it.ReplyMarkup,
-				Template: it.Template, ReplaceKey: it.ReplaceKey})
+				Template: it.Template, ReplaceKey: it.ReplaceKey, QuietIgnore: it.QuietIgnore, Digest: it.Digest})
 			r.pos = append(r.pos, i)
 		}
 		a, err := o.sends.Do(ctx, r)
@@ -249,7 +258,7 @@ func (o *Outbox) sendTogether(reqs []*request) ([]answer, error) {
 	var optedOut map[string]string            // of the refused ones, those an opt-out covers → its category
 	var keys []store.IdempotencyKey           // the keys this batch claimed and keeps
 	var err error
-	if len(claims) == 0 {
+	if len(claims) == 0 && !anyDigest(reqs) {
 		for _, r := range reqs {
 			ns = append(ns, r.ns...)
 		}
@@ -259,9 +268,12 @@ func (o *Outbox) sendTogether(reqs []*request) ([]answer, error) {
 		}
 	} else {
 		err = o.st.InTx(ctx, func(ctx context.Context, tx *store.Tx) error {
-			claimed, err := tx.ClaimIdempotencyKeys(ctx, claims)
-			if err != nil {
-				return err
+			claimed := map[store.IdempotencyKey]bool{}
+			if len(claims) > 0 { // a batch with digests and no key runs here too
+				var err error
+				if claimed, err = tx.ClaimIdempotencyKeys(ctx, claims); err != nil {
+					return err
+				}
 			}
 			ns, keys = ns[:0], keys[:0]
 			for i, r := range reqs {
@@ -272,6 +284,21 @@ func (o *Outbox) sendTogether(reqs []*request) ([]answer, error) {
 			}
 			if accepted, err = tx.InsertTenantNotifications(ctx, ns); err != nil {
 				return err
+			}
+			refused, err := tx.JoinDigests(ctx, ns, accepted)
+			if err != nil {
+				return err
+			}
+			for _, r := range reqs {
+				r.digestRefused = nil
+				for _, n := range r.ns {
+					if why, ok := refused[n.TrackingID]; ok {
+						if r.digestRefused == nil {
+							r.digestRefused = map[string]string{}
+						}
+						r.digestRefused[n.TrackingID] = why
+					}
+				}
 			}
 			if optedOut, err = tx.CoveredByOptOuts(ctx, refusedBy(ns, accepted)); err != nil {
 				return err
@@ -418,6 +445,19 @@ func publishes(r *request, accepted map[string]store.Destination) bool {
 	return false
 }
 
+// anyDigest reports whether a request of the batch has an item with a digest: the batch then runs in a
+// transaction, which joins the items to their digests (store.Tx.JoinDigests).
+func anyDigest(reqs []*request) bool {
+	for _, r := range reqs {
+		for _, n := range r.ns {
+			if n.Digest != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func keyOf(r *request) store.IdempotencyKey {
 	return store.IdempotencyKey{TenantID: r.tenantID, Key: r.idem.Key}
 }
@@ -448,7 +488,10 @@ func results(r *request, accepted map[string]store.Destination, optedOut map[str
 	}
 	for j, n := range r.ns {
 		i := r.pos[j]
+		why, digestRefused := r.digestRefused[n.TrackingID]
 		switch {
+		case digestRefused:
+			res[i] = refused(apierror.InvalidRequest.With("%s", why))
 		case !isAccepted(accepted, n.TrackingID):
 			res[i] = refused(gateRefusal(n, optedOut))
 		case lost[n.TrackingID]:

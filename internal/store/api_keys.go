@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhq/herald/internal/quiet"
 )
 
 // APIKey is a row of the api_keys table (never the key itself: only its digest is stored).
@@ -31,6 +33,8 @@ type Principal struct {
 	// Limits are the tenant's own limits (nil fields: the installation's defaults). They reach every
 	// replica with the authentication cache, so a change applies within its TTL.
 	Limits TenantLimits
+	// Quiet: the tenant's quiet hours (§14), nil for none; like Limits, a change applies within the cache's TTL.
+	Quiet *quiet.Hours
 }
 
 // InsertAPIKey stores a key's digest for a tenant and returns the row id. ErrConflict when the tenant does
@@ -83,12 +87,15 @@ func (s *Store) Authenticate(ctx context.Context, digest [32]byte) (Principal, e
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	var p Principal
+	var q quietScan
 	err := s.pool.QueryRow(ctx, `
 		SELECT k.id::text, k.tenant_id, COALESCE(k.label, t.developer_name), k.expires_at,
-		       t.sends_per_second, t.burst, t.requests_per_second
+		       t.sends_per_second, t.burst, t.requests_per_second, `+quietColumns("t.")+`
 		FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
 		WHERE k.digest = $1 AND NOT k.disabled AND k.revoked_at IS NULL
 		  AND (k.expires_at IS NULL OR k.expires_at > now()) AND NOT t.suspended`, digest[:]).
-		Scan(&p.KeyID, &p.TenantID, &p.Label, &p.ExpiresAt, &p.Limits.SendsPerSecond, &p.Limits.Burst, &p.Limits.RequestsPerSecond)
+		Scan(&p.KeyID, &p.TenantID, &p.Label, &p.ExpiresAt, &p.Limits.SendsPerSecond, &p.Limits.Burst, &p.Limits.RequestsPerSecond,
+			&q.start, &q.end, &q.zone, &q.mode)
+	p.Quiet = q.hours()
 	return p, translate(err, "authenticating API key")
 }

@@ -154,8 +154,9 @@ func (s *Store) claimDelivery(ctx context.Context, trackingID string, lease time
 // inOrder: only when no message ahead of it in its chat is pending (notification.AheadSQL).
 func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Duration, inOrder bool) (notification.Delivery, error) {
 	var d notification.Delivery
-	var markup, entities, editID *string
+	var markup, entities, editID, userZone *string
 	var editSentAt *time.Time
+	var q quietScan
 	err := s.pool.QueryRow(ctx, `
 		WITH c AS (
 			UPDATE notifications
@@ -163,7 +164,7 @@ func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Dur
 			    lease_expires_at = now() + make_interval(secs => $2), updated_at = now()
 			WHERE tracking_id = $1 AND `+claimSQL+` AND NOT ($3 AND `+aheadSQL("notifications")+`)
 			RETURNING tracking_id, kind, tenant_id, user_id, chat_id, bot_id, priority, body, reply_markup, attempts, expires_at, category,
-			          format, entities, silent, protect_content, link_preview, replace_key, created_at)
+			          format, entities, silent, protect_content, link_preview, replace_key, created_at, quiet_ignore, digest_key)
 		SELECT c.tracking_id::text, c.kind, COALESCE(c.tenant_id, ''), COALESCE(c.user_id, ''),
 		       CASE WHEN c.kind = `+notification.KindSystemSQL+` OR (l.chat_id = c.chat_id AND l.bot_id IS NOT DISTINCT FROM c.bot_id)
 		            THEN c.chat_id ELSE 0 END,
@@ -176,20 +177,30 @@ func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Dur
 		       COALESCE(c.format, ''), c.entities, COALESCE(c.silent, false), COALESCE(c.protect_content, false),
 		       NOT COALESCE(c.link_preview, true),
 		       COALESCE(c.replace_key, ''), t.message_id, t.sent_at,
-		       EXISTS (SELECT 1 FROM notifications e WHERE `+notification.KeyLaterDeliveredSQL("e", "c")+`)
+		       EXISTS (SELECT 1 FROM notifications e WHERE `+notification.KeyLaterDeliveredSQL("e", "c")+`),
+		       `+quietColumns("qt.")+`, u.time_zone, COALESCE(c.digest_key, '')
 		FROM c LEFT JOIN links l ON c.kind = `+notification.KindTenantSQL+` AND l.tenant_id = c.tenant_id AND l.user_id = c.user_id
 		     LEFT JOIN bots b ON b.id = c.bot_id
-		     LEFT JOIN LATERAL (`+editTargetSQL+`) t ON true`,
+		     LEFT JOIN LATERAL (`+editTargetSQL+`) t ON true
+		     LEFT JOIN tenants qt ON c.kind = `+notification.KindTenantSQL+` AND NOT COALESCE(c.quiet_ignore, false) AND qt.id = c.tenant_id
+		     LEFT JOIN users u ON qt.quiet_start IS NOT NULL AND u.tenant_id = c.tenant_id AND u.user_id = c.user_id`,
 		trackingID, lease.Seconds(), inOrder).
 		Scan(&d.TrackingID, &d.Kind, &d.TenantID, &d.UserID, &d.ChatID, &d.Relinked, &d.Bot, &d.BotTokenRefused, &d.Blocked, &d.OptedOut,
 			&d.Priority, &d.Body, &markup, &d.Attempts, &d.ExpiresAt,
 			&d.Format, &entities, &d.Silent, &d.ProtectContent, &d.NoLinkPreview,
-			&d.ReplaceKey, &editID, &editSentAt, &d.Superseded)
+			&d.ReplaceKey, &editID, &editSentAt, &d.Superseded,
+			&q.start, &q.end, &q.zone, &q.mode, &userZone, &d.DigestKey)
 	if err == nil && editID != nil {
 		// The id is the platform's message_id as the finish recorded it (decimal); one that does not read
 		// as one (a row changed past the store) is no message to edit.
 		if id, perr := strconv.ParseInt(*editID, 10, 64); perr == nil && editSentAt != nil {
 			d.Edit = &notification.EditTarget{MessageID: id, SentAt: *editSentAt}
+		}
+	}
+	if err == nil {
+		d.Quiet = q.hours()
+		if userZone != nil {
+			d.UserZone = *userZone
 		}
 	}
 	if err == nil && markup != nil {

@@ -50,6 +50,12 @@ type NewNotification struct {
 	Template *notification.TemplateRef
 	// ReplaceKey: the send's replace_key (§13); "": none.
 	ReplaceKey string
+	// QuietIgnore: the send ignores its tenant's quiet hours (§14: "ignore", or the default at priority 7
+	// and above).
+	QuietIgnore bool
+	// Digest: the send's digest option (§14); nil: none. Its item is stored scheduled, without a send_at
+	// until it joins its digest (Tx.JoinDigests, in the same transaction).
+	Digest *notification.Digest
 }
 
 // Every row is committed before its envelope is published (internal/outbox), so a worker that receives an
@@ -73,24 +79,25 @@ var insertTenantSQL = `
 	WITH r AS (
 		SELECT r.tracking_id, r.tenant_id, r.user_id, r.priority, r.body, r.status, r.metadata, r.send_at,
 		       r.expires_at, r.category, r.format, r.entities, r.reply_markup, r.silent, r.protect_content, r.link_preview,
-		       r.template_name, r.template_version, r.template_locale, r.replace_key, l.chat_id, l.bot_id
+		       r.template_name, r.template_version, r.template_locale, r.replace_key, r.quiet_ignore, r.digest_key, l.chat_id, l.bot_id
 		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::smallint[], $5::text[], $6::text[], $7::text[],
 		            $8::timestamptz[], $9::timestamptz[], $10::text[], $11::text[], $12::text[], $13::text[],
-		            $14::boolean[], $15::boolean[], $16::boolean[], $17::text[], $18::int[], $19::text[], $20::text[])
+		            $14::boolean[], $15::boolean[], $16::boolean[], $17::text[], $18::int[], $19::text[], $20::text[],
+		            $21::boolean[], $22::text[])
 		     AS r(tracking_id, tenant_id, user_id, priority, body, status, metadata, send_at, expires_at, category,
 		          format, entities, reply_markup, silent, protect_content, link_preview, template_name, template_version,
-		          template_locale, replace_key)
+		          template_locale, replace_key, quiet_ignore, digest_key)
 		JOIN links l ON l.tenant_id = r.tenant_id AND l.user_id = r.user_id
 		JOIN phone_verifications v ON v.tenant_id = r.tenant_id AND v.user_id = r.user_id
 		WHERE v.status = ` + phone.Verified.SQL() + `
 		  AND NOT EXISTS (SELECT 1 FROM opt_outs o WHERE o.tenant_id = r.tenant_id AND o.user_id = r.user_id AND ` + optOutCovers(`r.category`) + `))
 	INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, chat_id, bot_id, priority, body, status, published_at,
 	                           metadata, send_at, expires_at, category, format, entities, reply_markup, silent, protect_content,
-	                           link_preview, template_name, template_version, template_locale, replace_key)
+	                           link_preview, template_name, template_version, template_locale, replace_key, quiet_ignore, digest_key)
 	SELECT tracking_id, ` + notification.KindTenantSQL + `, tenant_id, user_id, chat_id, bot_id, priority, body, status,
 	       CASE WHEN status = ` + notification.Queued.SQL() + ` THEN now() END, metadata::jsonb, send_at, expires_at, category,
 	       format, entities, reply_markup::jsonb, silent, protect_content, link_preview, template_name, template_version,
-	       template_locale, replace_key
+	       template_locale, replace_key, quiet_ignore, digest_key
 	FROM r
 	RETURNING tracking_id::text, COALESCE(bot_id, 0), chat_id`
 
@@ -171,8 +178,14 @@ func insertTenant(ctx context.Context, q querier, ns []NewNotification) (map[str
 	tVersions := make([]*int32, len(ns))
 	tLocales := make([]*string, len(ns))
 	replaceKeys := make([]*string, len(ns)) // §13, NULL for none
+	quietIgnore := make([]*bool, len(ns))   // NULL: respects the quiet hours (§14)
+	digestKeys := make([]*string, len(ns))
 	for i, n := range ns {
 		replaceKeys[i] = optionalText(n.ReplaceKey)
+		quietIgnore[i] = optionalTrue(n.QuietIgnore)
+		if n.Digest != nil {
+			digestKeys[i] = &n.Digest.Key
+		}
 		if t := n.Template; t != nil {
 			v := int32(t.Version)
 			tNames[i], tVersions[i], tLocales[i] = &t.Name, &v, &t.Locale
@@ -205,7 +218,7 @@ func insertTenant(ctx context.Context, q querier, ns []NewNotification) (map[str
 	b := &pgx.Batch{}
 	b.Queue(lockGateSQL, buckets)
 	b.Queue(insertTenantSQL, ids, tenants, users, prios, bodies, statuses, metadata, sendAt, expiresAt, categories,
-		formats, entities, markups, silent, protect, preview, tNames, tVersions, tLocales, replaceKeys)
+		formats, entities, markups, silent, protect, preview, tNames, tVersions, tLocales, replaceKeys, quietIgnore, digestKeys)
 	br := q.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
@@ -309,13 +322,13 @@ var viewColumns = `tracking_id::text, user_id, priority, status, attempts, creat
 	COALESCE(format, '` + notification.FormatText + `'),
 	CASE WHEN template_name IS NOT NULL THEN jsonb_build_object('name', template_name, 'version', template_version, 'locale', template_locale) END,
 	replace_key, CASE WHEN status = ` + notification.Delivered.SQL() + ` THEN COALESCE(delivered_as, '` + notification.DeliveredSent + `') END,
-	message_deleted_at`
+	message_deleted_at, digest_key, digest_size::int`
 
 // viewScanArgs are the destinations of viewColumns in v.
 func viewScanArgs(v *notification.View) []any {
 	return []any{&v.TrackingID, &v.UserID, &v.Priority, &v.Status, &v.Attempts, &v.CreatedAt, &v.UpdatedAt,
 		&v.MessengerMessageID, &v.LastErrorCode, &v.LastErrorMessage, &v.Metadata, &v.SendAt, &v.ExpiresAt,
-		&v.DeliveredAt, &v.NextAttemptAt, &v.Category, &v.Format, &v.Template, &v.ReplaceKey, &v.DeliveredAs, &v.MessageDeletedAt}
+		&v.DeliveredAt, &v.NextAttemptAt, &v.Category, &v.Format, &v.Template, &v.ReplaceKey, &v.DeliveredAs, &v.MessageDeletedAt, &v.DigestKey, &v.DigestSize}
 }
 
 // scanView reads one row of viewColumns.

@@ -26,6 +26,8 @@ import (
 //	callback events          deleted RetentionPolicy.CallbackEvents after they were delivered or dropped
 //	                         (pending ones end within their 24-hour retry window, and are never purged)
 //	stop prompts             deleted consent.PromptTTL after they were made (a tap changes nothing after it)
+//	digests                  deleted, with their items' places, RetentionPolicy.Notifications after they closed
+//	                         (their items, terminal long before, are purged with the notifications)
 //
 // "Final" is notification.Status.Terminal (notification.TerminalSQL), so a terminal state added later is
 // purged without a change here. A notification's updated_at is the time it reached its final state: a terminal row never changes
@@ -45,11 +47,12 @@ const (
 	PurgeProcessedUpdates     PurgeKind = "processed_updates"
 	PurgeCallbackEvents       PurgeKind = "callback_events"
 	PurgeStopPrompts          PurgeKind = "stop_prompts"
+	PurgeDigests              PurgeKind = "digests"
 )
 
 // PurgeKinds lists every kind in purge order.
 var PurgeKinds = []PurgeKind{PurgeBodies, PurgeNotifications, PurgeLinkTokens, PurgeVerificationSessions,
-	PurgeIdempotencyKeys, PurgeProcessedUpdates, PurgeCallbackEvents, PurgeStopPrompts}
+	PurgeIdempotencyKeys, PurgeProcessedUpdates, PurgeCallbackEvents, PurgeStopPrompts, PurgeDigests}
 
 // ProcessedUpdateRetention is how long processed update ids are kept. The platform keeps an update it
 // could not deliver for at most 24 hours; twice that covers any redelivery with a margin.
@@ -155,6 +158,14 @@ var purgeRules = map[PurgeKind]purgeRule{
 			ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
 		oldest: `SELECT min(created_at) + $1::interval FROM stop_prompts WHERE created_at < now() - $1::interval`,
 		age:    func(RetentionPolicy) time.Duration { return consent.PromptTTL },
+	},
+	PurgeDigests: {
+		// Through digests_closed_idx (migration 00023); digest_items go with them (ON DELETE CASCADE).
+		purge: `DELETE FROM digests WHERE id IN (
+			SELECT id FROM digests WHERE NOT open AND closes_at < now() - $1::interval
+			ORDER BY closes_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+		oldest: `SELECT min(closes_at) + $1::interval FROM digests WHERE NOT open AND closes_at < now() - $1::interval`,
+		age:    func(p RetentionPolicy) time.Duration { return p.Notifications },
 	},
 }
 

@@ -93,6 +93,13 @@ func TestRetentionPurgesWhatIsDueAndNothingElse(t *testing.T) {
 	exec(t, s, `INSERT INTO stop_prompts (id, chat_id, messenger_user_id, kind, choices, created_at) VALUES
 		(decode(repeat('01', 16), 'hex'), 1, 1, 'stop', '[]', now() - interval '25 hours'),
 		(decode(repeat('02', 16), 'hex'), 1, 1, 'stop', '[]', now() - interval '23 hours')`)
+	// Digests: a closed one past the notifications' retention goes with its items' places; a closed one
+	// within it, and an open one however old, stay.
+	exec(t, s, `INSERT INTO digests (tenant_id, user_id, key, format, max_items, items, closes_at, open) VALUES
+		('acme', 'ok', 'old', '', 50, 1, now() - interval '91 days', false),
+		('acme', 'ok', 'recent', '', 50, 1, now() - interval '89 days', false),
+		('acme', 'ok', 'open', '', 50, 1, now() - interval '100 days', true)`)
+	exec(t, s, `INSERT INTO digest_items (tracking_id, digest_id, position) SELECT gen_random_uuid(), id, 1 FROM digests`)
 
 	for _, kind := range store.PurgeKinds {
 		if d, err := s.Overdue(ctx, kind, policy); err != nil || d <= 0 {
@@ -102,7 +109,7 @@ func TestRetentionPurgesWhatIsDueAndNothingElse(t *testing.T) {
 	purged := purgeAll(t, s, 2) // small batches: every kind takes several
 	want := map[store.PurgeKind]int64{store.PurgeBodies: 3, store.PurgeNotifications: 2, store.PurgeLinkTokens: 2,
 		store.PurgeVerificationSessions: 1, store.PurgeIdempotencyKeys: 1, store.PurgeProcessedUpdates: 1,
-		store.PurgeCallbackEvents: 2, store.PurgeStopPrompts: 1}
+		store.PurgeCallbackEvents: 2, store.PurgeStopPrompts: 1, store.PurgeDigests: 1}
 	for kind, n := range want {
 		if purged[kind] != n {
 			t.Errorf("purged %d %s, want %d", purged[kind], kind, n)
@@ -112,6 +119,11 @@ func TestRetentionPurgesWhatIsDueAndNothingElse(t *testing.T) {
 		if d, err := s.Overdue(ctx, kind, policy); err != nil || d != 0 {
 			t.Errorf("after the purge, %s overdue %s (%v), want 0", kind, d, err)
 		}
+	}
+
+	if n := count(t, s, `SELECT count(*) FROM digests d JOIN digest_items i ON i.digest_id = d.id WHERE d.key IN ('recent', 'open')`); n != 2 ||
+		count(t, s, `SELECT count(*) FROM digest_items`) != 2 {
+		t.Errorf("digests kept: %d of 2, with their items", n)
 	}
 
 	bodyOf := func(id string) (string, bool) {

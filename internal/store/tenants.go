@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/heraldhq/herald/internal/notification"
+	"github.com/heraldhq/herald/internal/quiet"
 )
 
 // Tenant is a row of the tenants table.
@@ -17,7 +18,9 @@ type Tenant struct {
 	Developers    []int64
 	Limits        TenantLimits
 	// BotID is the bot the tenant sends through: notification.SharedBot, or its own (SetTenantBot).
-	BotID     notification.BotID
+	BotID notification.BotID
+	// Quiet: the tenant's quiet hours (§14), nil for none (SetTenantQuietHours).
+	Quiet     *quiet.Hours
 	CreatedAt time.Time
 }
 
@@ -37,13 +40,16 @@ func (l TenantLimits) Equal(o TenantLimits) bool {
 }
 
 // tenantColumns are the columns scanTenant reads.
-const tenantColumns = `id, developer_name, suspended, developers, sends_per_second, burst, requests_per_second, delivery_weight,
-	COALESCE(bot_id, 0), created_at`
+var tenantColumns = `id, developer_name, suspended, developers, sends_per_second, burst, requests_per_second, delivery_weight,
+	COALESCE(bot_id, 0), ` + quietColumns("") + `, created_at`
 
 func scanTenant(r pgx.Row) (Tenant, error) {
 	var t Tenant
+	var q quietScan
 	err := r.Scan(&t.ID, &t.DeveloperName, &t.Suspended, &t.Developers,
-		&t.Limits.SendsPerSecond, &t.Limits.Burst, &t.Limits.RequestsPerSecond, &t.Limits.DeliveryWeight, &t.BotID, &t.CreatedAt)
+		&t.Limits.SendsPerSecond, &t.Limits.Burst, &t.Limits.RequestsPerSecond, &t.Limits.DeliveryWeight, &t.BotID,
+		&q.start, &q.end, &q.zone, &q.mode, &t.CreatedAt)
+	t.Quiet = q.hours()
 	return t, err
 }
 

@@ -218,6 +218,38 @@ func TestTheStoreMovesWhatTheStateMachineAllows(t *testing.T) {
 			}
 			return moved
 		},
+		// A claimed notification is held for quiet hours (§14), under its attempt's number.
+		notification.Hold: perRow(func(s *store.Store, r stateRow) (bool, error) {
+			return s.HoldDelivery(ctx, notification.Delivery{TrackingID: r.id, Attempts: 1}, time.Now().Add(time.Hour))
+		}),
+		// A worker claims one item of a digest that holds every row: the others are gathered with it.
+		notification.Gather: func(t *testing.T, s *store.Store, rows []stateRow) map[string]bool {
+			lead := queued(t, s)
+			d, err := s.ClaimDelivery(ctx, lead, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var id int64
+			if err := s.Pool().QueryRow(ctx, `INSERT INTO digests (tenant_id, user_id, key, format, max_items, items, closes_at)
+				VALUES ('acme', 'ok', 'k', '', 50, $1, now()) RETURNING id`, len(rows)+1).Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			exec(t, s, `INSERT INTO digest_items (tracking_id, digest_id, position) VALUES ($1, $2, 1)`, lead, id)
+			for i, r := range rows {
+				exec(t, s, `INSERT INTO digest_items (tracking_id, digest_id, position) VALUES ($1, $2, $3)`, r.id, id, i+2)
+			}
+			items, err := s.GatherDigest(ctx, d, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var list []string
+			for _, it := range items {
+				if it.TrackingID != lead {
+					list = append(list, it.TrackingID)
+				}
+			}
+			return ids(list)
+		},
 		// The user opts out of the tenant: what waits ends.
 		notification.OptOut: func(t *testing.T, s *store.Store, rows []stateRow) map[string]bool {
 			before := statuses(t, s)

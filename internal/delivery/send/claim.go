@@ -113,6 +113,16 @@ func (s *Sender) Handle(startCtx, ctx context.Context, m consume.Message, lane *
 		t.refund()
 		return false // ctx ended while PostgreSQL was unavailable
 	}
+	if d.DigestKey != "" {
+		// A digest's item takes the others with it: one message, one turn at the bot's rate.
+		g, err := s.gather(d)
+		if err != nil {
+			t.refund()
+			s.log.Error("could not gather a digest; its item is released to be claimed again", "tracking_id", d.TrackingID, "err", err)
+			return s.finish(d, Release(false))
+		}
+		d = g
+	}
 	lane.Chat = d.ChatID
 	t.use(d.Bot)
 	if !lane.Handover.IsZero() {

@@ -35,6 +35,14 @@ func (s *Sender) deliver(ctx context.Context, p rate.Priority, d notification.De
 		t.refund()
 		return s.finish(d, Decision{Result: r})
 	}
+	// Quiet hours (§14) come after the user's own stop and before the rate: a held notification gives its
+	// turn back; a silent one is sent at once without a sound.
+	if until, hold, silent := quietDecision(d, time.Now()); hold {
+		t.refund()
+		return each(d, func(one notification.Delivery) bool { return s.hold(one, until) })
+	} else if silent {
+		d.Silent = true
+	}
 	if d.BotTokenRefused {
 		// The platform refused the bot's token (a send's 401, here or in another worker): nothing is sent
 		// through it until the tenant gives a new one, and its next messages skip their waits.
@@ -239,10 +247,15 @@ func (s *Sender) markBlocked(d notification.Delivery) {
 	}
 }
 
-// finish writes the decision. A write that keeps failing is given up after a few tries: the lease then
+// finish writes the decision, for each item of a digest (each under its own attempt).
+func (s *Sender) finish(d notification.Delivery, dec Decision) bool {
+	return each(d, func(one notification.Delivery) bool { return s.finishOne(one, dec) })
+}
+
+// finishOne writes the decision of one notification. A write that keeps failing is given up after a few tries: the lease then
 // runs out and the redrive loop sends the notification again (the one way a delivered message can be sent
 // twice, besides a timeout the platform actually served).
-func (s *Sender) finish(d notification.Delivery, dec Decision) bool {
+func (s *Sender) finishOne(d notification.Delivery, dec Decision) bool {
 	if s.opts.Killed() {
 		return false // a dead worker writes nothing
 	}

@@ -33,7 +33,7 @@ var (
 	}, []string{"priority"})
 	skipped = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_worker_skipped_total",
-		Help: "Kafka messages dropped without a send, by reason (not_claimable, leased, not_found, bad_envelope, stale_result).",
+		Help: "Kafka messages dropped without a send, by reason (not_claimable, leased, not_found, bad_envelope, stale_result, quiet_hours: held until the window ends).",
 	}, []string{"reason"})
 	throttles = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_worker_throttled_total",

@@ -200,6 +200,12 @@ export function renderNotifications(ns) {
       const secs = Math.max(0, Math.round((Date.parse(n.next_attempt_at) - now) / 1000));
       error += ` · next try in ${secs} s`;
     }
+    // A held one (send_at, quiet hours, a digest's window) says when it goes; a digest's items say which
+    // digest, and once it went how many items its one message held.
+    if (n.status === 'scheduled' && n.send_at) error += `${error ? ' · ' : ''}goes at ${time(n.send_at)}`;
+    if (n.digest_key) {
+      error += `${error ? ' · ' : ''}digest ${n.digest_key}` + (n.digest_size ? ` (one message of ${n.digest_size})` : '');
+    }
     return el('tr', { dataset: { id: n.tracking_id, status: n.status } },
       // The whole id: UUIDv7s share their first characters (a timestamp), so a prefix collides.
       el('td', { class: 'mono id' }, n.tracking_id,
