@@ -58,6 +58,8 @@ type DeliveryResult struct {
 	// Release (retrying only): the attempt never reached the platform (shutdown before the send), so it
 	// is not counted and the last error is left as it was.
 	Release bool
+	// PaidBroadcast (delivered only): the send carried allow_paid_broadcast, counted in the tenant's usage.
+	PaidBroadcast bool
 }
 
 // The gateway-side last_error_code and last_error_message of the outcomes that are the lifecycle's, not

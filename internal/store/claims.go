@@ -182,7 +182,7 @@ var finishUpdateSQL = `
 // finishSQL is the status write with the callback events of a terminal state, in one statement; it returns
 // the number of notifications written (0 or 1).
 var finishSQL = `WITH changed AS (` + finishUpdateSQL + `),
-	` + notificationEvents("changed") + `
+	` + notificationEventsPaid("changed", "$9::boolean") + `
 	SELECT count(*) FROM changed`
 
 // FinishDelivery writes the result of the attempt d.Attempts. It reports false when the notification is
@@ -199,7 +199,7 @@ func (s *Store) FinishDelivery(ctx context.Context, d notification.Delivery, r n
 	if r.ErrorMessage != "" {
 		errMsg = &r.ErrorMessage
 	}
-	args := []any{d.TrackingID, d.Attempts, r.Status, msgID, r.ErrorCode, errMsg, r.RetryIn.Seconds(), r.Release}
+	args := []any{d.TrackingID, d.Attempts, r.Status, msgID, r.ErrorCode, errMsg, r.RetryIn.Seconds(), r.Release, r.PaidBroadcast}
 	removeLink := r.RemoveLink && d.TenantID != "" && d.ChatID != 0
 	if !removeLink {
 		// The common case is one statement: no transaction, one round trip, the callback events included.

@@ -23,6 +23,7 @@ import (
 //	callback events          deleted RetentionPolicy.CallbackEvents after they were delivered or dropped
 //	                         (pending ones end within their 24-hour retry window, and are never purged)
 //	stop prompts             deleted StopPromptTTL after they were made (a tap changes nothing after it)
+//	usage counts             deleted usage.Retention (400 days) after their hour (usage.go)
 //
 // "Final" is notification.Status.Terminal (notification.TerminalSQL), so a terminal state added later is
 // purged without a change here. A notification's updated_at is the time it reached its final state: a terminal row never changes
@@ -42,11 +43,12 @@ const (
 	PurgeProcessedUpdates     PurgeKind = "processed_updates"
 	PurgeCallbackEvents       PurgeKind = "callback_events"
 	PurgeStopPrompts          PurgeKind = "stop_prompts"
+	PurgeUsage                PurgeKind = "usage"
 )
 
 // PurgeKinds lists every kind in purge order.
 var PurgeKinds = []PurgeKind{PurgeBodies, PurgeNotifications, PurgeLinkTokens, PurgeVerificationSessions,
-	PurgeIdempotencyKeys, PurgeProcessedUpdates, PurgeCallbackEvents, PurgeStopPrompts}
+	PurgeIdempotencyKeys, PurgeProcessedUpdates, PurgeCallbackEvents, PurgeStopPrompts, PurgeUsage}
 
 // ProcessedUpdateRetention is how long processed update ids are kept. The platform keeps an update it
 // could not deliver for at most 24 hours; twice that covers any redelivery with a margin.
@@ -153,6 +155,7 @@ var purgeRules = map[PurgeKind]purgeRule{
 		oldest: `SELECT min(created_at) + $1::interval FROM stop_prompts WHERE created_at < now() - $1::interval`,
 		age:    func(RetentionPolicy) time.Duration { return StopPromptTTL },
 	},
+	PurgeUsage: usagePurgeRule,
 }
 
 // Purge removes at most limit rows of a kind that are due under p, in one short statement of its own,

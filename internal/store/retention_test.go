@@ -53,7 +53,8 @@ func purgeAll(t *testing.T, s *store.Store, batch int) map[store.PurgeKind]int64
 
 // What is due goes, what is not stays: bodies 7 days and rows 90 days after the final state, expired link
 // tokens and verification sessions a day after expiry, idempotency keys after 24 hours, processed update
-// ids after 48 hours, callback events 7 days after they were delivered or dropped, stop prompts after a day. Notifications in flight
+// ids after 48 hours, callback events 7 days after they were delivered or dropped, stop prompts after a day,
+// usage counts 400 days after their hour. Notifications in flight
 // and callback events still pending are never touched, however old.
 func TestRetentionPurgesWhatIsDueAndNothingElse(t *testing.T) {
 	s := fixture(t)
@@ -93,6 +94,9 @@ func TestRetentionPurgesWhatIsDueAndNothingElse(t *testing.T) {
 	exec(t, s, `INSERT INTO stop_prompts (id, chat_id, messenger_user_id, kind, choices, created_at) VALUES
 		(decode(repeat('01', 16), 'hex'), 1, 1, 'stop', '[]', now() - interval '25 hours'),
 		(decode(repeat('02', 16), 'hex'), 1, 1, 'stop', '[]', now() - interval '23 hours')`)
+	exec(t, s, `INSERT INTO usage_counts (tenant_id, hour, shard, accepted) VALUES
+		('acme', date_trunc('hour', now()) - interval '402 days', 0, 1), ('acme', date_trunc('hour', now()) - interval '401 days', 1, 1),
+		('acme', date_trunc('hour', now()) - interval '399 days', 0, 1)`)
 
 	for _, kind := range store.PurgeKinds {
 		if d, err := s.Overdue(ctx, kind, policy); err != nil || d <= 0 {
@@ -102,7 +106,7 @@ func TestRetentionPurgesWhatIsDueAndNothingElse(t *testing.T) {
 	purged := purgeAll(t, s, 2) // small batches: every kind takes several
 	want := map[store.PurgeKind]int64{store.PurgeBodies: 3, store.PurgeNotifications: 2, store.PurgeLinkTokens: 2,
 		store.PurgeVerificationSessions: 1, store.PurgeIdempotencyKeys: 1, store.PurgeProcessedUpdates: 1,
-		store.PurgeCallbackEvents: 2, store.PurgeStopPrompts: 1}
+		store.PurgeCallbackEvents: 2, store.PurgeStopPrompts: 1, store.PurgeUsage: 2}
 	for kind, n := range want {
 		if purged[kind] != n {
 			t.Errorf("purged %d %s, want %d", purged[kind], kind, n)

@@ -116,6 +116,7 @@ func (s *Sender) deliver(ctx context.Context, p rate.Priority, d notification.De
 			"tenant_id", d.TenantID, "format", d.Format, "err", err)
 	}
 	dec := Decide(msgID, err, d.Attempts, s.opts.MaxAttempts, s.opts.Backoff, Expired(d, time.Now()))
+	dec.Result.PaidBroadcast = paid && dec.Result.Status == notification.Delivered
 	if dec.Result.Status == notification.Blocked {
 		s.markBlocked(d)
 	}
