@@ -32,7 +32,8 @@ func (e *env) usage(key, query string) []usageRow {
 	return page.Data
 }
 
-// GET /v1/usage answers the caller's tenant's counts, kept as its sends were accepted and cancelled: one
+// GET /v1/usage answers the caller's tenant's counts, kept as its sends (single, idempotent, batched) were
+// accepted and cancelled: one
 // period of today by default, the current hour by hour, nothing outside the window and nothing of another
 // tenant's.
 func TestUsageCountsWhatTheTenantSent(t *testing.T) {
@@ -47,18 +48,30 @@ func TestUsageCountsWhatTheTenantSent(t *testing.T) {
 		}
 		ids = append(ids, r.json(t)["tracking_id"].(string))
 	}
+	// A replay of an idempotent send stores nothing more; a batch counts each item it stored, not the one
+	// it refused (a user without a verified phone).
+	for range 2 {
+		if r := e.do("POST", "/v1/send", key, map[string]any{"user_id": "u1", "message": "once"}, "Idempotency-Key", "k1"); r.status != http.StatusAccepted {
+			t.Fatalf("idempotent send: %d %s", r.status, r.body)
+		}
+	}
+	batch := map[string]any{"notifications": []any{map[string]any{"user_id": "u1", "message": "a"},
+		map[string]any{"user_id": "u1", "message": "b"}, map[string]any{"user_id": "nobody", "message": "c"}}}
+	if r := e.do("POST", "/v1/send/batch", key, batch); r.status != http.StatusOK {
+		t.Fatalf("batch: %d %s", r.status, r.body)
+	}
 	if r := e.do("POST", "/v1/notifications/"+ids[0]+"/cancel", key, nil); r.status != http.StatusOK {
 		t.Fatalf("cancel: %d %s", r.status, r.body)
 	}
 	now := time.Now().UTC()
 	days := e.usage(key, "")
-	if len(days) != 1 || !days[0].PeriodStart.Equal(now.Truncate(24*time.Hour)) || days[0].Accepted != 3 || days[0].Cancelled != 1 ||
+	if len(days) != 1 || !days[0].PeriodStart.Equal(now.Truncate(24*time.Hour)) || days[0].Accepted != 6 || days[0].Cancelled != 1 ||
 		days[0].Delivered != 0 || days[0].Edited != 0 {
-		t.Errorf("by day: %+v, want today with 3 accepted and 1 cancelled", days)
+		t.Errorf("by day: %+v, want today with 6 accepted (3 sends, 1 idempotent twice, 2 of a batch) and 1 cancelled", days)
 	}
 	hours := e.usage(key, "?granularity=hour")
-	if len(hours) != 1 || !hours[0].PeriodStart.Equal(now.Truncate(time.Hour)) || hours[0].Accepted != 3 {
-		t.Errorf("by hour: %+v, want this hour with 3 accepted", hours)
+	if len(hours) != 1 || !hours[0].PeriodStart.Equal(now.Truncate(time.Hour)) || hours[0].Accepted != 6 {
+		t.Errorf("by hour: %+v, want this hour with 6 accepted", hours)
 	}
 	before := url.Values{"from": {now.Add(-72 * time.Hour).Format(time.RFC3339)}, "to": {now.Add(-48 * time.Hour).Format(time.RFC3339)}}
 	if got := e.usage(key, "?"+before.Encode()); len(got) != 0 {
