@@ -33,9 +33,8 @@ func (e *env) usage(key, query string) []usageRow {
 }
 
 // GET /v1/usage answers the caller's tenant's counts, kept as its sends (single, idempotent, batched) were
-// accepted and cancelled: one
-// period of today by default, the current hour by hour, nothing outside the window and nothing of another
-// tenant's.
+// accepted and cancelled: one period of today by default, the current hour by hour, nothing outside the
+// window and nothing of another tenant's.
 func TestUsageCountsWhatTheTenantSent(t *testing.T) {
 	t.Parallel()
 	e, key := newEnvWithUser(t)
