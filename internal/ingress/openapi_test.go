@@ -195,6 +195,11 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 	check("DELETE", "/v1/templates/{name}", e.do("DELETE", "/v1/templates/hello", key, nil), 204)
 	check("DELETE", "/v1/templates/{name}", e.do("DELETE", "/v1/templates/hello", key, nil), 404)
 
+	check("GET", "/v1/usage", e.do("GET", "/v1/usage", key, nil), 200)
+	check("GET", "/v1/usage", e.do("GET", "/v1/usage?granularity=hour", key, nil), 200)
+	check("GET", "/v1/usage", e.do("GET", "/v1/usage?granularity=week", key, nil), 400)
+	check("GET", "/v1/usage", e.do("GET", "/v1/usage", "", nil), 401)
+
 	// Over the tenant's limits: sends, then every other route.
 	e.limit("acme", store.TenantLimits{SendsPerSecond: int32p(1), Burst: int32p(1), RequestsPerSecond: int32p(1)})
 	waitForLimits := func(method, path string, body any) response {

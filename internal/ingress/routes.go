@@ -42,6 +42,7 @@ func (a *API) Routes(r chi.Router) {
 				r.Get("/templates/{name}/versions/{version}", a.handle(a.getTemplate))
 				r.Delete("/templates/{name}", a.handle(a.deleteTemplate))
 				r.Post("/templates/{name}/preview", a.handle(a.previewTemplate))
+				r.Get("/usage", a.handle(a.getUsage))
 			})
 			// A template may hold 50 locales of 16 KiB: its body is admitted as a batch's is.
 			r.With(a.limitRequests, a.admit(MaxTemplateBodyBytes, true)).Put("/templates/{name}", a.handle(a.putTemplate))

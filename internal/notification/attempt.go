@@ -80,6 +80,8 @@ type DeliveryResult struct {
 	// the edited message was first sent (edited only; a new message's is the moment of the write).
 	DeliveredAs   string
 	MessageSentAt *time.Time
+	// PaidBroadcast (delivered only): the send carried allow_paid_broadcast, counted in the tenant's usage.
+	PaidBroadcast bool
 }
 
 // The gateway-side last_error_code and last_error_message of the outcomes that are the lifecycle's, not

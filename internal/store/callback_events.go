@@ -17,6 +17,7 @@ import (
 
 	"github.com/heraldhq/herald/internal/callbackstate"
 	"github.com/heraldhq/herald/internal/notification"
+	"github.com/heraldhq/herald/internal/usage"
 )
 
 // Callback event types (spec v1-extensions §7, §9).
@@ -86,18 +87,27 @@ const notificationEventColumns = `tracking_id, kind, tenant_id, status, updated_
 
 // notificationEvents is the hook every change of a notification's state goes through: changed names a
 // CTE of the changed notifications rows, RETURNING notificationEventColumns. Tenant notifications that
-// reached a terminal state (notification.TerminalSQL) become notification.<status> events; anything
-// else (a retry, a system message) becomes nothing. Use:
+// reached a terminal state (notification.TerminalSQL) become notification.<status> events, and are counted
+// in their tenant's usage (countUsage: internal/usage maps the state to its column); anything else (a
+// retry, a system message) becomes nothing. A statement goes through it once (its usage is one INSERT …
+// ON CONFLICT): one that changes rows in two CTEs unites them first. Use:
 //
 //	WITH changed AS (UPDATE notifications SET status = … WHERE … RETURNING `+notificationEventColumns+`),
 //	     `+notificationEvents("changed")+`
 //	SELECT count(*) FROM changed
-func notificationEvents(changed string) string {
+func notificationEvents(changed string) string { return notificationEventsOfAttempt(changed, "false", "false") }
+
+// notificationEventsOfAttempt is notificationEvents for the end of an attempt: paid is the SQL expression of
+// whether a delivery carried allow_paid_broadcast (usage.PaidBroadcast), edited whether it edited its
+// replace_key's message (usage.Edited).
+func notificationEventsOfAttempt(changed, paid, edited string) string {
 	return changed + `_src AS (
 		SELECT tenant_id, 'notification.' || status AS type, tracking_id, NULL::text AS user_id, updated_at AS at,
 		       NULL::jsonb AS data
 		FROM ` + changed + ` WHERE kind = ` + notification.KindTenantSQL + ` AND ` + notification.TerminalSQL() + `),
-	` + emitEvents(changed+"_events", changed+"_src")
+	` + emitEvents(changed+"_events", changed+"_src") + `,
+	` + countUsage(changed+"_usage", changed+` WHERE kind = `+notification.KindTenantSQL+` AND `+notification.TerminalSQL(),
+		"updated_at", usage.EndingDeltas("status", paid, edited))
 }
 
 // userEvents records an event of type eventType (a constant of this package) for each row of the CTE

@@ -233,7 +233,7 @@ var finishUpdateSQL = `
 // finishSQL is the status write with the callback events of a terminal state, in one statement; it returns
 // the number of notifications written (0 or 1).
 var finishSQL = `WITH changed AS (` + finishUpdateSQL + `),
-	` + notificationEvents("changed") + `
+	` + notificationEventsOfAttempt("changed", "$11::boolean", "$9 = '"+notification.DeliveredEdited+"'") + `
 	SELECT count(*) FROM changed`
 
 // FinishDelivery writes the result of the attempt d.Attempts. It reports false when the notification is
@@ -254,7 +254,8 @@ func (s *Store) FinishDelivery(ctx context.Context, d notification.Delivery, r n
 	if deliveredAs == "" {
 		deliveredAs = notification.DeliveredSent
 	}
-	args := []any{d.TrackingID, d.Attempts, r.Status, msgID, r.ErrorCode, errMsg, r.RetryIn.Seconds(), r.Release, deliveredAs, r.MessageSentAt}
+	args := []any{d.TrackingID, d.Attempts, r.Status, msgID, r.ErrorCode, errMsg, r.RetryIn.Seconds(), r.Release, deliveredAs, r.MessageSentAt,
+		r.PaidBroadcast}
 	removeLink := r.RemoveLink && d.TenantID != "" && d.ChatID != 0
 	if !removeLink {
 		// The common case is one statement: no transaction, one round trip, the callback events included.

@@ -48,12 +48,12 @@ var endingChunkSQL = `
 	opted AS (` + optOutUpdate(`tracking_id IN (SELECT tracking_id FROM picked)
 		AND EXISTS (SELECT 1 FROM opt_outs o WHERE o.tenant_id = $1 AND o.user_id = $2 AND `+optOutCovers(`notifications.category`)+`)`) + `
 		RETURNING ` + notificationEventColumns + `),
-	` + notificationEvents("opted") + `,
 	relinked AS (` + relinkUpdate(`tracking_id IN (SELECT tracking_id FROM picked) AND EXISTS (SELECT 1 FROM link)
 		AND NOT EXISTS (SELECT 1 FROM opt_outs o WHERE o.tenant_id = $1 AND o.user_id = $2 AND `+optOutCovers(`notifications.category`)+`)`,
 	`(SELECT bot_id FROM link)`, `(SELECT chat_id FROM link)`) + `
 		RETURNING ` + notificationEventColumns + `),
-	` + notificationEvents("relinked") + `,
+	ended AS (SELECT * FROM opted UNION ALL SELECT * FROM relinked),
+	` + notificationEvents("ended") + `,
 	last AS (SELECT created_at, tracking_id FROM picked ORDER BY created_at, tracking_id LIMIT 1)
 	SELECT (SELECT count(*) FROM picked), (SELECT created_at FROM last), (SELECT tracking_id::text FROM last),
 	       (SELECT count(*) FROM opted) + (SELECT count(*) FROM relinked)`

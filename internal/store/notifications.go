@@ -20,6 +20,7 @@ import (
 
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/phone"
+	"github.com/heraldhq/herald/internal/usage"
 )
 
 // NewNotification is a notification to insert.
@@ -90,7 +91,8 @@ var insertTenantSQL = `
 		JOIN links l ON l.tenant_id = r.tenant_id AND l.user_id = r.user_id
 		JOIN phone_verifications v ON v.tenant_id = r.tenant_id AND v.user_id = r.user_id
 		WHERE v.status = ` + phone.Verified.SQL() + `
-		  AND NOT EXISTS (SELECT 1 FROM opt_outs o WHERE o.tenant_id = r.tenant_id AND o.user_id = r.user_id AND ` + optOutCovers(`r.category`) + `))
+		  AND NOT EXISTS (SELECT 1 FROM opt_outs o WHERE o.tenant_id = r.tenant_id AND o.user_id = r.user_id AND ` + optOutCovers(`r.category`) + `)),
+	ins AS (
 	INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, chat_id, bot_id, priority, body, status, published_at,
 	                           metadata, send_at, expires_at, category, format, entities, reply_markup, silent, protect_content,
 	                           link_preview, template_name, template_version, template_locale, replace_key, quiet_ignore, digest_key)
@@ -99,7 +101,9 @@ var insertTenantSQL = `
 	       format, entities, reply_markup::jsonb, silent, protect_content, link_preview, template_name, template_version,
 	       template_locale, replace_key, quiet_ignore, digest_key
 	FROM r
-	RETURNING tracking_id::text, COALESCE(bot_id, 0), chat_id`
+	RETURNING tracking_id, bot_id, chat_id, tenant_id, created_at),
+	` + countUsage("accepted", "ins", "created_at", usage.AcceptedDelta) + `
+	SELECT tracking_id::text, COALESCE(bot_id, 0), chat_id FROM ins`
 
 // The send gate and the erasure of a user (EraseUser) serialise on an advisory lock of the user's bucket
 // (and an opt-out, OptOut, likewise: read "opt-out" for "erasure" below, and "finds the opt-out" for "finds
@@ -285,9 +289,12 @@ func (s *Store) InsertSystemMessage(ctx context.Context, n NewNotification) erro
 }
 
 // discardSQL deletes the notifications $1 that are still in the state a send stored them in.
-var discardSQL = `DELETE FROM notifications WHERE tracking_id = ANY($1::uuid[])
+var discardSQL = `WITH gone AS (
+	DELETE FROM notifications WHERE tracking_id = ANY($1::uuid[])
 	AND ` + notification.StatusIn(notification.Accept.To(), notification.Schedule.To()) + `
-	RETURNING tracking_id::text`
+	RETURNING tracking_id, kind, tenant_id, created_at),
+	` + countUsage("taken_back", "gone WHERE kind = "+notification.KindTenantSQL, "created_at", usage.DiscardedDelta) + `
+	SELECT tracking_id::text FROM gone`
 
 // DiscardNotifications deletes the notifications whose publish failed (queued ones, and the scheduled
 // ones of the same requests), so that the 502 their tenant receives is true, and returns the ones it

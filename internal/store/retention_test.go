@@ -53,7 +53,8 @@ func purgeAll(t *testing.T, s *store.Store, batch int) map[store.PurgeKind]int64
 
 // What is due goes, what is not stays: bodies 7 days and rows 90 days after the final state, expired link
 // tokens and verification sessions a day after expiry, idempotency keys after 24 hours, processed update
-// ids after 48 hours, callback events 7 days after they were delivered or dropped, stop prompts after a day. Notifications in flight
+// ids after 48 hours, callback events 7 days after they were delivered or dropped, stop prompts after a day,
+// usage counts 400 days after their hour. Notifications in flight
 // and callback events still pending are never touched, however old.
 func TestRetentionPurgesWhatIsDueAndNothingElse(t *testing.T) {
 	s := fixture(t)
@@ -100,6 +101,9 @@ func TestRetentionPurgesWhatIsDueAndNothingElse(t *testing.T) {
 		('acme', 'ok', 'recent', '', 50, 1, now() - interval '89 days', false),
 		('acme', 'ok', 'open', '', 50, 1, now() - interval '100 days', true)`)
 	exec(t, s, `INSERT INTO digest_items (tracking_id, digest_id, position) SELECT gen_random_uuid(), id, 1 FROM digests`)
+	exec(t, s, `INSERT INTO usage_counts (tenant_id, hour, shard, accepted) VALUES
+		('acme', date_trunc('hour', now()) - interval '402 days', 0, 1), ('acme', date_trunc('hour', now()) - interval '401 days', 1, 1),
+		('acme', date_trunc('hour', now()) - interval '399 days', 0, 1)`)
 
 	for _, kind := range store.PurgeKinds {
 		if d, err := s.Overdue(ctx, kind, policy); err != nil || d <= 0 {
@@ -109,7 +113,7 @@ func TestRetentionPurgesWhatIsDueAndNothingElse(t *testing.T) {
 	purged := purgeAll(t, s, 2) // small batches: every kind takes several
 	want := map[store.PurgeKind]int64{store.PurgeBodies: 3, store.PurgeNotifications: 2, store.PurgeLinkTokens: 2,
 		store.PurgeVerificationSessions: 1, store.PurgeIdempotencyKeys: 1, store.PurgeProcessedUpdates: 1,
-		store.PurgeCallbackEvents: 2, store.PurgeStopPrompts: 1, store.PurgeDigests: 1}
+		store.PurgeCallbackEvents: 2, store.PurgeStopPrompts: 1, store.PurgeDigests: 1, store.PurgeUsage: 2}
 	for kind, n := range want {
 		if purged[kind] != n {
 			t.Errorf("purged %d %s, want %d", purged[kind], kind, n)

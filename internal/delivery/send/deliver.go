@@ -93,19 +93,21 @@ func (s *Sender) deliver(ctx context.Context, p rate.Priority, d notification.De
 			t.granted = false
 		default:
 			edits.WithLabelValues("error").Inc()
-			return s.outcome(d, t, 0, err)
+			return s.outcome(d, t, 0, false, err)
 		}
 	}
 	var msgID int64
+	var sentPaid bool
 	stop, err := s.call(ctx, p, d, t, "sendMessage", func(ctx context.Context, paid bool) error {
 		var err error
+		sentPaid = paid
 		msgID, err = platform.SendMessage(ctx, sendRequest(d, entities, paid))
 		return err
 	})
 	if stop != nil {
 		return s.finish(d, *stop)
 	}
-	return s.outcome(d, t, msgID, err)
+	return s.outcome(d, t, msgID, sentPaid, err)
 }
 
 // call makes one request to the platform for d at the bot's and the chat's pace: the bot's rate (a turn
@@ -162,8 +164,9 @@ func (s *Sender) call(ctx context.Context, p rate.Priority, d notification.Deliv
 	return nil, err
 }
 
-// outcome records the platform's answer err to a send (msgID its message_id) or an edit of d.
-func (s *Sender) outcome(d notification.Delivery, t *turn, msgID int64, err error) bool {
+// outcome records the platform's answer err to a send (msgID its message_id; paid: it carried
+// allow_paid_broadcast, counted in the tenant's usage when delivered) or an edit of d.
+func (s *Sender) outcome(d notification.Delivery, t *turn, msgID int64, paid bool, err error) bool {
 	class := messenger.Classify(err).String()
 	label := s.opts.BotLabel(d.Bot)
 	if d.Bot != notification.SharedBot && messenger.ErrorCode(err) == http.StatusUnauthorized {
@@ -179,6 +182,7 @@ func (s *Sender) outcome(d notification.Delivery, t *turn, msgID int64, err erro
 			"tenant_id", d.TenantID, "format", d.Format, "err", err)
 	}
 	dec := Decide(msgID, err, d.Attempts, s.opts.MaxAttempts, s.opts.Backoff, Expired(d, time.Now()))
+	dec.Result.PaidBroadcast = paid && dec.Result.Status == notification.Delivered
 	if dec.Result.Status == notification.Blocked {
 		s.markBlocked(d)
 	}
