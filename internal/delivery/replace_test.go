@@ -102,6 +102,10 @@ func TestAReplaceKeyEditsItsMessage(t *testing.T) {
 	if st := e.sim.Stats(); st.Edits != 1 {
 		t.Errorf("the simulator counted %d edits, want 1 (the third changed nothing)", st.Edits)
 	}
+	// Usage (§15): the four were accepted and delivered, two of them by editing the key's message.
+	if u := e.usageToday(); u.Accepted != 4 || u.Delivered != 4 || u.Edited != 2 {
+		t.Errorf("usage %+v, want 4 accepted, 4 delivered, 2 of them edited", u)
+	}
 	e.assertNoViolations()
 }
 
