@@ -95,7 +95,9 @@ const notificationEventColumns = `tracking_id, kind, tenant_id, status, updated_
 //	WITH changed AS (UPDATE notifications SET status = … WHERE … RETURNING `+notificationEventColumns+`),
 //	     `+notificationEvents("changed")+`
 //	SELECT count(*) FROM changed
-func notificationEvents(changed string) string { return notificationEventsOfAttempt(changed, "false", "false") }
+func notificationEvents(changed string) string {
+	return notificationEventsOfAttempt(changed, "false", "false")
+}
 
 // notificationEventsOfAttempt is notificationEvents for the end of an attempt: paid is the SQL expression of
 // whether a delivery carried allow_paid_broadcast (usage.PaidBroadcast), edited whether it edited its
