@@ -150,9 +150,3 @@ func chats(s *sim.Server) ([]bot, []chat) {
 	})
 	return bots, out
 }
-
-// timestamp and optionalTimestamp render times as every answer of the API does.
-var (
-	timestamp         = notification.Timestamp
-	optionalTimestamp = notification.OptionalTimestamp
-)
