@@ -40,6 +40,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -226,8 +227,10 @@ func run(ctx context.Context, dbURL string, o options) error {
 	settle(o)
 	// 2. Herald's capacity.
 	profiled := startCPUProfile(pprofAddr, o.profile, o.duration)
+	cpu := cpuMeter(cmd.Process.Pid)
 	capacity := benchutil.ClosedLoop(addr, o.concurrency, o.duration, send)
 	targetsRSS := report("2. Herald ingress, closed loop", o.concurrency, capacity)
+	cpu(capacity)
 	heapProfile(pprofAddr, o.heapProfile, "2")
 	profiled()
 
@@ -240,8 +243,10 @@ func run(ctx context.Context, dbURL string, o options) error {
 	settle(o)
 	// 4. Latency at a fixed rate.
 	profiled = startCPUProfile(pprofAddr, o.openProfile, o.duration)
+	cpu = cpuMeter(cmd.Process.Pid)
 	open := benchutil.OpenLoop(addr, o.conns, o.maxConns, o.rate, o.duration, send)
 	targetsRSS = max(targetsRSS, report(fmt.Sprintf("4. Herald ingress, open loop at %d/s", o.rate), o.conns, open))
+	cpu(open)
 	profiled()
 
 	settle(o)
@@ -284,6 +289,23 @@ func report(title string, conns int, r benchutil.Result) float64 {
 	fmt.Printf("\n== %s, %d connections, %v ==\n", title, conns, r.Duration)
 	fmt.Printf("   %.0f/s accepted; answers: %s\n   latency of accepted: %s\n", r.Rate(), r.CodesString(), r.Latency)
 	return currentSampler.report()
+}
+
+// cpuMeter starts counting the ingress's CPU time; the function it returns prints what the phase cost per
+// accepted send. On a shared machine this moves far less than the phase's rate, which other processes'
+// load takes from: compare variants (-template and -template-rendered, a commit and the one before) by it.
+func cpuMeter(pid int) func(benchutil.Result) {
+	before, err := benchutil.CPUTime(pid)
+	return func(r benchutil.Result) {
+		after, err2 := benchutil.CPUTime(pid)
+		if err != nil || err2 != nil || r.OK() == 0 {
+			fmt.Printf("   ingress CPU: not measured (%v)\n", errors.Join(err, err2))
+			return
+		}
+		d := after - before
+		fmt.Printf("   ingress CPU: %.2f s, %.0f µs per accepted send (%.0f accepted per CPU-second)\n",
+			d.Seconds(), float64(d.Microseconds())/float64(r.OK()), float64(r.OK())/d.Seconds())
+	}
 }
 
 // floorRun calls outbox.Send directly from -concurrency goroutines with the same mix of sends.
