@@ -209,6 +209,11 @@ func run(ctx context.Context, dbURL string, o options) error {
 		return benchutil.PostJSON(addr, "/v1/send", body, headers...)
 	}
 
+	postmaster, err := benchutil.PostmasterPID(ctx, dbURL)
+	if err != nil {
+		fmt.Println("PostgreSQL's CPU is not measured:", err)
+	}
+
 	// Warm-up: connections, pools, caches.
 	benchutil.ClosedLoop(addr, o.concurrency, 2*time.Second, send)
 
@@ -227,7 +232,7 @@ func run(ctx context.Context, dbURL string, o options) error {
 	settle(o)
 	// 2. Herald's capacity.
 	profiled := startCPUProfile(pprofAddr, o.profile, o.duration)
-	cpu := cpuMeter(cmd.Process.Pid)
+	cpu := cpuMeter(cmd.Process.Pid, postmaster)
 	capacity := benchutil.ClosedLoop(addr, o.concurrency, o.duration, send)
 	targetsRSS := report("2. Herald ingress, closed loop", o.concurrency, capacity)
 	cpu(capacity)
@@ -243,7 +248,7 @@ func run(ctx context.Context, dbURL string, o options) error {
 	settle(o)
 	// 4. Latency at a fixed rate.
 	profiled = startCPUProfile(pprofAddr, o.openProfile, o.duration)
-	cpu = cpuMeter(cmd.Process.Pid)
+	cpu = cpuMeter(cmd.Process.Pid, postmaster)
 	open := benchutil.OpenLoop(addr, o.conns, o.maxConns, o.rate, o.duration, send)
 	targetsRSS = max(targetsRSS, report(fmt.Sprintf("4. Herald ingress, open loop at %d/s", o.rate), o.conns, open))
 	cpu(open)
@@ -291,20 +296,27 @@ func report(title string, conns int, r benchutil.Result) float64 {
 	return currentSampler.report()
 }
 
-// cpuMeter starts counting the ingress's CPU time; the function it returns prints what the phase cost per
-// accepted send. On a shared machine this moves far less than the phase's rate, which other processes'
-// load takes from: compare variants (-template and -template-rendered, a commit and the one before) by it.
-func cpuMeter(pid int) func(benchutil.Result) {
-	before, err := benchutil.CPUTime(pid)
+// cpuMeter starts counting the CPU time of the ingress and of the PostgreSQL cluster (postmaster: its pid,
+// 0 when unknown); the function it returns prints what the phase cost each per accepted send. On a shared
+// machine this moves far less than the phase's rate, which other processes' load takes from: compare
+// variants (-template and -template-rendered, a commit and the one before) by it.
+func cpuMeter(ingress, postmaster int) func(benchutil.Result) {
+	ib, err := benchutil.CPUTime(ingress)
+	pb, perr := benchutil.TreeCPUTime(postmaster)
 	return func(r benchutil.Result) {
-		after, err2 := benchutil.CPUTime(pid)
+		ia, err2 := benchutil.CPUTime(ingress)
+		pa, perr2 := benchutil.TreeCPUTime(postmaster)
 		if err != nil || err2 != nil || r.OK() == 0 {
-			fmt.Printf("   ingress CPU: not measured (%v)\n", errors.Join(err, err2))
+			fmt.Printf("   CPU: not measured (%v)\n", errors.Join(err, err2))
 			return
 		}
-		d := after - before
-		fmt.Printf("   ingress CPU: %.2f s, %.0f µs per accepted send (%.0f accepted per CPU-second)\n",
-			d.Seconds(), float64(d.Microseconds())/float64(r.OK()), float64(r.OK())/d.Seconds())
+		per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(r.OK()) }
+		line := fmt.Sprintf("   CPU per accepted send: ingress %.0f µs (%.2f s, %.0f accepted per CPU-second)",
+			per(ia-ib), (ia - ib).Seconds(), float64(r.OK())/(ia-ib).Seconds())
+		if postmaster > 0 && perr == nil && perr2 == nil {
+			line += fmt.Sprintf(", PostgreSQL %.0f µs (%.2f s)", per(pa-pb), (pa - pb).Seconds())
+		}
+		fmt.Println(line)
 	}
 }
 

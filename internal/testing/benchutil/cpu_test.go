@@ -2,6 +2,7 @@ package benchutil
 
 import (
 	"os"
+	"os/exec"
 	"testing"
 	"time"
 )
@@ -25,5 +26,28 @@ func TestCPUTimeCountsWhatTheProcessSpends(t *testing.T) {
 	}
 	if _, err := CPUTime(1 << 30); err == nil {
 		t.Fatal("no error for a process that does not exist")
+	}
+}
+
+func TestTreeCPUTimeCountsAChildThatEnded(t *testing.T) {
+	before, err := TreeCPUTime(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A child that spins for 300 ms and is waited for: its time is the reaped part of ours.
+	cmd := exec.Command("sh", "-c", `end=$(( $(date +%s%N) + 300000000 )); while [ $(date +%s%N) -lt $end ]; do :; done`)
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	after, err := TreeCPUTime(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := CPUTime(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := after - before; d < 50*time.Millisecond {
+		t.Fatalf("a child's 300 ms spin added %v to the tree (own %v)", d, own)
 	}
 }
