@@ -196,6 +196,15 @@ func run(ctx context.Context, url string, i int) (result, error) {
 		}
 		defer stop()
 	}
+	// What the deliveries cost: PostgreSQL's whole cluster, and this process (the worker, and beside it the
+	// simulator, the broker and the polling below): per delivery, a figure a busy machine moves less than
+	// the rate (../shared/benchmarking.md).
+	postmaster, err := benchutil.PostmasterPID(ctx, url)
+	if err != nil {
+		return res, err
+	}
+	pg0, _ := benchutil.TreeCPUTime(postmaster)
+	own0, _ := benchutil.CPUTime(os.Getpid())
 	w, err := delivery.New(delivery.Options{
 		Store: st, Sender: messenger.New(simURL, s.Token(), nil), Brokers: b.Broker.Addrs(), TopicPrefix: b.Prefix,
 		GroupID: "bench", Logger: workerLogger(quiet), RateLimit: *limit, LagInterval: time.Second,
@@ -232,6 +241,10 @@ func run(ctx context.Context, url string, i int) (result, error) {
 		}
 	}
 	res.throughput = float64(*backlog-1) / last.Sub(first).Seconds()
+	pg1, _ := benchutil.TreeCPUTime(postmaster)
+	own1, _ := benchutil.CPUTime(os.Getpid())
+	fmt.Printf("  CPU per delivery: PostgreSQL %.0f µs, this process (worker, simulator, broker) %.0f µs\n",
+		float64((pg1-pg0).Microseconds())/float64(*backlog), float64((own1-own0).Microseconds())/float64(*backlog))
 	st0 := s.Stats()
 	fmt.Printf("  throughput phase: %.0f deliveries/s, limit violations so far %d (global %d, per chat %d)\n", res.throughput,
 		st0.LimitViolations, st0.GlobalLimitViolations, st0.ChatLimitViolations)
