@@ -167,6 +167,10 @@ bench-list: postgres ## GET /v1/notifications: a page's latency for 100,000 noti
 bench-callbacks: postgres ## Status callbacks: events/s signed and sent to a receiver answering in 20 ms; what recording them costs delivery
 	$(GO) run ./hack/bench/callbacks -runs 3
 
+.PHONY: bench-usage
+bench-usage: postgres ## GET /v1/usage: 400 days at hour granularity for one of 100 tenants with counts in every hour and shard
+	$(GO) run ./hack/bench/usage -runs 3
+
 BENCH_TENANTS ?= 500
 
 .PHONY: bench-operator
