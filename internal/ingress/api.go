@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/apierror"
+	"github.com/heraldhq/herald/internal/batch"
 	"github.com/heraldhq/herald/internal/egress"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/ratelimit"
@@ -76,6 +77,8 @@ type API struct {
 	batchSlots chan struct{}
 	admission  *admission
 	templates  *templateCache
+	// localeReads shares one statement between concurrent requests' reads of their users' locales.
+	localeReads *batch.Inline[localeRead, localeAnswer]
 }
 
 // New builds the tenant API. Notifications go through ob (close it after the HTTP server has stopped, so
@@ -105,7 +108,7 @@ func New(st *store.Store, ob *outbox.Outbox, logger *slog.Logger, opts Options) 
 		recentKeys: newRecentKeys(RecentKeyTTL), throttledLookups: newLookupBudget(ThrottledLookupsPerSecond, ThrottledLookupBurst),
 		inFlight: make(chan struct{}, opts.MaxInFlight), batchSlots: make(chan struct{}, opts.MaxInFlightBatches),
 		admission: newAdmission(opts.MaxInFlight, opts.MaxInFlightBatches, opts.MaxInFlightBytes),
-		templates: newTemplateCache(st, TemplateHeadTTL)}
+		templates: newTemplateCache(st, TemplateHeadTTL), localeReads: newLocaleReads(st)}
 }
 
 // handle adapts a handler that returns an error.

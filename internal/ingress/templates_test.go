@@ -2,10 +2,12 @@ package ingress_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -407,5 +409,66 @@ func TestTheDateFilterRendersInTheUsersTimeZone(t *testing.T) {
 		if r.status != 200 || r.json(t)["message"] != want {
 			t.Errorf("preview in %s: %d %s, want %q", zone, r.status, r.body, want)
 		}
+	}
+}
+
+// Concurrent templated sends of two tenants share their users' locale reads (one statement for many
+// requests): each is still rendered in its own user's zone — never another request's, nor another
+// tenant's user of the same id.
+func TestConcurrentSendsEachRenderInTheirOwnUsersZone(t *testing.T) {
+	e := newEnv(t)
+	keys := map[string]string{"acme": e.tenant("acme", "Acme", nil), "globex": e.tenant("globex", "Globex", nil)}
+	zones := []struct{ zone, want string }{
+		{"Europe/Berlin", "Due 2026-07-01 22:30 CEST"}, {"America/Sao_Paulo", "Due 2026-07-01 17:30 -03"},
+		{"Asia/Tokyo", "Due 2026-07-02 05:30 JST"}, {"UTC", "Due 2026-07-01 20:30 UTC"},
+	}
+	const users = 12
+	want := map[string]string{} // tenant/user → the message's end
+	for ti, tenant := range []string{"acme", "globex"} {
+		e.putTemplate(keys[tenant], "due", `{"default_locale": "en", "locales": {"en": {"message": "Due {{ at | date: \"%Y-%m-%d %H:%M %Z\" }}"}}}`, http.StatusCreated)
+		for u := range users {
+			id := fmt.Sprintf("u%d", u)
+			e.fx.VerifiedUser(t, tenant, id, int64(1000*(ti+1)+u))
+			z := zones[(u+ti)%len(zones)] // the same id has another zone in the other tenant
+			if r := e.do("PATCH", "/v1/users/"+id, keys[tenant], `{"time_zone": "`+z.zone+`"}`); r.status != 200 {
+				t.Fatalf("patch %s/%s: %d %s", tenant, id, r.status, r.body)
+			}
+			want[tenant+"/"+id] = z.want
+		}
+	}
+	type sent struct {
+		user string // tenant/user
+		r    response
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var all []sent
+	for range 4 {
+		for tenant, key := range keys {
+			for u := range users {
+				wg.Go(func() {
+					id := fmt.Sprintf("u%d", u)
+					r := e.do("POST", "/v1/send", key, `{"user_id": "`+id+`", "template": "due", "data": {"at": "2026-07-01T20:30:00Z"}}`)
+					mu.Lock()
+					all = append(all, sent{tenant + "/" + id, r})
+					mu.Unlock()
+				})
+			}
+		}
+	}
+	wg.Wait()
+	var failures []string
+	for _, s := range all {
+		if s.r.status != 202 {
+			failures = append(failures, fmt.Sprintf("%s: %d %s", s.user, s.r.status, s.r.body))
+			continue
+		}
+		body, _, _, _, _ := e.stored(s.r.json(t)["tracking_id"].(string))
+		if !strings.HasSuffix(body, want[s.user]) {
+			failures = append(failures, fmt.Sprintf("%s: %q, want it to end %q", s.user, body, want[s.user]))
+		}
+	}
+	if len(failures) > 0 || len(all) != 4*2*users {
+		t.Fatalf("%d of %d sends wrong:\n%s", len(failures), len(all), strings.Join(failures, "\n"))
 	}
 }

@@ -88,8 +88,19 @@ func TestUserSettingsBeforeLinkingAndErasure(t *testing.T) {
 	if _, err := s.SetUserSettings(ctx, "acme", "ok", store.UserSettings{SetLocale: true, Locale: &de}); err != nil {
 		t.Fatal(err)
 	}
-	locales, err := s.UserLocales(ctx, "acme", []string{"ok", "newcomer", "stranger"})
-	if err != nil || locales["ok"] != (store.UserLocale{Locale: "de", MessengerLanguage: "pt-br"}) || locales["newcomer"] != (store.UserLocale{TimeZone: "Europe/Berlin"}) || len(locales) != 2 {
+	// Another tenant's user of the same id, read in the same statement, is its own.
+	if err := s.CreateTenant(ctx, "globex", "Globex"); err != nil {
+		t.Fatal(err)
+	}
+	fr := "fr"
+	if _, err := s.SetUserSettings(ctx, "globex", "ok", store.UserSettings{SetLocale: true, Locale: &fr}); err != nil {
+		t.Fatal(err)
+	}
+	acme := func(id string) store.TenantUser { return store.TenantUser{TenantID: "acme", UserID: id} }
+	globexOK := store.TenantUser{TenantID: "globex", UserID: "ok"}
+	locales, err := s.UserLocales(ctx, []store.TenantUser{acme("ok"), acme("newcomer"), acme("stranger"), globexOK})
+	if err != nil || locales[acme("ok")] != (store.UserLocale{Locale: "de", MessengerLanguage: "pt-br"}) ||
+		locales[acme("newcomer")] != (store.UserLocale{TimeZone: "Europe/Berlin"}) || locales[globexOK] != (store.UserLocale{Locale: "fr"}) || len(locales) != 3 {
 		t.Fatalf("locales: %+v %v", locales, err)
 	}
 	if u, err := s.GetUser(ctx, "acme", "ok"); err != nil || u.MessengerLanguage == nil || *u.MessengerLanguage != "pt-br" {

@@ -110,8 +110,11 @@ func run(ctx context.Context, dbURL string, o options) error {
 		body, err := io.ReadAll(res.Body)
 		res.Body.Close()
 		took := time.Since(t0)
-		if err != nil || res.StatusCode != http.StatusOK {
-			return 0, 0, fmt.Errorf("GET /v1/usage: %d %s %v", res.StatusCode, body, err)
+		if err != nil {
+			return 0, 0, fmt.Errorf("GET /v1/usage: reading the answer: %w", err)
+		}
+		if res.StatusCode != http.StatusOK {
+			return 0, 0, fmt.Errorf("GET /v1/usage: %d %s", res.StatusCode, body)
 		}
 		var page struct {
 			Data []json.RawMessage `json:"data"`

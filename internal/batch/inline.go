@@ -1,0 +1,80 @@
+package batch
+
+import "sync"
+
+// Inline groups concurrent calls like a Batcher, with no goroutines of its own: a caller that finds fewer
+// than loops batches running runs one itself, and when it is done hands the requests that arrived meanwhile
+// to one of their callers, which runs them as the next batch. A lone call runs at once; under load every
+// batch takes all that waits (up to maxBatch). For a read on the request path that costs a round trip each
+// (the users' locales of templated sends): nothing to start or close, nothing to shed — the callers are
+// bounded already (the API's in-flight requests).
+type Inline[T, R any] struct {
+	run             func([]T) []R
+	loops, maxBatch int
+
+	mu      sync.Mutex
+	running int
+	waiting []*inlineJob[T, R]
+}
+
+type inlineJob[T, R any] struct {
+	item T
+	r    R
+	wake chan bool // true: run the next batch; false: answered
+}
+
+// NewInline returns an Inline running run on batches of at most maxBatch, at most loops at a time. run
+// returns one answer per request, in order.
+func NewInline[T, R any](loops, maxBatch int, run func([]T) []R) *Inline[T, R] {
+	return &Inline[T, R]{run: run, loops: max(loops, 1), maxBatch: max(maxBatch, 1)}
+}
+
+// Do runs item in a batch and returns its answer.
+func (g *Inline[T, R]) Do(item T) R {
+	j := &inlineJob[T, R]{item: item, wake: make(chan bool, 1)}
+	g.mu.Lock()
+	if g.running < g.loops {
+		g.running++
+		g.mu.Unlock()
+	} else {
+		g.waiting = append(g.waiting, j)
+		g.mu.Unlock()
+		if lead := <-j.wake; !lead {
+			return j.r
+		}
+		// Handed the turn: j was taken out of the waiting list; it leads the next batch.
+	}
+	g.lead(j)
+	return j.r
+}
+
+// lead runs a batch of j and up to maxBatch-1 of the waiting, answers them, and hands the turn to the
+// first that still waits, if any, keeping the running count.
+func (g *Inline[T, R]) lead(j *inlineJob[T, R]) {
+	g.mu.Lock()
+	n := min(len(g.waiting), g.maxBatch-1)
+	jobs := append([]*inlineJob[T, R]{j}, g.waiting[:n]...)
+	g.waiting = g.waiting[n:]
+	g.mu.Unlock()
+
+	items := make([]T, len(jobs))
+	for i, job := range jobs {
+		items[i] = job.item
+	}
+	rs := g.run(items)
+	for i, job := range jobs[1:] {
+		job.r = rs[i+1]
+		job.wake <- false
+	}
+	j.r = rs[0]
+
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.waiting) == 0 {
+		g.running--
+		return
+	}
+	next := g.waiting[0]
+	g.waiting = g.waiting[1:]
+	next.wake <- true
+}
