@@ -9,7 +9,7 @@ import "sync"
 // (the users' locales of templated sends): nothing to start or close, nothing to shed — the callers are
 // bounded already (the API's in-flight requests).
 type Inline[T, R any] struct {
-	run             func([]T) []R
+	run             func([]T) ([]R, error)
 	loops, maxBatch int
 
 	mu      sync.Mutex
@@ -20,17 +20,18 @@ type Inline[T, R any] struct {
 type inlineJob[T, R any] struct {
 	item T
 	r    R
+	err  error
 	wake chan bool // true: run the next batch; false: answered
 }
 
 // NewInline returns an Inline running run on batches of at most maxBatch, at most loops at a time. run
-// returns one answer per request, in order.
-func NewInline[T, R any](loops, maxBatch int, run func([]T) []R) *Inline[T, R] {
+// returns one answer per request, in order, or an error, which every request of the batch gets.
+func NewInline[T, R any](loops, maxBatch int, run func([]T) ([]R, error)) *Inline[T, R] {
 	return &Inline[T, R]{run: run, loops: max(loops, 1), maxBatch: max(maxBatch, 1)}
 }
 
 // Do runs item in a batch and returns its answer.
-func (g *Inline[T, R]) Do(item T) R {
+func (g *Inline[T, R]) Do(item T) (R, error) {
 	j := &inlineJob[T, R]{item: item, wake: make(chan bool, 1)}
 	g.mu.Lock()
 	if g.running < g.loops {
@@ -40,12 +41,12 @@ func (g *Inline[T, R]) Do(item T) R {
 		g.waiting = append(g.waiting, j)
 		g.mu.Unlock()
 		if lead := <-j.wake; !lead {
-			return j.r
+			return j.r, j.err
 		}
 		// Handed the turn: j was taken out of the waiting list; it leads the next batch.
 	}
 	g.lead(j)
-	return j.r
+	return j.r, j.err
 }
 
 // lead runs a batch of j and up to maxBatch-1 of the waiting, answers them, and hands the turn to the
@@ -61,12 +62,20 @@ func (g *Inline[T, R]) lead(j *inlineJob[T, R]) {
 	for i, job := range jobs {
 		items[i] = job.item
 	}
-	rs := g.run(items)
-	for i, job := range jobs[1:] {
-		job.r = rs[i+1]
-		job.wake <- false
+	rs, err := g.run(items)
+	if err == nil && len(rs) != len(items) {
+		panic("batch: the function returned a result count other than its requests'")
 	}
-	j.r = rs[0]
+	for i, job := range jobs {
+		if err != nil {
+			job.err = err
+		} else {
+			job.r = rs[i]
+		}
+		if i > 0 {
+			job.wake <- false
+		}
+	}
 
 	g.mu.Lock()
 	defer g.mu.Unlock()

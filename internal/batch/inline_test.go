@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,7 +11,7 @@ import (
 func TestInlineAnswersEveryCallerWithItsOwnResult(t *testing.T) {
 	var batches, biggest atomic.Int64
 	var inRun, most atomic.Int64
-	g := NewInline(2, 16, func(items []int) []int {
+	g := NewInline(2, 16, func(items []int) ([]int, error) {
 		batches.Add(1)
 		if n := int64(len(items)); n > biggest.Load() {
 			biggest.Store(n)
@@ -22,16 +23,19 @@ func TestInlineAnswersEveryCallerWithItsOwnResult(t *testing.T) {
 		inRun.Add(-1)
 		out := make([]int, len(items))
 		for i, v := range items {
+			if v < 0 {
+				return nil, errors.New("negative")
+			}
 			out[i] = v * 10
 		}
-		return out
+		return out, nil
 	})
 	const callers = 400
 	var wg sync.WaitGroup
 	wrong := atomic.Int64{}
 	for i := range callers {
 		wg.Go(func() {
-			if r := g.Do(i); r != i*10 {
+			if r, err := g.Do(i); err != nil || r != i*10 {
 				wrong.Add(1)
 			}
 		})
@@ -51,8 +55,15 @@ func TestInlineAnswersEveryCallerWithItsOwnResult(t *testing.T) {
 	}
 	// Idle again: a lone call runs at once, in a batch of its own.
 	before := batches.Load()
-	if r := g.Do(7); r != 70 || batches.Load() != before+1 {
-		t.Fatalf("a lone call: %d, %d batches", r, batches.Load()-before)
+	if r, err := g.Do(7); err != nil || r != 70 || batches.Load() != before+1 {
+		t.Fatalf("a lone call: %d %v, %d batches", r, err, batches.Load()-before)
+	}
+	// A batch's error is every request's of that batch, and the next batch does not inherit it.
+	if _, err := g.Do(-1); err == nil {
+		t.Fatal("no error for a failing batch")
+	}
+	if r, err := g.Do(3); err != nil || r != 30 {
+		t.Fatalf("after a failed batch: %d %v", r, err)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -78,7 +78,7 @@ type API struct {
 	admission  *admission
 	templates  *templateCache
 	// localeReads shares one statement between concurrent requests' reads of their users' locales.
-	localeReads *batch.Inline[localeRead, localeAnswer]
+	localeReads *batch.Inline[localeRead, map[string]store.UserLocale]
 }
 
 // New builds the tenant API. Notifications go through ob (close it after the HTTP server has stopped, so

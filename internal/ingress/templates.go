@@ -384,27 +384,21 @@ func (a *API) userLocales(tenant string, users []string) (map[string]store.UserL
 		return nil, nil
 	}
 	slices.Sort(users)
-	ans := a.localeReads.Do(localeRead{tenant: tenant, users: slices.Compact(users)})
-	return ans.locales, ans.err
+	return a.localeReads.Do(localeRead{tenant: tenant, users: slices.Compact(users)})
 }
 
-// localeRead is one request's users; localeAnswer their locales.
+// localeRead is one request's users.
 type localeRead struct {
 	tenant string
 	users  []string
-}
-
-type localeAnswer struct {
-	locales map[string]store.UserLocale
-	err     error
 }
 
 // newLocaleReads groups the locale reads of concurrent requests into one statement: two at a time, each
 // of up to 64 requests. Measured with make bench-ingress -template (a date in every send), one statement
 // per request cost PostgreSQL more CPU than the send's batched insert (docs/benchmarks.md). The read runs
 // under the store's own deadline, not one caller's: a caller that gives up does not fail the others.
-func newLocaleReads(st *store.Store) *batch.Inline[localeRead, localeAnswer] {
-	return batch.NewInline(2, 64, func(reqs []localeRead) []localeAnswer {
+func newLocaleReads(st *store.Store) *batch.Inline[localeRead, map[string]store.UserLocale] {
+	return batch.NewInline(2, 64, func(reqs []localeRead) ([]map[string]store.UserLocale, error) {
 		var keys []store.TenantUser
 		for _, r := range reqs {
 			for _, u := range r.users {
@@ -412,20 +406,19 @@ func newLocaleReads(st *store.Store) *batch.Inline[localeRead, localeAnswer] {
 			}
 		}
 		all, err := st.UserLocales(context.Background(), keys)
-		out := make([]localeAnswer, len(reqs))
+		if err != nil {
+			return nil, err
+		}
+		out := make([]map[string]store.UserLocale, len(reqs))
 		for i, r := range reqs {
-			if err != nil {
-				out[i].err = err
-				continue
-			}
-			out[i].locales = make(map[string]store.UserLocale, len(r.users))
+			out[i] = make(map[string]store.UserLocale, len(r.users))
 			for _, u := range r.users {
 				if l, ok := all[store.TenantUser{TenantID: r.tenant, UserID: u}]; ok {
-					out[i].locales[u] = l
+					out[i][u] = l
 				}
 			}
 		}
-		return out
+		return out, nil
 	})
 }
 
