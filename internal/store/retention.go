@@ -50,11 +50,13 @@ const (
 	PurgeStopPrompts          PurgeKind = "stop_prompts"
 	PurgeDigests              PurgeKind = "digests"
 	PurgeUsage                PurgeKind = "usage"
+	// PurgeUsageShards removes no count: it folds the shards of each settled hour into one row.
+	PurgeUsageShards PurgeKind = "usage_shards"
 )
 
 // PurgeKinds lists every kind in purge order.
 var PurgeKinds = []PurgeKind{PurgeBodies, PurgeNotifications, PurgeLinkTokens, PurgeVerificationSessions,
-	PurgeIdempotencyKeys, PurgeProcessedUpdates, PurgeCallbackEvents, PurgeStopPrompts, PurgeDigests, PurgeUsage}
+	PurgeIdempotencyKeys, PurgeProcessedUpdates, PurgeCallbackEvents, PurgeStopPrompts, PurgeDigests, PurgeUsage, PurgeUsageShards}
 
 // ProcessedUpdateRetention is how long processed update ids are kept. The platform keeps an update it
 // could not deliver for at most 24 hours; twice that covers any redelivery with a margin.
@@ -169,7 +171,8 @@ var purgeRules = map[PurgeKind]purgeRule{
 		oldest: `SELECT min(closes_at) + $1::interval FROM digests WHERE NOT open AND closes_at < now() - $1::interval`,
 		age:    func(p RetentionPolicy) time.Duration { return p.Notifications },
 	},
-	PurgeUsage: usagePurgeRule,
+	PurgeUsage:       usagePurgeRule,
+	PurgeUsageShards: usageFoldRule,
 }
 
 // Purge removes at most limit rows of a kind that are due under p, in one short statement of its own,

@@ -284,3 +284,53 @@ func equalPeriods(a, b []usage.Period) bool {
 	}
 	return true
 }
+
+// The retention pass folds the shards of a settled hour into one row and leaves the counts exact; the
+// current hour and the last, still written, keep their shards.
+func TestSettledHoursAreFoldedIntoOneRowWithTheirCounts(t *testing.T) {
+	s := fixture(t)
+	ctx := context.Background()
+	exec(t, s, `INSERT INTO usage_counts (tenant_id, hour, shard, accepted, delivered, paid_broadcast)
+		SELECT t, date_trunc('hour', now()) - h * interval '1 hour', sh, 10 * h + sh, h, 1
+		FROM unnest(ARRAY['acme', 'globex']) t, generate_series(0, 30) h, generate_series(0, 7) sh
+		WHERE NOT (h = 5 AND sh = 0)`) // an hour with no shard 0 yet: the fold makes it
+	before := func() map[string]usage.Counts {
+		out := map[string]usage.Counts{}
+		for _, tenant := range []string{"acme", "globex"} {
+			out[tenant] = usageOf(t, s, tenant)
+		}
+		return out
+	}()
+	rows := count(t, s, `SELECT count(*) FROM usage_counts`)
+	if d, err := s.Overdue(ctx, store.PurgeUsageShards, store.RetentionPolicy{}); err != nil || d <= 0 {
+		t.Fatalf("before the fold: overdue %v %v, want > 0", d, err)
+	}
+	folded := int64(0)
+	for {
+		n, err := s.Purge(ctx, store.PurgeUsageShards, store.RetentionPolicy{}, 50) // several statements
+		if err != nil {
+			t.Fatal(err)
+		}
+		if folded += n; n < 50 {
+			break
+		}
+	}
+	// Hours 2..30 are settled (their end is over an hour ago): 29 hours × 2 tenants × 7 shards go.
+	if want := int64(29 * 2 * 7); folded != want {
+		t.Errorf("folded %d shard rows, want %d", folded, want)
+	}
+	if n := count(t, s, `SELECT count(*) FROM usage_counts`); n != rows-int(folded)+2 {
+		t.Errorf("%d rows after the fold, want %d (hour 5 of each tenant gains a shard 0)", n, rows-int(folded)+2)
+	}
+	if n := count(t, s, `SELECT count(*) FROM usage_counts WHERE hour >= date_trunc('hour', now()) - interval '1 hour' AND shard <> 0`); n != 2*2*7 {
+		t.Errorf("%d shard rows of the current and the last hour, want all %d kept", n, 2*2*7)
+	}
+	for tenant, want := range before {
+		if got := usageOf(t, s, tenant); got != want {
+			t.Errorf("%s after the fold: %+v, want %+v", tenant, got, want)
+		}
+	}
+	if d, err := s.Overdue(ctx, store.PurgeUsageShards, store.RetentionPolicy{}); err != nil || d != 0 {
+		t.Errorf("after the fold: overdue %v %v, want 0", d, err)
+	}
+}

@@ -121,6 +121,11 @@ const (
 	MaxSpan   = 400 * 24 * time.Hour
 	// DefaultSpan is the window when none is given: the last 30 days.
 	DefaultSpan = 30 * 24 * time.Hour
+	// SettleAfter is when an hour's shards are folded into one row (the retention pass, purge kind
+	// usage_shards): the shards spread the concurrent writes of the current hour, and an hour an hour past
+	// its end gets none (a count goes to the hour its statement began in), so a reader of 400 days sums
+	// one row per tenant and hour, not eight.
+	SettleAfter = 2 * time.Hour
 )
 
 // Granularity is the length of a period: an hour or a UTC day.

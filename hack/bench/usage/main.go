@@ -2,7 +2,8 @@
 // the contract allows, 400 days at hour granularity, for one tenant among -tenants tenants whose every hour
 // of those 400 days has counts in every one of its -shards rows (usage_counts: the most rows the counting
 // statement writes, a busy tenant's). The tenant API runs in this process on a real listener over a private,
-// durable PostgreSQL (internal/testing/benchutil); one client asks again and again, so the figures are
+// durable PostgreSQL (internal/testing/benchutil); the retention pass then folds the settled hours' shards
+// (-fold, as a running Herald does every few minutes); one client asks again and again, so the figures are
 // latencies, not capacity. The store's read alone (store.Usage) is measured beside the HTTP request, so that
 // the JSON of the 9,600 periods shows apart from PostgreSQL's part. Each measurement runs -runs times; the
 // report gives every run and the median.
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/ingress"
+	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/benchutil"
 	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/usage"
@@ -30,6 +32,7 @@ import (
 
 type options struct {
 	tenants, shards, days, runs, repeat int
+	fold                                bool
 }
 
 func main() {
@@ -39,6 +42,7 @@ func main() {
 	flag.IntVar(&o.days, "days", 400, "days of hourly counts per tenant, ending now (and the window asked for)")
 	flag.IntVar(&o.runs, "runs", 3, "runs of every measurement")
 	flag.IntVar(&o.repeat, "repeat", 30, "requests per run")
+	flag.BoolVar(&o.fold, "fold", true, "run the retention pass that folds settled hours' shards before measuring (-fold=false: every shard of every hour, as before the pass exists)")
 	flag.Parse()
 	benchutil.Main("bench-usage", func(ctx context.Context, dbURL string) error { return run(ctx, dbURL, o) })
 }
@@ -84,6 +88,22 @@ func run(ctx context.Context, dbURL string, o options) error {
 			ORDER BY h, t, s`, lo, hi, o.tenants, o.shards); err != nil {
 			return fmt.Errorf("seeding usage: %w", err)
 		}
+	}
+	// The retention pass folds the shards of every settled hour into one row (purge kind usage_shards):
+	// what a reader meets in the steady state is one row per tenant and past hour, 8 for the last two.
+	if o.fold {
+		t0 := time.Now()
+		var folded int64
+		for {
+			n, err := st.Purge(ctx, store.PurgeUsageShards, store.RetentionPolicy{}, 100_000)
+			if err != nil {
+				return fmt.Errorf("folding: %w", err)
+			}
+			if folded += n; n < 100_000 {
+				break
+			}
+		}
+		fmt.Printf("the retention pass folded %d shard rows in %v\n", folded, time.Since(t0).Round(time.Second))
 	}
 	// As autovacuum would after such a load: the visibility map makes the read an index-only scan.
 	if _, err := st.Pool().Exec(ctx, `VACUUM ANALYZE usage_counts`); err != nil {
