@@ -130,18 +130,9 @@ type optOutRow struct{ Tenant, User, Category, By string }
 // optOuts returns every opt-out, sorted.
 func (e *env) optOuts() []optOutRow {
 	e.t.Helper()
-	rows, err := e.st.Pool().Query(context.Background(), `SELECT tenant_id, user_id, category, by FROM opt_outs ORDER BY 1, 2, 3`)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer rows.Close()
 	var out []optOutRow
-	for rows.Next() {
-		var r optOutRow
-		if err := rows.Scan(&r.Tenant, &r.User, &r.Category, &r.By); err != nil {
-			e.t.Fatal(err)
-		}
-		out = append(out, r)
+	for _, o := range e.fx.OptOuts(e.t) {
+		out = append(out, optOutRow(o))
 	}
 	return out
 }
@@ -156,19 +147,11 @@ func expectOptOuts(t *testing.T, e *env, want ...optOutRow) {
 // userEvents returns the user.* events recorded for the tenant ("type user_id"), oldest first.
 func (e *env) userEvents(tenant string) []string {
 	e.t.Helper()
-	rows, err := e.st.Pool().Query(context.Background(),
-		`SELECT type || ' ' || user_id FROM callback_inbox WHERE tenant_id = $1 AND type LIKE 'user.%' ORDER BY id`, tenant)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer rows.Close()
 	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			e.t.Fatal(err)
+	for _, ev := range e.fx.CallbackInbox(e.t) {
+		if ev.TenantID == tenant && strings.HasPrefix(ev.Type, "user.") {
+			out = append(out, ev.Type+" "+ev.UserID)
 		}
-		out = append(out, s)
 	}
 	return out
 }
@@ -271,10 +254,8 @@ func TestStopWithOneTenantStopsAtOnceAndResumeLiftsIt(t *testing.T) {
 
 	c.say(701, "/stop")
 	expectOptOuts(t, c.env, optOutRow{"acme", "ann", "", "user"})
-	var status, message string
-	if err := c.st.Pool().QueryRow(context.Background(), `SELECT status, last_error_message FROM notifications WHERE tracking_id = $1`, waiting).
-		Scan(&status, &message); err != nil || status != "blocked" || message != "opted out" {
-		t.Fatalf("the waiting notification is %s %q (%v), want blocked \"opted out\"", status, message, err)
+	if r := c.fx.NotificationRow(t, waiting); r.Status != "blocked" || r.ErrMsg == nil || *r.ErrMsg != "opted out" {
+		t.Fatalf("the waiting notification is %s %v, want blocked \"opted out\"", r.Status, r.ErrMsg)
 	}
 	r := c.onlyReply()
 	expectReply(t, r, 701, "acme", brand.Render("Acme", "Stopped: Acme. You will not receive these notifications here. Send /resume to receive them again."), nil)
@@ -515,11 +496,7 @@ func (e *env) exec(sql string, args ...any) {
 
 func (e *env) status(trackingID string) string {
 	e.t.Helper()
-	var s string
-	if err := e.st.Pool().QueryRow(context.Background(), `SELECT status FROM notifications WHERE tracking_id = $1`, trackingID).Scan(&s); err != nil {
-		e.t.Fatal(err)
-	}
-	return s
+	return e.fx.NotificationRow(e.t, trackingID).Status
 }
 
 func testKey(t *testing.T) *signing.Key {
