@@ -14,6 +14,7 @@ import (
 
 	"github.com/heraldhq/herald/internal/bot"
 	"github.com/heraldhq/herald/internal/brand"
+	"github.com/heraldhq/herald/internal/consent"
 	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/signing"
@@ -222,12 +223,12 @@ func TestBlockingTheBotInTheChatMarksTheChatsLinks(t *testing.T) {
 	blockUpdate := map[string]any{"update_id": blockID, "my_chat_member": map[string]any{
 		"chat": privateChat(701), "from": sender(701), "date": 1700000000,
 		"old_chat_member": map[string]any{"status": "member", "user": sender(1)}, "new_chat_member": map[string]any{"status": "kicked", "user": sender(1)}}}
-	c.exec(`UPDATE links SET blocked_at = NULL WHERE tenant_id = 'globex'`)
+	c.fx.LinkBlocked(t, "globex", "ann-g", false)
 	expectOK(t, c.post(blockUpdate))
 	if c.blocked("globex", "ann-g") {
 		t.Fatal("a redelivered block took effect again")
 	}
-	c.exec(`UPDATE links SET blocked_at = now() WHERE tenant_id = 'globex'`)
+	c.fx.LinkBlocked(t, "globex", "ann-g", true)
 
 	if err := c.sim.Unblock(701); err != nil {
 		t.Fatal(err)
@@ -410,7 +411,7 @@ func TestForgedStaleAndOtherUsersTapsChangeNothing(t *testing.T) {
 			expectNotice(t, c.tap(h, tc.user, sim.Tap{MessageID: tc.msg, CallbackData: tc.data, Forged: true}), noticeStale)
 		})
 	}
-	c.exec(`UPDATE stop_prompts SET created_at = now() - interval '25 hours'`)
+	c.fx.StopPromptsAged(t, 25*time.Hour)
 	expectNotice(t, c.tap(h, 701, sim.Tap{Button: "Acme"}), noticeStale)
 
 	expectOptOuts(t, c.env)
@@ -487,13 +488,6 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	wait.Until(t, 10*time.Second, what, cond)
 }
 
-func (e *env) exec(sql string, args ...any) {
-	e.t.Helper()
-	if _, err := e.st.Pool().Exec(context.Background(), sql, args...); err != nil {
-		e.t.Fatalf("%s: %v", sql, err)
-	}
-}
-
 func (e *env) status(trackingID string) string {
 	e.t.Helper()
 	return e.fx.NotificationRow(e.t, trackingID).Status
@@ -550,10 +544,12 @@ func TestKeyboardsShareTheirButtonsFairlyAndAllOfThemCoversEverything(t *testing
 
 	// Every category of both stopped (as by earlier taps), and /resume.
 	for _, cat := range acmeCategories {
-		c.exec(`INSERT INTO opt_outs (tenant_id, user_id, category, by) VALUES ('acme', 'ann', $1, 'user')`, cat)
+		c.fx.OptedOut(t, "acme", "ann", cat, consent.ByUser)
 	}
-	c.exec(`INSERT INTO opt_outs (tenant_id, user_id, category, by) VALUES ('globex', 'ann', 'g0', 'user'), ('globex', 'ann', 'g1', 'user'), ('globex', 'ann', 'g2', 'user'), ('globex', 'ann', '', 'user')`)
-	c.exec(`INSERT INTO opt_outs (tenant_id, user_id, category, by) VALUES ('acme', 'ann', '', 'tenant')`)
+	for _, cat := range []string{"g0", "g1", "g2", ""} {
+		c.fx.OptedOut(t, "globex", "ann", cat, consent.ByUser)
+	}
+	c.fx.OptedOut(t, "acme", "ann", "", consent.ByTenant)
 	c.say(701, "/resume")
 	texts, _ = buttons(t, c.deliver()[0])
 	expectFair(texts)
