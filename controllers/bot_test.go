@@ -291,25 +291,27 @@ func (h *harness) botRow(id int64) (botRow, error) {
 // tenantBot is the bot the tenant sends through in the store, 0 for the shared bot.
 func (h *harness) tenantBot(tenant string) int64 {
 	h.t.Helper()
-	var id int64
-	if err := h.st.Pool().QueryRow(h.ctx, `SELECT COALESCE(bot_id, 0) FROM tenants WHERE id = $1`, tenant).Scan(&id); err != nil {
+	tn, err := h.st.GetTenant(h.ctx, tenant)
+	if err != nil {
 		h.t.Fatalf("reading the bot of tenant %s: %v", tenant, err)
 	}
-	return id
+	return int64(tn.BotID)
 }
 
 // linkThrough makes user a verified user of tenant linked to chat through bot id.
 func (h *harness) linkThrough(tenant, user string, id, chat int64) {
 	h.t.Helper()
 	h.fx.VerifiedUser(h.t, tenant, user, chat)
-	h.exec(`UPDATE links SET bot_id = $3 WHERE tenant_id = $1 AND user_id = $2`, tenant, user, id)
+	h.fx.User(h.t, tenant, user, fixture.LinkedTo(chat), fixture.LinkedThrough(notification.BotID(id)))
 }
 
 func (h *harness) links(tenant string) int {
 	h.t.Helper()
-	var n int
-	if err := h.st.Pool().QueryRow(h.ctx, `SELECT count(*) FROM links WHERE tenant_id = $1`, tenant).Scan(&n); err != nil {
-		h.t.Fatal(err)
+	n := 0
+	for _, l := range h.fx.Links(h.t) {
+		if l.TenantID == tenant {
+			n++
+		}
 	}
 	return n
 }
@@ -537,11 +539,8 @@ func TestATokenOfAnotherBotEndsTheOldBotsLinks(t *testing.T) {
 	if n := h.links(tn.Name); n != 0 {
 		t.Errorf("%d links made through the old bot remain", n)
 	}
-	var status string
-	var code int
-	if err := h.st.Pool().QueryRow(h.ctx, `SELECT status, last_error_code FROM notifications WHERE tracking_id = $1`, waiting).Scan(&status, &code); err != nil ||
-		status != string(notification.Unlinked) || code != notification.CodeBotChanged {
-		t.Errorf("the waiting notification is %s/%d (%v), want unlinked/%d", status, code, err, notification.CodeBotChanged)
+	if r := h.fx.NotificationRow(t, waiting); r.Status != string(notification.Unlinked) || r.ErrCode != notification.CodeBotChanged {
+		t.Errorf("the waiting notification is %s/%d, want unlinked/%d", r.Status, r.ErrCode, notification.CodeBotChanged)
 	}
 	h.waitEvent(got, corev1.EventTypeWarning, "BotChanged",
 		"the tenant sends through @acme_news_bot (bot 5006) instead of bot 5001: 1 link(s) made through the previous bot ended, and 1 notification(s)")

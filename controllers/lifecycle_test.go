@@ -70,12 +70,8 @@ func (h *harness) assertFreshTenant(tenant, user string, oldKeys []string, queue
 	if v, err := h.st.GetVerification(h.ctx, tenant, user); !errors.Is(err, store.ErrNotFound) {
 		h.t.Errorf("GetVerification(%s, %s) after the Tenant was re-created = %+v, %v; want not found", tenant, user, v, err)
 	}
-	var left int
-	if err := h.st.Pool().QueryRow(h.ctx, `
-SELECT (SELECT count(*) FROM users WHERE tenant_id = $1) + (SELECT count(*) FROM links WHERE tenant_id = $1)
-     + (SELECT count(*) FROM link_tokens WHERE tenant_id = $1) + (SELECT count(*) FROM phone_verifications WHERE tenant_id = $1)`,
-		tenant).Scan(&left); err != nil || left != 0 {
-		h.t.Errorf("%d user, link, link token or verification rows of the old tenant left (%v)", left, err)
+	if left := h.fx.EndUserRecords(h.t, tenant); left != 0 {
+		h.t.Errorf("%d user, link, link token or verification rows of the old tenant left", left)
 	}
 	for _, k := range oldKeys {
 		if h.usable(k) {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,21 +16,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
+	"github.com/heraldhq/herald/internal/metric"
 	"github.com/heraldhq/herald/internal/store"
 )
 
-var (
-	orphanSweeps = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "herald_operator_orphan_sweeps_total",
-		Help: "Sweeps of the key store for keys whose ApiKey no longer exists.",
-	})
-	orphanedKeysRevoked = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "herald_operator_orphaned_keys_revoked_total",
-		Help: "Keys revoked because their ApiKey stayed missing for the orphan grace period.",
-	})
-)
+// operatorMetrics registers with controller-runtime's registry, the one the operator serves.
+var operatorMetrics = metric.With(metrics.Registry)
 
-func init() { metrics.Registry.MustRegister(orphanSweeps, orphanedKeysRevoked) }
+var (
+	orphanSweeps = operatorMetrics.Counter("herald_operator_orphan_sweeps_total",
+		"Sweeps of the key store for keys whose ApiKey no longer exists.")
+	orphanedKeysRevoked = operatorMetrics.Counter("herald_operator_orphaned_keys_revoked_total",
+		"Keys revoked because their ApiKey stayed missing for the orphan grace period.")
+)
 
 // OrphanSweeper revokes the keys of ApiKeys that no longer exist. The ApiKey's finalizer normally revokes
 // them before the object goes; an ApiKey deleted with its finalizer removed by hand, or whose namespace

@@ -3,6 +3,8 @@ package controllers_test
 import (
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,9 +148,14 @@ func TestDeletingATenantRevokesEveryKeyBeforeItGoes(t *testing.T) {
 		"Normal", "KeysRevoked", "tenant deleted: revoked")
 	// The ApiKey now has no Tenant: not ready, and it mints nothing.
 	h.waitKey(key, metav1.ConditionFalse, notifyv1alpha1.ReasonTenantNotFound)
-	var active int
-	if err := h.st.Pool().QueryRow(h.ctx, `SELECT count(*) FROM api_keys WHERE revoked_at IS NULL`).Scan(&active); err != nil || active != 0 {
-		t.Errorf("%d unrevoked keys after the Tenant went (%v), want 0", active, err)
+	active := 0
+	for _, k := range h.fx.APIKeys(t) {
+		if !k.Revoked {
+			active++
+		}
+	}
+	if active != 0 {
+		t.Errorf("%d unrevoked keys after the Tenant went, want 0", active)
 	}
 }
 
@@ -160,10 +167,14 @@ func TestTenantLimitsAreWrittenToTheKeyStore(t *testing.T) {
 		tn.Spec.Limits = &notifyv1alpha1.TenantLimits{SendsPerSecond: ptr.To(int32(20)), Burst: ptr.To(int32(40)), DeliveryWeight: ptr.To(int32(3))}
 	})
 	limits := func() (string, error) {
-		var s string
-		err := h.st.Pool().QueryRow(h.ctx, `SELECT concat_ws(',', sends_per_second, burst, requests_per_second, delivery_weight)
-			FROM tenants WHERE id = $1`, tn.Name).Scan(&s)
-		return s, err
+		row, err := h.st.GetTenant(h.ctx, tn.Name)
+		var set []string
+		for _, l := range []*int32{row.Limits.SendsPerSecond, row.Limits.Burst, row.Limits.RequestsPerSecond, row.Limits.DeliveryWeight} {
+			if l != nil {
+				set = append(set, strconv.Itoa(int(*l)))
+			}
+		}
+		return strings.Join(set, ","), err
 	}
 	wait.For(h.t, 10*time.Second, "limits written", func() error {
 		if got, err := limits(); err != nil || got != "20,40,3" {
@@ -191,10 +202,11 @@ func TestTenantQuietHoursAreWrittenToTheKeyStore(t *testing.T) {
 		tn.Spec.QuietHours = &notifyv1alpha1.TenantQuietHours{Start: "22:00", End: "08:00", TimeZone: "Europe/Berlin"}
 	})
 	hours := func() (string, error) {
-		var s string
-		err := h.st.Pool().QueryRow(h.ctx, `SELECT concat_ws(',', quiet_start, quiet_end, quiet_zone, quiet_mode)
-			FROM tenants WHERE id = $1`, tn.Name).Scan(&s)
-		return s, err
+		row, err := h.st.GetTenant(h.ctx, tn.Name)
+		if q := row.Quiet; q != nil {
+			return fmt.Sprintf("%d,%d,%s,%s", q.Start, q.End, q.Zone, q.Mode), err
+		}
+		return "", err
 	}
 	waitHours := func(want string) {
 		wait.For(h.t, 10*time.Second, "quiet hours "+want, func() error {

@@ -15,6 +15,7 @@ import (
 	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/signing"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 )
 
@@ -70,17 +71,18 @@ func TestAdminCLIGivesATenantItsOwnBot(t *testing.T) {
 		t.Fatal(stderr)
 	}
 	// A user linked through the shared bot, with a notification waiting.
-	exec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := st.Pool().Exec(ctx, q, args...); err != nil {
-			t.Fatalf("%s: %v", q, err)
+	fx := fixture.New(st)
+	fx.VerifiedUser(t, "acme", "u1", 11)
+	waiting := fx.Notification(t, fixture.For("acme", "u1"), fixture.Body("hi"), fixture.Unpublished())
+	links := func(through notification.BotID) (n int) {
+		for _, l := range fx.Links(t) {
+			if through < 0 || l.Bot == through {
+				n++
+			}
 		}
+		return n
 	}
-	exec(`INSERT INTO users (tenant_id, user_id) VALUES ('acme', 'u1')`)
-	exec(`INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id) VALUES ('acme', 'u1', 11, 11)`)
-	exec(`INSERT INTO phone_verifications (tenant_id, user_id, status) VALUES ('acme', 'u1', 'verified')`)
-	exec(`INSERT INTO notifications (tracking_id, kind, tenant_id, user_id, chat_id, priority, body, status)
-		VALUES (gen_random_uuid(), 'tenant', 'acme', 'u1', 11, 5, 'hi', 'queued')`)
+	const anyBot = -1
 
 	update := func(api string, args ...string) (int, string, string) {
 		t.Helper()
@@ -118,24 +120,20 @@ func TestAdminCLIGivesATenantItsOwnBot(t *testing.T) {
 	if token, err := bot.OpenToken(key, 900001, b.TokenSealed); err != nil || token != tokenA {
 		t.Errorf("the stored token does not open to the one given: %v", err)
 	}
-	var links, unlinked int
-	_ = st.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM links), (SELECT count(*) FROM notifications WHERE status = 'unlinked' AND last_error_code = $1)`,
-		notification.CodeBotChanged).Scan(&links, &unlinked)
-	if links != 0 || unlinked != 1 {
-		t.Errorf("after the move to its own bot: %d links left, %d notifications unlinked; want 0 and 1", links, unlinked)
+	if n, w := links(anyBot), fx.NotificationRow(t, waiting); n != 0 || w.Status != string(notification.Unlinked) || w.ErrCode != notification.CodeBotChanged {
+		t.Errorf("after the move to its own bot: %d links left, the waiting notification %s/%d; want 0 and unlinked/%d", n, w.Status, w.ErrCode, notification.CodeBotChanged)
 	}
 
 	// A user links through the bot; the same bot again (a new token, a re-check) keeps the link.
-	exec(`INSERT INTO links (tenant_id, user_id, messenger_user_id, chat_id, bot_id) VALUES ('acme', 'u1', 11, 11, 900001)`)
+	fx.User(t, "acme", "u1", fixture.LinkedTo(11), fixture.LinkedThrough(900001))
 	if code, stdout, stderr := update(apiA, "--bot-token-file", tokenFile(t, tokenA)); code != 0 || stdout != "acme_bot\n" || strings.Contains(stderr, "must link again") {
 		t.Fatalf("the same bot again: %d %q %s", code, stdout, stderr)
 	}
 	if b, _ := st.GetBot(ctx, 900001); b.RateLimit != 0 || b.PaidBroadcast {
 		t.Errorf("the settings not given again are not back to the defaults: %+v", b)
 	}
-	_ = st.Pool().QueryRow(ctx, `SELECT count(*) FROM links WHERE bot_id = 900001`).Scan(&links)
-	if links != 1 {
-		t.Errorf("the same bot again ended its links (%d left)", links)
+	if n := links(900001); n != 1 {
+		t.Errorf("the same bot again ended its links (%d left)", n)
 	}
 
 	// Another bot: the links of the first end.
@@ -145,9 +143,8 @@ func TestAdminCLIGivesATenantItsOwnBot(t *testing.T) {
 	if tenant, _ := st.GetTenant(ctx, "acme"); tenant.BotID != 900002 {
 		t.Errorf("acme's bot is %d, want 900002", tenant.BotID)
 	}
-	_ = st.Pool().QueryRow(ctx, `SELECT count(*) FROM links`).Scan(&links)
-	if links != 0 {
-		t.Errorf("%d links of the first bot left", links)
+	if n := links(anyBot); n != 0 {
+		t.Errorf("%d links of the first bot left", n)
 	}
 	if _, list, _ := herald(t, "tenant", "list"); !strings.Contains(list, "900002") {
 		t.Errorf("tenant list does not show the bot:\n%s", list)

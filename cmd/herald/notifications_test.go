@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -37,10 +38,8 @@ func TestNotificationsListAndCancel(t *testing.T) {
 	}
 
 	// The one before it was delivered by editing its replace_key's message (§13): the list says so.
-	if _, err := st.Pool().Exec(ctx, `UPDATE notifications SET status = 'delivered', delivered_at = now(), messenger_message_id = '7',
-		delivered_as = 'edited', replace_key = 'order-1' WHERE tracking_id = $1`, ns[3].TrackingID); err != nil {
-		t.Fatal(err)
-	}
+	fx.SetNotification(t, ns[3].TrackingID, fixture.InState(notification.Delivered), fixture.DeliveredAt(time.Now()), fixture.MessageID("7"),
+		fixture.DeliveredAs("edited"), fixture.ReplaceKey("order-1"))
 
 	code, stdout, stderr := herald(t, "notifications", "list", "--tenant", "acme", "--limit", "3")
 	if code != 0 || strings.Count(stdout, "\n") != 4 || strings.Contains(stdout, "secret") || strings.Contains(stdout, ns[5].TrackingID) {

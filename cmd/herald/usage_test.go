@@ -33,9 +33,7 @@ func TestUsageCommand(t *testing.T) {
 		}
 	}
 	// An old day of acme's, outside the default window of 30 days.
-	if _, err := st.Pool().Exec(ctx, `INSERT INTO usage_counts (tenant_id, hour, shard, accepted, delivered) VALUES ('acme', '2026-01-05T10:00:00Z', 0, 9, 8)`); err != nil {
-		t.Fatal(err)
-	}
+	fx.UsageHour(t, "acme", time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC), 9, 8)
 	today := time.Now().UTC().Truncate(24 * time.Hour).Format(time.RFC3339)
 
 	code, stdout, stderr := herald(t, "usage")

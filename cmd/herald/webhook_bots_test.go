@@ -16,6 +16,7 @@ import (
 	"github.com/heraldhq/herald/internal/botstate"
 	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/signing"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/kafkatest"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 	"github.com/heraldhq/herald/internal/testing/wait"
@@ -25,6 +26,7 @@ import (
 // --updates polling by polling the bot with its token (HERALD_BOT_TOKEN_KEY opens it).
 func TestWebhookCommandTakesATenantsBotsUpdates(t *testing.T) {
 	st, dbURL := pgtest.NewStore(t)
+	fx := fixture.New(st)
 	broker := kafkatest.New(t, "wc")
 	unsetBotSettings(t)
 	ctx := context.Background()
@@ -94,9 +96,8 @@ func TestWebhookCommandTakesATenantsBotsUpdates(t *testing.T) {
 	}
 	linkedThrough := func(user string) func() bool {
 		return func() bool {
-			var b int64
-			err := st.Pool().QueryRow(ctx, `SELECT bot_id FROM links WHERE tenant_id = 'acme' AND user_id = $1`, user).Scan(&b)
-			return err == nil && bot.ID(b) == row.ID
+			l, ok := fx.LinkOf(t, "acme", user)
+			return ok && bot.ID(l.Bot) == row.ID
 		}
 	}
 	token := func(user string) string {

@@ -83,6 +83,16 @@ func (e *env) exec(sql string, args ...any) {
 	}
 }
 
+// firstEvent is the oldest event of the outbox, with what its last attempt met (the zero event when there is
+// none yet).
+func (e *env) firstEvent() fixture.OutboxEvent {
+	e.t.Helper()
+	if evs := e.fx.CallbackOutbox(e.t); len(evs) > 0 {
+		return evs[0]
+	}
+	return fixture.OutboxEvent{}
+}
+
 func (e *env) count(sql string, args ...any) int {
 	e.t.Helper()
 	var n int

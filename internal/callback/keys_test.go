@@ -2,7 +2,6 @@ package callback_test
 
 import (
 	"bytes"
-	"context"
 	"testing"
 	"time"
 
@@ -40,11 +39,11 @@ func TestTheSenderSealsSecretsUnderTheFirstKeyAgain(t *testing.T) {
 		t.Errorf("a secret sealed under the old key no longer signs: %v", err)
 	}
 	sealedOf := func(endpoint string) []byte {
-		var b []byte
-		if err := e.st.Pool().QueryRow(context.Background(), `SELECT sealed FROM callback_secrets WHERE endpoint_id = $1`, endpoint).Scan(&b); err != nil {
-			t.Fatal(err)
+		secrets := e.fx.CallbackSecrets(t, endpoint)
+		if len(secrets) != 1 {
+			t.Fatalf("endpoint %s holds %d secrets, want 1", endpoint, len(secrets))
 		}
-		return b
+		return secrets[0].Sealed
 	}
 	wait.Until(t, 10*time.Second, "the secret sealed under the new key", func() bool {
 		got, err := newKey.Open(sealedOf(ep), ep)

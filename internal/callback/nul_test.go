@@ -1,7 +1,6 @@
 package callback_test
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -47,8 +46,7 @@ func TestAnErrorQuotingANULFromTheReceiverIsRecorded(t *testing.T) {
 	e.start(opts)
 	var lastErr string
 	wait.Until(t, 10*time.Second, "the failed attempt recorded", func() bool {
-		var s *string
-		_ = e.st.Pool().QueryRow(context.Background(), `SELECT last_error FROM callback_events`).Scan(&s)
+		s := e.firstEvent().LastError
 		if s != nil {
 			lastErr = *s
 		}

@@ -78,9 +78,13 @@ func TestRotationSignsWithBothSecretsUntilTheOverlapEnds(t *testing.T) {
 		}
 	}
 	var expires time.Time
-	if err := e.st.Pool().QueryRow(context.Background(), `SELECT expires_at FROM callback_secrets WHERE endpoint_id = $1 AND expires_at IS NOT NULL`, ep).
-		Scan(&expires); err != nil || time.Until(expires) < 23*time.Hour+59*time.Minute || time.Until(expires) > 24*time.Hour {
-		t.Errorf("the old secret expires at %v (%v), want 24 hours from now", expires, err)
+	for _, s := range e.fx.CallbackSecrets(t, ep) {
+		if s.ExpiresAt != nil {
+			expires = *s.ExpiresAt
+		}
+	}
+	if time.Until(expires) < 23*time.Hour+59*time.Minute || time.Until(expires) > 24*time.Hour {
+		t.Errorf("the old secret expires at %v, want 24 hours from now", expires)
 	}
 	// 24 hours later.
 	e.exec(`UPDATE callback_secrets SET expires_at = expires_at - interval '24 hours' WHERE endpoint_id = $1 AND expires_at IS NOT NULL`, ep)
@@ -118,8 +122,13 @@ func TestAReceiverDownForAWhileGetsEverythingOnceItIsBack(t *testing.T) {
 	e.start(e.options())
 	wait.Until(t, 10*time.Second, "failed attempts", func() bool { return len(rc.requests()) >= 3*events })
 	var lastFailure *time.Time
-	_ = e.st.Pool().QueryRow(context.Background(), `SELECT last_failure_at FROM callback_endpoints WHERE id = $1`, ep).Scan(&lastFailure)
-	if lastFailure == nil {
+	eps, err := e.st.ListCallbackEndpoints(context.Background(), "acme")
+	for _, x := range eps {
+		if x.ID == ep {
+			lastFailure = x.LastFailureAt
+		}
+	}
+	if err != nil || lastFailure == nil {
 		t.Error("last_failure_at is not set while the receiver is down")
 	}
 	mu.Lock()
@@ -225,11 +234,8 @@ func TestARedirectIsAFailedAttemptNotFollowed(t *testing.T) {
 	if n := len(target.requests()); n != 0 {
 		t.Errorf("the redirect was followed: the target got %d requests", n)
 	}
-	var status int
-	var lastErr string
-	if err := e.st.Pool().QueryRow(context.Background(), `SELECT last_status, last_error FROM callback_events`).Scan(&status, &lastErr); err != nil ||
-		status != http.StatusFound || lastErr != "HTTP 302" {
-		t.Errorf("last_status %d, last_error %q (%v)", status, lastErr, err)
+	if ev := e.firstEvent(); ev.LastStatus == nil || *ev.LastStatus != http.StatusFound || ev.LastError == nil || *ev.LastError != "HTTP 302" {
+		t.Errorf("last_status %v, last_error %v", ev.LastStatus, ev.LastError)
 	}
 }
 
@@ -254,14 +260,13 @@ func TestAnswerBodiesAreNotKeptAndSlowAnswersTimeOut(t *testing.T) {
 	opts.Timeout, opts.Lease = time.Second, 2*time.Second
 	e.start(opts)
 	wait.Until(t, 10*time.Second, "a timed-out attempt", func() bool {
-		var lastErr *string
-		_ = e.st.Pool().QueryRow(context.Background(), `SELECT last_error FROM callback_events`).Scan(&lastErr)
+		lastErr := e.firstEvent().LastError
 		return lastErr != nil && *lastErr == "timeout: no answer within 1s"
 	})
-	var first string
-	_ = e.st.Pool().QueryRow(context.Background(), `SELECT max(length(coalesce(last_error, ''))) FROM callback_events`).Scan(&first)
-	if n, _ := strconv.Atoi(first); n > 250 {
-		t.Errorf("last_error holds %d bytes", n)
+	for _, ev := range e.fx.CallbackOutbox(t) {
+		if ev.LastError != nil && len(*ev.LastError) > 250 {
+			t.Errorf("last_error holds %d bytes", len(*ev.LastError))
+		}
 	}
 	if got := value(callback.Attempts.WithLabelValues("timeout")); got < 1 {
 		t.Errorf("herald_callback_attempts_total{outcome=timeout} = %v", got)

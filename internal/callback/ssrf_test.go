@@ -35,8 +35,7 @@ func TestANameResolvingToLoopbackIsNotReachedWhenPrivateAddressesAreNot(t *testi
 	before := value(callback.Attempts.WithLabelValues("blocked"))
 	e.start(opts)
 	wait.Until(t, 10*time.Second, "a blocked attempt", func() bool {
-		var lastErr *string
-		_ = e.st.Pool().QueryRow(context.Background(), `SELECT last_error FROM callback_events`).Scan(&lastErr)
+		lastErr := e.firstEvent().LastError
 		return lastErr != nil && strings.Contains(*lastErr, "address 127.0.0.1 is not allowed (loopback)")
 	})
 	if got := value(callback.Attempts.WithLabelValues("blocked")) - before; got < 1 {

@@ -1,7 +1,6 @@
 package delivery_test
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/queue"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/wait"
 )
 
@@ -62,7 +62,6 @@ func TestOutcomes(t *testing.T) {
 	opts := e.fastOptions()
 	opts.MaxAttempts = 3
 	e.start(opts)
-	ctx := context.Background()
 
 	t.Run("5xx is retried with backoff, then delivered", func(t *testing.T) {
 		e.user("r5xx", 3001, true)
@@ -156,8 +155,7 @@ func TestOutcomes(t *testing.T) {
 		if e.countLinks("nochat") != 0 {
 			t.Error("the link must be removed")
 		}
-		var status string
-		must(t, e.st.Pool().QueryRow(ctx, `SELECT status FROM phone_verifications WHERE tenant_id = 'acme' AND user_id = 'nochat'`).Scan(&status))
+		status := fixture.New(e.st).PhoneVerificationOf(t, "acme", "nochat").Status
 		if status != "unverified" {
 			t.Errorf("verification = %s, want unverified after the link was removed", status)
 		}
@@ -196,11 +194,10 @@ func TestOutcomes(t *testing.T) {
 }
 
 func (e *env) countLinks(user string) int {
-	var n int
-	if err := e.st.Pool().QueryRow(context.Background(), `SELECT count(*) FROM links WHERE tenant_id = 'acme' AND user_id = $1`, user).Scan(&n); err != nil {
-		e.t.Fatal(err)
+	if _, ok := fixture.New(e.st).LinkOf(e.t, "acme", user); ok {
+		return 1
 	}
-	return n
+	return 0
 }
 
 func must(t *testing.T, err error) {
@@ -435,9 +432,11 @@ func TestKilledWorkerIsTakenOver(t *testing.T) {
 }
 
 func (e *env) countStatus(ids []string, status string) int {
-	var n int
-	if err := e.st.Pool().QueryRow(context.Background(), `SELECT count(*) FROM notifications WHERE tracking_id = ANY($1::uuid[]) AND status = $2`, ids, status).Scan(&n); err != nil {
-		e.t.Fatal(err)
+	n := 0
+	for _, s := range fixture.New(e.st).Statuses(e.t, ids) {
+		if s == status {
+			n++
+		}
 	}
 	return n
 }

@@ -44,12 +44,11 @@ func (e *env) chatWebhook() {
 
 func (e *env) linkBlocked(tenant, user string) bool {
 	e.t.Helper()
-	var blocked bool
-	if err := e.st.Pool().QueryRow(context.Background(), `SELECT blocked_at IS NOT NULL FROM links WHERE tenant_id = $1 AND user_id = $2`,
-		tenant, user).Scan(&blocked); err != nil {
-		e.t.Fatal(err)
+	l, ok := fixture.New(e.st).LinkOf(e.t, tenant, user)
+	if !ok {
+		e.t.Fatalf("%s/%s is not linked", tenant, user)
 	}
-	return blocked
+	return l.Blocked
 }
 
 // answered waits for the webhook's answer to the update.
@@ -146,10 +145,14 @@ func TestA403MarksTheChatBlocked(t *testing.T) {
 		t.Fatalf("the first send: %s %d, want blocked by the platform's 403", r.Status, r.ErrCode)
 	}
 	wait.Until(t, 10*time.Second, "the 403 to mark the link", func() bool { return e.linkBlocked("acme", "ann") })
-	var events int
-	if err := e.st.Pool().QueryRow(context.Background(), `SELECT count(*) FROM callback_inbox WHERE tenant_id = 'acme' AND type = 'user.blocked' AND user_id = 'ann'`).
-		Scan(&events); err != nil || events != 1 {
-		t.Fatalf("%d user.blocked events (%v), want 1", events, err)
+	events := 0
+	for _, ev := range fixture.New(e.st).CallbackInbox(t) {
+		if ev.TenantID == "acme" && ev.Type == "user.blocked" && ev.UserID == "ann" {
+			events++
+		}
+	}
+	if events != 1 {
+		t.Fatalf("%d user.blocked events, want 1", events)
 	}
 
 	rejected := e.sim.Stats().Rejected

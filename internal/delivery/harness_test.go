@@ -271,14 +271,8 @@ type row struct {
 
 func (e *env) row(id string) row {
 	e.t.Helper()
-	var r row
-	err := e.st.Pool().QueryRow(context.Background(), `
-		SELECT status, attempts, messenger_message_id, last_error_code, last_error_message, next_attempt_at, updated_at
-		FROM notifications WHERE tracking_id = $1`, id).Scan(&r.Status, &r.Attempts, &r.MsgID, &r.ErrCode, &r.ErrMsg, &r.NextAt, &r.UpdatedAt)
-	if err != nil {
-		e.t.Fatalf("row %s: %v", id, err)
-	}
-	return r
+	n := fixture.New(e.st).NotificationRow(e.t, id)
+	return row{n.Status, n.Attempts, n.MessageID, n.ErrCode, n.ErrMsg, n.NextAttemptAt, n.UpdatedAt}
 }
 
 var terminal = map[string]bool{"delivered": true, "blocked": true, "unlinked": true, "failed": true, "cancelled": true, "expired": true}
@@ -320,21 +314,13 @@ func (e *env) waitAllTerminal(ids []string, within time.Duration) map[string]str
 	e.t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		rows, err := e.st.Pool().Query(context.Background(), `SELECT tracking_id::text, status FROM notifications WHERE tracking_id = ANY($1::uuid[])`, ids)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		got := map[string]string{}
+		got := fixture.New(e.st).Statuses(e.t, ids)
 		open := map[string]int{}
-		for rows.Next() {
-			var id, s string
-			_ = rows.Scan(&id, &s)
-			got[id] = s
+		for _, s := range got {
 			if !terminal[s] {
 				open[s]++
 			}
 		}
-		rows.Close()
 		if len(got) == len(ids) && len(open) == 0 {
 			return got
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/notification"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 )
 
 // The lifecycle of v1 extensions §2 on the whole pipeline: the tenant API, the outbox, Kafka (kfake), the
@@ -38,9 +39,9 @@ func (e *env) warmUp(chat int64) {
 
 func (e *env) deliveredAt(id string) time.Time {
 	e.t.Helper()
-	var at *time.Time
-	if err := e.st.Pool().QueryRow(e.t.Context(), `SELECT delivered_at FROM notifications WHERE tracking_id = $1`, id).Scan(&at); err != nil || at == nil {
-		e.t.Fatalf("delivered_at of %s: %v %v", id, at, err)
+	at := fixture.New(e.st).NotificationRow(e.t, id).DeliveredAt
+	if at == nil {
+		e.t.Fatalf("%s has no delivered_at", id)
 	}
 	return *at
 }
@@ -256,9 +257,11 @@ func TestEraseCancelsScheduledAndRetrying(t *testing.T) {
 
 func (e *env) countBodies(user string) int {
 	e.t.Helper()
-	var n int
-	if err := e.st.Pool().QueryRow(e.t.Context(), `SELECT count(*) FROM notifications WHERE user_id = $1 AND body <> ''`, user).Scan(&n); err != nil {
-		e.t.Fatal(err)
+	n := 0
+	for _, r := range fixture.New(e.st).NotificationRows(e.t) {
+		if r.UserID != nil && *r.UserID == user && r.Body != "" {
+			n++
+		}
 	}
 	return n
 }

@@ -4,10 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
-
 	"github.com/heraldhq/herald/internal/botstate"
+	"github.com/heraldhq/herald/internal/metric"
 	"github.com/heraldhq/herald/internal/metriclabel"
 	"github.com/heraldhq/herald/internal/notification"
 )
@@ -15,38 +13,23 @@ import (
 // The metrics of the worker's loops. The consumer's, the sender's and the rate lease's are theirs
 // (consume/metrics.go, send/metrics.go, rate/metrics.go); all are herald_worker_*.
 var (
-	republished = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "herald_worker_republished_total",
-		Help: "Envelopes produced again by the worker, by reason (retry_due, unpublished, redrive).",
-	}, []string{"reason"})
-	released = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "herald_worker_scheduled_released_total",
-		Help: "Scheduled notifications released (queued and published) by the scheduler when their send_at came.",
-	})
-	expired = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "herald_worker_expired_total",
-		Help: "Notifications the expiry sweep moved to expired (their expires_at passed before an attempt started).",
-	})
-	botBacklogAge = promauto.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "herald_worker_bot_backlog_age_seconds",
-		Help: "Per bot (\"shared\", or a tenant's bot's username, capped at 100 then \"other\"): how long ago the oldest message this worker holds for it (fetched and not finished) was published; 0 when it holds none.",
-	}, []string{"bot"})
-	botTokenRefused = promauto.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "herald_worker_bot_token_refused",
-		Help: "1 for a tenant's bot whose token the messaging platform refused (its notifications fail with 1102 until the tenant gives a new token), 0 for the others (bot: its username, capped at 100 then \"other\"; \"shared\" for the shared bot, always 0).",
-	}, []string{"bot"})
-	redriveFound = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "herald_worker_redrive_found_total",
-		Help: "Notifications the redrive found stuck, by status: queued (queued for longer than the queued-redrive threshold: its envelope was lost, or is still waiting behind a backlog) or delivering (its lease expired: the worker died).",
-	}, []string{"status"})
+	republished = metric.CounterVec("herald_worker_republished_total",
+		"Envelopes produced again by the worker, by reason (retry_due, unpublished, redrive).", "reason")
+	released = metric.Counter("herald_worker_scheduled_released_total",
+		"Scheduled notifications released (queued and published) by the scheduler when their send_at came.")
+	expired = metric.Counter("herald_worker_expired_total",
+		"Notifications the expiry sweep moved to expired (their expires_at passed before an attempt started).")
+	botBacklogAge = metric.GaugeVec("herald_worker_bot_backlog_age_seconds",
+		"Per bot (\"shared\", or a tenant's bot's username, capped at 100 then \"other\"): how long ago the oldest message this worker holds for it (fetched and not finished) was published; 0 when it holds none.", "bot")
+	botTokenRefused = metric.GaugeVec("herald_worker_bot_token_refused",
+		"1 for a tenant's bot whose token the messaging platform refused (its notifications fail with 1102 until the tenant gives a new token), 0 for the others (bot: its username, capped at 100 then \"other\"; \"shared\" for the shared bot, always 0).", "bot")
+	redriveFound = metric.CounterVec("herald_worker_redrive_found_total",
+		"Notifications the redrive found stuck, by status: queued (queued for longer than the queued-redrive threshold: its envelope was lost, or is still waiting behind a backlog) or delivering (its lease expired: the worker died).", "status")
 )
 
 func init() {
-	// The series the alerts count exist from the start at 0, so that increase() and rate() see a process's
-	// first event: a series born at 1 has no earlier sample to increase from, and an alert would miss it.
-	for _, s := range []notification.Status{notification.Queued, notification.Delivering} {
-		redriveFound.WithLabelValues(string(s))
-	}
+	// The series the alerts count exist from the start at 0 (an alert would miss a series born at 1).
+	metric.StartAtZero(redriveFound, string(notification.Queued), string(notification.Delivering))
 	botBacklogAge.WithLabelValues(metriclabel.SharedBot)
 	botTokenRefused.WithLabelValues(metriclabel.SharedBot)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/quiet"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 )
 
 // Quiet hours end to end (spec v1-extensions §14), through the API, the outbox, kfake, the workers and the
@@ -39,11 +40,7 @@ func (e *env) quietHours(h *quiet.Hours) {
 
 func (e *env) sendAtOf(id string) *time.Time {
 	e.t.Helper()
-	var at *time.Time
-	if err := e.st.Pool().QueryRow(context.Background(), `SELECT send_at FROM notifications WHERE tracking_id = $1`, id).Scan(&at); err != nil {
-		e.t.Fatal(err)
-	}
-	return at
+	return fixture.New(e.st).NotificationRow(e.t, id).SendAt
 }
 
 // hold: a send inside the window waits in scheduled, nothing reaches the chat; a high priority one goes at

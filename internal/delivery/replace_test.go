@@ -262,9 +262,12 @@ func TestDeleteMessageDeletesItWithinSeconds(t *testing.T) {
 	if e.status(edit)["message_deleted_at"] == nil {
 		t.Error("the edit that showed the same message is not marked deleted")
 	}
-	var events int
-	must(t, e.st.Pool().QueryRow(context.Background(), `SELECT count(*) FROM callback_inbox WHERE tenant_id = 'acme'
-		AND type = 'notification.message_deleted' AND tracking_id = $1`, first).Scan(&events))
+	events := 0
+	for _, ev := range fixture.New(e.st).CallbackInbox(t) {
+		if ev.TenantID == "acme" && ev.Type == "notification.message_deleted" && ev.TrackingID == first {
+			events++
+		}
+	}
 	if events != 1 {
 		t.Errorf("%d notification.message_deleted events, want 1", events)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/server"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/wait"
 	"github.com/heraldhq/herald/internal/updates"
 )
@@ -49,10 +50,8 @@ func (e *env) linkThroughWebhook(user string, account int64) {
 		e.t.Fatal(err)
 	}
 	wait.Until(e.t, 10*time.Second, "the link to the new account", func() bool {
-		var n int
-		err := e.st.Pool().QueryRow(context.Background(), `SELECT count(*) FROM links WHERE tenant_id = 'acme' AND user_id = $1 AND messenger_user_id = $2`,
-			user, account).Scan(&n)
-		return err == nil && n == 1
+		l, ok := fixture.New(e.st).LinkOf(e.t, "acme", user)
+		return ok && l.MessengerUserID == account
 	})
 }
 
@@ -76,10 +75,13 @@ func (e *env) verifyThroughWebhook(user string, account int64, phone string) {
 func (e *env) settle() {
 	e.t.Helper()
 	wait.Until(e.t, 20*time.Second, "every notification settled", func() bool {
-		var n int
-		err := e.st.Pool().QueryRow(context.Background(),
-			`SELECT count(*) FROM notifications WHERE status NOT IN ('delivered', 'blocked', 'failed', 'unlinked', 'cancelled', 'expired')`).Scan(&n)
-		return err == nil && n == 0
+		n := 0
+		for status, count := range fixture.New(e.st).StatusCounts(e.t) {
+			if !terminal[status] {
+				n += count
+			}
+		}
+		return n == 0
 	})
 }
 

@@ -209,9 +209,9 @@ func TestLinkTokenIssuesSingleUseDeepLinkAndStoresOnlyTheDigest(t *testing.T) {
 		t.Errorf("token lifetime %v, want 15 minutes", d)
 	}
 	digest := sha256.Sum256([]byte(token))
-	var label string
-	if err := e.st.Pool().QueryRow(context.Background(), `SELECT label FROM link_tokens WHERE digest = $1 AND tenant_id = 'acme' AND user_id = 'user-42'`, digest[:]).Scan(&label); err != nil {
-		t.Fatalf("digest not stored: %v", err)
+	label, ok := e.fx.LinkTokenLabel(t, digest, "acme", "user-42")
+	if !ok {
+		t.Fatal("digest not stored")
 	}
 	if label != "Acme" {
 		t.Errorf("label snapshot %q, want Acme", label)
@@ -260,11 +260,15 @@ func TestPhoneVerificationStartAndStatus(t *testing.T) {
 	if len(envs) != 1 {
 		t.Fatalf("%d envelopes on the high topic, want the prompt", len(envs))
 	}
-	var kind, body string
+	row := e.fx.NotificationRow(t, envs[0].TrackingID)
+	kind, body := row.Kind, row.Body
 	var chat int64
+	if row.ChatID != nil {
+		chat = *row.ChatID
+	}
 	var markup []byte
-	if err := e.st.Pool().QueryRow(context.Background(), `SELECT kind, chat_id, body, reply_markup FROM notifications WHERE tracking_id = $1`, envs[0].TrackingID).Scan(&kind, &chat, &body, &markup); err != nil {
-		t.Fatal(err)
+	if row.Markup != nil {
+		markup = []byte(*row.Markup)
 	}
 	if kind != "system" || chat != 5005 || !strings.HasPrefix(body, "A message from Acme\n") {
 		t.Errorf("prompt: kind %s chat %d body %q", kind, chat, body)

@@ -65,9 +65,15 @@ func TestATenantsOwnBotNamesItsDeepLinksAndCarriesItsMessages(t *testing.T) {
 		t.Fatalf("start: %d %s", r.status, r.body)
 	}
 	var chat, bot int64
-	if err := e.st.Pool().QueryRow(ctx, `SELECT chat_id, COALESCE(bot_id, 0) FROM notifications WHERE kind = 'system' AND body LIKE '%Acme%'`).
-		Scan(&chat, &bot); err != nil {
-		t.Fatal(err)
+	var prompts int
+	for _, row := range e.fx.NotificationRows(t) {
+		if row.Kind == notification.KindSystem && strings.Contains(row.Body, "Acme") && row.ChatID != nil {
+			chat, bot = *row.ChatID, int64(row.Bot)
+			prompts++
+		}
+	}
+	if prompts == 0 {
+		t.Fatal("no prompt stored")
 	}
 	if chat != 501 || notification.BotID(bot) != acmeBot {
 		t.Errorf("the prompt goes to chat %d of bot %d, want chat 501 of bot %d", chat, bot, acmeBot)
@@ -80,8 +86,10 @@ func TestATenantsOwnBotNamesItsDeepLinksAndCarriesItsMessages(t *testing.T) {
 		t.Fatalf("send: %d %s", r.status, r.body)
 	}
 	id := r.json(t)["tracking_id"].(string)
-	if err := e.st.Pool().QueryRow(ctx, `SELECT chat_id, COALESCE(bot_id, 0) FROM notifications WHERE tracking_id = $1`, id).Scan(&chat, &bot); err != nil {
-		t.Fatal(err)
+	row := e.fx.NotificationRow(t, id)
+	chat, bot = 0, int64(row.Bot)
+	if row.ChatID != nil {
+		chat = *row.ChatID
 	}
 	if chat != 501 || notification.BotID(bot) != acmeBot {
 		t.Errorf("the notification goes to chat %d of bot %d, want chat 501 of bot %d", chat, bot, acmeBot)

@@ -2,7 +2,6 @@ package ingress_test
 
 import (
 	"bytes"
-	"context"
 	"net/http"
 	"regexp"
 	"slices"
@@ -39,10 +38,11 @@ func TestCallbackEndpointsFromCreationToDeletion(t *testing.T) {
 		t.Errorf("created_at: %v", err)
 	}
 	// The database holds the secret sealed only: a dump cannot forge a signature.
-	var sealed []byte
-	if err := e.st.Pool().QueryRow(context.Background(), `SELECT sealed FROM callback_secrets WHERE endpoint_id = $1`, id).Scan(&sealed); err != nil {
-		t.Fatal(err)
+	secrets := e.fx.CallbackSecrets(t, id)
+	if len(secrets) != 1 {
+		t.Fatalf("the endpoint holds %d secrets, want 1", len(secrets))
 	}
+	sealed := secrets[0].Sealed
 	s, _ := signing.ParseSecret(secret)
 	raw := []byte(strings.TrimPrefix(secret, "whsec_"))
 	if bytes.Contains(sealed, raw) || bytes.Contains(sealed, []byte(secret)) {

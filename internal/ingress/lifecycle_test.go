@@ -1,7 +1,6 @@
 package ingress_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -336,9 +335,8 @@ func TestBatchAnswersEachItemInOrder(t *testing.T) {
 	if len(high) != 1 || len(normal) != 1 || high[0].TrackingID != out.Results[0]["tracking_id"] {
 		t.Errorf("envelopes high %v normal %v, want the two queued items on their topics", high, normal)
 	}
-	var body string
-	if err := e.st.Pool().QueryRow(context.Background(), `SELECT body FROM notifications WHERE tracking_id = $1`, out.Results[8]["tracking_id"]).Scan(&body); err != nil || body != "A message from Acme Shop\ntwo" {
-		t.Errorf("branded body %q, %v", body, err)
+	if body := e.fx.NotificationRow(t, out.Results[8]["tracking_id"].(string)).Body; body != "A message from Acme Shop\ntwo" {
+		t.Errorf("branded body %q", body)
 	}
 
 	// The same batch under the same key: the same answer, item by item, nothing new stored.

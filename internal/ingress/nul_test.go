@@ -170,9 +170,8 @@ func TestBlankMessagesAreRefused(t *testing.T) {
 			t.Errorf("blank item %q: %v, want invalid_request", blanks[i], res)
 		}
 	}
-	var body string
-	if err := e.st.Pool().QueryRow(t.Context(), `SELECT body FROM notifications`).Scan(&body); err != nil || body != "A message from Acme\n hi " {
-		t.Errorf("stored %q, %v; want the one valid message, its spaces kept", body, err)
+	if rows := e.fx.NotificationRows(t); len(rows) != 1 || rows[0].Body != "A message from Acme\n hi " {
+		t.Errorf("stored %+v; want the one valid message, its spaces kept", rows)
 	}
 }
 

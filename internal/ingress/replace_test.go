@@ -1,26 +1,22 @@
 package ingress_test
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/heraldhq/herald/internal/notification"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 )
 
 // delivered marks a notification delivered as a worker would (message 77), its message sent ago before
 // now.
 func (e *env) delivered(id string, ago time.Duration) {
 	e.t.Helper()
-	_, err := e.st.Pool().Exec(context.Background(), `
-		UPDATE notifications SET status = 'delivered', messenger_message_id = '77', delivered_at = now() - make_interval(secs => $2),
-		       message_sent_at = now() - make_interval(secs => $2), delivered_as = 'sent'
-		WHERE tracking_id = $1`, id, ago.Seconds())
-	if err != nil {
-		e.t.Fatalf("marking %s delivered: %v", id, err)
-	}
+	at := time.Now().Add(-ago)
+	e.fx.SetNotification(e.t, id, fixture.InState(notification.Delivered), fixture.MessageID("77"), fixture.DeliveredAt(at),
+		fixture.MessageSentAt(at), fixture.DeliveredAs("sent"))
 }
 
 // replace_key (§13) is a string of 1-64 of A-Za-z0-9_.:- or null; anything else is 400 invalid_request,

@@ -2,7 +2,6 @@ package ingress_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -23,13 +22,8 @@ type richRow struct {
 
 func (e *env) richRow(id string) richRow {
 	e.t.Helper()
-	var r richRow
-	err := e.st.Pool().QueryRow(context.Background(), `SELECT body, format, entities::text, reply_markup::text, silent, protect_content, link_preview
-		FROM notifications WHERE tracking_id = $1`, id).Scan(&r.Body, &r.Format, &r.Entities, &r.Markup, &r.Silent, &r.Protect, &r.Prev)
-	if err != nil {
-		e.t.Fatalf("row %s: %v", id, err)
-	}
-	return r
+	row := e.fx.NotificationRow(e.t, id)
+	return richRow{row.Body, row.Format, row.Entities, row.Markup, row.Silent, row.Protect, row.LinkPreview}
 }
 
 func accepted(t *testing.T, r response) string {

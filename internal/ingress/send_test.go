@@ -1,12 +1,12 @@
 package ingress_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -48,11 +48,8 @@ func TestSendQueuesBrandedNotificationAndProducesEnvelope(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: tracking_id is not a UUID: %v", c.name, err)
 		}
-		var status, bodyText string
-		var priority int
-		if err := e.st.Pool().QueryRow(context.Background(), `SELECT status, body, priority FROM notifications WHERE tracking_id = $1`, id).Scan(&status, &bodyText, &priority); err != nil {
-			t.Fatalf("%s: row: %v", c.name, err)
-		}
+		row := e.fx.NotificationRow(t, id.String())
+		status, bodyText, priority := row.Status, row.Body, row.Priority
 		if status != "queued" || priority != c.want {
 			t.Errorf("%s: stored status %s priority %d, want queued %d", c.name, status, priority, c.want)
 		}
@@ -80,11 +77,7 @@ func TestSendBrandsWithDeveloperNameWhenKeyHasNoLabel(t *testing.T) {
 	if r.status != http.StatusAccepted {
 		t.Fatalf("status %d %s", r.status, r.body)
 	}
-	var body string
-	if err := e.st.Pool().QueryRow(context.Background(), `SELECT body FROM notifications WHERE tracking_id = $1`, r.json(t)["tracking_id"]).Scan(&body); err != nil {
-		t.Fatal(err)
-	}
-	if body != "A message from Acme Developer\nhi" {
+	if body := e.fx.NotificationRow(t, r.json(t)["tracking_id"].(string)).Body; body != "A message from Acme Developer\nhi" {
 		t.Errorf("body = %q", body)
 	}
 }
@@ -245,9 +238,7 @@ func TestSendIdempotency(t *testing.T) {
 	expectError(t, bad, http.StatusBadRequest, "invalid_request")
 
 	// A key older than the window is forgotten.
-	if _, err := e.st.Pool().Exec(context.Background(), `UPDATE idempotency_keys SET created_at = now() - interval '25 hours'`); err != nil {
-		t.Fatal(err)
-	}
+	e.fx.IdempotencyKeysAged(t, 25*time.Hour)
 	late := e.do("POST", "/v1/send", key, `{"user_id":"u1","message":"hi","priority":3}`, "Idempotency-Key", "order-1")
 	if late.status != http.StatusAccepted || late.json(t)["tracking_id"] == first.json(t)["tracking_id"] {
 		t.Fatalf("after 24 h the key must start a new send: %d %s", late.status, late.body)

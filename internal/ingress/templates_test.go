@@ -1,7 +1,6 @@
 package ingress_test
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/ingress"
+	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/outbox"
 	"github.com/heraldhq/herald/internal/server"
 )
@@ -48,9 +48,10 @@ func (e *env) putTemplate(key, name, body string, status int) map[string]any {
 // body reads a notification's stored body and template columns.
 func (e *env) stored(id string) (body, entities string, template *string, version *int, locale *string) {
 	e.t.Helper()
-	if err := e.st.Pool().QueryRow(context.Background(), `SELECT body, COALESCE(entities, ''), template_name, template_version, template_locale
-		FROM notifications WHERE tracking_id = $1`, id).Scan(&body, &entities, &template, &version, &locale); err != nil {
-		e.t.Fatal(err)
+	r := e.fx.NotificationRow(e.t, id)
+	body, template, version, locale = r.Body, r.TemplateName, r.TemplateVersion, r.TemplateLocale
+	if r.Entities != nil {
+		entities = *r.Entities
 	}
 	return
 }
@@ -137,10 +138,8 @@ func TestTemplatedSend(t *testing.T) {
 	if !strings.HasSuffix(body, "Order A<1> for Tom & Jerry") || entities == "" || *name != "order" || *version != 1 || *locale != "en" {
 		t.Fatalf("stored: %q %q %v %v %v", body, entities, *name, *version, *locale)
 	}
-	var markup string
-	if err := e.st.Pool().QueryRow(context.Background(), `SELECT reply_markup::text FROM notifications WHERE tracking_id = $1`, id).Scan(&markup); err != nil ||
-		!strings.Contains(markup, `"url": "https://shop.example/t/A<1>"`) {
-		t.Fatalf("buttons: %s %v", markup, err)
+	if markup := e.fx.NotificationRow(t, id).Markup; markup == nil || !strings.Contains(*markup, `"url": "https://shop.example/t/A<1>"`) {
+		t.Fatalf("buttons: %v", markup)
 	}
 	st := e.do("GET", "/v1/status/"+id, key, nil).json(t)
 	if tpl, _ := st["template"].(map[string]any); tpl["name"] != "order" || tpl["version"] != 1.0 || tpl["locale"] != "en" || st["format"] != "html" {
@@ -262,9 +261,7 @@ func TestLocaleChain(t *testing.T) {
 		t.Fatalf("nothing known: %s", l)
 	}
 	// The messenger reported pt_BR for the user's chat (chat 1001, the shared bot).
-	if _, err := e.st.Pool().Exec(context.Background(), `INSERT INTO chat_languages (bot_id, chat_id, language_code) VALUES (0, 1001, 'pt_BR')`); err != nil {
-		t.Fatal(err)
-	}
+	e.fx.ChatLanguage(t, notification.SharedBot, 1001, "pt_BR")
 	if l := send(""); l != "pt-br" {
 		t.Fatalf("messenger's language: %s", l)
 	}

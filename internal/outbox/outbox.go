@@ -305,20 +305,8 @@ func (o *Outbox) sendTogether(reqs []*request) ([]answer, error) {
 			}
 			// Keep the answer of each claimed key, for its repeats. A request that stored nothing keeps no key:
 			// a retry is evaluated afresh, as if it were the first.
-			var drop []store.IdempotencyKey
-			var saves []store.KeyResults
-			for i, r := range reqs {
-				if r.idem == nil || out[i].replay {
-					continue
-				}
-				res := results(r, accepted, optedOut, nil)
-				if !anyAccepted(res) {
-					drop = append(drop, keyOf(r))
-					continue
-				}
-				saves = append(saves, store.KeyResults{IdempotencyKey: keyOf(r), Results: encodeResults(res)})
-				keys = append(keys, keyOf(r))
-			}
+			saves, kept, drop := keyAnswers(reqs, out, nil, accepted, optedOut, nil)
+			keys = append(keys, kept...)
 			if err := tx.SaveIdempotencyResults(ctx, saves); err != nil {
 				return err
 			}
@@ -406,20 +394,7 @@ func (o *Outbox) settleKeys(ctx context.Context, reqs []*request, out []answer, 
 		claimed[k] = true
 	}
 	err := o.st.InTx(context.WithoutCancel(ctx), func(ctx context.Context, tx *store.Tx) error {
-		var drop, answered []store.IdempotencyKey
-		var saves []store.KeyResults
-		for i, r := range reqs {
-			if r.idem == nil || out[i].replay || !claimed[keyOf(r)] {
-				continue
-			}
-			res := results(r, accepted, optedOut, lost)
-			if !anyAccepted(res) {
-				drop = append(drop, keyOf(r))
-				continue
-			}
-			saves = append(saves, store.KeyResults{IdempotencyKey: keyOf(r), Results: encodeResults(res)})
-			answered = append(answered, keyOf(r))
-		}
+		saves, answered, drop := keyAnswers(reqs, out, claimed, accepted, optedOut, lost)
 		if err := tx.SaveIdempotencyResults(ctx, saves); err != nil {
 			return err
 		}
@@ -456,6 +431,27 @@ func anyDigest(reqs []*request) bool {
 		}
 	}
 	return false
+}
+
+// keyAnswers sorts the keys of the requests that were not replays (and, when only is not nil, whose key
+// only holds) by what each request stored: one that stored a notification keeps its answer for its repeats
+// (saves, its key in kept); one that stored nothing keeps no key (drop), so that a retry is evaluated
+// afresh, as if it were the first.
+func keyAnswers(reqs []*request, out []answer, only map[store.IdempotencyKey]bool, accepted map[string]store.Destination,
+	optedOut map[string]string, lost map[string]bool) (saves []store.KeyResults, kept, drop []store.IdempotencyKey) {
+	for i, r := range reqs {
+		if r.idem == nil || out[i].replay || (only != nil && !only[keyOf(r)]) {
+			continue
+		}
+		res := results(r, accepted, optedOut, lost)
+		if !anyAccepted(res) {
+			drop = append(drop, keyOf(r))
+			continue
+		}
+		saves = append(saves, store.KeyResults{IdempotencyKey: keyOf(r), Results: encodeResults(res)})
+		kept = append(kept, keyOf(r))
+	}
+	return saves, kept, drop
 }
 
 func keyOf(r *request) store.IdempotencyKey {

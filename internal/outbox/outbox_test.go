@@ -307,9 +307,8 @@ func TestAFailedPublishThatAWorkerClaimedAfterAllIsAnsweredAccepted(t *testing.T
 	e.broker.Cluster().ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
 		e.broker.Cluster().KeepControl()
 		// While the produce is held past the budget, a worker claims the notification to user "ok".
-		var id string
-		if err := e.st.Pool().QueryRow(context.Background(),
-			`SELECT tracking_id::text FROM notifications WHERE user_id = 'ok'`).Scan(&id); err == nil {
+		if ns, _, err := e.st.ListNotifications(context.Background(), "acme", store.ListFilter{UserID: "ok"}, 1, nil); err == nil && len(ns) == 1 {
+			id := ns[0].TrackingID
 			if _, err := e.st.ClaimDelivery(context.Background(), id, time.Minute); err == nil {
 				claimed <- id
 			}

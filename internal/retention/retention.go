@@ -17,29 +17,19 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
-
+	"github.com/heraldhq/herald/internal/metric"
 	"github.com/heraldhq/herald/internal/store"
 )
 
 var (
-	purged = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "herald_retention_purged_total",
-		Help: "Rows purged by the retention job, by kind (bodies are erased, the rest deleted or, for verification sessions, closed).",
-	}, []string{"kind"})
-	runs = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "herald_retention_runs_total",
-		Help: "Retention runs by result: ok, error, skipped (another worker held the lock).",
-	}, []string{"result"})
-	lastSuccess = promauto.NewGauge(prometheus.GaugeOpts{
-		Name: "herald_retention_last_success_timestamp_seconds",
-		Help: "When this process last completed a retention run (0: never). Alert on the max over workers growing old.",
-	})
-	overdue = promauto.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "herald_retention_overdue_seconds",
-		Help: "After this process's last run: how long ago the oldest row still due became due, by kind (0: caught up). Above the run interval, the purge is behind.",
-	}, []string{"kind"})
+	purged = metric.CounterVec("herald_retention_purged_total",
+		"Rows purged by the retention job, by kind (bodies are erased, the rest deleted or, for verification sessions, closed).", "kind")
+	runs = metric.CounterVec("herald_retention_runs_total",
+		"Retention runs by result: ok, error, skipped (another worker held the lock).", "result")
+	lastSuccess = metric.Gauge("herald_retention_last_success_timestamp_seconds",
+		"When this process last completed a retention run (0: never). Alert on the max over workers growing old.")
+	overdue = metric.GaugeVec("herald_retention_overdue_seconds",
+		"After this process's last run: how long ago the oldest row still due became due, by kind (0: caught up). Above the run interval, the purge is behind.", "kind")
 )
 
 // Defaults of Options.

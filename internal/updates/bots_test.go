@@ -120,13 +120,8 @@ type botLink struct {
 // linkOf returns the link of a tenant's user with its bot, and whether there is one.
 func (e *env) linkOf(tenantID, userID string) (botLink, bool) {
 	e.t.Helper()
-	var l botLink
-	err := e.st.Pool().QueryRow(context.Background(), `SELECT messenger_user_id, chat_id, COALESCE(bot_id, 0) FROM links
-		WHERE tenant_id = $1 AND user_id = $2`, tenantID, userID).Scan(&l.MessengerUserID, &l.ChatID, &l.Bot)
-	if err != nil {
-		return botLink{}, false
-	}
-	return l, true
+	l, ok := e.fx.LinkOf(e.t, tenantID, userID)
+	return botLink{l.MessengerUserID, l.ChatID, bot.ID(l.Bot)}, ok
 }
 
 // expectReplyThrough asserts a reply as expectReply does, and the bot it goes through.

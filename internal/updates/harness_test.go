@@ -234,38 +234,18 @@ type linkRow struct {
 // links returns the links of a tenant's user (0 or 1).
 func (e *env) links(tenantID, userID string) []linkRow {
 	e.t.Helper()
-	rows, err := e.st.Pool().Query(context.Background(), `SELECT messenger_user_id, chat_id FROM links WHERE tenant_id = $1 AND user_id = $2`, tenantID, userID)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer rows.Close()
 	var out []linkRow
-	for rows.Next() {
-		var l linkRow
-		if err := rows.Scan(&l.MessengerUserID, &l.ChatID); err != nil {
-			e.t.Fatal(err)
-		}
-		out = append(out, l)
+	if l, ok := e.fx.LinkOf(e.t, tenantID, userID); ok {
+		out = append(out, linkRow{l.MessengerUserID, l.ChatID})
 	}
 	return out
 }
 
-type verificationRow struct {
-	Status     string
-	PhoneLast4 *string
-	PhoneHash  []byte
-	VerifiedAt *time.Time
-}
+type verificationRow = fixture.PhoneVerification
 
 func (e *env) verification(tenantID, userID string) verificationRow {
 	e.t.Helper()
-	var v verificationRow
-	err := e.st.Pool().QueryRow(context.Background(), `SELECT status, phone_last4, phone_hash, verified_at FROM phone_verifications WHERE tenant_id = $1 AND user_id = $2`, tenantID, userID).
-		Scan(&v.Status, &v.PhoneLast4, &v.PhoneHash, &v.VerifiedAt)
-	if err != nil {
-		e.t.Fatalf("reading verification of %s/%s: %v", tenantID, userID, err)
-	}
-	return v
+	return e.fx.PhoneVerificationOf(e.t, tenantID, userID)
 }
 
 func (e *env) count(sql string, args ...any) int {
@@ -306,15 +286,13 @@ func (e *env) replies() []reply {
 			e.t.Fatalf("bad envelope: %v", err)
 		}
 		r := reply{TrackingID: env.TrackingID, EnvTenantID: env.TenantID}
-		var markup []byte
-		err = e.st.Pool().QueryRow(context.Background(), `
-			SELECT kind, tenant_id, chat_id, COALESCE(bot_id, 0), priority, body, reply_markup::text, created_at FROM notifications WHERE tracking_id = $1`,
-			env.TrackingID).Scan(&r.Kind, &r.TenantID, &r.ChatID, &r.Bot, &r.Priority, &r.Body, &markup, &r.CreatedAt)
-		if err != nil {
-			e.t.Fatalf("envelope %s has no notification row: %v", env.TrackingID, err)
+		row := e.fx.NotificationRow(e.t, env.TrackingID)
+		if row.ChatID == nil {
+			e.t.Fatalf("reply %s has no chat", env.TrackingID)
 		}
-		if markup != nil {
-			if err := json.Unmarshal(markup, &r.ReplyMarkup); err != nil {
+		r.Kind, r.TenantID, r.ChatID, r.Bot, r.Priority, r.Body, r.CreatedAt = row.Kind, row.TenantID, *row.ChatID, int64(row.Bot), row.Priority, row.Body, row.CreatedAt
+		if row.Markup != nil {
+			if err := json.Unmarshal([]byte(*row.Markup), &r.ReplyMarkup); err != nil {
 				e.t.Fatal(err)
 			}
 		}

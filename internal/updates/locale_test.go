@@ -2,7 +2,6 @@ package updates_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -52,11 +51,11 @@ func TestTemplatedSendsFollowTheLanguageOfTheLatestUpdate(t *testing.T) {
 	sentLocale := func() string {
 		t.Helper()
 		id := call("POST", "/v1/send", `{"user_id": "u1", "template": "greeting"}`)["tracking_id"].(string)
-		var locale string
-		if err := e.st.Pool().QueryRow(context.Background(), `SELECT template_locale FROM notifications WHERE tracking_id = $1`, id).Scan(&locale); err != nil {
-			t.Fatal(err)
+		locale := e.fx.NotificationRow(t, id).TemplateLocale
+		if locale == nil {
+			t.Fatalf("notification %s was rendered from no template", id)
 		}
-		return locale
+		return *locale
 	}
 	update := func(language string) {
 		t.Helper()

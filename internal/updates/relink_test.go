@@ -52,12 +52,8 @@ type notificationRow struct {
 
 func (e *env) notificationRow(id string) notificationRow {
 	e.t.Helper()
-	var r notificationRow
-	err := e.st.Pool().QueryRow(context.Background(), `SELECT status, chat_id, last_error_code, last_error_message FROM notifications WHERE tracking_id = $1`, id).
-		Scan(&r.Status, &r.ChatID, &r.ErrCode, &r.ErrMsg)
-	if err != nil {
-		e.t.Fatalf("notification %s: %v", id, err)
-	}
+	row := e.fx.NotificationRow(e.t, id)
+	r := notificationRow{row.Status, row.ChatID, row.ErrCode, row.ErrMsg}
 	return r
 }
 
@@ -128,19 +124,12 @@ func TestRelinkingToAnotherAccountEndsThePendingNotifications(t *testing.T) {
 		}
 	}
 	unchanged("after a relink to another account", kept)
-	rows, err := e.st.Pool().Query(context.Background(), `SELECT tracking_id::text FROM callback_inbox WHERE tenant_id = 'acme' AND type = 'notification.unlinked'`)
-	if err != nil {
-		t.Fatal(err)
-	}
 	events := map[string]int{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
+	for _, ev := range e.fx.CallbackInbox(t) {
+		if ev.TenantID == "acme" && ev.Type == "notification.unlinked" {
+			events[ev.TrackingID]++
 		}
-		events[id]++
 	}
-	rows.Close()
 	for id, was := range pending {
 		if events[id] != 1 {
 			t.Errorf("the %s notification has %d notification.unlinked events, want 1", was, events[id])

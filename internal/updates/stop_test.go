@@ -14,6 +14,7 @@ import (
 
 	"github.com/heraldhq/herald/internal/bot"
 	"github.com/heraldhq/herald/internal/brand"
+	"github.com/heraldhq/herald/internal/consent"
 	"github.com/heraldhq/herald/internal/dev/sim"
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/signing"
@@ -130,18 +131,9 @@ type optOutRow struct{ Tenant, User, Category, By string }
 // optOuts returns every opt-out, sorted.
 func (e *env) optOuts() []optOutRow {
 	e.t.Helper()
-	rows, err := e.st.Pool().Query(context.Background(), `SELECT tenant_id, user_id, category, by FROM opt_outs ORDER BY 1, 2, 3`)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer rows.Close()
 	var out []optOutRow
-	for rows.Next() {
-		var r optOutRow
-		if err := rows.Scan(&r.Tenant, &r.User, &r.Category, &r.By); err != nil {
-			e.t.Fatal(err)
-		}
-		out = append(out, r)
+	for _, o := range e.fx.OptOuts(e.t) {
+		out = append(out, optOutRow(o))
 	}
 	return out
 }
@@ -156,19 +148,11 @@ func expectOptOuts(t *testing.T, e *env, want ...optOutRow) {
 // userEvents returns the user.* events recorded for the tenant ("type user_id"), oldest first.
 func (e *env) userEvents(tenant string) []string {
 	e.t.Helper()
-	rows, err := e.st.Pool().Query(context.Background(),
-		`SELECT type || ' ' || user_id FROM callback_inbox WHERE tenant_id = $1 AND type LIKE 'user.%' ORDER BY id`, tenant)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer rows.Close()
 	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			e.t.Fatal(err)
+	for _, ev := range e.fx.CallbackInbox(e.t) {
+		if ev.TenantID == tenant && strings.HasPrefix(ev.Type, "user.") {
+			out = append(out, ev.Type+" "+ev.UserID)
 		}
-		out = append(out, s)
 	}
 	return out
 }
@@ -239,12 +223,12 @@ func TestBlockingTheBotInTheChatMarksTheChatsLinks(t *testing.T) {
 	blockUpdate := map[string]any{"update_id": blockID, "my_chat_member": map[string]any{
 		"chat": privateChat(701), "from": sender(701), "date": 1700000000,
 		"old_chat_member": map[string]any{"status": "member", "user": sender(1)}, "new_chat_member": map[string]any{"status": "kicked", "user": sender(1)}}}
-	c.exec(`UPDATE links SET blocked_at = NULL WHERE tenant_id = 'globex'`)
+	c.fx.LinkBlocked(t, "globex", "ann-g", false)
 	expectOK(t, c.post(blockUpdate))
 	if c.blocked("globex", "ann-g") {
 		t.Fatal("a redelivered block took effect again")
 	}
-	c.exec(`UPDATE links SET blocked_at = now() WHERE tenant_id = 'globex'`)
+	c.fx.LinkBlocked(t, "globex", "ann-g", true)
 
 	if err := c.sim.Unblock(701); err != nil {
 		t.Fatal(err)
@@ -271,10 +255,8 @@ func TestStopWithOneTenantStopsAtOnceAndResumeLiftsIt(t *testing.T) {
 
 	c.say(701, "/stop")
 	expectOptOuts(t, c.env, optOutRow{"acme", "ann", "", "user"})
-	var status, message string
-	if err := c.st.Pool().QueryRow(context.Background(), `SELECT status, last_error_message FROM notifications WHERE tracking_id = $1`, waiting).
-		Scan(&status, &message); err != nil || status != "blocked" || message != "opted out" {
-		t.Fatalf("the waiting notification is %s %q (%v), want blocked \"opted out\"", status, message, err)
+	if r := c.fx.NotificationRow(t, waiting); r.Status != "blocked" || r.ErrMsg == nil || *r.ErrMsg != "opted out" {
+		t.Fatalf("the waiting notification is %s %v, want blocked \"opted out\"", r.Status, r.ErrMsg)
 	}
 	r := c.onlyReply()
 	expectReply(t, r, 701, "acme", brand.Render("Acme", "Stopped: Acme. You will not receive these notifications here. Send /resume to receive them again."), nil)
@@ -429,7 +411,7 @@ func TestForgedStaleAndOtherUsersTapsChangeNothing(t *testing.T) {
 			expectNotice(t, c.tap(h, tc.user, sim.Tap{MessageID: tc.msg, CallbackData: tc.data, Forged: true}), noticeStale)
 		})
 	}
-	c.exec(`UPDATE stop_prompts SET created_at = now() - interval '25 hours'`)
+	c.fx.StopPromptsAged(t, 25*time.Hour)
 	expectNotice(t, c.tap(h, 701, sim.Tap{Button: "Acme"}), noticeStale)
 
 	expectOptOuts(t, c.env)
@@ -506,20 +488,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	wait.Until(t, 10*time.Second, what, cond)
 }
 
-func (e *env) exec(sql string, args ...any) {
-	e.t.Helper()
-	if _, err := e.st.Pool().Exec(context.Background(), sql, args...); err != nil {
-		e.t.Fatalf("%s: %v", sql, err)
-	}
-}
-
 func (e *env) status(trackingID string) string {
 	e.t.Helper()
-	var s string
-	if err := e.st.Pool().QueryRow(context.Background(), `SELECT status FROM notifications WHERE tracking_id = $1`, trackingID).Scan(&s); err != nil {
-		e.t.Fatal(err)
-	}
-	return s
+	return e.fx.NotificationRow(e.t, trackingID).Status
 }
 
 func testKey(t *testing.T) *signing.Key {
@@ -573,10 +544,12 @@ func TestKeyboardsShareTheirButtonsFairlyAndAllOfThemCoversEverything(t *testing
 
 	// Every category of both stopped (as by earlier taps), and /resume.
 	for _, cat := range acmeCategories {
-		c.exec(`INSERT INTO opt_outs (tenant_id, user_id, category, by) VALUES ('acme', 'ann', $1, 'user')`, cat)
+		c.fx.OptedOut(t, "acme", "ann", cat, consent.ByUser)
 	}
-	c.exec(`INSERT INTO opt_outs (tenant_id, user_id, category, by) VALUES ('globex', 'ann', 'g0', 'user'), ('globex', 'ann', 'g1', 'user'), ('globex', 'ann', 'g2', 'user'), ('globex', 'ann', '', 'user')`)
-	c.exec(`INSERT INTO opt_outs (tenant_id, user_id, category, by) VALUES ('acme', 'ann', '', 'tenant')`)
+	for _, cat := range []string{"g0", "g1", "g2", ""} {
+		c.fx.OptedOut(t, "globex", "ann", cat, consent.ByUser)
+	}
+	c.fx.OptedOut(t, "acme", "ann", "", consent.ByTenant)
 	c.say(701, "/resume")
 	texts, _ = buttons(t, c.deliver()[0])
 	expectFair(texts)

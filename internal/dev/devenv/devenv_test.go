@@ -21,6 +21,7 @@ import (
 	"github.com/heraldhq/herald/internal/egress"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/devtest"
+	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
 	"github.com/heraldhq/herald/internal/testing/syncbuf"
 	"github.com/heraldhq/herald/internal/testing/wait"
@@ -137,10 +138,8 @@ func TestDevRunsThePrintedWalkthrough(t *testing.T) {
 		tenants[1].ID != "shop" || tenants[1].BotID != shopBotID {
 		t.Errorf("the printed database URL reaches %+v, %v; want the demo tenant, and shop with its bot %d", tenants, err, shopBotID)
 	}
-	var linkedThrough int64
-	if err := st.Pool().QueryRow(t.Context(), `SELECT bot_id FROM links WHERE tenant_id = 'shop' AND user_id = 'alice'`).Scan(&linkedThrough); err != nil ||
-		linkedThrough != shopBotID {
-		t.Errorf("shop's alice is linked through bot %d (%v), want its own bot", linkedThrough, err)
+	if l, ok := fixture.New(st).LinkOf(t, "shop", "alice"); !ok || int64(l.Bot) != int64(shopBotID) {
+		t.Errorf("shop's alice is linked through bot %d (linked: %v), want its own bot", l.Bot, ok)
 	}
 	st.Close()
 	shopKey := shopKeyOf(t, dev.out.String())

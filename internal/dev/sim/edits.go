@@ -43,26 +43,12 @@ func (s *Server) deleteMessage(b *bot, body []byte) (any, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := b.chats[p.ChatID.id]
-	if c == nil {
-		return nil, errChatNotFound
-	}
-	if u := s.users[c.id]; c.typ == messenger.ChatPrivate && u != nil {
-		switch {
-		case u.Deleted:
-			return nil, errDeactivated
-		case u.blocked[b.id]:
-			return nil, errBlocked
-		}
-	}
-	if err := s.admitLocked(b, s.now(), c, false); err != nil {
+	c, err := s.reachableChatLocked(b, p.ChatID.id)
+	if err != nil {
 		return nil, err
 	}
-	// The answer comes after the latency, as a send's does.
-	if latency := s.latencyLocked(b); latency > 0 {
-		s.mu.Unlock()
-		s.sleep(latency)
-		s.mu.Lock()
+	if err := s.admitThenWaitLocked(b, c); err != nil {
+		return nil, err
 	}
 	now := s.now()
 	i := slices.IndexFunc(c.messages, func(m SentMessage) bool { return m.MessageID == p.MessageID })
@@ -140,4 +126,39 @@ func (s *Server) handleDeleteAsUser(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+}
+
+// reachableChatLocked is the bot's chat id, as a call that changes a message already sent finds it: chat
+// not found, or the private chat of a user who deleted the account or blocked the bot (403). Callers hold
+// s.mu.
+func (s *Server) reachableChatLocked(b *bot, id int64) (*chat, error) {
+	c := b.chats[id]
+	if c == nil {
+		return nil, errChatNotFound
+	}
+	if u := s.users[c.id]; c.typ == messenger.ChatPrivate && u != nil {
+		switch {
+		case u.Deleted:
+			return nil, errDeactivated
+		case u.blocked[b.id]:
+			return nil, errBlocked
+		}
+	}
+	return c, nil
+}
+
+// admitThenWaitLocked admits one call that changes a message already sent (an edit, a deletion) under the
+// bot's and the chat's limits, as a send, then waits out the latency with s.mu released, so that the
+// answer comes after it as a send's does and the change applies to the chat as it is then. Callers hold
+// s.mu, and hold it again on return.
+func (s *Server) admitThenWaitLocked(b *bot, c *chat) error {
+	if err := s.admitLocked(b, s.now(), c, false); err != nil {
+		return err
+	}
+	if latency := s.latencyLocked(b); latency > 0 {
+		s.mu.Unlock()
+		s.sleep(latency)
+		s.mu.Lock()
+	}
+	return nil
 }

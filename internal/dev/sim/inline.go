@@ -265,17 +265,9 @@ func (s *Server) editMessageText(r *http.Request, b *bot, body []byte) (any, err
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := b.chats[p.ChatID.id]
-	if c == nil {
-		return nil, errChatNotFound
-	}
-	if u := s.users[c.id]; c.typ == messenger.ChatPrivate && u != nil {
-		switch {
-		case u.Deleted:
-			return nil, errDeactivated
-		case u.blocked[b.id]:
-			return nil, errBlocked
-		}
+	c, err := s.reachableChatLocked(b, p.ChatID.id)
+	if err != nil {
+		return nil, err
 	}
 	switch fault, retryAfter := s.rollFaultLocked(b); fault {
 	case faultTimeout:
@@ -294,14 +286,9 @@ func (s *Server) editMessageText(r *http.Request, b *bot, body []byte) (any, err
 		s.count(b, func(st *Stats) { st.Injected5xx++ })
 		return nil, errInternal
 	}
-	if err := s.admitLocked(b, s.now(), c, false); err != nil {
+	// The edit applies to the message as it is after the latency.
+	if err := s.admitThenWaitLocked(b, c); err != nil {
 		return nil, err
-	}
-	// The answer comes after the latency, as a send's does; the edit applies to the message as it is then.
-	if latency := s.latencyLocked(b); latency > 0 {
-		s.mu.Unlock()
-		s.sleep(latency)
-		s.mu.Lock()
 	}
 	now := s.now()
 	i := slices.IndexFunc(c.messages, func(m SentMessage) bool { return m.MessageID == p.MessageID })
