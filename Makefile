@@ -148,8 +148,8 @@ bench-fairness: postgres ## Fairness and limits: a quiet tenant behind a noisy b
 	$(GO) run ./hack/bench/fairness
 
 .PHONY: bench-bots
-bench-bots: postgres ## Tenants' own bots: 50 bots × 30/s with backlogs, a fresh message on an idle bot behind them, paid broadcast, workers 1 → 3 (BENCH_FLAGS=-short, -parts …)
-	$(GO) run ./hack/bench/bots $(BENCH_FLAGS)
+bench-bots: build postgres ## Tenants' own bots: 50 bots × 30/s with backlogs, a fresh message on an idle bot behind them, 4 paid bots × 1,000/s through worker processes, workers 1 → 3 (BENCH_FLAGS=-short, -parts …)
+	$(GO) run ./hack/bench/bots -herald $(HERALD) $(BENCH_FLAGS)
 
 .PHONY: bench-optout
 bench-optout: postgres ## Issue 35: /stop of a user with 300,000 waiting notifications beside ten others; another tenant's batches during a flood of opt-outs (3 runs)

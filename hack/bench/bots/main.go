@@ -9,11 +9,15 @@
 //  2. fresh: the same backlog, and -samples fresh notifications, one every 500 ms, each to its own chat of
 //     an idle bot: publish → the platform has it (p50, max); then the same with one bot alone holding a
 //     backlog of -big;
-//  3. paid: one bot with rateLimit -paid-rate and paidBroadcast draining -paid-backlog: deliveries per
-//     second, and how many sends carried allow_paid_broadcast (the simulator bills those past 30/s);
+//  3. paid: -paid-bots bots at rateLimit -paid-rate with paidBroadcast, each draining -paid-backlog over
+//     -paid-chats chats, through -paid-workers `herald worker` processes, the simulator answering after
+//     each of -paid-latency (paid.go): deliveries per second against the sum of the bots' rates (more
+//     than the workers carry: the ceiling), per worker CPU-second, sends over a bot's rate beside the
+//     same run's control, per-chat gaps, duplicates, the workers' waits and PostgreSQL's statements per
+//     delivery;
 //  4. workers: part 1 with each count of -workers, so that the knee of one machine shows.
 //
-// Parts 1 and 4 run beside the workers a control: a perfectly paced sender to one more bot, whose sends
+// Parts 1, 3 and 4 run beside the workers a control: a perfectly paced sender to one more bot, whose sends
 // over the rate the simulator counts are the machine's jitter, the floor for the workers' (control).
 //
 // -parts chooses the parts (default all); -short shrinks every size for a quick check that it works. Run
@@ -58,8 +62,8 @@ var (
 	workers     = flag.Int("w", 1, "workers in parts 1 and 2")
 	samples     = flag.Int("samples", 20, "fresh notifications in part 2, one every 500 ms")
 	big         = flag.Int("big", 100000, "the one bot's backlog in the second half of part 2")
-	paidRate    = flag.Int("paid-rate", 1000, "the paid bot's rateLimit in part 3")
-	paidBacklog = flag.Int("paid-backlog", 30000, "the paid bot's backlog in part 3")
+	paidRate    = flag.Int("paid-rate", 1000, "each paid bot's rateLimit in part 3")
+	paidBacklog = flag.Int("paid-backlog", 15000, "each paid bot's backlog in part 3")
 	workerList  = flag.String("workers", "1,2,3", "worker counts in part 4")
 	profile     = flag.String("profile", "", "part 2a: write a CPU profile of this process (workers, kfake, the simulator) over the first 10 s after the workers start to this file")
 	freshAfter  = flag.Duration("fresh-after", 0, "part 2: wait this long after the backlog starts going out before the first fresh notification (0: at once), to measure once the workers have read through the backlog")
@@ -68,7 +72,7 @@ var (
 func main() {
 	flag.Parse()
 	if *short {
-		*nBots, *backlog, *chats, *samples, *big, *paidRate, *paidBacklog, *workerList = 5, 300, 30, 5, 5000, 200, 3000, "1,2"
+		*nBots, *backlog, *chats, *samples, *big, *paidRate, *paidBacklog, *paidChats, *workerList = 5, 300, 30, 5, 5000, 200, 3000, 200, "1,2"
 	}
 	ctx := context.Background()
 	fmt.Println("machine:", benchutil.Machine())
@@ -79,7 +83,8 @@ func main() {
 }
 
 func run(ctx context.Context) error {
-	pg, err := benchutil.StartCluster(ctx, pglocal.Options{MaxConnections: 300})
+	pg, err := benchutil.StartCluster(ctx, pglocal.Options{MaxConnections: 300,
+		Settings: []string{"shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=all"}})
 	if err != nil {
 		return fmt.Errorf("starting PostgreSQL: %w", err)
 	}
@@ -98,8 +103,14 @@ func run(ctx context.Context) error {
 		case "fresh":
 			err = freshParts(ctx, url, pg)
 		case "paid":
-			fmt.Printf("\n== 3. one bot at rateLimit %d with paidBroadcast draining %d ==\n", *paidRate, *paidBacklog)
-			err = paid(ctx, url)
+			first := true
+			err = paidParts(ctx, func() (string, error) {
+				if first {
+					first = false
+					return url, nil
+				}
+				return fresh()
+			})
 		case "workers":
 			fmt.Printf("\n== 4. workers under the backlog of %d bots × %d ==\n", *nBots, *backlog)
 			for i, s := range strings.Split(*workerList, ",") {
@@ -136,7 +147,9 @@ type pipeline struct {
 	sim    *sim.Server
 	simURL string
 	key    *signing.Key
-	stop   []func()
+	// keyText is key as HERALD_BOT_TOKEN_KEY (the workers run as processes in part 3).
+	keyText string
+	stop    []func()
 }
 
 func newPipeline(ctx context.Context, url string) (*pipeline, error) {
@@ -151,7 +164,8 @@ func newPipeline(ctx context.Context, url string) (*pipeline, error) {
 		return nil, err
 	}
 	p.stop = append(p.stop, stopSim)
-	if p.key, err = signing.ParseKey(signing.GenerateKey()); err != nil {
+	p.keyText = signing.GenerateKey()
+	if p.key, err = signing.ParseKey(p.keyText); err != nil {
 		p.close()
 		return nil, err
 	}
@@ -343,7 +357,7 @@ func aggregate(ctx context.Context, url string, n int) error {
 	if err != nil {
 		return err
 	}
-	ctl, err := p.newControl(n)
+	ctl, err := p.newControl(n, *botRate, false, *chats)
 	if err != nil {
 		return err
 	}
@@ -374,20 +388,28 @@ func aggregate(ctx context.Context, url string, n int) error {
 // in a sliding second is the machine's scheduling and network jitter, which a limiter cannot be asked to beat.
 type control struct {
 	senders int
+	rate    int
+	paid    bool
 	h       *sim.BotHandle
 	client  *messenger.Client
 	chats   []int64
 }
 
-func (p *pipeline) newControl(senders int) (*control, error) {
-	r := float64(*botRate)
-	info, err := p.sim.CreateBot(sim.BotConfig{RateLimit: &r})
+// rate is the bot's (paid: a bot allowed paid broadcasts past the free rate, every send carrying
+// allow_paid_broadcast), chats its chats.
+func (p *pipeline) newControl(senders, rate int, paid bool, chats int) (*control, error) {
+	r := float64(rate)
+	if paid {
+		r = bot.FreeRate
+	}
+	info, err := p.sim.CreateBot(sim.BotConfig{RateLimit: &r, PaidBroadcast: &paid})
 	if err != nil {
 		return nil, err
 	}
 	h, _ := p.sim.BotHandle(strconv.FormatInt(info.ID, 10))
-	c := &control{senders: senders, h: h, client: messenger.New(p.simURL, info.Token, &http.Client{Transport: messenger.NewTransport()})}
-	for i := range *chats {
+	c := &control{senders: senders, rate: rate, paid: paid, h: h,
+		client: messenger.New(p.simURL, info.Token, &http.Client{Transport: messenger.NewTransport()})}
+	for i := range chats {
 		chat := int64(800_000_000 + i)
 		if _, err := h.StartUser(chat, ""); err != nil {
 			return nil, err
@@ -402,7 +424,7 @@ func (c *control) run(ctx context.Context) func() {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	start := time.Now().Add(100 * time.Millisecond)
-	interval := time.Duration(float64(time.Second) / float64(*botRate))
+	interval := time.Duration(float64(time.Second) / float64(c.rate))
 	for i := range c.senders {
 		wg.Go(func() {
 			for k := 0; ; k++ {
@@ -414,7 +436,8 @@ func (c *control) run(ctx context.Context) func() {
 				case <-time.After(time.Until(at)):
 				}
 				wg.Go(func() {
-					_, _ = c.client.SendMessage(ctx, messenger.SendMessageRequest{ChatID: c.chats[seq%len(c.chats)], Text: "control"})
+					_, _ = c.client.SendMessage(ctx, messenger.SendMessageRequest{ChatID: c.chats[seq%len(c.chats)], Text: "control",
+						AllowPaidBroadcast: c.paid})
 				})
 			}
 		})
@@ -427,7 +450,7 @@ func (c *control) run(ctx context.Context) func() {
 func (c *control) report() {
 	s := c.h.Stats()
 	fmt.Printf("   control, a perfectly paced sender in %d part(s) to one more bot at %d/s: %d sends, %d over the bot's rate in a sliding second (%.2f per 1,000), %d answered 429\n",
-		c.senders, *botRate, s.Sends, s.SlidingSecondViolations, 1000*float64(s.SlidingSecondViolations)/float64(max(1, s.Sends)), s.Answered429)
+		c.senders, c.rate, s.Sends, s.SlidingSecondViolations, 1000*float64(s.SlidingSecondViolations)/float64(max(1, s.Sends)), s.Answered429)
 }
 
 // 2: fresh notifications on an idle bot behind the 50 bots' backlogs, then behind one bot's large one.
@@ -548,35 +571,4 @@ func (p *pipeline) queueOne(ctx context.Context, o ownBot, i int) error {
 		return err
 	}
 	return p.b.Producer.Publish(ctx, queue.NewOutgoingVia(o.id, id, o.tenant, "u"+strconv.Itoa(i), o.chats[0], 5))
-}
-
-// 3: one bot with paid broadcast.
-func paid(ctx context.Context, url string) error {
-	p, err := newPipeline(ctx, url)
-	if err != nil {
-		return err
-	}
-	defer p.close()
-	// Enough chats that the per-chat interval is not what limits the bot: three seconds of its rate.
-	o, err := p.newBot(ctx, "paid", *paidRate, true, 3**paidRate, 1_000_000)
-	if err != nil {
-		return err
-	}
-	if err := p.queue(ctx, o, *paidBacklog, "paid"); err != nil {
-		return err
-	}
-	start := time.Now()
-	if err := p.startWorkers(ctx, *workers); err != nil {
-		return err
-	}
-	mid, overall, err := drain([]ownBot{o}, int64(*paidBacklog), start, time.Duration(*paidBacklog / *paidRate * 3 + 60)*time.Second)
-	if err != nil {
-		return err
-	}
-	s := o.h.Stats()
-	fmt.Printf("   delivered %d: %.0f/s between 10%% and 90%% (%.1f%% of %d/s), %.0f/s overall (start-up included)\n",
-		*paidBacklog, mid, 100*mid/float64(*paidRate), *paidRate, overall)
-	fmt.Printf("   %d sends billed as paid broadcasts (past the free %d/s), %d free\n", s.PaidSends, bot.FreeRate, s.Sends-s.PaidSends)
-	violations([]ownBot{o})
-	return nil
 }

@@ -40,6 +40,9 @@ type Options struct {
 	// a server is an orphan (herald dev holds a lock on its data directory, so a server running there was
 	// left by a run that was killed). Without it, Start refuses with ErrRunning.
 	ReplaceRunning bool
+	// Settings are more server settings, each "name=value" (a benchmark's
+	// shared_preload_libraries=pg_stat_statements).
+	Settings []string
 }
 
 // Cluster is a running private cluster.
@@ -146,6 +149,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		"-c full_page_writes=" + fsync,
 		"-c shared_buffers=128MB",
 	}, " ")
+	for _, kv := range opts.Settings {
+		pgOpts += " -c " + kv
+	}
 	if pid, running := c.runningPID(); running {
 		if !opts.ReplaceRunning {
 			return nil, fmt.Errorf("%w (%s, pid %d)", ErrRunning, opts.Dir, pid)
