@@ -95,11 +95,11 @@ func run(ctx context.Context, dbURL string, o options) error {
 		t0 := time.Now()
 		var folded int64
 		for {
-			n, err := st.Purge(ctx, store.PurgeUsageShards, store.RetentionPolicy{}, 100_000)
+			n, err := st.Purge(ctx, store.PurgeUsageShards, store.RetentionPolicy{}, 10_000)
 			if err != nil {
 				return fmt.Errorf("folding: %w", err)
 			}
-			if folded += n; n < 100_000 {
+			if folded += n; n < 10_000 {
 				break
 			}
 		}
