@@ -152,7 +152,7 @@ bench-bots: postgres ## Tenants' own bots: 50 bots × 30/s with backlogs, a fres
 	$(GO) run ./hack/bench/bots $(BENCH_FLAGS)
 
 .PHONY: bench-optout
-bench-optout: postgres ## Issue 35: /stop of a user with 300,000 waiting notifications beside ten others; another tenant's batches during a flood of opt-outs (3 runs)
+bench-optout: postgres ## Issue 35: /stop of a user with 300,000 waiting notifications beside ten others; another tenant's batches during a flood of opt-outs, and during the pass after the erasure of a user with 300,000 (3 runs)
 	$(GO) run ./hack/bench/optout -runs 3 -backlog 300000
 
 .PHONY: bench-insert
