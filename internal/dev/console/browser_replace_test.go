@@ -66,7 +66,9 @@ func TestTheConsoleShowsAnEditedAndADeletedMessage(t *testing.T) {
 		return `[...document.querySelectorAll('#chat-lines .bubble.bot')].filter((b) => b.querySelector('.text').textContent.includes(` +
 			jsString(text) + `))`
 	}
-	row := func(id string) string { return `document.querySelector('#notifications tr[data-id=` + jsString(id) + `]')` }
+	row := func(id string) string {
+		return `document.querySelector('#notifications tr[data-id=` + jsString(id) + `]')`
+	}
 
 	first := send(map[string]any{"message": "Order 7 is packed", "replace_key": "order-7"})
 	step(t, ctx, "the first send of the key arrives as a message",
