@@ -83,10 +83,6 @@ func (c ChatErasure) add(o ChatErasure) ChatErasure {
 	return ChatErasure{c.SystemMessages + o.SystemMessages, c.StopPrompts + o.StopPrompts, c.ChatLanguages + o.ChatLanguages}
 }
 
-// erasedNotifications selects the user's notifications ($1 the tenant, $2 the user) in the statements of
-// an erasure.
-const erasedNotifications = `tenant_id = $1 AND user_id = $2 AND kind = ` + notification.KindTenantSQL
-
 // The statements of an erasure that count what they did; each takes the tenant ($1) and the user ($2), but
 // eraseSystemMessagesSQL and eraseStopPromptsSQL, which take the tenant and the user's chats, and
 // eraseChatLanguagesSQL, the chats. The notifications' own (cancelled, emptied) are the endings' pass's:
