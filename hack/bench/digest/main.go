@@ -136,21 +136,28 @@ func run(ctx context.Context, url string, i int) (result, error) {
 	defer benchutil.Run(ctx, w)()
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	// send posts one send; a 503 (the API shed it: nothing stored) is sent again, as a client does.
 	send := func(fields map[string]any) error {
 		body, _ := json.Marshal(fields)
-		req, _ := http.NewRequest(http.MethodPost, api.URL()+"/v1/send", bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
+		for try := 0; ; try++ {
+			req, _ := http.NewRequest(http.MethodPost, api.URL()+"/v1/send", bytes.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+key)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := client.Do(req)
+			if err != nil {
+				return err
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			switch {
+			case resp.StatusCode == http.StatusAccepted:
+				return nil
+			case resp.StatusCode == http.StatusServiceUnavailable && try < 10:
+				time.Sleep(time.Duration(try+1) * 100 * time.Millisecond)
+			default:
+				return fmt.Errorf("send: %d %s", resp.StatusCode, b)
+			}
 		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusAccepted {
-			return fmt.Errorf("send: %d %s", resp.StatusCode, b)
-		}
-		return nil
 	}
 	// sendAll sends n requests from 64 goroutines and returns when all are accepted.
 	sendAll := func(n int, fields func(j int) map[string]any) error {
