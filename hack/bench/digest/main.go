@@ -204,8 +204,8 @@ func run(ctx context.Context, url string, i int) (result, error) {
 		}
 	}
 
-	// Digests: the items go round the users (user u's item k is the send k×users+u), so that every
-	// window is open while the sends go on.
+	// Digests: each user's items are consecutive sends (user u's item k is the send (u-1)×items+k-1), so
+	// that they arrive inside one window whatever the door's rate.
 	total := *users * *items
 	start, cpu0 := time.Now(), cpuTime()
 	if err := sendAll(total, func(j int) map[string]any {
