@@ -152,8 +152,12 @@ bench-bots: build postgres ## Tenants' own bots: 50 bots × 30/s with backlogs, 
 	$(GO) run ./hack/bench/bots -herald $(HERALD) $(BENCH_FLAGS)
 
 .PHONY: bench-optout
-bench-optout: postgres ## Issue 35: /stop of a user with 300,000 waiting notifications beside ten others; another tenant's batches during a flood of opt-outs (3 runs)
+bench-optout: postgres ## Issue 35: /stop of a user with 300,000 waiting notifications beside ten others; another tenant's batches during a flood of opt-outs, and during the pass after the erasure of a user with 300,000 (3 runs)
 	$(GO) run ./hack/bench/optout -runs 3 -backlog 300000
+
+.PHONY: bench-digest
+bench-digest: postgres ## Issue 38: 10,000 users × 10 sends with one digest key (10 s window): 10,000 messages of 10 items, the time to drain and the CPU per item against plain sends (3 runs)
+	$(GO) run ./hack/bench/digest -runs 3 -users 10000 -items 10
 
 .PHONY: bench-insert
 bench-insert: postgres ## The send's insert alone, before and after the v1 extensions, and with 1,000,000 scheduled notifications stored

@@ -42,8 +42,8 @@ func (w *Worker) refreshWeights(ctx context.Context) {
 }
 
 const (
-	// endingsInterval: how often a worker looks for opt-outs and relinks whose notifications are not all
-	// ended yet (store.DueEndings).
+	// endingsInterval: how often a worker looks for opt-outs, relinks and erasures whose notifications are
+	// not all ended yet (store.DueEndings).
 	endingsInterval = 10 * time.Second
 	// endingsAge: a pass younger than this is left to the process that started it (the webhook's receiver).
 	endingsAge = 30 * time.Second
@@ -53,8 +53,9 @@ const (
 	endingsPassTimeout = time.Minute
 )
 
-// finishEndings ends what committed opt-outs and relinks cover and no pass has finished (the process that
-// started it died, or it had more than its share: store.OptOutInlineChunks), in chunks (issue 35). Several
+// finishEndings ends what committed opt-outs, relinks and erasures cover and no pass has finished (the
+// process that started it died, or it had more than its share: store.OptOutInlineChunks,
+// store.EraseInlineChunks), in chunks (issue 35). Several
 // workers may run it at once: each chunk's updates are guarded by the notifications' states, so a row ends
 // once, with one event.
 func (w *Worker) finishEndings(ctx context.Context) {
@@ -72,12 +73,12 @@ func (w *Worker) finishEndings(ctx context.Context) {
 		if err != nil {
 			if ctx.Err() == nil {
 				// Never the user id (docs/security.md).
-				w.log.Warn("could not end the notifications an opt-out or a relink covers", "tenant_id", u.TenantID, "ended", ended, "err", err)
+				w.log.Warn("could not end the notifications an opt-out, a relink or an erasure covers", "tenant_id", u.TenantID, "ended", ended, "err", err)
 			}
 			continue
 		}
 		if ended > 0 {
-			w.log.Info("ended the notifications an opt-out or a relink covers", "tenant_id", u.TenantID, "ended", ended)
+			w.log.Info("ended the notifications an opt-out, a relink or an erasure covers", "tenant_id", u.TenantID, "ended", ended)
 		}
 	}
 }

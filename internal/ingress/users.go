@@ -119,9 +119,10 @@ func (a *API) getUser(w http.ResponseWriter, r *http.Request) error {
 }
 
 // eraseUser is DELETE /v1/users/{user_id}: the user's link, phone digest and last four digits, link tokens,
-// verification sessions, notification bodies and messenger identifiers, the tenant's system messages to the
-// user's chat and the user's callback events are erased in one transaction, and the notifications still
-// waiting are cancelled (store.EraseUser). 204, or 404 when there was nothing to erase.
+// verification sessions, opt-outs and callback events are erased in one short transaction; the user's
+// notifications are cancelled (those still waiting) and emptied of their bodies and messenger identifiers
+// after it, the newest 1,000 before the answer and the rest by the workers' sweep, none of them sent
+// meanwhile (store.EraseUser; issue 35). 204, or 404 when there was nothing to erase.
 //
 // The log line names the tenant, the request and the counts, never the user: a tenant's user id may be
 // personal data (an e-mail address, a phone number), and even a hash of it can be reversed by guessing.
@@ -140,8 +141,8 @@ func (a *API) eraseUser(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	a.log.Info("user erased", "tenant_id", p.TenantID, "request_id", server.RequestID(r.Context()),
-		"notifications_cancelled", e.Cancelled, "notifications_erased", e.Erased, "system_messages_deleted", e.SystemMessages,
-		"callback_events_erased", e.Events)
+		"notifications_cancelled", e.Cancelled, "notifications_erased", e.Erased, "notifications_pending", e.Pending,
+		"system_messages_deleted", e.SystemMessages, "callback_events_erased", e.Events)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

@@ -31,8 +31,12 @@ type Delivery struct {
 	// Blocked: the user's link (the one the notification goes through) is marked blocked — the user blocked
 	// the bot (my_chat_member, or a 403) — and OptedOut: an opt-out of the tenant, or of the notification's
 	// category, covers it. Either way nothing may be sent: Stopped gives the outcome.
-	Blocked     bool
-	OptedOut    bool
+	Blocked  bool
+	OptedOut bool
+	// Erased: the notification's user was erased after it was accepted, and the erasure's pass has not
+	// cancelled it yet (it was waiting when the erasure committed): nothing may be sent, and it ends
+	// cancelled (Erase), as the pass would have ended it.
+	Erased      bool
 	Priority    int
 	Body        string
 	ReplyMarkup json.RawMessage
@@ -65,7 +69,7 @@ type Delivery struct {
 
 // DeliveryResult is the status write that ends one attempt: the To of one of Outcomes.
 type DeliveryResult struct {
-	Status             Status // delivered, retrying, blocked, unlinked, failed or expired
+	Status             Status // delivered, retrying, blocked, unlinked, failed, expired, or cancelled (Erase)
 	MessengerMessageID string // delivered only
 	ErrorCode          int    // 0 for delivered
 	ErrorMessage       string

@@ -16,6 +16,8 @@ package notification
 //	                                     │     ──unlink──▶ unlinked     no link, relinked, chat not found, can't initiate
 //	                                     │     ──fail──▶ failed         other 4xx, or attempts exhausted
 //	                                     │     ──lapse──▶ expired       a transient failure after expires_at
+//	                                     │     ──erase──▶ cancelled     without a send: the claim found its user
+//	                                     │                               erased (the erasure's pass had not ended it)
 //	delivering past its lease ──redrive, claim──▶ delivering           the worker died
 //	delivering ──hold──▶ scheduled                                     its turn came inside the tenant's quiet hours
 //	scheduled, queued, retrying ──gather──▶ delivering                 a worker claimed another item of its digest
@@ -56,6 +58,10 @@ const (
 	Unlink  Event = "unlink"  // the platform does not know the chat, or the user has no link (CodeNoLink) or another one (CodeRelinked)
 	Fail    Event = "fail"    // a permanent error, or the last allowed attempt failed transiently
 	Lapse   Event = "lapse"   // a transient failure after expires_at
+	// Erase: the claim found the notification's user erased after it was accepted, before the erasure's
+	// pass cancelled it (issue 35: the erasure commits first, the user's notifications end after it, in
+	// chunks): it ends cancelled, as the pass would have ended it, without a send.
+	Erase Event = "erase"
 
 	Cancel Event = "cancel" // the tenant, or the erasure of the user
 	Expire Event = "expire" // expires_at passed: the expiry sweep, or the claim that finds it so
@@ -79,10 +85,10 @@ const (
 )
 
 // Events lists every event.
-var Events = []Event{Accept, Schedule, Release, Claim, Redrive, Deliver, Retry, Block, Unlink, Fail, Lapse, Cancel, Expire, Relink, ChangeBot, OptOut, Hold, Gather}
+var Events = []Event{Accept, Schedule, Release, Claim, Redrive, Deliver, Retry, Block, Unlink, Fail, Lapse, Erase, Cancel, Expire, Relink, ChangeBot, OptOut, Hold, Gather}
 
 // Outcomes are the events that end an attempt, one for each state an attempt may end in.
-var Outcomes = []Event{Deliver, Retry, Block, Unlink, Fail, Lapse}
+var Outcomes = []Event{Deliver, Retry, Block, Unlink, Fail, Lapse, Erase}
 
 // Row is what the conditions of the transitions read of a notification besides its state.
 type Row struct {
@@ -163,6 +169,7 @@ var transitions = []transition{
 	{[]Status{Delivering}, Unlink, Unlinked, always},
 	{[]Status{Delivering}, Fail, Failed, always},
 	{[]Status{Delivering}, Lapse, Expired, always},
+	{[]Status{Delivering}, Erase, Cancelled, always},
 
 	{waiting, Cancel, Cancelled, always},
 	{waiting, Expire, Expired, always},

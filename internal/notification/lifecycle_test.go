@@ -21,6 +21,7 @@ var machine = map[Event]map[Status]Status{
 	Unlink:    {Delivering: Unlinked},                                         // chat not found, can't initiate; 1100, 1101
 	Fail:      {Delivering: Failed},                                           // other 4xx, attempts exhausted
 	Lapse:     {Delivering: Expired},                                          // §2: fails transiently after expires_at
+	Erase:     {Delivering: Cancelled},                                        // the claim found its user erased
 	Cancel:    {Scheduled: Cancelled, Queued: Cancelled, Retrying: Cancelled}, // §2
 	Expire:    {Scheduled: Expired, Queued: Expired, Retrying: Expired, Delivering: Expired},
 	Relink:    {Scheduled: Unlinked, Queued: Unlinked, Retrying: Unlinked},                               // 1101

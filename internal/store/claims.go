@@ -149,7 +149,8 @@ func (s *Store) claimDelivery(ctx context.Context, trackingID string, lease time
 // the bot's token was refused (a tenant's own bot only: the shared bot has no row), and for a tenant
 // notification whether that link is marked blocked and whether an opt-out covers it (§9): an opt-out that
 // committed before this statement is seen here, so a notification it did not end (accepted before it, its
-// envelope held by a worker) is not sent either.
+// envelope held by a worker) is not sent either. Likewise it reads whether the notification belongs to an
+// erasure whose pass has not reached it yet (erasedSQL): the worker ends it cancelled (notification.Erase).
 //
 // inOrder: only when no message ahead of it in its chat is pending (notification.AheadSQL).
 func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Duration, inOrder bool) (notification.Delivery, error) {
@@ -173,6 +174,7 @@ func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Dur
 		       COALESCE(l.blocked_at IS NOT NULL AND l.chat_id = c.chat_id AND l.bot_id IS NOT DISTINCT FROM c.bot_id, false),
 		       c.kind = `+notification.KindTenantSQL+` AND EXISTS (
 		           SELECT 1 FROM opt_outs o WHERE o.tenant_id = c.tenant_id AND o.user_id = c.user_id AND `+optOutCovers(`c.category`)+`),
+		       c.kind = `+notification.KindTenantSQL+` AND `+erasedSQL("c")+`,
 		       c.priority, c.body, c.reply_markup::text, c.attempts, c.expires_at,
 		       COALESCE(c.format, ''), c.entities, COALESCE(c.silent, false), COALESCE(c.protect_content, false),
 		       NOT COALESCE(c.link_preview, true),
@@ -185,7 +187,7 @@ func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Dur
 		     LEFT JOIN tenants qt ON c.kind = `+notification.KindTenantSQL+` AND NOT COALESCE(c.quiet_ignore, false) AND qt.id = c.tenant_id
 		     LEFT JOIN users u ON qt.quiet_start IS NOT NULL AND u.tenant_id = c.tenant_id AND u.user_id = c.user_id`,
 		trackingID, lease.Seconds(), inOrder).
-		Scan(&d.TrackingID, &d.Kind, &d.TenantID, &d.UserID, &d.ChatID, &d.Relinked, &d.Bot, &d.BotTokenRefused, &d.Blocked, &d.OptedOut,
+		Scan(&d.TrackingID, &d.Kind, &d.TenantID, &d.UserID, &d.ChatID, &d.Relinked, &d.Bot, &d.BotTokenRefused, &d.Blocked, &d.OptedOut, &d.Erased,
 			&d.Priority, &d.Body, &markup, &d.Attempts, &d.ExpiresAt,
 			&d.Format, &entities, &d.Silent, &d.ProtectContent, &d.NoLinkPreview,
 			&d.ReplaceKey, &editID, &editSentAt, &d.Superseded,

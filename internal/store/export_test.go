@@ -100,3 +100,6 @@ func (s *Store) ShareRate(ctx context.Context, pool, holder string, demand float
 	}
 	return rates[0], nil
 }
+
+// UserGateBucketForTest is the gate bucket a user's sends and erasure lock (one of the 1,024 every tenant shares).
+func UserGateBucketForTest(tenantID, userID string) int32 { return userGateBucket(tenantID, userID) }

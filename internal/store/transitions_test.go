@@ -158,6 +158,7 @@ func TestTheStoreMovesWhatTheStateMachineAllows(t *testing.T) {
 		notification.Unlink:  finish(notification.Unlink),
 		notification.Fail:    finish(notification.Fail),
 		notification.Lapse:   finish(notification.Lapse),
+		notification.Erase:   finish(notification.Erase),
 		notification.Cancel: perRow(func(s *store.Store, r stateRow) (bool, error) {
 			_, err := s.CancelNotification(ctx, "acme", r.id)
 			var nc *store.NotCancellable

@@ -58,36 +58,36 @@ func (s *Store) GetUser(ctx context.Context, tenantID, userID string) (User, err
 
 // Erasure counts what EraseUser did.
 type Erasure struct {
-	Cancelled int // notifications that were scheduled, queued or retrying
-	// Erased counts the user's notifications whose body, chat or messenger message id were erased (the
-	// cancelled ones included).
-	Erased         int
+	// Cancelled counts the notifications that were scheduled, queued or retrying and that EraseUser ended
+	// before returning; Erased those whose body, chat or messenger message id it erased (the cancelled ones
+	// included).
+	Cancelled int
+	Erased    int
+	// Pending: some of the user's notifications may still wait or keep a body; they are cancelled and
+	// emptied after EraseUser returns, by a pass of FinishEndings (the delivery workers' sweep finishes
+	// it). None of them is sent meanwhile: the claim reads the erasure.
+	Pending bool
+	Events  int // callback events naming the user: undelivered ones deleted, the others anonymised
+	OptOuts int // the user's opt-outs, deleted
+	ChatErasure
+}
+
+// ChatErasure counts what went with the chats an erased user was reached in.
+type ChatErasure struct {
 	SystemMessages int // the tenant's system messages to the user's chat, deleted
-	Events         int // callback events naming the user: undelivered ones deleted, the others anonymised
-	OptOuts        int // the user's opt-outs, deleted
 	StopPrompts    int // the /stop and /resume keyboards in the user's chats that name the tenant, deleted
 	ChatLanguages  int // the languages the messenger reported for the user's chats (§12), deleted
 }
 
-// erasedNotifications selects the user's notifications ($1 the tenant, $2 the user) in the statements of
-// an erasure.
-const erasedNotifications = `tenant_id = $1 AND user_id = $2 AND kind = ` + notification.KindTenantSQL
+func (c ChatErasure) add(o ChatErasure) ChatErasure {
+	return ChatErasure{c.SystemMessages + o.SystemMessages, c.StopPrompts + o.StopPrompts, c.ChatLanguages + o.ChatLanguages}
+}
 
 // The statements of an erasure that count what they did; each takes the tenant ($1) and the user ($2), but
-// eraseSystemMessagesSQL and eraseStopPromptsSQL, which take the tenant and the user's chats.
+// eraseSystemMessagesSQL and eraseStopPromptsSQL, which take the tenant and the user's chats, and
+// eraseChatLanguagesSQL, the chats. The notifications' own (cancelled, emptied) are the endings' pass's:
+// endingChunkSQL and scrubChunkSQL (endings.go).
 var (
-	// eraseCancelSQL cancels the waiting notifications; each reports notification.cancelled.
-	eraseCancelSQL = `WITH changed AS (` + cancelUpdate(erasedNotifications) + ` RETURNING ` + notificationEventColumns + `),
-		` + notificationEvents("changed") + `
-		SELECT count(*) FROM changed`
-	// eraseNotificationsSQL keeps the delivery metadata (v1 extensions §6) and erases the body (with its
-	// entities and link buttons, §10) and the messenger identity. A notification being delivered right now loses them too: its attempt records no
-	// messenger message id afterwards (finishUpdateSQL).
-	eraseNotificationsSQL = `WITH erased AS (
-		UPDATE notifications SET body = '', entities = NULL, reply_markup = NULL, chat_id = NULL, messenger_message_id = NULL
-		WHERE ` + erasedNotifications + ` AND (body <> '' OR chat_id IS NOT NULL OR messenger_message_id IS NOT NULL)
-		RETURNING 1)
-		SELECT count(*) FROM erased`
 	// eraseSystemMessagesSQL deletes the link confirmations, verification prompts and replies the tenant's
 	// bot sent to the user's chats ($2): they tie the chat to the tenant. Not when another user of the
 	// tenant is linked to that chat (they are about that user too), nor one being sent right now (its
@@ -129,18 +129,49 @@ var (
 	eraseChatLanguagesSQL = `WITH gone AS (DELETE FROM chat_languages WHERE chat_id = ANY ($1::bigint[]) RETURNING 1) SELECT count(*) FROM gone`
 )
 
-// EraseUser erases what Herald holds about a tenant's user, in one transaction: the phone verification
-// (digest, last four digits, session), the link, every link token, the opt-outs, the user record; the body,
-// the chat and the messenger message id of the user's notifications; the tenant's system messages and
-// /stop keyboards in the user's chat; and the user's callback events (eraseSQL). Notifications still scheduled, queued or retrying are
-// cancelled (the cancel transition, lifecycle.go). Delivery metadata stays. ErrNotFound when there was
-// nothing to erase.
+// eraseChats erases what ties the chats an erased user of the tenant was reached in to the tenant: its
+// system messages there, the /stop keyboards naming it, and the chats' messenger languages.
+func eraseChats(ctx context.Context, tx pgx.Tx, tenantID string, chats []int64) (ChatErasure, error) {
+	var c ChatErasure
+	for _, q := range []struct {
+		sql  string
+		args []any
+		into *int
+	}{
+		{eraseSystemMessagesSQL, []any{tenantID, chats}, &c.SystemMessages},
+		{eraseStopPromptsSQL, []any{tenantID, chats}, &c.StopPrompts},
+		{eraseChatLanguagesSQL, []any{chats}, &c.ChatLanguages},
+	} {
+		if err := tx.QueryRow(ctx, q.sql, q.args...).Scan(q.into); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// EraseInlineChunks is how many chunks of EndingChunk notifications EraseUser cancels and empties itself
+// after the erasure commits; what remains is left to the sweep (issue 35: the API's answer must not wait for
+// the tenant's whole backlog).
+const EraseInlineChunks = 1
+
+// EraseUser erases what Herald holds about a tenant's user: the phone verification (digest, last four
+// digits, session), the link, every link token, the opt-outs, the user record; the body, the chat and the
+// messenger message id of the user's notifications; the tenant's system messages and /stop keyboards in the
+// user's chats and their messenger languages; and the user's callback events (eraseEventsSQL).
+// Notifications still scheduled, queued or retrying are cancelled (the cancel transition, lifecycle.go).
+// Delivery metadata stays. ErrNotFound when there was nothing to erase.
+//
+// The decision commits first, in a short transaction whose work does not depend on the user's backlog
+// (issue 35): everything but the notifications, and a row of endings_due whose erased_at says which
+// notifications are the erasure's. They are cancelled and emptied afterwards, EraseInlineChunks chunks here
+// and the rest by the sweep (FinishEndings, DueEndings); meanwhile the claim ends any of them cancelled
+// without a send. An erasure while one is pending is the same again: it commits, and its pass goes on.
 //
 // The user's gate lock comes first (see lockGateSQL): it waits for the sends that already hold it to
-// commit — their notifications are then visible to the cancel below — and makes every later send wait for
-// this transaction, then find no verified phone (409 phone_unverified). A notification being delivered
-// right now is not stopped (its worker has read the body and the chat already); its body and messenger
-// identifiers are erased all the same.
+// commit — their notifications then belong to the erasure — and makes every later send wait for the
+// decision, then find no verified phone (409 phone_unverified). A notification being delivered right now is
+// not stopped (its worker has read the body and the chat already); its body and messenger identifiers are
+// erased all the same.
 func (s *Store) EraseUser(ctx context.Context, tenantID, userID string) (Erasure, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
@@ -151,56 +182,70 @@ func (s *Store) EraseUser(ctx context.Context, tenantID, userID string) (Erasure
 		if _, err := tx.Exec(ctx, eraseGateSQL, userGateBucket(tenantID, userID)); err != nil {
 			return err
 		}
-		// The chats the user was reached in, read before the link goes: the link's, and those recorded on
-		// the user's notifications (a link the platform removed leaves them).
+		// The chat of the user's link, read before the link goes; those recorded on the user's
+		// notifications (a link the platform removed leaves them) are the pass's, as it empties them.
 		var chats []int64
-		if err := tx.QueryRow(ctx, `
-			SELECT COALESCE(array_agg(DISTINCT chat_id), '{}') FROM (
-				SELECT chat_id FROM links WHERE tenant_id = $1 AND user_id = $2
-				UNION ALL
-				SELECT chat_id FROM notifications WHERE `+erasedNotifications+` AND chat_id IS NOT NULL) c`,
+		if err := tx.QueryRow(ctx, `SELECT COALESCE(array_agg(chat_id), '{}') FROM links WHERE tenant_id = $1 AND user_id = $2`,
 			tenantID, userID).Scan(&chats); err != nil {
 			return err
 		}
+		deleted := int64(0)
 		for _, q := range []string{
 			`DELETE FROM phone_verifications WHERE tenant_id = $1 AND user_id = $2`,
 			`DELETE FROM links WHERE tenant_id = $1 AND user_id = $2`,
 			`DELETE FROM link_tokens WHERE tenant_id = $1 AND user_id = $2`,
 		} {
-			if _, err := tx.Exec(ctx, q, tenantID, userID); err != nil {
+			tag, err := tx.Exec(ctx, q, tenantID, userID)
+			if err != nil {
 				return err
 			}
+			deleted += tag.RowsAffected()
 		}
 		for _, c := range []struct {
 			sql  string
-			args []any
 			into *int
 		}{
-			{eraseCancelSQL, []any{tenantID, userID}, &e.Cancelled},
-			{eraseNotificationsSQL, []any{tenantID, userID}, &e.Erased},
-			{eraseSystemMessagesSQL, []any{tenantID, chats}, &e.SystemMessages},
-			{eraseEventsSQL, []any{tenantID, userID}, &e.Events},
-			{eraseOptOutsSQL, []any{tenantID, userID}, &e.OptOuts},
-			{eraseStopPromptsSQL, []any{tenantID, chats}, &e.StopPrompts},
-			{eraseChatLanguagesSQL, []any{chats}, &e.ChatLanguages},
+			{eraseEventsSQL, &e.Events},
+			{eraseOptOutsSQL, &e.OptOuts},
 		} {
-			if err := tx.QueryRow(ctx, c.sql, c.args...).Scan(c.into); err != nil {
+			if err := tx.QueryRow(ctx, c.sql, tenantID, userID).Scan(c.into); err != nil {
 				return err
 			}
 		}
+		if len(chats) > 0 {
+			ce, err := eraseChats(ctx, tx, tenantID, chats)
+			if err != nil {
+				return err
+			}
+			e.ChatErasure = ce
+		}
+		// Last: its cascade would take the opt-outs uncounted.
 		tag, err := tx.Exec(ctx, `DELETE FROM users WHERE tenant_id = $1 AND user_id = $2`, tenantID, userID)
 		if err != nil {
 			return err
 		}
-		if tag.RowsAffected() == 0 && e == (Erasure{}) {
-			return errNothing
+		deleted += tag.RowsAffected()
+		var pending bool
+		if err := tx.QueryRow(ctx, markErasureSQL, tenantID, userID).Scan(&pending); err != nil {
+			return err
+		}
+		if deleted == 0 && !pending && e == (Erasure{}) {
+			return errNothing // rolls back the mark
 		}
 		return nil
 	})
 	if errors.Is(err, errNothing) {
 		return e, translate(pgx.ErrNoRows, "erasing user")
 	}
-	return e, translate(err, "erasing user")
+	if err != nil {
+		return e, translate(err, "erasing user")
+	}
+	// The decision has committed: a chunk that fails here is not the erasure's failure; the sweep ends what
+	// it left.
+	ended, done, _ := s.finishEndings(ctx, UserRef{tenantID, userID}, EraseInlineChunks)
+	e.Cancelled, e.Erased, e.Pending = ended.Cancelled, ended.Erased, !done
+	e.ChatErasure = e.ChatErasure.add(ended.ChatErasure)
+	return e, nil
 }
 
 // UserSettings are the fields of PATCH /v1/users/{user_id} (§12): each Set* says the field was given (its

@@ -5,7 +5,11 @@
 //     users' /stop: the time until each is acknowledged (all must stay under one second), and the time
 //     until the covered notifications have all ended (after the acknowledgement, in chunks);
 //  2. tenant B's POST /v1/send/batch (100 sends) latency, alone and during a flood of tenant A's
-//     POST /v1/users/{id}/opt-out (8 connections, each opt-out ending a user's backlog of 2,000).
+//     POST /v1/users/{id}/opt-out (8 connections, each opt-out ending a user's backlog of 2,000);
+//  3. the erasure (DELETE /v1/users/{id}) of another of A's users with as many waiting notifications, whose
+//     gate bucket one of B's batch users shares: the time until the 204, the time the sweep's pass then
+//     takes to cancel and empty them all (store.FinishEndings, as the delivery workers' sweep runs it), and
+//     B's batch latency during that pass.
 //
 // Each run uses a fresh database; the report gives each run and the medians of -runs runs. Run it with
 // `make bench-optout`.
@@ -17,10 +21,12 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -28,6 +34,7 @@ import (
 
 	"github.com/heraldhq/herald/internal/ingress"
 	"github.com/heraldhq/herald/internal/server"
+	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/benchutil"
 	"github.com/heraldhq/herald/internal/testing/fixture"
 	"github.com/heraldhq/herald/internal/updates"
@@ -55,6 +62,9 @@ type result struct {
 	batchFlood  benchutil.Latencies
 	optOuts     int64 // opt-outs answered 204 during the flood
 	optOutsSlow time.Duration
+	erase       time.Duration // DELETE /v1/users/{id} of a user with the backlog, until the 204
+	erasePass   time.Duration // the sweep's pass after it, until every notification is cancelled and emptied
+	batchErase  benchutil.Latencies
 }
 
 func main() {
@@ -72,6 +82,9 @@ func main() {
 			i+1, ms(r.stop), ms(r.othersMax), o.backlog, r.ended.Round(time.Millisecond),
 			ms(r.batchAlone.Percentile(50)), ms(r.batchAlone.Percentile(99)), r.optOuts, ms(r.optOutsSlow),
 			ms(r.batchFlood.Percentile(50)), ms(r.batchFlood.Percentile(99)))
+		fmt.Printf("run %d: erasure of %d answered 204 in %s, its pass ended them in %s; B's batch (a user of the same gate bucket) p50/p99 during the pass %s/%s (%d batches)\n",
+			i+1, o.backlog, ms(r.erase), r.erasePass.Round(time.Millisecond),
+			ms(r.batchErase.Percentile(50)), ms(r.batchErase.Percentile(99)), len(r.batchErase))
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-optout:", err)
@@ -86,6 +99,33 @@ func main() {
 		med(func(r result) time.Duration { return r.batchAlone.Percentile(50) }),
 		med(func(r result) time.Duration { return r.batchFlood.Percentile(50) }),
 		med(func(r result) time.Duration { return r.batchFlood.Percentile(99) }))
+	fmt.Printf("median of %d: erasure answered in %s, its pass %s; B's batch p50/p99 during the pass %s/%s\n",
+		len(results), med(func(r result) time.Duration { return r.erase }), med(func(r result) time.Duration { return r.erasePass }),
+		med(func(r result) time.Duration { return r.batchErase.Percentile(50) }),
+		med(func(r result) time.Duration { return r.batchErase.Percentile(99) }))
+}
+
+// gateBucket is store.userGateBucket, repeated here (it is the store's own): the advisory-lock bucket of a
+// tenant's user, one of 1,024 every tenant shares.
+func gateBucket(tenant, user string) uint32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(tenant))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(user))
+	return h.Sum32() % 1024
+}
+
+// sameBucketUser is a user id of tenant a, prefix+"0", whose gate bucket one of b's users g0…g99 shares.
+func sameBucketUser() (prefix string) {
+	var bs []uint32
+	for j := range batchSize {
+		bs = append(bs, gateBucket("b", fmt.Sprintf("g%d", j)))
+	}
+	for i := 0; ; i++ {
+		if prefix = fmt.Sprintf("e%d-", i); slices.Contains(bs, gateBucket("a", prefix+"0")) {
+			return prefix
+		}
+	}
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
@@ -134,6 +174,13 @@ func run(ctx context.Context, dbURL string, o options) (result, error) {
 		return res, err
 	}
 	if err := benchutil.ScheduledBacklog(ctx, st, "a", "f", floodUsers, floodUsers*floodBacklog); err != nil {
+		return res, err
+	}
+	erased := sameBucketUser()
+	if err := fixture.VerifiedUsers(ctx, st, "a", erased, 0, 1, 30000); err != nil {
+		return res, err
+	}
+	if err := benchutil.ScheduledBacklog(ctx, st, "a", erased, 1, o.backlog); err != nil {
 		return res, err
 	}
 	keyA, err := fixture.CreateAPIKey(ctx, st, "a")
@@ -245,7 +292,63 @@ func run(ctx context.Context, dbURL string, o options) (result, error) {
 	wg.Wait()
 	res.optOuts, res.optOutsSlow = done.Load(), time.Duration(slowest.Load())
 	sort.Slice(res.batchFlood, func(i, j int) bool { return res.batchFlood[i] < res.batchFlood[j] })
-	return res, err
+	if err != nil {
+		return res, err
+	}
+
+	// 3. The erasure of a user with the backlog, then the sweep's pass, B's batches beside it.
+	t0 := time.Now()
+	if c := do(client, http.MethodDelete, api.URL()+"/v1/users/"+erased+"0", "Authorization", "Bearer "+keyA); c != http.StatusNoContent {
+		return res, fmt.Errorf("the erasure answered %d", c)
+	}
+	res.erase = time.Since(t0)
+	passDone := make(chan error, 1)
+	t0 = time.Now()
+	go func() {
+		_, _, err := st.FinishEndings(ctx, store.UserRef{TenantID: "a", UserID: erased + "0"}, 0)
+		res.erasePass = time.Since(t0)
+		passDone <- err
+	}()
+	for n := 0; ; n++ {
+		select {
+		case err := <-passDone:
+			if err != nil {
+				return res, err
+			}
+			var left int
+			if err := st.Pool().QueryRow(ctx, `SELECT count(*) FROM notifications WHERE tenant_id = 'a' AND user_id = $1
+				AND (status <> 'cancelled' OR body <> '')`, erased+"0").Scan(&left); err != nil {
+				return res, err
+			}
+			if left != 0 {
+				return res, fmt.Errorf("%d notifications of the erased user not cancelled and emptied", left)
+			}
+			sort.Slice(res.batchErase, func(i, j int) bool { return res.batchErase[i] < res.batchErase[j] })
+			return res, nil
+		default:
+		}
+		b0 := time.Now()
+		if c := post(client, api.URL()+"/v1/send/batch", batch(1_000_000+n), "Authorization", "Bearer "+keyB); c != http.StatusOK && c != http.StatusAccepted && c != http.StatusMultiStatus {
+			return res, fmt.Errorf("tenant B's batch answered %d", c)
+		}
+		res.batchErase = append(res.batchErase, time.Since(b0))
+	}
+}
+
+// do sends a request without a body with one header and returns the status (0: no answer).
+func do(c *http.Client, method, url, header, value string) int {
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		return 0
+	}
+	req.Header.Set(header, value)
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
 }
 
 // post sends body with one header and returns the status (0: no answer).

@@ -120,6 +120,12 @@ func Relinked() Decision {
 		ErrorMessage: notification.RelinkedMessage}}
 }
 
+// Erased is the decision for a tenant notification whose user was erased after it was accepted (the claim
+// read the erasure: Delivery.Erased): cancelled, without a send, as the erasure's pass ends the others.
+func Erased() Decision {
+	return Decision{Result: notification.DeliveryResult{Status: notification.Erase.To()}}
+}
+
 // TokenRefused is the decision for a notification through a tenant's own bot whose token the platform
 // refused (a 401, for this send or an earlier one: notification.CodeBotTokenRefused): it fails without a
 // retry, since no attempt can succeed before the tenant gives a new token.

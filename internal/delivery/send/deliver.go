@@ -22,6 +22,12 @@ import (
 
 // deliver sends a claimed notification through its bot and records the outcome.
 func (s *Sender) deliver(ctx context.Context, p rate.Priority, d notification.Delivery, t *turn) bool {
+	if d.Erased {
+		// Its user was erased after it was accepted, and the erasure's pass has not reached it yet (issue
+		// 35): it ends cancelled, as the pass would have ended it, and nothing is sent.
+		t.refund()
+		return s.finish(d, Erased())
+	}
 	if d.Kind == notification.KindTenant && d.ChatID == 0 {
 		t.refund()
 		if d.Relinked {
