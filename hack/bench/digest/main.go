@@ -209,7 +209,7 @@ func run(ctx context.Context, url string, i int) (result, error) {
 	total := *users * *items
 	start, cpu0 := time.Now(), cpuTime()
 	if err := sendAll(total, func(j int) map[string]any {
-		u, k := j / *items + 1, j%*items + 1
+		u, k := j / *items + 1, j%*items+1
 		return map[string]any{"user_id": "u" + strconv.Itoa(u), "message": fmt.Sprintf("item %d of u%d", k, u),
 			"digest": map[string]any{"key": "daily", "window": window}}
 	}); err != nil {
