@@ -29,6 +29,7 @@ import (
 //	digests                  deleted, with their items' places, RetentionPolicy.Notifications after they closed
 //	                         (their items, terminal long before, are purged with the notifications)
 //	usage counts             deleted usage.Retention (400 days) after their hour (usage.go)
+//	audit events             deleted audit.Retention (400 days) after they were made (audit.go)
 //
 // "Final" is notification.Status.Terminal (notification.TerminalSQL), so a terminal state added later is
 // purged without a change here. A notification's updated_at is the time it reached its final state: a terminal row never changes
@@ -50,11 +51,12 @@ const (
 	PurgeStopPrompts          PurgeKind = "stop_prompts"
 	PurgeDigests              PurgeKind = "digests"
 	PurgeUsage                PurgeKind = "usage"
+	PurgeAuditEvents          PurgeKind = "audit_events"
 )
 
 // PurgeKinds lists every kind in purge order.
 var PurgeKinds = []PurgeKind{PurgeBodies, PurgeNotifications, PurgeLinkTokens, PurgeVerificationSessions,
-	PurgeIdempotencyKeys, PurgeProcessedUpdates, PurgeCallbackEvents, PurgeStopPrompts, PurgeDigests, PurgeUsage}
+	PurgeIdempotencyKeys, PurgeProcessedUpdates, PurgeCallbackEvents, PurgeStopPrompts, PurgeDigests, PurgeUsage, PurgeAuditEvents}
 
 // ProcessedUpdateRetention is how long processed update ids are kept. The platform keeps an update it
 // could not deliver for at most 24 hours; twice that covers any redelivery with a margin.
@@ -169,7 +171,8 @@ var purgeRules = map[PurgeKind]purgeRule{
 		oldest: `SELECT min(closes_at) + $1::interval FROM digests WHERE NOT open AND closes_at < now() - $1::interval`,
 		age:    func(p RetentionPolicy) time.Duration { return p.Notifications },
 	},
-	PurgeUsage: usagePurgeRule,
+	PurgeUsage:       usagePurgeRule,
+	PurgeAuditEvents: auditPurgeRule,
 }
 
 // Purge removes at most limit rows of a kind that are due under p, in one short statement of its own,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/heraldhq/herald/internal/audit"
 	"github.com/heraldhq/herald/internal/callbackstate"
 	"github.com/heraldhq/herald/internal/notification"
 )
@@ -195,7 +196,8 @@ func (s *Store) EraseUser(ctx context.Context, tenantID, userID string) (Erasure
 		if tag.RowsAffected() == 0 && e == (Erasure{}) {
 			return errNothing
 		}
-		return nil
+		return appendAudit(ctx, tx, tenantID, audit.UserErased, userID, map[string]any{
+			"cancelled": e.Cancelled, "erased": e.Erased, "opt_outs": e.OptOuts})
 	})
 	if errors.Is(err, errNothing) {
 		return e, translate(pgx.ErrNoRows, "erasing user")
