@@ -45,6 +45,7 @@ type cli struct {
 
 	Notifications notificationsCmd `cmd:"" help:"admin: list and cancel a tenant's notifications"`
 	Usage         usageCmd         `cmd:"" help:"admin: what each tenant sent, per day or hour, as CSV or JSON"`
+	Audit         auditCmd         `cmd:"" help:"admin: who changed what, every tenant or one, newest first, as CSV or JSON"`
 
 	Help       helpCmd       `cmd:"" help:"show the help of a command: herald help [COMMAND…]"`
 	VersionCmd versionCmd    `cmd:"" name:"version" help:"print the version"`
