@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
+	"github.com/heraldhq/herald/internal/audit"
 	"github.com/heraldhq/herald/internal/store"
 )
 
@@ -70,6 +71,7 @@ type ApiKeyReconciler struct {
 
 // Reconcile brings the Secret and the key store to the ApiKey's spec.
 func (r *ApiKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	ctx = audit.WithActor(ctx, audit.Operator)
 	key := &notifyv1alpha1.ApiKey{}
 	if err := r.Client.Get(ctx, req.NamespacedName, key); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)

@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -62,6 +63,21 @@ func TestApiKeyMintsAKeyIntoAnOwnedSecretAndOnlyItsDigestIntoTheKeyStore(t *test
 	}
 	if !h.usable(value) {
 		t.Error("the minted key does not authenticate")
+	}
+	// The audit trail (§15): the Tenant's row and the key are the operator's, and name no key.
+	events, _, err := h.st.AuditEvents(h.ctx, tn.Name, nil, 50, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var trail []string
+	for _, e := range events {
+		trail = append(trail, string(e.Type)+" "+e.Actor+" "+e.Target)
+		if d := fmt.Sprint(e.Details); strings.Contains(d, value) || strings.Contains(d, r.Prefix) {
+			t.Errorf("event %s's details name the key: %s", e.Type, d)
+		}
+	}
+	if want := []string{"api_key.created operator " + r.ID, "tenant.updated operator " + tn.Name}; !slices.Equal(trail, want) {
+		t.Errorf("the audit trail %q, want %q", trail, want)
 	}
 
 	st := got.Status
@@ -401,7 +417,8 @@ func TestASteadyStateMakesNoWrites(t *testing.T) {
 		// xmin changes with every row version: it proves no UPDATE happened, even one writing equal values.
 		rows, err := h.st.Pool().Query(h.ctx, `
 SELECT 'tenant:' || xmin::text || ':' || updated_at::text FROM tenants
-UNION ALL SELECT 'key:' || xmin::text || ':' || updated_at::text FROM api_keys ORDER BY 1`)
+UNION ALL SELECT 'key:' || xmin::text || ':' || updated_at::text FROM api_keys
+UNION ALL SELECT 'audit_events:' || count(*)::text FROM audit_events ORDER BY 1`)
 		if err != nil {
 			t.Fatal(err)
 		}

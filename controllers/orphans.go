@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
+	"github.com/heraldhq/herald/internal/audit"
 	"github.com/heraldhq/herald/internal/metric"
 	"github.com/heraldhq/herald/internal/store"
 )
@@ -80,6 +81,7 @@ func (s *OrphanSweeper) Start(ctx context.Context) error {
 // Sweep looks once: it records which owners of live keys have no ApiKey, and revokes the keys of those
 // missing for the whole grace period.
 func (s *OrphanSweeper) Sweep(ctx context.Context, now time.Time) error {
+	ctx = audit.WithActor(ctx, audit.Operator)
 	keys, err := s.Store.OperatorKeys(ctx)
 	if err != nil {
 		return fmt.Errorf("while listing the operator's keys: %w", err)

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	notifyv1alpha1 "github.com/heraldhq/herald/api/v1alpha1"
+	"github.com/heraldhq/herald/internal/audit"
 	"github.com/heraldhq/herald/internal/bot"
 	"github.com/heraldhq/herald/internal/quiet"
 	"github.com/heraldhq/herald/internal/store"
@@ -67,6 +68,7 @@ const (
 
 // Reconcile brings the key store to the Tenant's spec.
 func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	ctx = audit.WithActor(ctx, audit.Operator)
 	tenant := &notifyv1alpha1.Tenant{}
 	if err := r.Client.Get(ctx, req.NamespacedName, tenant); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/heraldhq/herald/internal/apierror"
 	"github.com/heraldhq/herald/internal/apikey"
+	"github.com/heraldhq/herald/internal/audit"
 	"github.com/heraldhq/herald/internal/store"
 )
 
@@ -72,7 +73,9 @@ func (a *API) authenticate(next http.Handler) http.Handler {
 			a.keys.put(digest, p)
 			a.recentKeys.add(digest, now)
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+		// The key is the actor of every change the request makes (the audit trail, §15).
+		ctx := audit.WithActor(context.WithValue(r.Context(), principalKey{}, p), audit.APIKey(p.KeyID))
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 

@@ -200,6 +200,14 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 	check("GET", "/v1/usage", e.do("GET", "/v1/usage?granularity=week", key, nil), 400)
 	check("GET", "/v1/usage", e.do("GET", "/v1/usage", "", nil), 401)
 
+	audited := e.do("GET", "/v1/audit-events?limit=1", key, nil)
+	check("GET", "/v1/audit-events", audited, 200)
+	if audited.json(t)["next_cursor"] == nil {
+		t.Fatalf("GET /v1/audit-events?limit=1 after the changes above: no next page: %s", audited.body)
+	}
+	check("GET", "/v1/audit-events", e.do("GET", "/v1/audit-events?type=template.saved,callback.created", key, nil), 200)
+	check("GET", "/v1/audit-events", e.do("GET", "/v1/audit-events?type=user.blocked", key, nil), 400)
+
 	// Over the tenant's limits: sends, then every other route.
 	e.limit("acme", store.TenantLimits{SendsPerSecond: int32p(1), Burst: int32p(1), RequestsPerSecond: int32p(1)})
 	waitForLimits := func(method, path string, body any) response {

@@ -43,6 +43,7 @@ func (a *API) Routes(r chi.Router) {
 				r.Delete("/templates/{name}", a.handle(a.deleteTemplate))
 				r.Post("/templates/{name}/preview", a.handle(a.previewTemplate))
 				r.Get("/usage", a.handle(a.getUsage))
+				r.Get("/audit-events", a.handle(a.listAuditEvents))
 			})
 			// A template may hold 50 locales of 16 KiB: its body is admitted as a batch's is.
 			r.With(a.limitRequests, a.admit(MaxTemplateBodyBytes, true)).Put("/templates/{name}", a.handle(a.putTemplate))

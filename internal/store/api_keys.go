@@ -2,10 +2,12 @@ package store
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/heraldhq/herald/internal/audit"
 	"github.com/heraldhq/herald/internal/quiet"
 )
 
@@ -44,8 +46,11 @@ func (s *Store) InsertAPIKey(ctx context.Context, tenantID string, digest [32]by
 	defer cancel()
 	var id string
 	err := s.pool.QueryRow(ctx, `
-		INSERT INTO api_keys (tenant_id, digest, prefix, label, expires_at)
-		VALUES ($1, $2, $3, $4, $5) RETURNING id::text`, tenantID, digest[:], prefix, label, expiresAt).Scan(&id)
+		WITH k AS (
+			INSERT INTO api_keys (tenant_id, digest, prefix, label, expires_at)
+			VALUES ($1, $2, $3, $4, $5) RETURNING id, tenant_id, label),
+		`+auditSQL("audited", audit.APIKeyCreated, "$6", keyAuditSrc("k"))+`
+		SELECT id::text FROM k`, tenantID, digest[:], prefix, label, expiresAt, audit.ActorOf(ctx)).Scan(&id)
 	return id, translate(err, "inserting API key")
 }
 
@@ -54,13 +59,27 @@ func (s *Store) InsertAPIKey(ctx context.Context, tenantID string, digest [32]by
 func (s *Store) RevokeAPIKeys(ctx context.Context, tenantID, prefixOrID string) (int64, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	tag, err := s.pool.Exec(ctx, `
-		UPDATE api_keys SET revoked_at = now(), updated_at = now()
-		WHERE tenant_id = $1 AND revoked_at IS NULL AND (id::text = $2 OR starts_with(prefix, $2))`, tenantID, prefixOrID)
-	if err != nil {
-		return 0, translate(err, "revoking API key")
-	}
-	return tag.RowsAffected(), nil
+	n, err := revokeKeys(ctx, s.pool, `tenant_id = $1 AND (id::text = $2 OR starts_with(prefix, $2))`, tenantID, prefixOrID)
+	return n, translate(err, "revoking API key")
+}
+
+// keyAuditSrc is the audit source (auditSQL) of the api_keys rows of the CTE keys, which returns id,
+// tenant_id and label: the key's id, and its label (never its digest nor its prefix).
+func keyAuditSrc(keys string) string {
+	return `(SELECT tenant_id, id::text AS target, jsonb_strip_nulls(jsonb_build_object('label', label)) AS details FROM ` + keys + `) ` + keys + `_src`
+}
+
+// revokeKeys revokes the unrevoked keys cond selects (over args), each with its api_key.revoked event by
+// ctx's actor, in one statement, and returns how many it revoked.
+func revokeKeys(ctx context.Context, q querier, cond string, args ...any) (int64, error) {
+	var n int64
+	err := q.QueryRow(ctx, `
+		WITH r AS (
+			UPDATE api_keys SET revoked_at = now(), updated_at = now() WHERE `+cond+` AND revoked_at IS NULL
+			RETURNING id, tenant_id, label),
+		`+auditSQL("audited", audit.APIKeyRevoked, "$"+strconv.Itoa(len(args)+1), keyAuditSrc("r"))+`
+		SELECT count(*) FROM r`, append(args, audit.ActorOf(ctx))...).Scan(&n)
+	return n, err
 }
 
 // ListAPIKeys returns a tenant's keys (all tenants when tenantID is empty), newest first.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/heraldhq/herald/internal/audit"
 	"github.com/heraldhq/herald/internal/botstate"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/phone"
@@ -234,6 +235,14 @@ func (s *Store) SetTenantBot(ctx context.Context, tenantID string, bot notificat
 		}
 		c.Changed = true
 		if _, err := tx.Exec(ctx, `UPDATE tenants SET bot_id = $2, updated_at = now() WHERE id = $1`, tenantID, botArg(bot)); err != nil {
+			return err
+		}
+		// The bot's id only (null: the shared bot): its token is never in an event.
+		var botID any
+		if bot != 0 {
+			botID = int64(bot)
+		}
+		if err := appendAudit(ctx, tx, tenantID, audit.TenantUpdated, tenantID, map[string]any{"bot_id": botID}); err != nil {
 			return err
 		}
 		return tx.QueryRow(ctx, setTenantBotSQL, tenantID, botArg(c.Previous)).Scan(&c.LinksEnded, &c.Unlinked)

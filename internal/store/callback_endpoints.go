@@ -11,6 +11,8 @@ import (
 
 	"github.com/heraldhq/herald/internal/callbackstate"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhq/herald/internal/audit"
 )
 
 // MaxCallbackEndpoints is how many endpoints a tenant may have (spec v1-extensions §7).
@@ -64,8 +66,11 @@ func (s *Store) CreateCallbackEndpoint(ctx context.Context, e CallbackEndpoint, 
 			e.ID, e.TenantID, e.URL, e.Events).Scan(&e.CreatedAt); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO callback_secrets (endpoint_id, sealed) VALUES ($1, $2)`, e.ID, sealed)
-		return err
+		if _, err := tx.Exec(ctx, `INSERT INTO callback_secrets (endpoint_id, sealed) VALUES ($1, $2)`, e.ID, sealed); err != nil {
+			return err
+		}
+		// The events subscribed to, not the URL (its query may hold a token of the tenant's) nor the secret.
+		return appendAudit(ctx, tx, e.TenantID, audit.CallbackCreated, e.ID, map[string]any{"events": e.Events})
 	})
 	if errors.Is(err, ErrLimitReached) {
 		return e, fmt.Errorf("while creating a callback endpoint: %w", ErrLimitReached)
@@ -96,10 +101,16 @@ func (s *Store) ListCallbackEndpoints(ctx context.Context, tenantID string) ([]C
 func (s *Store) DeleteCallbackEndpoint(ctx context.Context, tenantID, id string) error {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	tag, err := s.pool.Exec(ctx, `DELETE FROM callback_endpoints WHERE id = $1 AND tenant_id = $2`, id, tenantID)
-	if err == nil && tag.RowsAffected() == 0 {
-		err = pgx.ErrNoRows
-	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM callback_endpoints WHERE id = $1 AND tenant_id = $2`, id, tenantID)
+		if err == nil && tag.RowsAffected() == 0 {
+			err = pgx.ErrNoRows
+		}
+		if err != nil {
+			return err
+		}
+		return appendAudit(ctx, tx, tenantID, audit.CallbackDeleted, id, nil)
+	})
 	return translate(err, "deleting a callback endpoint")
 }
 
@@ -125,8 +136,10 @@ func (s *Store) RotateCallbackSecret(ctx context.Context, tenantID, id string, s
 				ORDER BY expires_at DESC, id DESC OFFSET $2))`, id, MaxPreviousSecrets); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO callback_secrets (endpoint_id, sealed) VALUES ($1, $2)`, id, sealed)
-		return err
+		if _, err := tx.Exec(ctx, `INSERT INTO callback_secrets (endpoint_id, sealed) VALUES ($1, $2)`, id, sealed); err != nil {
+			return err
+		}
+		return appendAudit(ctx, tx, tenantID, audit.CallbackSecretRotated, id, map[string]any{"overlap_seconds": int(overlap.Seconds())})
 	})
 	return translate(err, "rotating a callback secret")
 }

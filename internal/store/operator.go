@@ -13,7 +13,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/heraldhq/herald/internal/audit"
 )
 
 // OpenLazy is Open without the initial ping: connections are made on first use, so a process (the
@@ -123,7 +126,10 @@ func (s *Store) UpsertTenantFromSpec(ctx context.Context, t TenantRecord) (Tenan
 	}
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	tag, err := s.pool.Exec(ctx, `
+	var tag pgconn.CommandTag
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		tag, err = tx.Exec(ctx, `
 INSERT INTO tenants (id, developer_name, suspended, developers, incarnation,
                      sends_per_second, burst, requests_per_second, delivery_weight)
 VALUES ($1, $2, $3, $4, NULLIF($5, ''), $6, $7, $8, $9)
@@ -142,8 +148,15 @@ ON CONFLICT (id) DO UPDATE
        IS DISTINCT FROM (EXCLUDED.developer_name, EXCLUDED.suspended, EXCLUDED.developers,
                          COALESCE(EXCLUDED.incarnation, tenants.incarnation),
                          EXCLUDED.sends_per_second, EXCLUDED.burst, EXCLUDED.requests_per_second, EXCLUDED.delivery_weight)`,
-		t.ID, t.DeveloperName, t.Suspended, devs, t.Incarnation,
-		t.Limits.SendsPerSecond, t.Limits.Burst, t.Limits.RequestsPerSecond, t.Limits.DeliveryWeight)
+			t.ID, t.DeveloperName, t.Suspended, devs, t.Incarnation,
+			t.Limits.SendsPerSecond, t.Limits.Burst, t.Limits.RequestsPerSecond, t.Limits.DeliveryWeight)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		// What the spec sets, as the tenant now has it (the bot has its own event, in SetTenantBot).
+		return appendAudit(ctx, tx, t.ID, audit.TenantUpdated, t.ID, map[string]any{
+			"developer_name": t.DeveloperName, "suspended": t.Suspended, "limits": limitsDetails(t.Limits), "developers": len(devs)})
+	})
 	if err != nil {
 		return out, translate(err, "upserting tenant "+t.ID)
 	}
@@ -164,14 +177,19 @@ func (s *Store) revokeTenantKeys(ctx context.Context, tenantID string, suspend b
 	var revoked int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if suspend {
-			if _, err := tx.Exec(ctx,
-				`UPDATE tenants SET suspended = true, updated_at = now() WHERE id = $1 AND NOT suspended`, tenantID); err != nil {
+			tag, err := tx.Exec(ctx,
+				`UPDATE tenants SET suspended = true, updated_at = now() WHERE id = $1 AND NOT suspended`, tenantID)
+			if err != nil {
 				return err
 			}
+			if tag.RowsAffected() > 0 {
+				if err := appendAudit(ctx, tx, tenantID, audit.TenantUpdated, tenantID, map[string]any{"suspended": true}); err != nil {
+					return err
+				}
+			}
 		}
-		tag, err := tx.Exec(ctx,
-			`UPDATE api_keys SET revoked_at = now(), updated_at = now() WHERE tenant_id = $1 AND revoked_at IS NULL`, tenantID)
-		revoked = tag.RowsAffected()
+		var err error
+		revoked, err = revokeKeys(ctx, tx, `tenant_id = $1`, tenantID)
 		return err
 	})
 	if err != nil {
@@ -357,9 +375,7 @@ func (s *Store) MintOwnedKey(ctx context.Context, k NewOwnedKey, revokeIDs, reti
 	out := OwnedKey{TenantID: k.TenantID, Digest: k.Digest, Prefix: k.Prefix, State: k.State}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if len(revokeIDs) > 0 {
-			if _, err := tx.Exec(ctx,
-				`UPDATE api_keys SET revoked_at = now(), updated_at = now() WHERE id = ANY($1::uuid[]) AND revoked_at IS NULL`,
-				revokeIDs); err != nil {
+			if _, err := revokeKeys(ctx, tx, `id = ANY($1::uuid[])`, revokeIDs); err != nil {
 				return err
 			}
 		}
@@ -373,10 +389,13 @@ UPDATE api_keys SET expires_at = LEAST(expires_at, $2), updated_at = now()
 			}
 		}
 		return tx.QueryRow(ctx, `
-INSERT INTO api_keys (tenant_id, digest, prefix, label, owner_ref, disabled, expires_at)
-VALUES ($1, $2, $3, NULLIF($4, ''), $5, $6, $7)
-RETURNING id::text, created_at`,
-			k.TenantID, k.Digest[:], k.Prefix, k.State.Label, k.OwnerRef, k.State.Disabled, k.State.ExpiresAt,
+WITH k AS (
+	INSERT INTO api_keys (tenant_id, digest, prefix, label, owner_ref, disabled, expires_at)
+	VALUES ($1, $2, $3, NULLIF($4, ''), $5, $6, $7)
+	RETURNING id, tenant_id, label, created_at),
+`+auditSQL("audited", audit.APIKeyCreated, "$8", keyAuditSrc("k"))+`
+SELECT id::text, created_at FROM k`,
+			k.TenantID, k.Digest[:], k.Prefix, k.State.Label, k.OwnerRef, k.State.Disabled, k.State.ExpiresAt, audit.ActorOf(ctx),
 		).Scan(&out.ID, &out.CreatedAt)
 	})
 	if err != nil {
@@ -406,24 +425,16 @@ UPDATE api_keys
 func (s *Store) RevokeKeys(ctx context.Context, ids []string) (int64, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	tag, err := s.pool.Exec(ctx,
-		`UPDATE api_keys SET revoked_at = now(), updated_at = now() WHERE id = ANY($1::uuid[]) AND revoked_at IS NULL`, ids)
-	if err != nil {
-		return 0, translate(err, "revoking keys")
-	}
-	return tag.RowsAffected(), nil
+	n, err := revokeKeys(ctx, s.pool, `id = ANY($1::uuid[])`, ids)
+	return n, translate(err, "revoking keys")
 }
 
 // RevokeOwnerKeys revokes every unrevoked key of ownerRef and returns how many it revoked.
 func (s *Store) RevokeOwnerKeys(ctx context.Context, ownerRef string) (int64, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	tag, err := s.pool.Exec(ctx,
-		`UPDATE api_keys SET revoked_at = now(), updated_at = now() WHERE owner_ref = $1 AND revoked_at IS NULL`, ownerRef)
-	if err != nil {
-		return 0, translate(err, "revoking the keys of "+ownerRef)
-	}
-	return tag.RowsAffected(), nil
+	n, err := revokeKeys(ctx, s.pool, `owner_ref = $1`, ownerRef)
+	return n, translate(err, "revoking the keys of "+ownerRef)
 }
 
 // OperatorKey is an unrevoked key some ApiKey object manages (owner_ref "k8s:…"), as the orphan sweep of

@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/heraldhq/herald/internal/audit"
 	"github.com/heraldhq/herald/internal/consent"
 	"github.com/heraldhq/herald/internal/notification"
 )
@@ -62,6 +63,7 @@ var optOutSQL = `
 			WHERE ` + consent.TakeOverSQL(`EXCLUDED.by`, `o.by`) + `
 		RETURNING tenant_id, user_id, category, by, now() AS at),
 	` + userEventsWith("made", EventUserOptedOut, optOutData) + `,
+	` + auditSQL("audited", audit.UserOptedOut, optOutActor, optOutAuditSrc("made")) + `,
 	marked AS (
 		INSERT INTO endings_due AS d (tenant_id, user_id) SELECT tenant_id, user_id FROM made
 		ON CONFLICT (tenant_id, user_id) DO UPDATE SET since = clock_timestamp()
@@ -78,8 +80,19 @@ var liftOptOutSQL = `
 		DELETE FROM opt_outs WHERE tenant_id = $1 AND user_id = $2 AND category = $3
 			AND ` + consent.LiftSQL(`$4`, `by`) + `
 		RETURNING tenant_id, user_id, category, $4::text AS by, now() AS at),
-	` + userEventsWith("lifted", EventUserOptedIn, optOutData) + `
+	` + userEventsWith("lifted", EventUserOptedIn, optOutData) + `,
+	` + auditSQL("audited", audit.UserOptedIn, optOutActor, optOutAuditSrc("lifted")) + `
 	SELECT EXISTS (SELECT 1 FROM u), COALESCE((SELECT by FROM held), ''), EXISTS (SELECT 1 FROM lifted)`
+
+// optOutActor is the audit actor of optOutSQL and liftOptOutSQL: the user when the user made the change in
+// the chat, else the actor $5 (the tenant's key, through the API).
+const optOutActor = `CASE WHEN by = '` + string(consent.ByUser) + `' THEN '` + audit.User + `' ELSE $5 END`
+
+// optOutAuditSrc is the audit source of the opt-outs the CTE changed made or lifted: the user, with the
+// category and who made the change, as the callback event's data.
+func optOutAuditSrc(changed string) string {
+	return `(SELECT tenant_id, user_id AS target, by, ` + optOutData + ` AS details FROM ` + changed + `) ` + changed + `_audit`
+}
 
 // exclusiveGatesSQL takes the exclusive locks of a set of users' buckets ($1, ascending), as an erasure takes
 // its user's (eraseGateSQL).
@@ -140,7 +153,7 @@ func (s *Store) OptOut(ctx context.Context, tenantID, userID, category string, b
 			return err
 		}
 		var made, marked int
-		err := tx.QueryRow(ctx, optOutSQL, tenantID, userID, category, string(by)).Scan(&exists, &made, &marked, &capped)
+		err := tx.QueryRow(ctx, optOutSQL, tenantID, userID, category, string(by), audit.ActorOf(ctx)).Scan(&exists, &made, &marked, &capped)
 		res.Made, res.Pending = made == 1, marked == 1
 		return err
 	})
@@ -171,7 +184,7 @@ func (s *Store) LiftOptOut(ctx context.Context, tenantID, userID, category strin
 	defer cancel()
 	var exists, lifted bool
 	var held string
-	err := s.pool.QueryRow(ctx, liftOptOutSQL, tenantID, userID, category, string(by)).Scan(&exists, &held, &lifted)
+	err := s.pool.QueryRow(ctx, liftOptOutSQL, tenantID, userID, category, string(by), audit.ActorOf(ctx)).Scan(&exists, &held, &lifted)
 	switch {
 	case err != nil:
 		return false, translate(err, "lifting an opt-out")

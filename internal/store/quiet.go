@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/heraldhq/herald/internal/audit"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/quiet"
 )
@@ -55,8 +56,12 @@ func (s *Store) SetTenantQuietHours(ctx context.Context, id string, h *quiet.Hou
 		WITH t AS (SELECT id FROM tenants WHERE id = $1),
 		     u AS (UPDATE tenants SET quiet_start = $2, quiet_end = $3, quiet_zone = $4, quiet_mode = $5, updated_at = now()
 		           WHERE id = $1 AND (`+quietColumns("")+`) IS DISTINCT FROM ($2::smallint, $3::smallint, $4::text, $5::text)
-		           RETURNING id)
-		SELECT EXISTS (SELECT 1 FROM u) FROM t`, args...).Scan(&changed)
+		           RETURNING id),
+		     `+auditSQL("audited", audit.TenantUpdated, "$6", `(SELECT id AS tenant_id, id AS target,
+		           jsonb_build_object('quiet_hours', CASE WHEN $2::smallint IS NULL THEN NULL
+		               ELSE jsonb_build_object('start', $2::smallint, 'end', $3::smallint, 'zone', $4::text, 'mode', $5::text) END) AS details
+		           FROM u) u_audit`)+`
+		SELECT EXISTS (SELECT 1 FROM u) FROM t`, append(args, audit.ActorOf(ctx))...).Scan(&changed)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, ErrNotFound
 	}

@@ -29,6 +29,7 @@ import (
 //	digests                  deleted, with their items' places, RetentionPolicy.Notifications after they closed
 //	                         (their items, terminal long before, are purged with the notifications)
 //	usage counts             deleted usage.Retention (400 days) after their hour (usage.go)
+//	audit events             deleted audit.Retention (400 days) after they were made (audit.go)
 //
 // "Final" is notification.Status.Terminal (notification.TerminalSQL), so a terminal state added later is
 // purged without a change here. A notification's updated_at is the time it reached its final state: a terminal row never changes
@@ -50,13 +51,15 @@ const (
 	PurgeStopPrompts          PurgeKind = "stop_prompts"
 	PurgeDigests              PurgeKind = "digests"
 	PurgeUsage                PurgeKind = "usage"
+	PurgeAuditEvents          PurgeKind = "audit_events"
 	// PurgeUsageShards removes no count: it folds the shards of each settled hour into one row.
 	PurgeUsageShards PurgeKind = "usage_shards"
 )
 
 // PurgeKinds lists every kind in purge order.
 var PurgeKinds = []PurgeKind{PurgeBodies, PurgeNotifications, PurgeLinkTokens, PurgeVerificationSessions,
-	PurgeIdempotencyKeys, PurgeProcessedUpdates, PurgeCallbackEvents, PurgeStopPrompts, PurgeDigests, PurgeUsage, PurgeUsageShards}
+	PurgeIdempotencyKeys, PurgeProcessedUpdates, PurgeCallbackEvents, PurgeStopPrompts, PurgeDigests, PurgeUsage, PurgeAuditEvents,
+	PurgeUsageShards}
 
 // ProcessedUpdateRetention is how long processed update ids are kept. The platform keeps an update it
 // could not deliver for at most 24 hours; twice that covers any redelivery with a margin.
@@ -172,6 +175,7 @@ var purgeRules = map[PurgeKind]purgeRule{
 		age:    func(p RetentionPolicy) time.Duration { return p.Notifications },
 	},
 	PurgeUsage:       usagePurgeRule,
+	PurgeAuditEvents: auditPurgeRule,
 	PurgeUsageShards: usageFoldRule,
 }
 

@@ -104,6 +104,9 @@ func TestRetentionPurgesWhatIsDueAndNothingElse(t *testing.T) {
 	exec(t, s, `INSERT INTO usage_counts (tenant_id, hour, shard, accepted) VALUES
 		('acme', date_trunc('hour', now()) - interval '402 days', 0, 1), ('acme', date_trunc('hour', now()) - interval '401 days', 1, 1),
 		('acme', date_trunc('hour', now()) - interval '399 days', 0, 1)`)
+	exec(t, s, `INSERT INTO audit_events (tenant_id, type, actor, target, at) VALUES
+		('acme', 'template.saved', 'operator', 'a', now() - interval '402 days'), ('acme', 'template.saved', 'operator', 'b', now() - interval '401 days'),
+		('acme', 'template.saved', 'operator', 'c', now() - interval '399 days')`)
 
 	for _, kind := range store.PurgeKinds {
 		if d, err := s.Overdue(ctx, kind, policy); err != nil || d <= 0 {
@@ -113,7 +116,7 @@ func TestRetentionPurgesWhatIsDueAndNothingElse(t *testing.T) {
 	purged := purgeAll(t, s, 2) // small batches: every kind takes several
 	want := map[store.PurgeKind]int64{store.PurgeBodies: 3, store.PurgeNotifications: 2, store.PurgeLinkTokens: 2,
 		store.PurgeVerificationSessions: 1, store.PurgeIdempotencyKeys: 1, store.PurgeProcessedUpdates: 1,
-		store.PurgeCallbackEvents: 2, store.PurgeStopPrompts: 1, store.PurgeDigests: 1, store.PurgeUsage: 2}
+		store.PurgeCallbackEvents: 2, store.PurgeStopPrompts: 1, store.PurgeDigests: 1, store.PurgeUsage: 2, store.PurgeAuditEvents: 2}
 	for kind, n := range want {
 		if purged[kind] != n {
 			t.Errorf("purged %d %s, want %d", purged[kind], kind, n)

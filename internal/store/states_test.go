@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/internal/audit"
 	"github.com/heraldhq/herald/internal/botstate"
 	"github.com/heraldhq/herald/internal/callbackstate"
 	"github.com/heraldhq/herald/internal/consent"
@@ -27,6 +28,7 @@ func TestStatesMatchTheSchema(t *testing.T) {
 		{"bots", "state", texts(botstate.States)},
 		{"callback_events", "state", texts(callbackstate.States)},
 		{"phone_verifications", "status", texts(phone.Statuses)},
+		{"audit_events", "type", texts(audit.Types)},
 	} {
 		var def string
 		if err := s.Pool().QueryRow(context.Background(), `SELECT pg_get_constraintdef(c.oid) FROM pg_constraint c

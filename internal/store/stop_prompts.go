@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/heraldhq/herald/internal/audit"
 	"github.com/heraldhq/herald/internal/consent"
 	"github.com/heraldhq/herald/internal/notification"
 )
@@ -172,7 +173,7 @@ func chatEffect(updateID int64, who ChatUser, res *consent.Result, initial conse
 			query = liftOptOutSQL
 		}
 		for _, t := range targets {
-			b.Queue(query, t.choice.TenantID, t.userID, t.choice.Category, string(consent.ByUser)).QueryRow(func(row pgx.Row) error {
+			b.Queue(query, t.choice.TenantID, t.userID, t.choice.Category, string(consent.ByUser), audit.User).QueryRow(func(row pgx.Row) error {
 				var exists bool
 				var changed, marked int
 				var err error

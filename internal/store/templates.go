@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhq/herald/internal/audit"
 )
 
 // Template is one version of a tenant's template, its locales as the tenant gave them (a JSON object of
@@ -80,7 +82,7 @@ func (s *Store) SaveTemplate(ctx context.Context, tenantID string, t Template) (
 			return err
 		}
 		out, created = v, true
-		return nil
+		return appendAudit(ctx, tx, tenantID, audit.TemplateSaved, t.Name, map[string]any{"version": v.Version})
 	})
 	return out, created, translate(err, "saving a template")
 }
@@ -119,8 +121,10 @@ func (s *Store) DeleteTemplate(ctx context.Context, tenantID, name string) error
 		if tag.RowsAffected() == 0 {
 			return pgx.ErrNoRows
 		}
-		_, err = tx.Exec(ctx, `DELETE FROM template_versions WHERE tenant_id = $1 AND name = $2`, tenantID, name)
-		return err
+		if _, err = tx.Exec(ctx, `DELETE FROM template_versions WHERE tenant_id = $1 AND name = $2`, tenantID, name); err != nil {
+			return err
+		}
+		return appendAudit(ctx, tx, tenantID, audit.TemplateDeleted, name, nil)
 	})
 	return translate(err, "deleting a template")
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/heraldhq/herald/internal/audit"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/quiet"
 )
@@ -64,42 +65,54 @@ func (s *Store) CreateTenant(ctx context.Context, id, developerName string) erro
 // SetTenantLimits sets a tenant's own limits (nil fields: the installation's defaults); ErrNotFound when
 // it does not exist.
 func (s *Store) SetTenantLimits(ctx context.Context, id string, l TenantLimits) error {
-	return s.updateTenant(ctx, "setting the limits of tenant "+id, `
-		UPDATE tenants SET sends_per_second = $2, burst = $3, requests_per_second = $4, delivery_weight = $5, updated_at = now()
-		WHERE id = $1`, id, l.SendsPerSecond, l.Burst, l.RequestsPerSecond, l.DeliveryWeight)
+	return s.updateTenant(ctx, "setting the limits of tenant "+id, map[string]any{"limits": limitsDetails(l)},
+		`sends_per_second = $2, burst = $3, requests_per_second = $4, delivery_weight = $5`,
+		`(sends_per_second, burst, requests_per_second, delivery_weight) IS DISTINCT FROM ($2, $3, $4, $5)`,
+		id, l.SendsPerSecond, l.Burst, l.RequestsPerSecond, l.DeliveryWeight)
 }
 
 // SetTenantDeveloperName renames a tenant's developer (the branding fallback); ErrNotFound when it does not
 // exist.
 func (s *Store) SetTenantDeveloperName(ctx context.Context, id, name string) error {
-	return s.updateTenant(ctx, "renaming the developer of tenant "+id, `UPDATE tenants SET developer_name = $2, updated_at = now() WHERE id = $1`, id, name)
+	return s.updateTenant(ctx, "renaming the developer of tenant "+id, map[string]any{"developer_name": name},
+		`developer_name = $2`, `developer_name IS DISTINCT FROM $2`, id, name)
 }
 
-func (s *Store) updateTenant(ctx context.Context, doing, sql string, args ...any) error {
+// updateTenant sets the columns of tenant id (set, over $2…) where they change (changed) and appends its
+// tenant.updated event with details, in one transaction: a change to the same values records nothing.
+// ErrNotFound when the tenant does not exist.
+func (s *Store) updateTenant(ctx context.Context, doing string, details map[string]any, set, changed, id string, args ...any) error {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	tag, err := s.pool.Exec(ctx, sql, args...)
-	if err != nil {
-		return translate(err, doing)
-	}
-	if tag.RowsAffected() == 0 {
-		return translate(pgx.ErrNoRows, doing)
-	}
-	return nil
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var updated, exists bool
+		if err := tx.QueryRow(ctx, `
+			WITH u AS (UPDATE tenants SET `+set+`, updated_at = now() WHERE id = $1 AND (`+changed+`) RETURNING id)
+			SELECT EXISTS (SELECT 1 FROM u), EXISTS (SELECT 1 FROM tenants WHERE id = $1)`,
+			append([]any{id}, args...)...).Scan(&updated, &exists); err != nil {
+			return err
+		}
+		if !exists {
+			return pgx.ErrNoRows
+		}
+		if !updated {
+			return nil
+		}
+		return appendAudit(ctx, tx, id, audit.TenantUpdated, id, details)
+	})
+	return translate(err, doing)
+}
+
+// limitsDetails are a tenant's limits as tenant.updated's details name them (null: the installation's default).
+func limitsDetails(l TenantLimits) map[string]any {
+	return map[string]any{"sends_per_second": l.SendsPerSecond, "burst": l.Burst,
+		"requests_per_second": l.RequestsPerSecond, "delivery_weight": l.DeliveryWeight}
 }
 
 // SetTenantSuspended suspends or resumes a tenant; ErrNotFound when it does not exist.
 func (s *Store) SetTenantSuspended(ctx context.Context, id string, suspended bool) error {
-	ctx, cancel := withTimeout(ctx)
-	defer cancel()
-	tag, err := s.pool.Exec(ctx, `UPDATE tenants SET suspended = $2, updated_at = now() WHERE id = $1`, id, suspended)
-	if err != nil {
-		return translate(err, "suspending tenant")
-	}
-	if tag.RowsAffected() == 0 {
-		return translate(pgx.ErrNoRows, "suspending tenant")
-	}
-	return nil
+	return s.updateTenant(ctx, "suspending tenant", map[string]any{"suspended": suspended},
+		`suspended = $2`, `suspended IS DISTINCT FROM $2`, id, suspended)
 }
 
 // AddTenantDeveloper lists a messenger user as a developer of the tenant (idempotent).

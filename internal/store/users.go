@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/heraldhq/herald/internal/audit"
 	"github.com/heraldhq/herald/internal/callbackstate"
 	"github.com/heraldhq/herald/internal/notification"
 )
@@ -232,7 +233,10 @@ func (s *Store) EraseUser(ctx context.Context, tenantID, userID string) (Erasure
 		if deleted == 0 && !pending && e == (Erasure{}) {
 			return errNothing // rolls back the mark
 		}
-		return nil
+		// The notifications are ended after the commit (the pass): the event records the decision, and
+		// whether any of them were still to end.
+		return appendAudit(ctx, tx, tenantID, audit.UserErased, userID, map[string]any{
+			"opt_outs": e.OptOuts, "notifications_pending": pending})
 	})
 	if errors.Is(err, errNothing) {
 		return e, translate(pgx.ErrNoRows, "erasing user")

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/internal/audit"
 	"github.com/heraldhq/herald/internal/bot"
 	"github.com/heraldhq/herald/internal/brand"
 	"github.com/heraldhq/herald/internal/consent"
@@ -271,6 +272,18 @@ func TestStopWithOneTenantStopsAtOnceAndResumeLiftsIt(t *testing.T) {
 	expectReply(t, rs[2], 701, "acme", brand.Render("Acme", "Resumed: Acme. You will receive these notifications here again."), nil)
 	if got := c.userEvents("acme"); !slices.Equal(got, []string{"user.opted_out ann", "user.opted_in ann"}) {
 		t.Fatalf("acme's user events = %v, want user.opted_out then user.opted_in", got)
+	}
+	// The audit trail (§15) records both as the user's, in the chat.
+	events, _, err := c.st.AuditEvents(context.Background(), "acme", []audit.Type{audit.UserOptedOut, audit.UserOptedIn}, 10, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var trail []string
+	for _, e := range events {
+		trail = append(trail, string(e.Type)+" "+e.Actor+" "+e.Target)
+	}
+	if want := []string{"user.opted_in user ann", "user.opted_out user ann"}; !slices.Equal(trail, want) {
+		t.Fatalf("acme's audit trail = %v, want %v", trail, want)
 	}
 }
 
