@@ -9,22 +9,12 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/apierror"
+	"github.com/heraldhq/herald/internal/server"
 	"github.com/heraldhq/herald/internal/usage"
 )
 
 // usageParams are the query parameters of GET /v1/usage; any other is refused.
 var usageParams = []string{"from", "to", "granularity"}
-
-// usagePeriod is one period of GET /v1/usage: its start and its counts, without the tenant (the caller's).
-type usagePeriod struct {
-	Start time.Time `json:"period_start"`
-	usage.Counts
-}
-
-// usageResponse is GET /v1/usage's answer.
-type usageResponse struct {
-	Data []usagePeriod `json:"data"`
-}
 
 // getUsage is GET /v1/usage (v1 extensions §15): the caller's tenant's counts per hour or UTC day of the
 // window, the periods with nothing left out, read from the counts kept as the notifications changed
@@ -50,10 +40,24 @@ func (a *API) getUsage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := usageResponse{Data: make([]usagePeriod, len(periods))}
-	for i, p := range periods {
-		out.Data[i] = usagePeriod{Start: p.Start, Counts: p.Counts}
-	}
-	writeJSON(w, http.StatusOK, out)
+	server.WriteJSONBytes(w, http.StatusOK, appendUsage(make([]byte, 0, 64+len(periods)*160), periods))
 	return nil
+}
+
+// appendUsage appends GET /v1/usage's answer, {"data": [{"period_start": …, "accepted": …, …}, …]}, without
+// the periods' tenant (the caller's): by hand, as encoding/json would write it (a test compares the two),
+// because 400 days by the hour is 9,600 periods, about 2 MB, which reflection took ~20 ms to write.
+func appendUsage(b []byte, periods []usage.Period) []byte {
+	b = append(b, `{"data":[`...)
+	for i := range periods {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"period_start":"`...)
+		b = periods[i].Start.AppendFormat(b, time.RFC3339Nano)
+		b = append(b, '"', ',')
+		b = periods[i].AppendJSON(b)
+		b = append(b, '}')
+	}
+	return append(b, "]}\n"...)
 }

@@ -7,6 +7,7 @@ package usage
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -99,6 +100,22 @@ type Counts struct {
 	Unlinked      int64 `json:"unlinked"`
 	Edited        int64 `json:"edited"`
 	PaidBroadcast int64 `json:"paid_broadcast"`
+}
+
+// AppendJSON appends the counts as the members of a JSON object, without its braces, in the names and
+// order encoding/json gives them: `"accepted":1,"delivered":0,…`. GET /v1/usage answers up to 9,600
+// periods (400 days by the hour); written by hand they cost a tenth of what reflection costs.
+func (c *Counts) AppendJSON(b []byte) []byte {
+	for i, f := range c.Fields() {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, Columns[i]...)
+		b = append(b, '"', ':')
+		b = strconv.AppendInt(b, *f, 10)
+	}
+	return b
 }
 
 // Fields are pointers to the counts in the order of Columns, for a scan.
