@@ -145,6 +145,25 @@ func assertPaced(t *testing.T, name string, st, noise sim.Stats) {
 	}
 }
 
+// assertInOrderButRetried requires that a chat received each of want exactly once, and in want's order
+// except that a message sent more than once (retried: the platform answered 429 — on a busy machine the
+// simulator counts bunched arrivals over the bot's rate, as the control shows — or 5xx) may be overtaken
+// by the ones after it, as docs/delivery.md (Ordering) promises: the messages sent at their first attempt
+// keep their order.
+func assertInOrderButRetried(t *testing.T, what string, got, want []string, retried map[string]bool) {
+	t.Helper()
+	if !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
+		t.Errorf("%s received %q, want each of %q once", what, got, want)
+		return
+	}
+	first := func(texts []string) []string {
+		return slices.DeleteFunc(slices.Clone(texts), func(text string) bool { return retried[text] })
+	}
+	if !slices.Equal(first(got), first(want)) {
+		t.Errorf("%s received %q, want %q in order but for the retried (%v)", what, got, want, retried)
+	}
+}
+
 // noNoise is the noise of a send that cannot bunch (one send in all): none.
 var noNoise = sim.Stats{}
 
@@ -214,8 +233,8 @@ func TestTwoBotsEachAtItsOwnRateThroughTwoWorkers(t *testing.T) {
 	b.start(opts)
 	sent := map[string]int{"fast": 120, "slow": 72}
 	controls := map[string]*control{"fast": b.control(30, 30), "slow": b.control(20, 20)}
-	ids := append(b.backlog(fast, sent["fast"], "fast", 5), b.backlog(slow, sent["slow"], "slow", 5)...)
-	for id, status := range b.waitAllTerminal(ids, 90*time.Second) {
+	ids := map[string][]string{"fast": b.backlog(fast, sent["fast"], "fast", 5), "slow": b.backlog(slow, sent["slow"], "slow", 5)}
+	for id, status := range b.waitAllTerminal(append(slices.Clone(ids["fast"]), ids["slow"]...), 90*time.Second) {
 		if status != "delivered" {
 			t.Errorf("notification %s is %s, want delivered", id, status)
 		}
@@ -224,15 +243,16 @@ func TestTwoBotsEachAtItsOwnRateThroughTwoWorkers(t *testing.T) {
 		assertPaced(t, o.tenant, o.sim.Stats(), controls[o.tenant].noise())
 		for u, chat := range o.chats {
 			var want, got []string
+			retried := map[string]bool{}
 			for i := u; i < sent[o.tenant]; i += len(o.chats) {
-				want = append(want, fmt.Sprintf("%s %d", o.tenant, i))
+				text := fmt.Sprintf("%s %d", o.tenant, i)
+				want = append(want, text)
+				retried[text] = b.row(ids[o.tenant][i]).Attempts > 1
 			}
 			for _, m := range o.sim.Messages(chat) {
 				got = append(got, m.Text)
 			}
-			if !slices.Equal(got, want) {
-				t.Errorf("chat %d of %s's bot received %q, want %q (through its own bot, in order)", chat, o.tenant, got, want)
-			}
+			assertInOrderButRetried(t, fmt.Sprintf("chat %d of %s's bot", chat, o.tenant), got, want, retried)
 			if n := len(b.sim.Messages(chat)); n != 0 {
 				t.Errorf("chat %d received %d messages through the shared bot; want them all through %s's", chat, n, o.tenant)
 			}
@@ -264,7 +284,9 @@ func TestABotsBacklogAndItsThrottlingDoNotDelayAnotherBot(t *testing.T) {
 	fresh := b.backlog(idle, 1, "fresh", 5)[0]
 	shared := b.enqueueRaw("quiet", "shared", 5)
 	if _, err := idle.sim.WaitMessages(waitCtx(t, 30*time.Second), idle.chats[0], 1); err != nil {
-		t.Fatalf("the idle bot's fresh notification: %v (%s)", err, b.row(fresh).Status)
+		r := b.row(fresh)
+		t.Fatalf("the idle bot's fresh notification: %v (%s, attempts %d; the worker: %d held, lanes %d of the idle bot and %d of the busy one, the idle bot's rate %.1f, %.0f generations ended in the process)",
+			err, r.Status, r.Attempts, w.w.Held(), w.w.Lanes(idle.id), w.w.Lanes(busy.id), w.w.BotRate(idle.id), delivery.GenerationsEnded())
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("the idle bot's fresh notification took %v behind another bot's backlog; want it at once", took)
@@ -320,9 +342,37 @@ func TestPaidBroadcastFlagsOnlyTheSendsPastTheFreeRate(t *testing.T) {
 			t.Fatalf("%d sends without allow_paid_broadcast within one second; want at most %d", n, bot.FreeRate+1)
 		}
 	}
-	span := sends[len(sends)-1].at.Sub(sends[0].at).Seconds()
-	if free := len(sends) - flagged; float64(free) < bot.FreeRate*(span-1) || flagged == 0 {
-		t.Errorf("%d of %d sends over %.1f s carried allow_paid_broadcast: want the free 30 a second used first, the rest paid", flagged, len(sends), span)
+	// The free turns are used first: in the seconds the bot sent at twice its free rate or more (its
+	// rateLimit is 100), the median second's free sends are at least 90 % of the free rate. Judged per
+	// second rather than over the whole run: a second the machine stalls the worker in sends little of
+	// anything (the admission spaces sends at the moment they leave, docs/delivery.md, Rate limits, so
+	// a stall's turns are lost rather than burst later), and the backlog's last second sends what is left.
+	perSecond := map[int][2]int{} // free, paid
+	for _, s := range sends {
+		k := int(s.at.Sub(sends[0].at) / time.Second)
+		v := perSecond[k]
+		if s.paid {
+			v[1]++
+		} else {
+			v[0]++
+		}
+		perSecond[k] = v
+	}
+	var busy []int
+	for _, v := range perSecond {
+		if v[0]+v[1] >= 2*bot.FreeRate {
+			busy = append(busy, v[0])
+		}
+	}
+	slices.Sort(busy)
+	switch {
+	case flagged == 0:
+		t.Error("no send carried allow_paid_broadcast; want the sends past the free 30 a second paid")
+	case len(busy) == 0:
+		t.Errorf("no second with %d sends or more (free and paid per second: %v); want the bot's rateLimit of 100 used", 2*bot.FreeRate, perSecond)
+	case float64(busy[len(busy)/2]) < 0.9*bot.FreeRate:
+		t.Errorf("free sends in the seconds at twice the free rate or more: %v (median %d); want the free 30 a second used first, the rest paid (free and paid per second: %v)",
+			busy, busy[len(busy)/2], perSecond)
 	}
 }
 

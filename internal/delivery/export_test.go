@@ -26,6 +26,9 @@ func (w *Worker) Rate() float64 { return w.paces.Rate(notification.SharedBot) }
 // Held is how many fetched messages the worker holds past their bots' shares of its buffer.
 func (w *Worker) Held() int { return w.group.Held() }
 
+// Lanes is how many of a bot's keys have messages in the worker's lanes.
+func (w *Worker) Lanes(b notification.BotID) int { return w.group.Lanes(b) }
+
 // BotRate is the worker's current share of a bot's global rate.
 func (w *Worker) BotRate(b notification.BotID) float64 { return w.paces.Rate(b) }
 

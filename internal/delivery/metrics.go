@@ -24,7 +24,7 @@ var (
 	botTokenRefused = metric.GaugeVec("herald_worker_bot_token_refused",
 		"1 for a tenant's bot whose token the messaging platform refused (its notifications fail with 1102 until the tenant gives a new token), 0 for the others (bot: its username, capped at 100 then \"other\"; \"shared\" for the shared bot, always 0).", "bot")
 	redriveFound = metric.CounterVec("herald_worker_redrive_found_total",
-		"Notifications the redrive found stuck, by status: queued (queued for longer than the queued-redrive threshold: its envelope was lost, or is still waiting behind a backlog) or delivering (its lease expired: the worker died).", "status")
+		"Notifications the redrive found stuck, by status: queued (queued for longer than the queued-redrive threshold while the group has consumed everything published half as long before: its envelope was lost) or delivering (its lease expired: the worker died).", "status")
 )
 
 func init() {

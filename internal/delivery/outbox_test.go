@@ -169,3 +169,38 @@ func TestRedriveCountsWhatItFindsByStatus(t *testing.T) {
 		t.Errorf("herald_worker_redrive_found_total{status=\"delivering\"} moved by %v after an expired lease, want at least 1", got)
 	}
 }
+
+// A backlog older than QueuedRedriveAfter is waiting in Kafka, not lost: the redrive copies none of it
+// (each copy would put the backlog in Kafka again at every pass, and the worker's hold would fill with
+// copies, keeping other tenants' fresh messages from being fetched), and the backlog is delivered once
+// each. Not parallel: the counter is process-wide.
+func TestTheRedriveDoesNotCopyABacklogWaitingInKafka(t *testing.T) {
+	e := newEnv(t, sim.Options{GlobalRate: 10})
+	const users, perUser = 20, 5
+	for u := range users {
+		e.user(fmt.Sprintf("b%d", u), int64(4400+u), true)
+	}
+	opts := e.fastOptions()
+	opts.RateLimit = 10 // 100 notifications: ten seconds of the bot's rate
+	opts.QueuedRedriveAfter, opts.LostPublishAfter = time.Second, time.Second
+	queuedBefore := delivery.RedriveFound("queued")
+	var ids []string
+	for i := range users * perUser {
+		id, _ := e.send(fmt.Sprintf("b%d", i%users), fmt.Sprintf("backlog %d", i), 5)
+		ids = append(ids, id)
+	}
+	e.start(opts)
+	for id, status := range e.waitAllTerminal(ids, 60*time.Second) {
+		if status != "delivered" {
+			t.Errorf("notification %s is %s, want delivered", id, status)
+		}
+	}
+	if got := delivery.RedriveFound("queued") - queuedBefore; got != 0 {
+		t.Errorf("the redrive found %v queued notifications of a backlog waiting in Kafka; want none", got)
+	}
+	for u := range users {
+		if n := len(e.sim.Messages(int64(4400 + u))); n != perUser {
+			t.Errorf("chat %d received %d messages, want %d (once each)", 4400+u, n, perUser)
+		}
+	}
+}

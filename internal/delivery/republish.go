@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/heraldhq/herald/internal/store"
@@ -40,17 +41,32 @@ func (w *Worker) republishAll(ctx context.Context, what string, batch func(ctx c
 // envelope never reached a worker) or delivering past their lease (the worker died). The claim accepts
 // both; a copy of an envelope that was not lost after all is dropped by the claim.
 //
-// QueuedRedriveAfter is long because a queued row may simply wait behind a backlog. When there is no
-// backlog to wait behind — the group has consumed every message published up to LostPublishAfter ago —
-// a row queued for twice that long has no envelope in Kafka: its producer died between the commit and
-// the publish (internal/outbox). Then the redrive takes it at once, and such a notification is delivered
-// within about half a minute instead of ten.
+// A queued row is presumed lost only when its envelope cannot still be waiting in Kafka: when the group
+// has consumed (committed past) every message published up to half as long ago as the row was queued and
+// last published — the half because a publish may reach the broker a little after the row records it.
+// Two ages are tried, the shorter first:
+//   - 2 × LostPublishAfter: while there is no backlog to wait behind, a row whose producer died between
+//     the commit and the publish (internal/outbox) is delivered within about half a minute, not ten;
+//   - QueuedRedriveAfter.
+//
+// While the group has not consumed as far as either — a backlog older than half of both — no queued row
+// is presumed lost: each may be waiting behind it, and copying them would put that whole backlog in Kafka
+// again at every pass (one tenant's long backlog, copied every Lease, filled the worker's hold and kept
+// other tenants' fresh messages from being fetched). A publish lost meanwhile is redriven once the group
+// has caught up that far. A delivering row past its lease is redriven whatever the backlog: its envelope
+// was consumed.
 func (w *Worker) redrive(ctx context.Context) {
-	queuedAfter, quiet := w.opts.QueuedRedriveAfter, w.opts.Lease
-	if caughtUp, err := w.group.CaughtUpTo(ctx, time.Now().Add(-w.opts.LostPublishAfter)); err == nil && caughtUp {
-		queuedAfter, quiet = min(queuedAfter, 2*w.opts.LostPublishAfter), min(quiet, 2*w.opts.LostPublishAfter)
-	} else if err != nil && ctx.Err() == nil {
-		w.log.Debug("could not tell whether the group has caught up", "err", err)
+	quiet := w.opts.Lease
+	queuedAfter := time.Duration(0) // no queued row, unless the group has caught up far enough
+	for _, age := range slices.Sorted(slices.Values([]time.Duration{2 * w.opts.LostPublishAfter, w.opts.QueuedRedriveAfter})) {
+		ok, err := w.group.CaughtUpTo(ctx, time.Now().Add(-age/2))
+		if err != nil && ctx.Err() == nil {
+			w.log.Debug("could not tell whether the group has caught up", "err", err)
+		}
+		if ok && err == nil {
+			queuedAfter, quiet = age, min(quiet, age)
+			break
+		}
 	}
 	publish := w.publisher("redrive")
 	// Counted by status before the publish: what the redrive found is the fact (a lost envelope, a dead

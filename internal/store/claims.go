@@ -360,16 +360,17 @@ func (s *Store) RepublishUnpublished(ctx context.Context, limit int, publish Rep
 		ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED`, publish, limit)
 }
 
-// RepublishStuck hands up to limit notifications that look lost to publish: queued for longer than
-// queuedAfter (the envelope never arrived), or delivering past an expired lease (the worker died).
+// RepublishStuck hands up to limit notifications that look lost to publish: queued, and last published,
+// longer than queuedAfter ago (the envelope never arrived; 0 hands out no queued row), or delivering past
+// an expired lease (the worker died) and last published longer than quiet ago.
 func (s *Store) RepublishStuck(ctx context.Context, limit int, queuedAfter, quiet time.Duration, publish RepublishFunc) (int, error) {
 	return s.republish(ctx, `
 		SELECT `+pendingColumns+`
 		FROM notifications
 		WHERE `+notification.StatusIn(notification.Queued, notification.Delivering)+`
-		  AND ((status = `+notification.Queued.SQL()+` AND updated_at < now() - make_interval(secs => $2))
-		       OR `+notification.Redrive.SQL()+`)
-		  AND (published_at IS NULL OR published_at < now() - make_interval(secs => $3))
+		  AND ((status = `+notification.Queued.SQL()+` AND $2::float8 > 0 AND updated_at < now() - make_interval(secs => $2)
+		        AND (published_at IS NULL OR published_at < now() - make_interval(secs => $2)))
+		       OR (`+notification.Redrive.SQL()+` AND (published_at IS NULL OR published_at < now() - make_interval(secs => $3))))
 		ORDER BY updated_at LIMIT $1 FOR UPDATE SKIP LOCKED`, publish, limit, queuedAfter.Seconds(), quiet.Seconds())
 }
 
