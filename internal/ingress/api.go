@@ -50,6 +50,11 @@ type Options struct {
 	CallbackKey *signing.Key
 	// CallbackPolicy decides which endpoint URLs are accepted.
 	CallbackPolicy egress.Policy
+	// UserZonesTTL is how long the users' time zones cached for the date filter are trusted before the
+	// tenant's version is read again (zonecache.go); UserZonesTTL when zero. MaxZonedUsers is the most
+	// zoned users of a tenant cached; DefaultMaxZonedUsers when zero. Tests shorten them.
+	UserZonesTTL  time.Duration
+	MaxZonedUsers int
 }
 
 // DefaultMaxInFlightBatches bounds what batch bodies in flight may hold to about 400 MiB at worst (64 ×
@@ -78,7 +83,9 @@ type API struct {
 	admission  *admission
 	templates  *templateCache
 	// localeReads shares one statement between concurrent requests' reads of their users' locales.
-	localeReads *batch.Inline[localeRead, map[string]store.UserLocale]
+	localeReads   *batch.Inline[localeRead, map[string]store.UserLocale]
+	localeQueries atomic.Int64 // the statements of localeReads, for tests
+	zones         *zoneCache
 }
 
 // New builds the tenant API. Notifications go through ob (close it after the HTTP server has stopped, so
@@ -103,12 +110,16 @@ func New(st *store.Store, ob *outbox.Outbox, logger *slog.Logger, opts Options) 
 	if opts.RequestsPerSecond == 0 {
 		opts.RequestsPerSecond = DefaultRequestsPerSecond
 	}
-	return &API{store: st, outbox: ob, log: logger, opts: opts, keys: newKeyCache(opts.AuthCacheTTL), limiter: ratelimit.New(st),
+	opts.UserZonesTTL = cmp.Or(opts.UserZonesTTL, UserZonesTTL)
+	opts.MaxZonedUsers = cmp.Or(opts.MaxZonedUsers, DefaultMaxZonedUsers)
+	a := &API{store: st, outbox: ob, log: logger, opts: opts, keys: newKeyCache(opts.AuthCacheTTL), limiter: ratelimit.New(st),
 		unknownKeys: newNegativeCache(NegativeCacheTTL), failures: newFailureLimiter(cmp.Or(opts.MaxAuthFailures, MaxAuthFailures), AuthFailureWindow),
 		recentKeys: newRecentKeys(RecentKeyTTL), throttledLookups: newLookupBudget(ThrottledLookupsPerSecond, ThrottledLookupBurst),
 		inFlight: make(chan struct{}, opts.MaxInFlight), batchSlots: make(chan struct{}, opts.MaxInFlightBatches),
 		admission: newAdmission(opts.MaxInFlight, opts.MaxInFlightBatches, opts.MaxInFlightBytes),
-		templates: newTemplateCache(st, TemplateHeadTTL), localeReads: newLocaleReads(st)}
+		templates: newTemplateCache(st, TemplateHeadTTL), zones: newZoneCache(st, opts.UserZonesTTL, opts.MaxZonedUsers)}
+	a.localeReads = newLocaleReads(st, &a.localeQueries)
+	return a
 }
 
 // handle adapts a handler that returns an error.

@@ -23,3 +23,10 @@ func SetThrottledLookups(a *API, perSecond float64, burst int) {
 
 // TemplateLookups is how many times a's template cache read PostgreSQL.
 func TemplateLookups(a *API) int { return a.templates.lookups() }
+
+// ZoneReads is how many times a's zone cache read a tenant's version and reloaded its zoned users, and
+// how many statements read users' locales (and zones) per request.
+func ZoneReads(a *API) (versionReads, reloads int, localeStatements int64) {
+	v, r := a.zones.counts()
+	return v, r, a.localeQueries.Load()
+}

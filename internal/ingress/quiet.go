@@ -41,7 +41,8 @@ func parseQuietHours(raw json.RawMessage, priority int) (ignore bool, given stri
 
 // holdForQuietHours moves the send_at of the items that would be delivered inside the tenant's quiet
 // hours (mode hold) to the window's end, read in each user's time_zone or else the tenant's zone: at
-// their send_at when it is ahead, else now. One read of the users' zones, only when the tenant holds.
+// their send_at when it is ahead, else now. The users' zones, only when the tenant holds, come from the zone
+// cache.
 func (a *API) holdForQuietHours(ctx context.Context, p store.Principal, items []outbox.Item, now time.Time) error {
 	h := p.Quiet
 	if h == nil || h.Mode != quiet.Hold {
@@ -56,7 +57,12 @@ func (a *API) holdForQuietHours(ctx context.Context, p store.Principal, items []
 	if len(users) == 0 {
 		return nil
 	}
-	zones, err := a.store.UserTimeZones(ctx, p.TenantID, users)
+	// The users' zones from the zone cache (zonecache.go: within UserZonesTTL of a change elsewhere; the
+	// worker decides again at the claim with the zone it reads then); per request for a tenant past its cap.
+	zones, cached, err := a.zones.zonesOf(ctx, p.TenantID, users)
+	if err == nil && !cached {
+		zones, err = a.store.UserTimeZones(ctx, p.TenantID, users)
+	}
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -376,9 +377,9 @@ func nulIn(v any, path string) (string, bool) {
 
 // userLocales reads the locales (and time zones) of the users of a request's templated sends whose locale
 // the send's own does not decide — none for a template of one locale, none when the send's locale matches
-// one of the template's — or whose template uses the date filter. So a send that names its locale costs
-// no read unless its template formats a date; and the reads of concurrent requests share one statement
-// (localeReads), so that a date in every send does not cost a round trip each.
+// one of the template's — and, for a tenant past the zone cache's cap, of those whose template uses the
+// date filter (the others' zones come from the cache, zonecache.go). So a send that names its locale
+// costs no read; and the reads of concurrent requests share one statement (localeReads).
 func (a *API) userLocales(tenant string, users []string) (map[string]store.UserLocale, error) {
 	if len(users) == 0 {
 		return nil, nil
@@ -397,8 +398,9 @@ type localeRead struct {
 // of up to 64 requests. Measured with make bench-ingress -template (a date in every send), one statement
 // per request cost PostgreSQL more CPU than the send's batched insert (docs/benchmarks.md). The read runs
 // under the store's own deadline, not one caller's: a caller that gives up does not fail the others.
-func newLocaleReads(st *store.Store) *batch.Inline[localeRead, map[string]store.UserLocale] {
+func newLocaleReads(st *store.Store, statements *atomic.Int64) *batch.Inline[localeRead, map[string]store.UserLocale] {
 	return batch.NewInline(2, 64, func(reqs []localeRead) ([]map[string]store.UserLocale, error) {
+		statements.Add(1)
 		var keys []store.TenantUser
 		for _, r := range reqs {
 			for _, u := range r.users {
@@ -434,14 +436,15 @@ func needsUserLocale(t *cachedTemplate, locale string) bool {
 
 // resolveTemplates resolves the templated sends of a request (one send, or a batch's items; nil entries
 // are items already refused): each one's template from the cache, then the locales of the users whose
-// locale the send does not decide, in one statement for the whole request, then each render into its
+// locale the send does not decide, in one statement for the whole request, and the zones of the users of
+// the other sends whose template formats dates, from the zone cache, then each render into its
 // request. An item's own failure (an unknown template, missing data…) is in its place in errs; err is a
 // failure of the whole request (PostgreSQL).
 func (a *API) resolveTemplates(ctx context.Context, tenant string, reqs []*sendRequest) (tms []*templated, errs []error, err error) {
 	tms, errs = make([]*templated, len(reqs)), make([]error, len(reqs))
 	fields := make([]*templateFields, len(reqs))
 	found := make([]*cachedTemplate, len(reqs))
-	var users []string
+	var users, zoned []string // users whose locale is read; users of whom only the zone is
 	for i, req := range reqs {
 		if req == nil {
 			continue
@@ -453,8 +456,24 @@ func (a *API) resolveTemplates(ctx context.Context, tenant string, reqs []*sendR
 		if _, catalogued := apierror.From(err); err != nil && !catalogued {
 			return nil, nil, err
 		}
-		if found[i], errs[i] = t, err; err == nil && (needsUserLocale(t, fields[i].locale) || t.set.ReadsZone) && req.UserID != nil {
-			users = append(users, *req.UserID)
+		if found[i], errs[i] = t, err; err != nil || req.UserID == nil {
+			continue
+		}
+		switch {
+		case needsUserLocale(t, fields[i].locale):
+			users = append(users, *req.UserID) // the read gives the zone too
+		case t.set.ReadsZone:
+			zoned = append(zoned, *req.UserID)
+		}
+	}
+	var zones map[string]string
+	if len(zoned) > 0 {
+		var cached bool
+		if zones, cached, err = a.zones.zonesOf(ctx, tenant, zoned); err != nil {
+			return nil, nil, err
+		}
+		if !cached {
+			users = append(users, zoned...) // a tenant past the cache's cap: read per request, as locales
 		}
 	}
 	locales, err := a.userLocales(tenant, users)
@@ -467,7 +486,11 @@ func (a *API) resolveTemplates(ctx context.Context, tenant string, reqs []*sendR
 		}
 		var user store.UserLocale
 		if req.UserID != nil {
-			user = locales[*req.UserID]
+			var read bool
+			if user, read = locales[*req.UserID]; !read {
+				// Not read: only the zone matters (the locale is the send's or the template's only one).
+				user.TimeZone = zones[*req.UserID]
+			}
 		}
 		tms[i], errs[i] = renderTemplate(req, fields[i], found[i], user)
 	}

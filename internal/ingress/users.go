@@ -67,9 +67,14 @@ func (a *API) patchUser(w http.ResponseWriter, r *http.Request) error {
 		"an IANA time zone name, like Europe/Berlin"); err != nil {
 		return err
 	}
-	u, err := a.store.SetUserSettings(r.Context(), principalOf(r.Context()).TenantID, userID, set)
+	tenant := principalOf(r.Context()).TenantID
+	u, zonesVersion, err := a.store.SetUserSettings(r.Context(), tenant, userID, set)
 	if err != nil {
 		return err
+	}
+	if zonesVersion != 0 {
+		// This replica's next send renders in the new zone at once (zonecache.go).
+		a.zones.changed(tenant, userID, deref(set.TimeZone), zonesVersion)
 	}
 	writeJSON(w, http.StatusOK, userResource(u))
 	return nil
@@ -139,6 +144,9 @@ func (a *API) eraseUser(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err != nil {
 		return err
+	}
+	if e.ZonesVersion != 0 {
+		a.zones.changed(p.TenantID, userID, "", e.ZonesVersion)
 	}
 	a.log.Info("user erased", "tenant_id", p.TenantID, "request_id", server.RequestID(r.Context()),
 		"notifications_cancelled", e.Cancelled, "notifications_erased", e.Erased, "notifications_pending", e.Pending,
@@ -220,4 +228,12 @@ func (a *API) liftOptOut(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// deref is *p, or "" when p is nil.
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }

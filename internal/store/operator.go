@@ -276,9 +276,11 @@ func (s *Store) purgeUserBatch(ctx context.Context, tenantID string) (int64, err
 				return err
 			}
 		}
-		tag, err := tx.Exec(ctx, `DELETE FROM users WHERE tenant_id = $1 AND user_id = ANY($2)`, tenantID, users)
-		n = tag.RowsAffected()
-		return err
+		// Users with a time zone change the tenant's zones (zones.go).
+		return tx.QueryRow(ctx, `
+			WITH d AS (DELETE FROM users WHERE tenant_id = $1 AND user_id = ANY($2) RETURNING time_zone),
+			     `+bumpZonesSQL("$1", "EXISTS (SELECT 1 FROM d WHERE time_zone IS NOT NULL)")+`
+			SELECT count(*) FROM d`, tenantID, users).Scan(&n)
 	})
 	return n, err
 }

@@ -60,7 +60,7 @@ func TestTheClaimCarriesQuietHoursAndAHoldReschedules(t *testing.T) {
 		t.Fatal(err)
 	}
 	tz := "America/New_York"
-	if _, err := s.SetUserSettings(ctx, "acme", "ok", store.UserSettings{SetTimeZone: true, TimeZone: &tz}); err != nil {
+	if _, _, err := s.SetUserSettings(ctx, "acme", "ok", store.UserSettings{SetTimeZone: true, TimeZone: &tz}); err != nil {
 		t.Fatal(err)
 	}
 	respects := queued(t, s)

@@ -74,18 +74,18 @@ func TestUserSettingsBeforeLinkingAndErasure(t *testing.T) {
 	s := fixture(t)
 	ctx := context.Background()
 	de, berlin := "de", "Europe/Berlin"
-	u, err := s.SetUserSettings(ctx, "acme", "newcomer", store.UserSettings{SetLocale: true, Locale: &de, SetTimeZone: true, TimeZone: &berlin})
+	u, _, err := s.SetUserSettings(ctx, "acme", "newcomer", store.UserSettings{SetLocale: true, Locale: &de, SetTimeZone: true, TimeZone: &berlin})
 	if err != nil || u.LinkedAt != nil || u.Locale == nil || *u.Locale != "de" || u.TimeZone == nil || *u.TimeZone != berlin {
 		t.Fatalf("settings of a user not linked: %+v %v", u, err)
 	}
 	// Only the field given changes; null clears.
-	u, err = s.SetUserSettings(ctx, "acme", "newcomer", store.UserSettings{SetLocale: true})
+	u, _, err = s.SetUserSettings(ctx, "acme", "newcomer", store.UserSettings{SetLocale: true})
 	if err != nil || u.Locale != nil || u.TimeZone == nil {
 		t.Fatalf("clearing the locale: %+v %v", u, err)
 	}
 	// The messenger's language of the user's chat (chat 1 of user "ok", the shared bot).
 	exec(t, s, `INSERT INTO chat_languages (bot_id, chat_id, language_code) VALUES (0, 1, 'pt-br')`)
-	if _, err := s.SetUserSettings(ctx, "acme", "ok", store.UserSettings{SetLocale: true, Locale: &de}); err != nil {
+	if _, _, err := s.SetUserSettings(ctx, "acme", "ok", store.UserSettings{SetLocale: true, Locale: &de}); err != nil {
 		t.Fatal(err)
 	}
 	// Another tenant's user of the same id, read in the same statement, is its own.
@@ -93,7 +93,7 @@ func TestUserSettingsBeforeLinkingAndErasure(t *testing.T) {
 		t.Fatal(err)
 	}
 	fr := "fr"
-	if _, err := s.SetUserSettings(ctx, "globex", "ok", store.UserSettings{SetLocale: true, Locale: &fr}); err != nil {
+	if _, _, err := s.SetUserSettings(ctx, "globex", "ok", store.UserSettings{SetLocale: true, Locale: &fr}); err != nil {
 		t.Fatal(err)
 	}
 	acme := func(id string) store.TenantUser { return store.TenantUser{TenantID: "acme", UserID: id} }

@@ -71,6 +71,9 @@ type Erasure struct {
 	Events  int // callback events naming the user: undelivered ones deleted, the others anonymised
 	OptOuts int // the user's opt-outs, deleted
 	ChatErasure
+	// ZonesVersion is the tenant's user_zones_version the erasure made when the user had a time zone (its
+	// users' zones changed: zones.go); 0 when the user had none.
+	ZonesVersion int64
 }
 
 // ChatErasure counts what went with the chats an erased user was reached in.
@@ -220,12 +223,16 @@ func (s *Store) EraseUser(ctx context.Context, tenantID, userID string) (Erasure
 			}
 			e.ChatErasure = ce
 		}
-		// Last: its cascade would take the opt-outs uncounted.
-		tag, err := tx.Exec(ctx, `DELETE FROM users WHERE tenant_id = $1 AND user_id = $2`, tenantID, userID)
-		if err != nil {
+		// Last: its cascade would take the opt-outs uncounted. A user with a time zone changes the tenant's
+		// zones (zones.go).
+		var n int64
+		if err := tx.QueryRow(ctx, `
+			WITH d AS (DELETE FROM users WHERE tenant_id = $1 AND user_id = $2 RETURNING time_zone),
+			     `+bumpZonesSQL("$1", "EXISTS (SELECT 1 FROM d WHERE time_zone IS NOT NULL)")+`
+			SELECT (SELECT count(*) FROM d), COALESCE((SELECT v FROM bumped), 0)`, tenantID, userID).Scan(&n, &e.ZonesVersion); err != nil {
 			return err
 		}
-		deleted += tag.RowsAffected()
+		deleted += n
 		var pending bool
 		if err := tx.QueryRow(ctx, markErasureSQL, tenantID, userID).Scan(&pending); err != nil {
 			return err
@@ -261,21 +268,35 @@ type UserSettings struct {
 
 // SetUserSettings sets what the tenant gave of its user's locale and time zone, making the user's record
 // when the tenant has not asked for a link token yet (a user may be set up before linking), and returns the
-// user as GetUser reads it.
-func (s *Store) SetUserSettings(ctx context.Context, tenantID, userID string, set UserSettings) (User, error) {
+// user as GetUser reads it and, when the time zone changed, the tenant's user_zones_version the change made
+// (0: the zone is as it was; zones.go).
+//
+// The row is made first and then locked, so that the zone compared is the one the update replaces: a
+// change that bumped no version would leave the ingress's caches stale for good.
+func (s *Store) SetUserSettings(ctx context.Context, tenantID, userID string, set UserSettings) (User, int64, error) {
 	sctx, cancel := withTimeout(ctx)
-	// The user's row and the settings in one statement: CASE keeps a field not given as it was.
-	_, err := s.pool.Exec(sctx, `
-		INSERT INTO users (tenant_id, user_id, locale, time_zone) VALUES ($1, $2, $4, $6)
-		ON CONFLICT (tenant_id, user_id) DO UPDATE SET
-			locale = CASE WHEN $3 THEN $4 ELSE users.locale END,
-			time_zone = CASE WHEN $5 THEN $6 ELSE users.time_zone END`,
-		tenantID, userID, set.SetLocale, set.Locale, set.SetTimeZone, set.TimeZone)
+	var version int64
+	err := pgx.BeginFunc(sctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(sctx, `INSERT INTO users (tenant_id, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, tenantID, userID); err != nil {
+			return err
+		}
+		// CASE keeps a field not given as it was.
+		return tx.QueryRow(sctx, `
+			WITH old AS (SELECT time_zone FROM users WHERE tenant_id = $1 AND user_id = $2 FOR UPDATE),
+			     u AS (UPDATE users SET
+			               locale = CASE WHEN $3 THEN $4 ELSE users.locale END,
+			               time_zone = CASE WHEN $5 THEN $6 ELSE users.time_zone END
+			           WHERE tenant_id = $1 AND user_id = $2 AND EXISTS (SELECT 1 FROM old)),
+			     `+bumpZonesSQL("$1", "$5 AND (SELECT time_zone FROM old) IS DISTINCT FROM $6::text")+`
+			SELECT COALESCE((SELECT v FROM bumped), 0)`,
+			tenantID, userID, set.SetLocale, set.Locale, set.SetTimeZone, set.TimeZone).Scan(&version)
+	})
 	cancel()
 	if err != nil {
-		return User{}, translate(err, "setting a user's locale")
+		return User{}, 0, translate(err, "setting a user's locale")
 	}
-	return s.GetUser(ctx, tenantID, userID)
+	u, err := s.GetUser(ctx, tenantID, userID)
+	return u, version, err
 }
 
 // UserLocale is what the locale chain (§12) reads of a user: the tenant's setting, then the messenger's

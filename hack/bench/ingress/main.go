@@ -33,7 +33,8 @@
 // Added by templates (spec v1-extensions §12): -template makes every send of phases 2, 4 and 5 name a
 // template (html, about 1 KB, 10 outputs and a loop; saved before phase 1) with its data; -template-rendered
 // is its control: the same messages, rendered by the bench with the same package, sent as format html.
-// The difference between the two runs is what the template costs the send path.
+// The difference between the two runs is what the template costs the send path. -zoned gives a share of
+// the users a time_zone (in both runs), so that the ingress's zone cache holds users, as a tenant's would.
 package main
 
 import (
@@ -89,6 +90,7 @@ type options struct {
 	htmlAsText       bool
 	template         bool
 	templateRendered bool
+	zoned            float64
 }
 
 func main() {
@@ -116,6 +118,7 @@ func main() {
 	flag.BoolVar(&o.htmlAsText, "html-as-text", false, "with -html-mix: the same 1-2 KB bodies sent as plain text (the control: what the parser and the entities cost, apart from the bodies' size)")
 	flag.BoolVar(&o.template, "template", false, "every send of phases 2, 4 and 5 names a template (html, ~1 KB, 10 outputs and a loop) with data")
 	flag.BoolVar(&o.templateRendered, "template-rendered", false, "the control of -template: the same messages rendered by the bench and sent as format html")
+	flag.Float64Var(&o.zoned, "zoned", 0.1, "with -template or -template-rendered: this share of the users has a time_zone (PATCH /v1/users), which the template's date filter renders in")
 	flag.Parse()
 	benchutil.Main("bench-ingress", func(ctx context.Context, dbURL string) error { return run(ctx, dbURL, o) })
 }
@@ -139,6 +142,11 @@ func run(ctx context.Context, dbURL string, o options) error {
 		if err := seedTemplate(ctx, st); err != nil {
 			return err
 		}
+		zoned, err := seedZones(ctx, st, o.users, o.zoned)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("ingress: %d of the %d users have a time_zone\n", zoned, o.users)
 		fmt.Printf("ingress: every send %s (%d bytes of template source)\n",
 			map[bool]string{true: "names the template with its data", false: "is the template's message rendered by the bench"}[o.template], len(benchTemplate))
 	}

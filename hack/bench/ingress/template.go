@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/template"
@@ -23,6 +24,28 @@ func seedTemplate(ctx context.Context, st *store.Store) error {
 	locales, _ := json.Marshal(map[string]any{"en": map[string]string{"message": benchTemplate}})
 	_, _, err := st.SaveTemplate(ctx, "bench", store.Template{Name: "order.shipped", Format: "html", DefaultLocale: "en", Locales: locales})
 	return err
+}
+
+// benchZones are the zones -zoned gives users, in turn.
+var benchZones = []string{"Europe/Berlin", "America/Sao_Paulo", "Asia/Tokyo", "Europe/Lisbon", "America/New_York"}
+
+// seedZones gives every (1/share)th user a time_zone, as PATCH /v1/users does, and returns how many.
+func seedZones(ctx context.Context, st *store.Store, users int, share float64) (int, error) {
+	if share <= 0 {
+		return 0, nil
+	}
+	n := 0
+	for i := 0; i < users; i++ {
+		if int(float64(i)*share) == int(float64(i+1)*share) {
+			continue
+		}
+		zone := benchZones[n%len(benchZones)]
+		if _, _, err := st.SetUserSettings(ctx, "bench", "user-"+strconv.Itoa(i), store.UserSettings{SetTimeZone: true, TimeZone: &zone}); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
 
 // benchData is send i's data.
