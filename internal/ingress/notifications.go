@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/heraldhq/herald/internal/apierror"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
@@ -19,15 +17,15 @@ import (
 // cancelNotification is POST /v1/notifications/{tracking_id}/cancel: 200 with the notification, now
 // cancelled, or 409 not_cancellable naming the state it is in (delivering, or terminal).
 func (a *API) cancelNotification(w http.ResponseWriter, r *http.Request) error {
-	id, ok := trackingIDParam(chi.URLParam(r, "tracking_id"))
-	if !ok {
-		return apierror.NotFound.With("unknown tracking_id")
+	id, err := pathTrackingID(r)
+	if err != nil {
+		return err
 	}
 	v, err := a.store.CancelNotification(r.Context(), principalOf(r.Context()).TenantID, id)
 	var nc *store.NotCancellable
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return apierror.NotFound.With("unknown tracking_id")
+		return errUnknownTrackingID
 	case errors.As(err, &nc):
 		return apierror.NotCancellable.With("%s", nc.Error())
 	case err != nil:
@@ -41,15 +39,15 @@ func (a *API) cancelNotification(w http.ResponseWriter, r *http.Request) error {
 // notification once its deletion is recorded (the workers delete the message within seconds, then set
 // message_deleted_at and emit notification.message_deleted); 409 not_deletable with the reason otherwise.
 func (a *API) deleteMessage(w http.ResponseWriter, r *http.Request) error {
-	id, ok := trackingIDParam(chi.URLParam(r, "tracking_id"))
-	if !ok {
-		return apierror.NotFound.With("unknown tracking_id")
+	id, err := pathTrackingID(r)
+	if err != nil {
+		return err
 	}
 	v, err := a.store.RequestMessageDelete(r.Context(), principalOf(r.Context()).TenantID, id)
 	var nd *store.NotDeletable
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return apierror.NotFound.With("unknown tracking_id")
+		return errUnknownTrackingID
 	case errors.As(err, &nd):
 		return apierror.NotDeletable.With("%s", nd.Reason)
 	case err != nil:
