@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -92,17 +91,9 @@ func (a *API) listNotifications(w http.ResponseWriter, r *http.Request) error {
 // listQuery reads GET /v1/notifications' query string: only the known parameters, each at most once.
 // Every refusal is invalid_request (FuzzListQuery).
 func listQuery(raw string) (store.ListFilter, int, *store.ListCursor, error) {
-	q, err := url.ParseQuery(raw)
+	q, err := strictQuery(raw, listParams)
 	if err != nil {
-		return store.ListFilter{}, 0, nil, apierror.InvalidRequest.With("malformed query string")
-	}
-	for name, values := range q {
-		if !slices.Contains(listParams, name) {
-			return store.ListFilter{}, 0, nil, apierror.InvalidRequest.With("unknown query parameter %q (known: %s)", truncate(name, 64), strings.Join(listParams, ", "))
-		}
-		if len(values) > 1 {
-			return store.ListFilter{}, 0, nil, apierror.InvalidRequest.With("query parameter %q given more than once", name)
-		}
+		return store.ListFilter{}, 0, nil, err
 	}
 	return parseListQuery(q)
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
@@ -31,6 +33,24 @@ func userIDParam(raw string) (string, bool) {
 		return "", false
 	}
 	return userID, true
+}
+
+// strictQuery parses a query string whose parameters must each be one of known, given at most once: a
+// misspelt filter must not silently list everything. Every refusal is invalid_request.
+func strictQuery(raw string, known []string) (url.Values, error) {
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return nil, apierror.InvalidRequest.With("malformed query string")
+	}
+	for name, values := range q {
+		if !slices.Contains(known, name) {
+			return nil, apierror.InvalidRequest.With("unknown query parameter %q (known: %s)", truncate(name, 64), strings.Join(known, ", "))
+		}
+		if len(values) > 1 {
+			return nil, apierror.InvalidRequest.With("query parameter %q given more than once", name)
+		}
+	}
+	return q, nil
 }
 
 // The 404s of an unknown (or unreadable) {tracking_id} and {user_id}.
