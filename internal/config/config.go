@@ -197,13 +197,16 @@ func (c *BotKey) check(p *problems) {
 }
 
 // Key is the parsed key, nil when none is set; call it after the check passed.
-func (c *BotKey) Key() *signing.Key {
-	if c.BotTokenKey == "" {
+func (c *BotKey) Key() *signing.Key { return parsedKey(c.BotTokenKey, "BotKey") }
+
+// parsedKey is a key setting parsed, nil when it is empty; the setting's check passed, so it parses.
+func parsedKey(value, setting string) *signing.Key {
+	if value == "" {
 		return nil
 	}
-	k, err := signing.ParseKey(c.BotTokenKey)
+	k, err := signing.ParseKey(value)
 	if err != nil {
-		panic("config: BotKey used unchecked")
+		panic("config: " + setting + " used unchecked")
 	}
 	return k
 }
@@ -374,16 +377,7 @@ func (c *CallbackKey) check(p *problems) {
 
 // Key is the parsed key, nil when none is set (the ingress then answers the callback routes that make a
 // secret 503); call it after the check passed.
-func (c *CallbackKey) Key() *signing.Key {
-	if c.CallbackSecretKey == "" {
-		return nil
-	}
-	k, err := signing.ParseKey(c.CallbackSecretKey)
-	if err != nil {
-		panic("config: CallbackKey used unchecked")
-	}
-	return k
-}
+func (c *CallbackKey) Key() *signing.Key { return parsedKey(c.CallbackSecretKey, "CallbackKey") }
 
 // CallbackPolicy says where status callbacks may go (internal/egress): the ingress checks URLs with it,
 // the sender every connection. herald dev turns both on (its receiver is the simulator on 127.0.0.1).

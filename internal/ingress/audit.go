@@ -2,7 +2,6 @@ package ingress
 
 import (
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,17 +33,9 @@ type auditList struct {
 // first, filtered by type (comma-separated, as §4's status), paged by limit and an opaque cursor bound to
 // the filter.
 func (a *API) listAuditEvents(w http.ResponseWriter, r *http.Request) error {
-	q, err := url.ParseQuery(r.URL.RawQuery)
+	q, err := strictQuery(r.URL.RawQuery, auditParams)
 	if err != nil {
-		return apierror.InvalidRequest.With("malformed query string")
-	}
-	for name, values := range q {
-		if !slices.Contains(auditParams, name) {
-			return apierror.InvalidRequest.With("unknown query parameter %q (known: %s)", truncate(name, 64), strings.Join(auditParams, ", "))
-		}
-		if len(values) > 1 {
-			return apierror.InvalidRequest.With("query parameter %q given more than once", name)
-		}
+		return err
 	}
 	var types []audit.Type
 	if q.Has("type") {

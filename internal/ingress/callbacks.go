@@ -161,12 +161,7 @@ func endpointID(r *http.Request) (string, error) {
 var errUnknownEndpoint = apierror.NotFound.With("unknown callback endpoint")
 
 // notFound maps the store's ErrNotFound to the endpoint's 404.
-func notFound(err error) error {
-	if errors.Is(err, store.ErrNotFound) {
-		return errUnknownEndpoint
-	}
-	return err
-}
+func notFound(err error) error { return unknownAs(err, errUnknownEndpoint) }
 
 // deleteCallback is DELETE /v1/callbacks/{id}: the endpoint goes with its events, sent or not.
 func (a *API) deleteCallback(w http.ResponseWriter, r *http.Request) error {

@@ -4,15 +4,10 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"errors"
 	"net/http"
 
-	"github.com/go-chi/chi/v5"
-
-	"github.com/heraldhq/herald/internal/apierror"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/server"
-	"github.com/heraldhq/herald/internal/store"
 )
 
 var writeJSON = server.WriteJSON
@@ -26,16 +21,13 @@ var (
 // status is GET /v1/status/{tracking_id}. A malformed id cannot name a notification, so it is not_found
 // like an unknown one or another tenant's.
 func (a *API) status(w http.ResponseWriter, r *http.Request) error {
-	id, ok := trackingIDParam(chi.URLParam(r, "tracking_id"))
-	if !ok {
-		return apierror.NotFound.With("unknown tracking_id")
-	}
-	v, err := a.store.GetNotification(r.Context(), principalOf(r.Context()).TenantID, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return apierror.NotFound.With("unknown tracking_id")
-	}
+	id, err := pathTrackingID(r)
 	if err != nil {
 		return err
+	}
+	v, err := a.store.GetNotification(r.Context(), principalOf(r.Context()).TenantID, id)
+	if err != nil {
+		return unknownAs(err, errUnknownTrackingID)
 	}
 	writeJSON(w, http.StatusOK, v.Resource())
 	return nil
@@ -98,16 +90,13 @@ type promptResponse struct {
 
 // verificationStatus is GET /v1/phone-verification/status/{user_id}.
 func (a *API) verificationStatus(w http.ResponseWriter, r *http.Request) error {
-	userID, ok := userIDParam(chi.URLParam(r, "user_id"))
-	if !ok {
-		return apierror.NotFound.With("unknown user_id")
-	}
-	v, err := a.store.GetVerification(r.Context(), principalOf(r.Context()).TenantID, userID)
-	if errors.Is(err, store.ErrNotFound) {
-		return apierror.NotFound.With("unknown user_id")
-	}
+	userID, err := pathUserID(r)
 	if err != nil {
 		return err
+	}
+	v, err := a.store.GetVerification(r.Context(), principalOf(r.Context()).TenantID, userID)
+	if err != nil {
+		return unknownAs(err, errUnknownUserID)
 	}
 	res := verificationResponse{
 		UserID: v.UserID, Status: string(v.Status), VerifiedAt: optionalTimestamp(v.VerifiedAt), PhoneLast4: v.PhoneLast4,

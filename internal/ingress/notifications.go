@@ -4,12 +4,9 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/go-chi/chi/v5"
 
 	"github.com/heraldhq/herald/internal/apierror"
 	"github.com/heraldhq/herald/internal/notification"
@@ -19,15 +16,15 @@ import (
 // cancelNotification is POST /v1/notifications/{tracking_id}/cancel: 200 with the notification, now
 // cancelled, or 409 not_cancellable naming the state it is in (delivering, or terminal).
 func (a *API) cancelNotification(w http.ResponseWriter, r *http.Request) error {
-	id, ok := trackingIDParam(chi.URLParam(r, "tracking_id"))
-	if !ok {
-		return apierror.NotFound.With("unknown tracking_id")
+	id, err := pathTrackingID(r)
+	if err != nil {
+		return err
 	}
 	v, err := a.store.CancelNotification(r.Context(), principalOf(r.Context()).TenantID, id)
 	var nc *store.NotCancellable
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return apierror.NotFound.With("unknown tracking_id")
+		return errUnknownTrackingID
 	case errors.As(err, &nc):
 		return apierror.NotCancellable.With("%s", nc.Error())
 	case err != nil:
@@ -41,15 +38,15 @@ func (a *API) cancelNotification(w http.ResponseWriter, r *http.Request) error {
 // notification once its deletion is recorded (the workers delete the message within seconds, then set
 // message_deleted_at and emit notification.message_deleted); 409 not_deletable with the reason otherwise.
 func (a *API) deleteMessage(w http.ResponseWriter, r *http.Request) error {
-	id, ok := trackingIDParam(chi.URLParam(r, "tracking_id"))
-	if !ok {
-		return apierror.NotFound.With("unknown tracking_id")
+	id, err := pathTrackingID(r)
+	if err != nil {
+		return err
 	}
 	v, err := a.store.RequestMessageDelete(r.Context(), principalOf(r.Context()).TenantID, id)
 	var nd *store.NotDeletable
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return apierror.NotFound.With("unknown tracking_id")
+		return errUnknownTrackingID
 	case errors.As(err, &nd):
 		return apierror.NotDeletable.With("%s", nd.Reason)
 	case err != nil:
@@ -94,17 +91,9 @@ func (a *API) listNotifications(w http.ResponseWriter, r *http.Request) error {
 // listQuery reads GET /v1/notifications' query string: only the known parameters, each at most once.
 // Every refusal is invalid_request (FuzzListQuery).
 func listQuery(raw string) (store.ListFilter, int, *store.ListCursor, error) {
-	q, err := url.ParseQuery(raw)
+	q, err := strictQuery(raw, listParams)
 	if err != nil {
-		return store.ListFilter{}, 0, nil, apierror.InvalidRequest.With("malformed query string")
-	}
-	for name, values := range q {
-		if !slices.Contains(listParams, name) {
-			return store.ListFilter{}, 0, nil, apierror.InvalidRequest.With("unknown query parameter %q (known: %s)", truncate(name, 64), strings.Join(listParams, ", "))
-		}
-		if len(values) > 1 {
-			return store.ListFilter{}, 0, nil, apierror.InvalidRequest.With("query parameter %q given more than once", name)
-		}
+		return store.ListFilter{}, 0, nil, err
 	}
 	return parseListQuery(q)
 }

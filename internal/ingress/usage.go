@@ -3,9 +3,6 @@ package ingress
 import (
 	"errors"
 	"net/http"
-	"net/url"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/heraldhq/herald/internal/apierror"
@@ -20,17 +17,9 @@ var usageParams = []string{"from", "to", "granularity"}
 // window, the periods with nothing left out, read from the counts kept as the notifications changed
 // (store.Usage) — never from the notifications themselves.
 func (a *API) getUsage(w http.ResponseWriter, r *http.Request) error {
-	q, err := url.ParseQuery(r.URL.RawQuery)
+	q, err := strictQuery(r.URL.RawQuery, usageParams)
 	if err != nil {
-		return apierror.InvalidRequest.With("malformed query string")
-	}
-	for name, values := range q {
-		if !slices.Contains(usageParams, name) {
-			return apierror.InvalidRequest.With("unknown query parameter %q (known: %s)", truncate(name, 64), strings.Join(usageParams, ", "))
-		}
-		if len(values) > 1 {
-			return apierror.InvalidRequest.With("query parameter %q given more than once", name)
-		}
+		return err
 	}
 	win, err := usage.ParseWindow(q.Get("from"), q.Get("to"), q.Get("granularity"), time.Now())
 	if errors.Is(err, usage.ErrWindow) {

@@ -108,16 +108,13 @@ func validTimeZone(s string) bool {
 // getUser is GET /v1/users/{user_id}: what Herald knows of the user for this tenant, never the chat id or
 // the phone number.
 func (a *API) getUser(w http.ResponseWriter, r *http.Request) error {
-	userID, ok := userIDParam(chi.URLParam(r, "user_id"))
-	if !ok {
-		return apierror.NotFound.With("unknown user_id")
-	}
-	u, err := a.store.GetUser(r.Context(), principalOf(r.Context()).TenantID, userID)
-	if errors.Is(err, store.ErrNotFound) {
-		return apierror.NotFound.With("unknown user_id")
-	}
+	userID, err := pathUserID(r)
 	if err != nil {
 		return err
+	}
+	u, err := a.store.GetUser(r.Context(), principalOf(r.Context()).TenantID, userID)
+	if err != nil {
+		return unknownAs(err, errUnknownUserID)
 	}
 	writeJSON(w, http.StatusOK, userResource(u))
 	return nil
@@ -133,9 +130,9 @@ func (a *API) getUser(w http.ResponseWriter, r *http.Request) error {
 // personal data (an e-mail address, a phone number), and even a hash of it can be reversed by guessing.
 // The tenant knows whom it erased; the request id ties the line to its call.
 func (a *API) eraseUser(w http.ResponseWriter, r *http.Request) error {
-	userID, ok := userIDParam(chi.URLParam(r, "user_id"))
-	if !ok {
-		return apierror.NotFound.With("unknown user_id")
+	userID, err := pathUserID(r)
+	if err != nil {
+		return err
 	}
 	p := principalOf(r.Context())
 	e, err := a.store.EraseUser(r.Context(), p.TenantID, userID)
@@ -163,9 +160,9 @@ type optOutRequest struct {
 
 // optOutTarget reads the user and the category of an opt-out route ("" for the whole tenant).
 func optOutTarget(w http.ResponseWriter, r *http.Request) (userID, category string, err error) {
-	userID, ok := userIDParam(chi.URLParam(r, "user_id"))
-	if !ok {
-		return "", "", apierror.NotFound.With("unknown user_id")
+	userID, err = pathUserID(r)
+	if err != nil {
+		return "", "", err
 	}
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return userID, "", nil
@@ -196,7 +193,7 @@ func (a *API) optOut(w http.ResponseWriter, r *http.Request) error {
 	}
 	_, err = a.store.OptOut(r.Context(), principalOf(r.Context()).TenantID, userID, category, consent.ByTenant)
 	if errors.Is(err, store.ErrNotFound) {
-		return apierror.NotFound.With("unknown user_id")
+		return errUnknownUserID
 	}
 	if errors.Is(err, store.ErrTooManyOptOuts) {
 		return apierror.LimitReached.With("a user may have at most %d category opt-outs; opt the user out of all notifications (no category) instead",
@@ -220,7 +217,7 @@ func (a *API) liftOptOut(w http.ResponseWriter, r *http.Request) error {
 	_, err = a.store.LiftOptOut(r.Context(), principalOf(r.Context()).TenantID, userID, category, consent.ByTenant)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return apierror.NotFound.With("unknown user_id")
+		return errUnknownUserID
 	case errors.Is(err, store.ErrOptedOutByUser):
 		return apierror.OptedOutByUser
 	case err != nil:

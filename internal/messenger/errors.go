@@ -160,19 +160,7 @@ var unformattableDescriptions = []string{
 // Unparsable reports whether err is the platform's answer that it cannot send the message as it is
 // formatted (unformattableDescriptions): the send fails without a retry (Failed, like any other 4xx), and
 // the worker counts it apart, since it should never happen.
-func Unparsable(err error) bool {
-	var apiErr *APIError
-	if !errors.As(err, &apiErr) || apiErr.Code != http.StatusBadRequest {
-		return false
-	}
-	desc := strings.ToLower(apiErr.Description)
-	for _, s := range unformattableDescriptions {
-		if strings.Contains(desc, s) {
-			return true
-		}
-	}
-	return false
-}
+func Unparsable(err error) bool { return badRequestSays(err, unformattableDescriptions) }
 
 // Classify maps the error of a send to its outcome. Errors this package did not produce count as Retry:
 // they are most likely local and transient, and the attempt limit bounds the cost of being wrong.

@@ -156,48 +156,54 @@ func EnsureTopics(ctx context.Context, brokers []string, prefix string, partitio
 
 // Ping checks that a broker answers a metadata request.
 func Ping(ctx context.Context, brokers []string) error {
-	var lastErr error
-	for _, b := range brokers {
-		d := kafka.Dialer{Timeout: 2 * time.Second}
-		conn, err := d.DialContext(ctx, "tcp", b)
-		if err != nil {
-			lastErr = err
-			continue
-		}
+	d := &kafka.Dialer{Timeout: 2 * time.Second}
+	_, err := firstBroker(ctx, brokers, d, func(conn *kafka.Conn) ([]kafka.Broker, error) {
 		_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
-		_, err = conn.Brokers()
-		conn.Close()
-		if err == nil {
-			return nil
-		}
-		lastErr = err
+		return conn.Brokers()
+	})
+	if err != nil {
+		return fmt.Errorf("no Kafka broker answers: %w", err)
 	}
-	return fmt.Errorf("no Kafka broker answers: %w", lastErr)
+	return nil
 }
 
 func dialController(ctx context.Context, brokers []string) (*kafka.Conn, error) {
+	d := &kafka.Dialer{Timeout: 5 * time.Second}
+	cc, err := firstBroker(ctx, brokers, d, func(conn *kafka.Conn) (*kafka.Conn, error) {
+		ctrl, err := conn.Controller()
+		if err != nil {
+			return nil, err
+		}
+		return d.DialContext(ctx, "tcp", net.JoinHostPort(ctrl.Host, strconv.Itoa(ctrl.Port)))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("while connecting to the Kafka controller: %w", err)
+	}
+	return cc, nil
+}
+
+// firstBroker dials the brokers in turn until fn succeeds on one, and returns what fn returned; the
+// connection it hands fn is closed once fn returns. When none succeeds, the error is the last broker's.
+func firstBroker[T any](ctx context.Context, brokers []string, d *kafka.Dialer, fn func(*kafka.Conn) (T, error)) (T, error) {
 	var lastErr error
 	for _, b := range brokers {
-		d := kafka.Dialer{Timeout: 5 * time.Second}
 		conn, err := d.DialContext(ctx, "tcp", b)
 		if err != nil {
 			lastErr = err
 			continue
 		}
-		ctrl, err := conn.Controller()
+		v, err := fn(conn)
 		conn.Close()
-		if err != nil {
-			lastErr = err
-			continue
+		if err == nil {
+			return v, nil
 		}
-		cc, err := d.DialContext(ctx, "tcp", net.JoinHostPort(ctrl.Host, strconv.Itoa(ctrl.Port)))
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		return cc, nil
+		lastErr = err
 	}
-	return nil, fmt.Errorf("while connecting to the Kafka controller: %w", lastErr)
+	if lastErr == nil {
+		lastErr = errors.New("no broker given")
+	}
+	var none T
+	return none, lastErr
 }
 
 // Publish writes envelopes in one call and waits for every acknowledgement (or ctx): kafka-go groups them

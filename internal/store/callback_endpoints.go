@@ -114,18 +114,27 @@ func (s *Store) DeleteCallbackEndpoint(ctx context.Context, tenantID, id string)
 	return translate(err, "deleting a callback endpoint")
 }
 
+// inEndpointTx runs fn in a transaction that holds the tenant's endpoint id locked (FOR NO KEY UPDATE), so
+// that the changes of one endpoint are serialised; pgx.ErrNoRows (ErrNotFound once translated) when the
+// tenant has no such endpoint.
+func (s *Store) inEndpointTx(ctx context.Context, tenantID, id string, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var found bool
+		if err := tx.QueryRow(ctx, `SELECT true FROM callback_endpoints WHERE id = $1 AND tenant_id = $2 FOR NO KEY UPDATE`,
+			id, tenantID).Scan(&found); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+}
+
 // RotateCallbackSecret makes sealed (sealed for id) the endpoint's current secret; the one it replaces
 // keeps signing beside it for overlap (SecretOverlap), within MaxPreviousSecrets. ErrNotFound when the
 // tenant has no such endpoint. Rotations of one endpoint are serialised on its row.
 func (s *Store) RotateCallbackSecret(ctx context.Context, tenantID, id string, sealed []byte, overlap time.Duration) error {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var found bool
-		if err := tx.QueryRow(ctx, `SELECT true FROM callback_endpoints WHERE id = $1 AND tenant_id = $2 FOR NO KEY UPDATE`,
-			id, tenantID).Scan(&found); err != nil {
-			return err
-		}
+	err := s.inEndpointTx(ctx, tenantID, id, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `UPDATE callback_secrets SET expires_at = now() + make_interval(secs => $2)
 			WHERE endpoint_id = $1 AND expires_at IS NULL`, id, overlap.Seconds()); err != nil {
 			return err
@@ -155,12 +164,7 @@ func (s *Store) RotateCallbackSecret(ctx context.Context, tenantID, id string, s
 func (s *Store) EnqueuePing(ctx context.Context, tenantID, id string) error {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var found bool
-		if err := tx.QueryRow(ctx, `SELECT true FROM callback_endpoints WHERE id = $1 AND tenant_id = $2 FOR NO KEY UPDATE`,
-			id, tenantID).Scan(&found); err != nil {
-			return err
-		}
+	err := s.inEndpointTx(ctx, tenantID, id, func(tx pgx.Tx) error {
 		// Through callback_events_pending_ping_idx (migration 00013).
 		_, err := tx.Exec(ctx, `
 			WITH pending AS (

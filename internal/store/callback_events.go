@@ -315,14 +315,7 @@ func (s *Store) CallbackStats(ctx context.Context) (CallbackStats, error) {
 		return st, translate(err, "reading the callback outbox")
 	}
 	st.OldestDue = time.Duration(oldest * float64(time.Second))
-	rows, err := s.pool.Query(ctx, `
+	st.Failing, err = queryMap[string, int](ctx, s.pool, "reading failing callback endpoints", `
 		SELECT tenant_id, max(consecutive_failures) FROM callback_endpoints WHERE consecutive_failures > 0 GROUP BY tenant_id`)
-	if err != nil {
-		return st, translate(err, "reading failing callback endpoints")
-	}
-	st.Failing = map[string]int{}
-	var tenant string
-	var n int
-	_, err = pgx.ForEachRow(rows, []any{&tenant, &n}, func() error { st.Failing[tenant] = n; return nil })
-	return st, translate(err, "reading failing callback endpoints")
+	return st, err
 }

@@ -204,25 +204,12 @@ func (s *Store) revokeTenantKeys(ctx context.Context, tenantID string, suspend b
 // worker claims it and ends unlinked. It is safe to run again after an interruption.
 func (s *Store) PurgeTenantUsers(ctx context.Context, tenantID string) (TenantPurge, error) {
 	var out TenantPurge
-	for {
-		n, err := s.purgeUserBatch(ctx, tenantID)
-		if err != nil {
-			return out, translate(err, "purging the users of tenant "+tenantID)
-		}
-		out.Users += n
-		if n < PurgeBatchSize {
-			break
-		}
+	var err error
+	if out.Users, err = purgeInBatches(ctx, tenantID, s.purgeUserBatch); err != nil {
+		return out, translate(err, "purging the users of tenant "+tenantID)
 	}
-	for {
-		n, err := s.purgeIdempotencyBatch(ctx, tenantID)
-		if err != nil {
-			return out, translate(err, "purging the idempotency keys of tenant "+tenantID)
-		}
-		out.IdempotencyKeys += n
-		if n < PurgeBatchSize {
-			break
-		}
+	if out.IdempotencyKeys, err = purgeInBatches(ctx, tenantID, s.purgeIdempotencyBatch); err != nil {
+		return out, translate(err, "purging the idempotency keys of tenant "+tenantID)
 	}
 	// At most MaxCallbackEndpoints rows; their secrets and events go with them (ON DELETE CASCADE).
 	dctx, cancel := withTimeout(ctx)
@@ -249,6 +236,22 @@ func (s *Store) PurgeTenantUsers(ctx context.Context, tenantID string) (TenantPu
 		return out, translate(err, "purging the templates of tenant "+tenantID)
 	}
 	return out, nil
+}
+
+// purgeInBatches runs batch (one transaction each) until a batch deletes fewer than PurgeBatchSize rows, and
+// returns how many rows the batches deleted, those before an error included.
+func purgeInBatches(ctx context.Context, tenantID string, batch func(context.Context, string) (int64, error)) (int64, error) {
+	var total int64
+	for {
+		n, err := batch(ctx, tenantID)
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if n < PurgeBatchSize {
+			return total, nil
+		}
+	}
 }
 
 // purgeUserBatch deletes up to PurgeBatchSize users of the tenant, and what refers to them, in one

@@ -244,14 +244,7 @@ func covered(ctx context.Context, q querier, ns []NewNotification) (map[string]s
 	for i, n := range ns {
 		ids[i], tenants[i], users[i], categories[i] = n.TrackingID, n.TenantID, n.UserID, optionalText(n.Category)
 	}
-	rows, err := q.Query(ctx, coveredSQL, ids, tenants, users, categories)
-	if err != nil {
-		return nil, translate(err, "reading opt-outs")
-	}
-	out := map[string]string{}
-	var id, category string
-	_, err = pgx.ForEachRow(rows, []any{&id, &category}, func() error { out[id] = category; return nil })
-	return out, translate(err, "reading opt-outs")
+	return queryMap[string, string](ctx, q, "reading opt-outs", coveredSQL, ids, tenants, users, categories)
 }
 
 // optionalText is s as a statement's argument: NULL when empty.

@@ -72,15 +72,8 @@ func (s *Store) SetTenantQuietHours(ctx context.Context, id string, h *quiet.Hou
 func (s *Store) UserTimeZones(ctx context.Context, tenantID string, userIDs []string) (map[string]string, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	rows, err := s.pool.Query(ctx, `SELECT user_id, time_zone FROM users
+	return queryMap[string, string](ctx, s.pool, "reading the users' time zones", `SELECT user_id, time_zone FROM users
 		WHERE tenant_id = $1 AND user_id = ANY($2::text[]) AND time_zone IS NOT NULL`, tenantID, userIDs)
-	if err != nil {
-		return nil, translate(err, "reading the users' time zones")
-	}
-	zones := map[string]string{}
-	var user, zone string
-	_, err = pgx.ForEachRow(rows, []any{&user, &zone}, func() error { zones[user] = zone; return nil })
-	return zones, translate(err, "reading the users' time zones")
 }
 
 // holdSQL is notification.Hold, written under the attempt's number like an outcome: the claimed row goes

@@ -137,6 +137,20 @@ func translate(err error, doing string) error {
 	return fmt.Errorf("while %s: %w", doing, err)
 }
 
+// queryMap runs a statement of two columns and returns its rows as a map of the first to the second (those
+// read before an error included); doing names the read in errors, as for translate.
+func queryMap[K comparable, V any](ctx context.Context, q querier, doing, sql string, args ...any) (map[K]V, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, translate(err, doing)
+	}
+	out := map[K]V{}
+	var k K
+	var v V
+	_, err = pgx.ForEachRow(rows, []any{&k, &v}, func() error { out[k] = v; return nil })
+	return out, translate(err, doing)
+}
+
 // IsDataError reports whether PostgreSQL refused a statement for what its rows hold — a value it cannot
 // store (class 22, data exception: a NUL in text or jsonb, a number out of range), a constraint (class 23,
 // which translate reports as ErrConflict) or a row too large to index (class 54) — as opposed to being

@@ -179,13 +179,6 @@ func (s *Store) DeveloperTenants(ctx context.Context, messengerUserID int64, adm
 func (s *Store) DeliveryWeights(ctx context.Context) (map[string]int, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	rows, err := s.pool.Query(ctx, `SELECT id, delivery_weight FROM tenants WHERE delivery_weight IS NOT NULL`)
-	if err != nil {
-		return nil, translate(err, "reading delivery weights")
-	}
-	out := map[string]int{}
-	var id string
-	var w int
-	_, err = pgx.ForEachRow(rows, []any{&id, &w}, func() error { out[id] = w; return nil })
-	return out, translate(err, "reading delivery weights")
+	return queryMap[string, int](ctx, s.pool, "reading delivery weights",
+		`SELECT id, delivery_weight FROM tenants WHERE delivery_weight IS NOT NULL`)
 }

@@ -140,28 +140,26 @@ func (p *exprParser) done() error {
 
 // parseExpr parses a lone value (s is at byte offset base of src).
 func parseExpr(src, s string, base int) (expr, error) {
+	return parseWhole(src, s, base, (*exprParser).value)
+}
+
+// parseWhole parses s (at byte offset base of src) with parse, which must read all of it.
+func parseWhole[T any](src, s string, base int, parse func(*exprParser) (T, error)) (T, error) {
+	var none T
 	p, err := newExprParser(src, s, base)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
-	e, err := p.value()
+	v, err := parse(p)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
-	return e, p.done()
+	return v, p.done()
 }
 
 // parseFiltered parses a value and its filters: an output's, assign's, case's.
 func parseFiltered(src, s string, base int) (*filtered, error) {
-	p, err := newExprParser(src, s, base)
-	if err != nil {
-		return nil, err
-	}
-	f, err := p.filtered()
-	if err != nil {
-		return nil, err
-	}
-	return f, p.done()
+	return parseWhole(src, s, base, (*exprParser).filtered)
 }
 
 func (p *exprParser) filtered() (*filtered, error) {
@@ -274,15 +272,7 @@ func (p *exprParser) value() (expr, error) {
 
 // parseCondition parses a test: comparisons joined by and/or (right to left, as Liquid reads them).
 func parseCondition(src, s string, base int) (cond, error) {
-	p, err := newExprParser(src, s, base)
-	if err != nil {
-		return nil, err
-	}
-	c, err := p.condition()
-	if err != nil {
-		return nil, err
-	}
-	return c, p.done()
+	return parseWhole(src, s, base, (*exprParser).condition)
 }
 
 func (p *exprParser) condition() (cond, error) {

@@ -184,6 +184,13 @@ func date(r *renderer, v any, args []any) (any, error) {
 	return strftime(t.In(r.opts.Location), format), nil
 }
 
+// strftimeLayouts are the strftime directives that Go's time layouts write alike; strftime writes the others
+// (%Y, %e, %j, %%) itself.
+var strftimeLayouts = map[byte]string{
+	'y': "06", 'm': "01", 'd': "02", 'H': "15", 'I': "03", 'M': "04", 'S': "05", 'p': "PM",
+	'b': "Jan", 'B': "January", 'a': "Mon", 'A': "Monday", 'Z': "MST", 'z': "-0700",
+}
+
 func strftime(t time.Time, f string) string {
 	var b strings.Builder
 	for i := 0; i < len(f); i++ {
@@ -195,43 +202,19 @@ func strftime(t time.Time, f string) string {
 		switch f[i] {
 		case 'Y':
 			b.WriteString(strconv.Itoa(t.Year()))
-		case 'y':
-			b.WriteString(t.Format("06"))
-		case 'm':
-			b.WriteString(t.Format("01"))
-		case 'd':
-			b.WriteString(t.Format("02"))
 		case 'e':
 			b.WriteString(strconv.Itoa(t.Day()))
-		case 'H':
-			b.WriteString(t.Format("15"))
-		case 'I':
-			b.WriteString(t.Format("03"))
-		case 'M':
-			b.WriteString(t.Format("04"))
-		case 'S':
-			b.WriteString(t.Format("05"))
-		case 'p':
-			b.WriteString(t.Format("PM"))
-		case 'b':
-			b.WriteString(t.Format("Jan"))
-		case 'B':
-			b.WriteString(t.Format("January"))
-		case 'a':
-			b.WriteString(t.Format("Mon"))
-		case 'A':
-			b.WriteString(t.Format("Monday"))
 		case 'j':
 			b.WriteString(strconv.Itoa(t.YearDay()))
-		case 'Z':
-			b.WriteString(t.Format("MST"))
-		case 'z':
-			b.WriteString(t.Format("-0700"))
 		case '%':
 			b.WriteByte('%')
 		default:
-			b.WriteByte('%')
-			b.WriteByte(f[i])
+			if layout, ok := strftimeLayouts[f[i]]; ok {
+				b.WriteString(t.Format(layout))
+			} else {
+				b.WriteByte('%')
+				b.WriteByte(f[i])
+			}
 		}
 	}
 	return b.String()
