@@ -10,6 +10,8 @@ HERALD    := $(BIN)/herald
 IMAGE     ?= ghcr.io/heraldhq/herald:dev
 # Extra flags of bench-ingress, e.g. INGRESS_FLAGS=-html-mix (half the sends HTML) or "-duration 3s".
 INGRESS_FLAGS ?=
+# Extra flags of bench-delivery, e.g. DELIVERY_FLAGS=-replace (half the latency phase's sends edit a message).
+DELIVERY_FLAGS ?=
 
 # Pinned tool versions, installed into ./bin.
 HELM_VERSION           := v3.22.0
@@ -132,8 +134,8 @@ bench-webhook: postgres ## Load POST /messenger/webhook with /start redemptions,
 	$(GO) run ./hack/bench/webhook -rate 2000 -duration 15s -concurrency 32
 
 .PHONY: bench-delivery
-bench-delivery: postgres ## One worker against the simulator: 1,000/s limit, 50 ms answers; then 202→delivered at 100/s
-	$(GO) run ./hack/bench/delivery -runs 3
+bench-delivery: postgres ## One worker against the simulator: 1,000/s limit, 50 ms answers; then 202→delivered at 100/s (DELIVERY_FLAGS=-replace: half of them edits)
+	$(GO) run ./hack/bench/delivery -runs 3 $(DELIVERY_FLAGS)
 
 .PHONY: bench-ingress
 bench-ingress: build postgres ## Load POST /v1/send: accepted/s, p99, RSS, and the direct-insert floor (INGRESS_FLAGS=-html-mix: half the sends HTML)
