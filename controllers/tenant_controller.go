@@ -27,7 +27,7 @@ import (
 )
 
 // TenantReconciler keeps a Tenant's row of the key store equal to its spec, registers its own bot
-// (spec.bot, tenant_bot.go), and revokes the tenant's keys and purges its end users when the Tenant is
+// (spec.bot, tenant_bot.go), shows its last day's usage in its status (tenant_usage.go), and revokes the tenant's keys and purges its end users when the Tenant is
 // deleted.
 type TenantReconciler struct {
 	Client client.Client
@@ -37,7 +37,7 @@ type TenantReconciler struct {
 	Store     *store.Store
 	Recorder  recorder.EventRecorder
 	// ResyncPeriod is how often a reconciled Tenant is checked again, to repair changes made to the key
-	// store by hand and to refresh status.activeKeys.
+	// store by hand and to refresh status.activeKeys; sooner when status.usage is due (UsageRefreshPeriod).
 	ResyncPeriod time.Duration
 	// Bots registers the tenants' own bots; nil when the operator may not (BotsNotConfigured says why).
 	Bots              *bot.Registrar
@@ -45,6 +45,9 @@ type TenantReconciler struct {
 	// Secrets watches the namespaces of the bots' token Secrets; BotStates the bots' rows.
 	Secrets   *SecretWatcher
 	BotStates *BotStateWatcher
+	// UsageRefreshPeriod is how often, at most, status.usage is refreshed (tenant_usage.go); zero:
+	// DefaultUsageRefreshPeriod.
+	UsageRefreshPeriod time.Duration
 
 	botLocks [16]sync.Mutex // botLock
 }
@@ -150,6 +153,11 @@ func (r *TenantReconciler) sync(ctx context.Context, tenant *notifyv1alpha1.Tena
 	if requeue == 0 || requeue > r.ResyncPeriod {
 		requeue = r.ResyncPeriod
 	}
+	refresh, err := r.syncUsage(ctx, tenant, time.Now())
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	requeue = min(requeue, refresh)
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
