@@ -50,6 +50,9 @@ type TenantReconciler struct {
 	UsageRefreshPeriod time.Duration
 
 	botLocks [16]sync.Mutex // botLock
+	// usageWritten: types.UID → time.Time, when this process last wrote a Tenant's status.usage
+	// (tenant_usage.go); a Tenant's entry goes with its finalizer's purge.
+	usageWritten sync.Map
 }
 
 // TenantWorkers is how many Tenants are reconciled at once. A registration of a bot waits on two round
@@ -177,6 +180,7 @@ func (r *TenantReconciler) purge(ctx context.Context, tenant *notifyv1alpha1.Ten
 	if err := r.dropBot(ctx, tenant); err != nil {
 		return err
 	}
+	r.usageWritten.Delete(tenant.UID)
 	log.FromContext(ctx).Info("tenant deleted: keys revoked, users purged", "revoked", n, "users", p.Users, "idempotencyKeys", p.IdempotencyKeys,
 		"callbackEndpoints", p.CallbackEndpoints)
 	r.Recorder.Eventf(tenant, nil, corev1.EventTypeNormal, "KeysRevoked", "Delete",

@@ -25,11 +25,13 @@ func (r *TenantReconciler) syncUsage(ctx context.Context, tenant *notifyv1alpha1
 		period = DefaultUsageRefreshPeriod
 	}
 	old := tenant.Status.Usage
-	if old != nil {
-		// An updatedAt in the future by more than a period (another replica's clock) is not waited for.
-		if wait := period - now.Sub(old.UpdatedAt.Time); wait > 0 && wait <= period {
-			return wait, nil
-		}
+	last := r.usageWrittenAt(tenant)
+	if old != nil && old.UpdatedAt.After(last) {
+		last = old.UpdatedAt.Time
+	}
+	// An updatedAt in the future by more than a period (another replica's clock) is not waited for.
+	if wait := period - now.Sub(last); !last.IsZero() && wait > 0 && wait <= period {
+		return wait, nil
 	}
 	since := usage.LastDaySince(now)
 	c, err := r.Store.UsageSince(ctx, tenant.Name, since)
@@ -39,6 +41,7 @@ func (r *TenantReconciler) syncUsage(ctx context.Context, tenant *notifyv1alpha1
 	if old != nil && old.Accepted24h == c.Accepted && old.Delivered24h == c.Delivered && old.Since.Time.Equal(since) {
 		return period, nil
 	}
+	r.usageWritten.Store(tenant.UID, now)
 	tenant.Status.Usage = &notifyv1alpha1.TenantUsageStatus{
 		Accepted24h:  c.Accepted,
 		Delivered24h: c.Delivered,
@@ -46,4 +49,16 @@ func (r *TenantReconciler) syncUsage(ctx context.Context, tenant *notifyv1alpha1
 		UpdatedAt:    metav1.NewMicroTime(now),
 	}
 	return period, nil
+}
+
+// usageWrittenAt is when this process last wrote tenant's status.usage (zero: never). The Tenant a
+// reconcile reads comes from the informer's cache, which may not hold the status this process patched a
+// moment ago: going by status.updatedAt alone, the reconcile that the patch's own watch event (or a
+// spec's, a key's) queues could find no usage and write it again at once. A restarted operator goes by
+// status.updatedAt. Keyed by UID, so that a Tenant re-created under the same name starts afresh.
+func (r *TenantReconciler) usageWrittenAt(tenant *notifyv1alpha1.Tenant) time.Time {
+	if v, ok := r.usageWritten.Load(tenant.UID); ok {
+		return v.(time.Time)
+	}
+	return time.Time{}
 }

@@ -48,13 +48,13 @@ func TestTenantStatusShowsTheLastDaysUsageAtMostOncePerPeriod(t *testing.T) {
 	h.fx.UsageHour(t, tn.Name, now, 3, 1)
 	h.fx.UsageHour(t, tn.Name, now.Add(-time.Hour), 2, 2)
 	h.fx.UsageHour(t, tn.Name, now.Add(-30*time.Hour), 100, 100) // older than the last day
-	h.fx.UsageHour(t, "other-"+h.suffix, now, 50, 50)              // another tenant's
+	h.fx.UsageHour(t, "other-"+h.suffix, now, 50, 50)            // another tenant's
 
 	// Reconciles within the minute: the resync's (a second in tests) and a spec change's.
 	update(h, h.getTenant(tn.Name), func(tn *notifyv1alpha1.Tenant) { tn.Spec.DisplayName = "Acme Inc." })
-	got := h.waitTenant(tn.Name, metav1.ConditionTrue, notifyv1alpha1.ReasonSynced)
+	h.waitTenant(tn.Name, metav1.ConditionTrue, notifyv1alpha1.ReasonSynced)
 	time.Sleep(1500 * time.Millisecond) // a resync or more
-	got = h.getTenant(tn.Name)
+	got := h.getTenant(tn.Name)
 	if got.Status.ObservedGeneration != 2 {
 		t.Errorf("observedGeneration %d, want 2", got.Status.ObservedGeneration)
 	}
