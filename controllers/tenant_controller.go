@@ -27,7 +27,7 @@ import (
 )
 
 // TenantReconciler keeps a Tenant's row of the key store equal to its spec, registers its own bot
-// (spec.bot, tenant_bot.go), and revokes the tenant's keys and purges its end users when the Tenant is
+// (spec.bot, tenant_bot.go), shows its last day's usage in its status (tenant_usage.go), and revokes the tenant's keys and purges its end users when the Tenant is
 // deleted.
 type TenantReconciler struct {
 	Client client.Client
@@ -37,7 +37,7 @@ type TenantReconciler struct {
 	Store     *store.Store
 	Recorder  recorder.EventRecorder
 	// ResyncPeriod is how often a reconciled Tenant is checked again, to repair changes made to the key
-	// store by hand and to refresh status.activeKeys.
+	// store by hand and to refresh status.activeKeys; sooner when status.usage is due (UsageRefreshPeriod).
 	ResyncPeriod time.Duration
 	// Bots registers the tenants' own bots; nil when the operator may not (BotsNotConfigured says why).
 	Bots              *bot.Registrar
@@ -45,8 +45,14 @@ type TenantReconciler struct {
 	// Secrets watches the namespaces of the bots' token Secrets; BotStates the bots' rows.
 	Secrets   *SecretWatcher
 	BotStates *BotStateWatcher
+	// UsageRefreshPeriod is how often, at most, status.usage is refreshed (tenant_usage.go); zero:
+	// DefaultUsageRefreshPeriod.
+	UsageRefreshPeriod time.Duration
 
 	botLocks [16]sync.Mutex // botLock
+	// usageWritten: types.UID → time.Time, when this process last wrote a Tenant's status.usage
+	// (tenant_usage.go); a Tenant's entry goes with its finalizer's purge.
+	usageWritten sync.Map
 }
 
 // TenantWorkers is how many Tenants are reconciled at once. A registration of a bot waits on two round
@@ -150,6 +156,11 @@ func (r *TenantReconciler) sync(ctx context.Context, tenant *notifyv1alpha1.Tena
 	if requeue == 0 || requeue > r.ResyncPeriod {
 		requeue = r.ResyncPeriod
 	}
+	refresh, err := r.syncUsage(ctx, tenant, time.Now())
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	requeue = min(requeue, refresh)
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
@@ -169,6 +180,7 @@ func (r *TenantReconciler) purge(ctx context.Context, tenant *notifyv1alpha1.Ten
 	if err := r.dropBot(ctx, tenant); err != nil {
 		return err
 	}
+	r.usageWritten.Delete(tenant.UID)
 	log.FromContext(ctx).Info("tenant deleted: keys revoked, users purged", "revoked", n, "users", p.Users, "idempotencyKeys", p.IdempotencyKeys,
 		"callbackEndpoints", p.CallbackEndpoints)
 	r.Recorder.Eventf(tenant, nil, corev1.EventTypeNormal, "KeysRevoked", "Delete",

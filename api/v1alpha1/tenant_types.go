@@ -190,6 +190,29 @@ type TenantStatus struct {
 	// BotReady condition says whether spec.bot is this bot, registered and working.
 	// +optional
 	Bot *TenantBotStatus `json:"bot,omitempty"`
+
+	// usage is what the tenant sent in about the last day, read from Herald's usage counts (GET /v1/usage,
+	// herald usage): re-read at most once a minute, and written only when it changed.
+	// +optional
+	Usage *TenantUsageStatus `json:"usage,omitempty"`
+}
+
+// TenantUsageStatus counts the tenant's notifications over the whole UTC hours from since to now: the
+// hour updatedAt is in and the 23 before it (between 23 and 24 hours).
+type TenantUsageStatus struct {
+	// accepted24h counts the sends (and batch items) accepted since since.
+	// +required
+	Accepted24h int64 `json:"accepted24h"`
+	// delivered24h counts the notifications delivered since since (whenever they were accepted).
+	// +required
+	Delivered24h int64 `json:"delivered24h"`
+	// since is the start of the first hour counted.
+	// +required
+	Since metav1.Time `json:"since"`
+	// updatedAt is when the operator read these counts. It reads them again once a minute has passed, and
+	// writes them (with a new updatedAt) only when they or since changed: since moves every hour.
+	// +required
+	UpdatedAt metav1.MicroTime `json:"updatedAt"`
 }
 
 // TenantBotStatus is a bot as the platform names it.
@@ -212,6 +235,8 @@ type TenantBotStatus struct {
 // +kubebuilder:printcolumn:name="Display Name",type=string,JSONPath=`.spec.displayName`
 // +kubebuilder:printcolumn:name="Suspended",type=boolean,JSONPath=`.spec.suspended`
 // +kubebuilder:printcolumn:name="Keys",type=integer,JSONPath=`.status.activeKeys`
+// +kubebuilder:printcolumn:name="Accepted 24h",type=integer,JSONPath=`.status.usage.accepted24h`
+// +kubebuilder:printcolumn:name="Delivered 24h",type=integer,JSONPath=`.status.usage.delivered24h`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Bot",type=string,JSONPath=`.status.bot.username`,priority=1

@@ -71,6 +71,9 @@ type Options struct {
 	// OrphanGracePeriod is how long the keys of an ApiKey that no longer exists (deleted without its
 	// finalizer) must be seen so before they are revoked.
 	OrphanGracePeriod time.Duration
+	// UsageRefreshPeriod is how often, at most, a Tenant's status.usage (its last day's counts) is read
+	// and written; zero: one minute (controllers.DefaultUsageRefreshPeriod). Tests shorten it.
+	UsageRefreshPeriod time.Duration
 	// MaxDBConns caps the PostgreSQL connections.
 	MaxDBConns int32
 	// MessengerAPIURL is the Bot API base (HERALD_MESSENGER_API_URL) through which tenants' own bots
@@ -115,6 +118,9 @@ func (o *Options) setDefaults() {
 	if o.OrphanGracePeriod == 0 {
 		o.OrphanGracePeriod = DefaultOrphanGracePeriod
 	}
+	if o.UsageRefreshPeriod == 0 {
+		o.UsageRefreshPeriod = controllers.DefaultUsageRefreshPeriod
+	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.FromSlogHandler(slog.Default().Handler())
 	}
@@ -136,6 +142,8 @@ func (o *Options) validateManager() error {
 		return fmt.Errorf("the resync period must be at least 1s, got %s", o.ResyncPeriod)
 	case o.OrphanGracePeriod < time.Second:
 		return fmt.Errorf("the orphan grace period must be at least 1s, got %s", o.OrphanGracePeriod)
+	case o.UsageRefreshPeriod < time.Second:
+		return fmt.Errorf("the usage refresh period must be at least 1s, got %s", o.UsageRefreshPeriod)
 	case o.MaxDBConns < 1:
 		return fmt.Errorf("the maximum number of database connections must be at least 1, got %d", o.MaxDBConns)
 	case o.MetricsCertDir != "" && o.InsecureMetrics:
@@ -277,6 +285,8 @@ func NewManager(cfg *rest.Config, st *store.Store, opts Options) (manager.Manage
 		BotsNotConfigured: botsErr,
 		Secrets:           secrets,
 		BotStates:         botStates,
+
+		UsageRefreshPeriod: opts.UsageRefreshPeriod,
 	}
 	if err := tenants.SetupWithManager(context.Background(), mgr, copts); err != nil {
 		return nil, fmt.Errorf("while setting up the Tenant controller: %w", err)

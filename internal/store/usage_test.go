@@ -334,3 +334,26 @@ func TestSettledHoursAreFoldedIntoOneRowWithTheirCounts(t *testing.T) {
 		t.Errorf("after the fold: overdue %v %v, want 0", d, err)
 	}
 }
+
+// A Tenant's last day (the operator's status) sums the tenant's hours from since on, over their shards:
+// not an hour before, not another tenant's; nothing counted is zeros.
+func TestUsageSinceSumsTheTenantsHoursFromSince(t *testing.T) {
+	s := fixture(t)
+	ctx := context.Background()
+	exec(t, s, `INSERT INTO usage_counts (tenant_id, hour, shard, accepted, delivered, failed) VALUES
+		('acme', '2026-03-01T09:00:00Z', 0, 50, 50, 0), ('acme', '2026-03-01T10:00:00Z', 0, 2, 1, 1),
+		('acme', '2026-03-01T10:00:00Z', 5, 1, 1, 0), ('acme', '2026-03-02T09:00:00Z', 2, 4, 3, 0),
+		('other', '2026-03-01T10:00:00Z', 0, 100, 100, 0)`)
+	since, _ := time.Parse(time.RFC3339, "2026-03-01T10:00:00Z")
+	got, err := s.UsageSince(ctx, "acme", since)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (usage.Counts{Accepted: 7, Delivered: 5, Failed: 1}); got != want {
+		t.Errorf("acme since %s: %+v, want %+v", since, got, want)
+	}
+	none, err := s.UsageSince(ctx, "nobody", since)
+	if err != nil || none != (usage.Counts{}) {
+		t.Errorf("a tenant with nothing counted: %+v %v, want zeros", none, err)
+	}
+}

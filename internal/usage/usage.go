@@ -145,6 +145,15 @@ const (
 	SettleAfter = 2 * time.Hour
 )
 
+// LastDayHours is how many hours the last day's counts of a Tenant's status span (the operator): the
+// hour now is in and the 23 before it, whole rows of the counts, so that the sum is exact.
+const LastDayHours = 24
+
+// LastDaySince is the start of the first of the LastDayHours hours that end with the one now is in.
+func LastDaySince(now time.Time) time.Time {
+	return now.UTC().Truncate(time.Hour).Add(-(LastDayHours - 1) * time.Hour)
+}
+
 // Granularity is the length of a period: an hour or a UTC day.
 type Granularity string
 

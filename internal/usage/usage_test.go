@@ -78,3 +78,11 @@ func TestParseWindow(t *testing.T) {
 		}
 	}
 }
+
+// The last day is the hour now is in and the 23 whole hours before it, in UTC.
+func TestLastDaySince(t *testing.T) {
+	now := time.Date(2026, 3, 2, 10, 59, 59, 0, time.FixedZone("CET", 3600))
+	if got, want := LastDaySince(now), time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC); !got.Equal(want) {
+		t.Errorf("LastDaySince(%s) = %s, want %s", now, got, want)
+	}
+}

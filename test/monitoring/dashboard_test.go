@@ -242,3 +242,83 @@ func TestDashboardQueriesPassPromtool(t *testing.T) {
 		t.Errorf("promtool did not report %q:\n%s", want, out)
 	}
 }
+
+// TestTenantUsagePanelRanksTheTopTenants: the per-tenant usage panel's query, its variables given concrete
+// values ($__range: an hour), evaluated by `promtool test rules` over an hour of ingress counters of twelve
+// tenants, yields the ten that sent the most with what each sent in the hour — a tenant's pods summed — and
+// nothing of requests, refusals, another namespace or another release.
+func TestTenantUsagePanelRanksTheTopTenants(t *testing.T) {
+	var expr string
+	for _, q := range readDashboard(t).queries() {
+		if strings.Contains(q.where, `"Usage: sends accepted in the time range, top 10 tenants"`) {
+			expr = q.expr
+		}
+	}
+	if expr == "" {
+		t.Fatal("the dashboard has no panel \"Usage: sends accepted in the time range, top 10 tenants\"")
+	}
+	expr, err := substitute(expr, concrete)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type series struct {
+		Series string `json:"series"`
+		Values string `json:"values"`
+	}
+	type sample struct {
+		Labels string  `json:"labels"`
+		Value  float64 `json:"value"`
+	}
+	counter := func(labels string, perMinute int) series {
+		return series{`herald_ingress_tenant_units_total{` + labels + `}`, fmt.Sprintf("0+%dx60", perMinute)}
+	}
+	sel := func(pod, tenant, kind, outcome string) string {
+		return fmt.Sprintf(`namespace="herald", pod=%q, tenant=%q, kind=%q, outcome=%q`, pod, tenant, kind, outcome)
+	}
+	var input []series
+	var want []sample
+	for i := 1; i <= 12; i++ {
+		tenant := fmt.Sprintf("t%02d", i)
+		if i == 12 { // two ingress pods: summed
+			input = append(input, counter(sel("herald-ingress-a", tenant, "sends", "accepted"), 6),
+				counter(sel("herald-ingress-b", tenant, "sends", "accepted"), 6))
+		} else {
+			input = append(input, counter(sel("herald-ingress-a", tenant, "sends", "accepted"), i))
+		}
+		if i >= 3 {
+			want = append(want, sample{fmt.Sprintf(`{tenant=%q}`, tenant), float64(60 * i)})
+		}
+	}
+	// What the panel must not count: t01's requests and refusals, and its sends in another namespace or
+	// release.
+	input = append(input, counter(sel("herald-ingress-a", "t01", "requests", "accepted"), 1000),
+		counter(sel("herald-ingress-a", "t01", "sends", "refused"), 1000),
+		counter(sel("other-ingress-a", "t01", "sends", "accepted"), 1000),
+		counter(`namespace="elsewhere", pod="herald-ingress-a", tenant="t01", kind="sends", outcome="accepted"`, 1000))
+
+	file := map[string]any{
+		"rule_files":          []string{"empty-rules.yaml"},
+		"evaluation_interval": "1m",
+		"tests": []any{map[string]any{
+			"interval":     "1m",
+			"input_series": input,
+			"promql_expr_test": []any{map[string]any{
+				"expr": expr, "eval_time": "60m", "exp_samples": want,
+			}},
+		}},
+	}
+	b, err := yaml.Marshal(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "empty-rules.yaml"), []byte("groups: []\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "usage-panel.test.yaml"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := promtool(t, dir, "test", "rules", "usage-panel.test.yaml"); err != nil {
+		t.Fatalf("the usage panel's query did not yield the top ten tenants: %v\n%s\nquery: %s", err, out, expr)
+	}
+}
