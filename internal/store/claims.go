@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -214,71 +215,127 @@ func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Dur
 	return d, err
 }
 
-// finishUpdateSQL ends an attempt: the status write, guarded by the attempt number. A tenant notification
-// without a chat is one whose user was erased during the attempt (a claim sends none that has no chat):
-// the platform's message id is not recorded on it.
+// finishUpdateSQL ends attempts: the status writes of many notifications in one statement, each guarded
+// by its attempt number (a row whose attempt was taken over is left as it is). The outcomes are the rows of
+// f (finishValues: the arrays $1…$11, one element per notification). A tenant notification without a chat
+// is one whose user was erased during the attempt (a claim sends none that has no chat): the platform's
+// message id is not recorded on it.
 var finishUpdateSQL = `
 	UPDATE notifications
-	SET status = $3,
-	    attempts = attempts - CASE WHEN $8 THEN 1 ELSE 0 END,
-	    messenger_message_id = CASE WHEN kind = ` + notification.KindTenantSQL + ` AND chat_id IS NULL THEN NULL ELSE COALESCE($4, messenger_message_id) END,
-	    last_error_code = CASE WHEN $8 THEN last_error_code ELSE $5 END,
-	    last_error_message = CASE WHEN $8 THEN last_error_message ELSE $6 END,
-	    next_attempt_at = CASE WHEN $3 = ` + notification.Retry.To().SQL() + ` THEN now() + make_interval(secs => $7) END,
-	    delivered_at = CASE WHEN $3 = ` + notification.Deliver.To().SQL() + ` THEN now() END,
-	    delivered_as = CASE WHEN $3 = ` + notification.Deliver.To().SQL() + ` THEN $9 END,
-	    message_sent_at = CASE WHEN $3 = ` + notification.Deliver.To().SQL() + ` THEN COALESCE($10, now()) END,
+	SET status = f_status,
+	    attempts = attempts - CASE WHEN f_release THEN 1 ELSE 0 END,
+	    messenger_message_id = CASE WHEN kind = ` + notification.KindTenantSQL + ` AND chat_id IS NULL THEN NULL ELSE COALESCE(f_message_id, messenger_message_id) END,
+	    last_error_code = CASE WHEN f_release THEN last_error_code ELSE f_error_code END,
+	    last_error_message = CASE WHEN f_release THEN last_error_message ELSE f_error_message END,
+	    next_attempt_at = CASE WHEN f_status = ` + notification.Retry.To().SQL() + ` THEN now() + make_interval(secs => f_retry_in) END,
+	    delivered_at = CASE WHEN f_status = ` + notification.Deliver.To().SQL() + ` THEN now() END,
+	    delivered_as = CASE WHEN f_status = ` + notification.Deliver.To().SQL() + ` THEN f_delivered_as END,
+	    message_sent_at = CASE WHEN f_status = ` + notification.Deliver.To().SQL() + ` THEN COALESCE(f_message_sent_at, now()) END,
 	    lease_expires_at = NULL, published_at = NULL, updated_at = now()
-	WHERE tracking_id = $1 AND ` + notification.OutcomeSQL() + ` AND attempts = $2
-	RETURNING ` + notificationEventColumns
+	FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[], $5::int[], $6::text[], $7::float8[], $8::boolean[], $9::text[],
+	            $10::timestamptz[], $11::boolean[])
+	     AS f(f_tracking_id, f_attempts, f_status, f_message_id, f_error_code, f_error_message, f_retry_in, f_release, f_delivered_as,
+	          f_message_sent_at, f_paid)
+	WHERE tracking_id = f_tracking_id AND ` + notification.OutcomeSQL() + ` AND attempts = f_attempts
+	RETURNING ` + notificationEventColumns + `, f_paid, f_delivered_as`
 
-// finishSQL is the status write with the callback events of a terminal state, in one statement; it returns
-// the number of notifications written (0 or 1).
+// finishSQL is the status writes with the callback events and the usage counts of the terminal states, in
+// one statement; it returns the tracking ids written.
 var finishSQL = `WITH changed AS (` + finishUpdateSQL + `),
-	` + notificationEventsOfAttempt("changed", "$11::boolean", "$9 = '"+notification.DeliveredEdited+"'") + `
-	SELECT count(*) FROM changed`
+	` + notificationEventsOfAttempt("changed", "f_paid", "f_delivered_as = '"+notification.DeliveredEdited+"'") + `
+	SELECT tracking_id::text FROM changed`
+
+// Finish is the outcome of one attempt to record: the claim's delivery and the result of its attempt.
+type Finish struct {
+	D notification.Delivery
+	R notification.DeliveryResult
+}
+
+// finishValues are the arguments of finishSQL: one element per outcome in each array.
+func finishValues(fs []Finish) []any {
+	n := len(fs)
+	ids, statuses, deliveredAs := make([]string, n), make([]string, n), make([]string, n)
+	attempts, codes := make([]int32, n), make([]int32, n)
+	msgIDs, errMsgs := make([]*string, n), make([]*string, n)
+	retryIn := make([]float64, n)
+	release, paid := make([]bool, n), make([]bool, n)
+	sentAt := make([]*time.Time, n)
+	for i, f := range fs {
+		r := f.R
+		ids[i], attempts[i], statuses[i], codes[i] = f.D.TrackingID, int32(f.D.Attempts), string(r.Status), int32(r.ErrorCode)
+		if r.MessengerMessageID != "" {
+			msgIDs[i] = &r.MessengerMessageID
+		}
+		if r.ErrorMessage != "" {
+			errMsgs[i] = &r.ErrorMessage
+		}
+		retryIn[i], release[i], sentAt[i], paid[i] = r.RetryIn.Seconds(), r.Release, r.MessageSentAt, r.PaidBroadcast
+		deliveredAs[i] = r.DeliveredAs
+		if deliveredAs[i] == "" {
+			deliveredAs[i] = notification.DeliveredSent
+		}
+	}
+	return []any{ids, attempts, statuses, msgIDs, codes, errMsgs, retryIn, release, deliveredAs, sentAt, paid}
+}
+
+// FinishDeliveries writes the results of many attempts in one statement (the worker's lanes finishing at
+// the same moment), each exactly as FinishDelivery would, and reports for each whether it was written (false:
+// the notification is no longer delivering under that attempt). The callback events and the usage counts
+// of the terminal states are recorded in the same statement, the counts summed per tenant. An outcome
+// that removes a link (RemoveLink) takes a transaction of its own: give those to FinishDelivery. A
+// notification may appear only once.
+func (s *Store) FinishDeliveries(ctx context.Context, fs []Finish) ([]bool, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, finishSQL, finishValues(fs)...)
+	if err != nil {
+		return nil, translate(err, "recording deliveries")
+	}
+	written, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, translate(err, "recording deliveries")
+	}
+	ok := make([]bool, len(fs))
+	for i, f := range fs {
+		ok[i] = slices.Contains(written, f.D.TrackingID)
+	}
+	return ok, nil
+}
 
 // FinishDelivery writes the result of the attempt d.Attempts. It reports false when the notification is
 // no longer delivering under that attempt (its lease ran out and another worker claimed it): the write is
 // then dropped, and the newer attempt's result will stand. A terminal state records its callback events
 // (notification.<status>) for the tenant's subscribed endpoints in the same statement.
 func (s *Store) FinishDelivery(ctx context.Context, d notification.Delivery, r notification.DeliveryResult) (bool, error) {
-	ctx, cancel := withTimeout(ctx)
-	defer cancel()
-	var msgID, errMsg *string
-	if r.MessengerMessageID != "" {
-		msgID = &r.MessengerMessageID
-	}
-	if r.ErrorMessage != "" {
-		errMsg = &r.ErrorMessage
-	}
-	deliveredAs := r.DeliveredAs
-	if deliveredAs == "" {
-		deliveredAs = notification.DeliveredSent
-	}
-	args := []any{d.TrackingID, d.Attempts, r.Status, msgID, r.ErrorCode, errMsg, r.RetryIn.Seconds(), r.Release, deliveredAs, r.MessageSentAt,
-		r.PaidBroadcast}
 	removeLink := r.RemoveLink && d.TenantID != "" && d.ChatID != 0
 	if !removeLink {
 		// The common case is one statement: no transaction, one round trip, the callback events included.
-		var n int
-		err := s.pool.QueryRow(ctx, finishSQL, args...).Scan(&n)
-		return err == nil && n == 1, translate(err, "recording the delivery of "+d.TrackingID)
+		ok, err := s.FinishDeliveries(ctx, []Finish{{D: d, R: r}})
+		if err != nil {
+			return false, fmt.Errorf("recording the delivery of %s: %w", d.TrackingID, err)
+		}
+		return ok[0], nil
 	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
 	updated := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var n int
-		if err := tx.QueryRow(ctx, finishSQL, args...).Scan(&n); err != nil {
+		rows, err := tx.Query(ctx, finishSQL, finishValues([]Finish{{D: d, R: r}})...)
+		if err != nil {
 			return fmt.Errorf("updating status: %w", err)
 		}
-		updated = n == 1
+		written, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("updating status: %w", err)
+		}
+		updated = len(written) == 1
 		if !updated {
 			return nil
 		}
 		// Only the link the attempt used: if the user linked another account (or through another bot)
 		// meanwhile, that link stands. A system message names no user, so every link of its tenant to the
 		// dead chat of its bot goes.
-		_, err := tx.Exec(ctx, `
+		_, err = tx.Exec(ctx, `
 			WITH gone AS (
 				DELETE FROM links WHERE tenant_id = $1 AND chat_id = $3 AND bot_id IS NOT DISTINCT FROM $4::bigint
 				                        AND ($2 = '' OR user_id = $2)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -223,5 +224,74 @@ func TestTerminatedSessionIsUnavailable(t *testing.T) {
 	}
 	if !store.IsUnavailable(err) {
 		t.Fatalf("IsUnavailable(%v) = false, want true", err)
+	}
+}
+
+// Many outcomes in one statement are each written as one would be alone: each guarded by its attempt (a
+// stale one is refused, the others stand), each with its own status, message and error, and the usage
+// counts exact — one per terminal outcome, a paid delivery in paid_broadcast too, a retry nothing.
+func TestFinishDeliveriesWritesEachOutcomeAsAloneAndCountsUsageExactly(t *testing.T) {
+	s := fixture(t)
+	ctx := context.Background()
+	claim := func() notification.Delivery {
+		t.Helper()
+		d, err := s.ClaimDelivery(ctx, queued(t, s), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	before := usageOf(t, s, "acme")
+	var fs []store.Finish
+	for i := range 5 {
+		fs = append(fs, store.Finish{D: claim(), R: notification.DeliveryResult{Status: notification.Delivered,
+			MessengerMessageID: strconv.Itoa(100 + i), PaidBroadcast: i < 2}})
+	}
+	failed := store.Finish{D: claim(), R: notification.DeliveryResult{Status: notification.Failed, ErrorCode: 400, ErrorMessage: "bad"}}
+	retry := store.Finish{D: claim(), R: notification.DeliveryResult{Status: notification.Retrying, ErrorCode: 500, ErrorMessage: "later", RetryIn: time.Hour}}
+	released := store.Finish{D: claim(), R: notification.DeliveryResult{Status: notification.Retrying, Release: true}}
+	stale := claim()
+	exec(t, s, `UPDATE notifications SET lease_expires_at = now() - interval '1 second' WHERE tracking_id = $1`, stale.TrackingID)
+	if _, err := s.ClaimDelivery(ctx, stale.TrackingID, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	fs = append(fs, failed, retry, released, store.Finish{D: stale, R: notification.DeliveryResult{Status: notification.Delivered, MessengerMessageID: "1"}})
+
+	ok, err := s.FinishDeliveries(ctx, fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range fs {
+		if want := f.D.TrackingID != stale.TrackingID; ok[i] != want {
+			t.Errorf("outcome %d (%s): written %v, want %v", i, f.R.Status, ok[i], want)
+		}
+	}
+	for i, f := range fs[:5] {
+		if n := count(t, s, `SELECT count(*) FROM notifications WHERE tracking_id = $1 AND status = 'delivered' AND messenger_message_id = $2
+			AND lease_expires_at IS NULL AND delivered_as = 'sent' AND message_sent_at IS NOT NULL`, f.D.TrackingID, strconv.Itoa(100+i)); n != 1 {
+			t.Errorf("delivery %d is not recorded with its own message id", i)
+		}
+	}
+	if n := count(t, s, `SELECT count(*) FROM notifications WHERE tracking_id = $1 AND status = 'failed' AND last_error_code = 400 AND last_error_message = 'bad'`, failed.D.TrackingID); n != 1 {
+		t.Error("the failure is not recorded with its error")
+	}
+	if n := count(t, s, `SELECT count(*) FROM notifications WHERE tracking_id = $1 AND status = 'retrying' AND attempts = 1 AND last_error_code = 500
+		AND next_attempt_at > now() + interval '59 minutes'`, retry.D.TrackingID); n != 1 {
+		t.Error("the retry is not recorded with its error and its next attempt")
+	}
+	if n := count(t, s, `SELECT count(*) FROM notifications WHERE tracking_id = $1 AND status = 'retrying' AND attempts = 0 AND last_error_code = 0`, released.D.TrackingID); n != 1 {
+		t.Error("the released attempt is counted or records an error")
+	}
+	if n := count(t, s, `SELECT count(*) FROM notifications WHERE tracking_id = $1 AND status = 'delivering' AND attempts = 2`, stale.TrackingID); n != 1 {
+		t.Error("the stale outcome overwrote the newer attempt")
+	}
+	after := usageOf(t, s, "acme")
+	if after.Delivered-before.Delivered != 5 || after.PaidBroadcast-before.PaidBroadcast != 2 || after.Failed-before.Failed != 1 {
+		t.Errorf("usage counted delivered %d, paid %d, failed %d; want 5, 2, 1", after.Delivered-before.Delivered,
+			after.PaidBroadcast-before.PaidBroadcast, after.Failed-before.Failed)
+	}
+	if n := count(t, s, `SELECT count(*) FROM notifications WHERE tracking_id = ANY($1::uuid[]) AND status = 'delivered'`,
+		[]string{fs[0].D.TrackingID, stale.TrackingID}); n != 1 {
+		t.Errorf("%d of the two delivered, want the current one only", n)
 	}
 }
