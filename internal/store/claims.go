@@ -8,8 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -142,7 +142,7 @@ func (s *Store) claimDelivery(ctx context.Context, trackingID string, lease time
 	}
 }
 
-// claimOnce is the claim's one statement. A tenant notification goes to the chat recorded when it was
+// claimOnce claims one notification with the claim's one statement (claimMany). A tenant notification goes to the chat recorded when it was
 // accepted, through the bot recorded then, and only while the user's link still leads there (the same
 // chat of the same bot): a relink that committed before this statement has ended the notification if it
 // was waiting, or makes this claim Relinked if an attempt was running then (its retry); one that commits
@@ -153,18 +153,72 @@ func (s *Store) claimDelivery(ctx context.Context, trackingID string, lease time
 // envelope held by a worker) is not sent either. Likewise it reads whether the notification belongs to an
 // erasure whose pass has not reached it yet (erasedSQL): the worker ends it cancelled (notification.Erase).
 //
-// inOrder: only when no message ahead of it in its chat is pending (notification.AheadSQL).
+// The statement claims many notifications at once (ClaimDeliveries: the lanes' claims of the same moment),
+// each exactly as it would alone: the condition and the reads are per row. inOrder are those of them that
+// are claimed only when no message ahead of them in their chat is pending (notification.AheadSQL).
 func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Duration, inOrder bool) (notification.Delivery, error) {
-	var d notification.Delivery
-	var markup, entities, editID, userZone *string
-	var editSentAt *time.Time
-	var q quietScan
-	err := s.pool.QueryRow(ctx, `
+	var ordered []string
+	if inOrder {
+		ordered = []string{trackingID}
+	}
+	ds, err := s.claimMany(ctx, []string{trackingID}, ordered, lease)
+	if err != nil {
+		return notification.Delivery{}, err
+	}
+	if len(ds) == 0 {
+		return notification.Delivery{}, pgx.ErrNoRows
+	}
+	return ds[0], nil
+}
+
+// Claim is one notification to claim (ClaimDeliveries): its tracking id, and whether it keeps its chat's
+// order (ClaimDeliveryInOrder).
+type Claim struct {
+	TrackingID string
+	InOrder    bool
+}
+
+// ClaimDeliveries claims many notifications in one statement, each as ClaimDelivery (or, InOrder,
+// ClaimDeliveryInOrder) would, and returns the deliveries of those it claimed, in claims' order, nil for
+// the others: for those, ClaimDelivery says why (missing, terminal, leased, behind, expired).
+func (s *Store) ClaimDeliveries(ctx context.Context, claims []Claim, lease time.Duration) ([]*notification.Delivery, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	ids := make([]string, len(claims))
+	var ordered []string
+	for i, c := range claims {
+		ids[i] = c.TrackingID
+		if c.InOrder {
+			ordered = append(ordered, c.TrackingID)
+		}
+	}
+	ds, err := s.claimMany(ctx, ids, ordered, lease)
+	if err != nil {
+		return nil, translate(err, "claiming notifications")
+	}
+	byID := make(map[string]*notification.Delivery, len(ds))
+	for i := range ds {
+		byID[ds[i].TrackingID] = &ds[i]
+	}
+	out := make([]*notification.Delivery, len(claims))
+	for i, c := range claims {
+		if d, ok := byID[strings.ToLower(c.TrackingID)]; ok {
+			out[i] = d
+			delete(byID, d.TrackingID) // a notification named twice is claimed once
+		}
+	}
+	return out, nil
+}
+
+// claimMany is the claim's statement over ids; ordered are those of them that keep their chat's order.
+func (s *Store) claimMany(ctx context.Context, ids, ordered []string, lease time.Duration) ([]notification.Delivery, error) {
+	rows, err := s.pool.Query(ctx, `
 		WITH c AS (
 			UPDATE notifications
 			SET status = `+notification.Claim.To().SQL()+`, attempts = attempts + 1,
 			    lease_expires_at = now() + make_interval(secs => $2), updated_at = now()
-			WHERE tracking_id = $1 AND `+claimSQL+` AND NOT ($3 AND `+aheadSQL("notifications")+`)
+			WHERE tracking_id = ANY($1::uuid[]) AND `+claimSQL+`
+			  AND NOT (COALESCE(tracking_id = ANY($3::uuid[]), false) AND `+aheadSQL("notifications")+`)
 			RETURNING tracking_id, kind, tenant_id, user_id, chat_id, bot_id, priority, body, reply_markup, attempts, expires_at, category,
 			          format, entities, silent, protect_content, link_preview, replace_key, created_at, quiet_ignore, digest_key)
 		SELECT c.tracking_id::text, c.kind, COALESCE(c.tenant_id, ''), COALESCE(c.user_id, ''),
@@ -187,32 +241,44 @@ func (s *Store) claimOnce(ctx context.Context, trackingID string, lease time.Dur
 		     LEFT JOIN LATERAL (`+editTargetSQL+`) t ON true
 		     LEFT JOIN tenants qt ON c.kind = `+notification.KindTenantSQL+` AND NOT COALESCE(c.quiet_ignore, false) AND qt.id = c.tenant_id
 		     LEFT JOIN users u ON qt.quiet_start IS NOT NULL AND u.tenant_id = c.tenant_id AND u.user_id = c.user_id`,
-		trackingID, lease.Seconds(), inOrder).
-		Scan(&d.TrackingID, &d.Kind, &d.TenantID, &d.UserID, &d.ChatID, &d.Relinked, &d.Bot, &d.BotTokenRefused, &d.Blocked, &d.OptedOut, &d.Erased,
-			&d.Priority, &d.Body, &markup, &d.Attempts, &d.ExpiresAt,
-			&d.Format, &entities, &d.Silent, &d.ProtectContent, &d.NoLinkPreview,
-			&d.ReplaceKey, &editID, &editSentAt, &d.Superseded,
-			&q.start, &q.end, &q.zone, &q.mode, &userZone, &d.DigestKey)
-	if err == nil && editID != nil {
-		// The id is the platform's message_id as the finish recorded it (decimal); one that does not read
-		// as one (a row changed past the store) is no message to edit.
-		if id, perr := strconv.ParseInt(*editID, 10, 64); perr == nil && editSentAt != nil {
-			d.Edit = &notification.EditTarget{MessageID: id, SentAt: *editSentAt}
-		}
+		ids, lease.Seconds(), ordered)
+	if err != nil {
+		return nil, err
 	}
-	if err == nil {
-		d.Quiet = q.hours()
+	var out []notification.Delivery
+	var d notification.Delivery
+	var markup, entities, editID, userZone *string
+	var editSentAt *time.Time
+	var q quietScan
+	_, err = pgx.ForEachRow(rows, []any{&d.TrackingID, &d.Kind, &d.TenantID, &d.UserID, &d.ChatID, &d.Relinked, &d.Bot, &d.BotTokenRefused, &d.Blocked, &d.OptedOut, &d.Erased,
+		&d.Priority, &d.Body, &markup, &d.Attempts, &d.ExpiresAt,
+		&d.Format, &entities, &d.Silent, &d.ProtectContent, &d.NoLinkPreview,
+		&d.ReplaceKey, &editID, &editSentAt, &d.Superseded,
+		&q.start, &q.end, &q.zone, &q.mode, &userZone, &d.DigestKey}, func() error {
+		one := d
+		if editID != nil {
+			// The id is the platform's message_id as the finish recorded it (decimal); one that does not
+			// read as one (a row changed past the store) is no message to edit.
+			if id, perr := strconv.ParseInt(*editID, 10, 64); perr == nil && editSentAt != nil {
+				one.Edit = &notification.EditTarget{MessageID: id, SentAt: *editSentAt}
+			}
+		}
+		one.Quiet = q.hours()
 		if userZone != nil {
-			d.UserZone = *userZone
+			one.UserZone = *userZone
 		}
-	}
-	if err == nil && markup != nil {
-		d.ReplyMarkup = json.RawMessage(*markup)
-	}
-	if err == nil && entities != nil {
-		d.Entities = *entities
-	}
-	return d, err
+		if markup != nil {
+			one.ReplyMarkup = json.RawMessage(*markup)
+		}
+		if entities != nil {
+			one.Entities = *entities
+		}
+		out = append(out, one)
+		// The next row's nullable columns start unset, as each scan of one row did.
+		d, markup, entities, editID, userZone, editSentAt, q = notification.Delivery{}, nil, nil, nil, nil, nil, quietScan{}
+		return nil
+	})
+	return out, err
 }
 
 // finishUpdateSQL ends attempts: the status writes of many notifications in one statement, each guarded
@@ -237,13 +303,13 @@ var finishUpdateSQL = `
 	     AS f(f_tracking_id, f_attempts, f_status, f_message_id, f_error_code, f_error_message, f_retry_in, f_release, f_delivered_as,
 	          f_message_sent_at, f_paid)
 	WHERE tracking_id = f_tracking_id AND ` + notification.OutcomeSQL() + ` AND attempts = f_attempts
-	RETURNING ` + notificationEventColumns + `, f_paid, f_delivered_as`
+	RETURNING ` + notificationEventColumns + `, f_attempts, f_paid, f_delivered_as`
 
 // finishSQL is the status writes with the callback events and the usage counts of the terminal states, in
-// one statement; it returns the tracking ids written.
+// one statement; it returns the attempts written (tracking id and attempt number).
 var finishSQL = `WITH changed AS (` + finishUpdateSQL + `),
 	` + notificationEventsOfAttempt("changed", "f_paid", "f_delivered_as = '"+notification.DeliveredEdited+"'") + `
-	SELECT tracking_id::text FROM changed`
+	SELECT tracking_id::text, f_attempts FROM changed`
 
 // Finish is the outcome of one attempt to record: the claim's delivery and the result of its attempt.
 type Finish struct {
@@ -282,8 +348,9 @@ func finishValues(fs []Finish) []any {
 // the same moment), each exactly as FinishDelivery would, and reports for each whether it was written (false:
 // the notification is no longer delivering under that attempt). The callback events and the usage counts
 // of the terminal states are recorded in the same statement, the counts summed per tenant. An outcome
-// that removes a link (RemoveLink) takes a transaction of its own: give those to FinishDelivery. A
-// notification may appear only once.
+// that removes a link (RemoveLink) takes a transaction of its own: give those to FinishDelivery. Two
+// attempts of one notification may come together (a lane that outlived its lease, and the attempt that
+// took it over): only the current one is written.
 func (s *Store) FinishDeliveries(ctx context.Context, fs []Finish) ([]bool, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
@@ -291,13 +358,19 @@ func (s *Store) FinishDeliveries(ctx context.Context, fs []Finish) ([]bool, erro
 	if err != nil {
 		return nil, translate(err, "recording deliveries")
 	}
-	written, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	type attempt struct {
+		id string
+		n  int
+	}
+	written := map[attempt]bool{}
+	var a attempt
+	_, err = pgx.ForEachRow(rows, []any{&a.id, &a.n}, func() error { written[a] = true; return nil })
 	if err != nil {
 		return nil, translate(err, "recording deliveries")
 	}
 	ok := make([]bool, len(fs))
 	for i, f := range fs {
-		ok[i] = slices.Contains(written, f.D.TrackingID)
+		ok[i] = written[attempt{f.D.TrackingID, f.D.Attempts}]
 	}
 	return ok, nil
 }
@@ -324,11 +397,13 @@ func (s *Store) FinishDelivery(ctx context.Context, d notification.Delivery, r n
 		if err != nil {
 			return fmt.Errorf("updating status: %w", err)
 		}
-		written, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
+		n := 0
+		var id string
+		var attempts int
+		if _, err := pgx.ForEachRow(rows, []any{&id, &attempts}, func() error { n++; return nil }); err != nil {
 			return fmt.Errorf("updating status: %w", err)
 		}
-		updated = len(written) == 1
+		updated = n == 1
 		if !updated {
 			return nil
 		}

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -82,5 +83,53 @@ func TestAnInOrderClaimWaitsForTheMessagesAheadInItsChat(t *testing.T) {
 	f.Notification(t, seed.System("acme", 1))
 	if behind(first) {
 		t.Error("held back by a system message to another chat, through another bot, or accepted after it")
+	}
+}
+
+// Many claims in one statement take each notification as its own claim would: the queued ones, not the
+// cancelled one, not an in-order one behind a message ahead of it in its chat (while the same
+// notification claimed regardless of order is taken, and an in-order one of another chat is), a
+// notification named twice once.
+func TestClaimDeliveriesTakesEachAsItsOwnClaimWould(t *testing.T) {
+	s := fixture(t) // user "ok" linked to chat 1
+	ctx := context.Background()
+	f := seed.New(s)
+	verifiedUser(t, s, "acme", "other", 3)
+	a := queued(t, s)
+	b := f.Notification(t, seed.For("acme", "other"))
+	cancelled := queued(t, s)
+	if _, err := s.CancelNotification(ctx, "acme", cancelled); err != nil {
+		t.Fatal(err)
+	}
+	f.Notification(t, seed.System("acme", 1), seed.CreatedAt(time.Now().Add(-2*time.Second)))
+	behindInOrder := f.Notification(t, seed.For("acme", "ok"), seed.CreatedAt(time.Now().Add(-time.Second)))
+	claims := []store.Claim{{TrackingID: a}, {TrackingID: b, InOrder: true}, {TrackingID: cancelled}, {TrackingID: behindInOrder, InOrder: true},
+		{TrackingID: a}}
+	ds, err := s.ClaimDeliveries(ctx, claims, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i, d := range ds {
+		if d == nil {
+			got = append(got, "-")
+			continue
+		}
+		if d.TrackingID != claims[i].TrackingID || d.Attempts != 1 {
+			t.Errorf("claim %d returned %s attempt %d", i, d.TrackingID, d.Attempts)
+		}
+		got = append(got, "claimed")
+	}
+	want := []string{"claimed", "claimed", "-", "-", "-"}
+	if !slices.Equal(got, want) {
+		t.Errorf("claims %v, want %v (queued, in order with nothing ahead, cancelled, behind in order, twice)", got, want)
+	}
+	if ds[1] != nil && ds[1].ChatID != 3 || ds[0] != nil && ds[0].ChatID != 1 {
+		t.Error("a claim read another notification's chat")
+	}
+	// Claimed regardless of order, the one behind is taken.
+	ds, err = s.ClaimDeliveries(ctx, []store.Claim{{TrackingID: behindInOrder}}, time.Minute)
+	if err != nil || ds[0] == nil {
+		t.Fatalf("claim regardless of order: %v %v", ds, err)
 	}
 }

@@ -6,6 +6,8 @@ package send
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/heraldhq/herald/internal/messenger"
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/richtext"
+	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/tracing"
 )
 
@@ -274,9 +277,23 @@ func (s *Sender) finishOne(d notification.Delivery, dec Decision) bool {
 	var err error
 	for try := range 4 {
 		if try > 0 {
+			if s.opts.Killed() {
+				return false
+			}
 			time.Sleep(time.Duration(try) * 250 * time.Millisecond)
 		}
 		var ok bool
+		if try == 0 && !r.RemoveLink {
+			// The first try goes with the other lanes' outcomes of the moment, in one statement; a retry
+			// goes alone, and first asks whether the batch was written after all.
+			if ok, err = s.finishes.Do(store.Finish{D: d, R: r}); errors.Is(err, errKilled) {
+				return false
+			}
+			if err == nil {
+				return s.recorded(log, r, dec, ok)
+			}
+			continue
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		ok, err = s.opts.Store.FinishDelivery(ctx, d, r)
 		if err == nil && !ok && try > 0 {
@@ -289,21 +306,26 @@ func (s *Sender) finishOne(d notification.Delivery, dec Decision) bool {
 		}
 		cancel()
 		if err == nil {
-			if !ok {
-				skipped.WithLabelValues("stale_result").Inc()
-				log.Warn("status not recorded: the claim was taken over after its lease ran out")
-			} else {
-				recordOutcome(r.Status, r.ErrorCode)
-				if r.Status == notification.Delivered {
-					log.Debug("delivered") // not the platform's message id: it identifies the user's chat message
-				} else {
-					// The full error, which may name hosts and addresses; tenants see only r.ErrorMessage.
-					log.Info("delivery attempt ended", "error_code", r.ErrorCode, "error", r.ErrorMessage, "err", dec.Cause, "retry_in", r.RetryIn)
-				}
-			}
-			return true
+			return s.recorded(log, r, dec, ok)
 		}
 	}
 	log.Error("could not record the delivery; the lease will expire and redrive it", "err", err)
+	return true
+}
+
+// recorded counts and logs an outcome the store wrote (ok), or dropped as stale.
+func (s *Sender) recorded(log *slog.Logger, r notification.DeliveryResult, dec Decision, ok bool) bool {
+	if !ok {
+		skipped.WithLabelValues("stale_result").Inc()
+		log.Warn("status not recorded: the claim was taken over after its lease ran out")
+		return true
+	}
+	recordOutcome(r.Status, r.ErrorCode)
+	if r.Status == notification.Delivered {
+		log.Debug("delivered") // not the platform's message id: it identifies the user's chat message
+	} else {
+		// The full error, which may name hosts and addresses; tenants see only r.ErrorMessage.
+		log.Info("delivery attempt ended", "error_code", r.ErrorCode, "error", r.ErrorMessage, "err", dec.Cause, "retry_in", r.RetryIn)
+	}
 	return true
 }

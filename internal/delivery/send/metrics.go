@@ -22,6 +22,11 @@ var (
 		Help:    "Latency of sendMessage calls to the messaging platform, by outcome class.",
 		Buckets: []float64{.01, .025, .05, .075, .1, .25, .5, 1, 2.5, 5, 10},
 	}, []string{"outcome"})
+	batchSizes = promauto.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "herald_worker_batch_size",
+		Help:    "Notifications per statement of the batched claims and status writes (the lanes' of the same moment), by statement (claim, finish).",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
+	}, []string{"statement"})
 	limiterWait = promauto.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "herald_worker_ratelimit_wait_seconds",
 		Help:    "Time a delivery waited for the rate limiter, by limiter (global, chat; order: for a message ahead of it in its chat) and priority.",

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/heraldhq/herald/internal/delivery/batch"
 	"github.com/heraldhq/herald/internal/delivery/consume"
 	"github.com/heraldhq/herald/internal/delivery/rate"
 	"github.com/heraldhq/herald/internal/messenger"
@@ -64,6 +65,12 @@ type Sender struct {
 	log  *slog.Logger
 	// inflight bounds the deliveries between their grant and their status write (consume.Slots).
 	inflight *consume.Slots
+	// finishes writes the outcomes the lanes record at the same moment in one statement
+	// (store.FinishDeliveries).
+	finishes *batch.Batcher[store.Finish, bool]
+	// claims claims the notifications the lanes claim at the same moment in one statement
+	// (store.ClaimDeliveries).
+	claims *batch.Batcher[store.Claim, *notification.Delivery]
 }
 
 // New builds a sender.
@@ -76,7 +83,45 @@ func New(opts Options) *Sender {
 			return metriclabel.Bots.Of(strconv.FormatInt(int64(bot), 10))
 		}
 	}
-	return &Sender{opts: opts, log: opts.Logger, inflight: consume.NewSlots(opts.Concurrency, inFlight)}
+	s := &Sender{opts: opts, log: opts.Logger, inflight: consume.NewSlots(opts.Concurrency, inFlight)}
+	s.finishes = batch.New(batchSize, batchWriters, s.finishBatch)
+	s.claims = batch.New(batchSize, batchWriters, s.claimBatch)
+	return s
+}
+
+// batchSize and batchWriters bound the batched claims and status writes: notifications per statement,
+// and statements of each in flight (each holds one of the store's connections).
+const (
+	batchSize    = 256
+	batchWriters = 4
+)
+
+// errKilled: the worker was killed (the tests' crash) before the batch was written; it writes nothing more.
+var errKilled = errors.New("the worker was killed")
+
+// finishBatch writes outcomes in one statement.
+func (s *Sender) finishBatch(fs []store.Finish) ([]bool, error) {
+	if s.opts.Killed() {
+		return nil, errKilled
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ok, err := s.opts.Store.FinishDeliveries(ctx, fs)
+	batchSizes.WithLabelValues("finish").Observe(float64(len(fs)))
+	return ok, err
+}
+
+// claimBatch claims notifications in one statement; nil for one not claimed (the claim's own loop then
+// asks why: Sender.claim).
+func (s *Sender) claimBatch(cs []store.Claim) ([]*notification.Delivery, error) {
+	if s.opts.Killed() {
+		return nil, errKilled
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ds, err := s.opts.Store.ClaimDeliveries(ctx, cs, s.opts.Lease)
+	batchSizes.WithLabelValues("claim").Observe(float64(len(cs)))
+	return ds, err
 }
 
 // platform is the platform to send through bot with.
