@@ -328,12 +328,13 @@ func drain(bots []ownBot, total int64, start time.Time, within time.Duration) (m
 
 // violations prints what the simulator counted per bot.
 func violations(bots []ownBot) {
-	var sliding, chat, limit, answered429, worstSliding, worstChat int64
+	var sliding, chat, limit, globalLimit, answered429, worstSliding, worstChat int64
 	for _, o := range bots {
 		s := o.h.Stats()
 		sliding += s.SlidingSecondViolations
 		chat += s.ChatIntervalViolations
 		limit += s.LimitViolations
+		globalLimit += s.GlobalLimitViolations
 		answered429 += s.Answered429
 		worstSliding = max(worstSliding, s.SlidingSecondViolations)
 		worstChat = max(worstChat, s.ChatIntervalViolations)
@@ -342,8 +343,8 @@ func violations(bots []ownBot) {
 	for _, o := range bots {
 		sends += o.h.Stats().Sends
 	}
-	fmt.Printf("   simulator, over %d bots: %d sends over a bot's rate in a sliding second (%.2f per 1,000 sends; worst bot %d), %d to a chat under the interval (worst bot %d), %d over a limit, %d answered 429\n",
-		len(bots), sliding, 1000*float64(sliding)/float64(max(1, sends)), worstSliding, chat, worstChat, limit, answered429)
+	fmt.Printf("   simulator, over %d bots: %d sends over a bot's rate in a sliding second (%.2f per 1,000 sends; worst bot %d), %d to a chat under the interval (worst bot %d), %d over a limit (%d the bot's), %d answered 429\n",
+		len(bots), sliding, 1000*float64(sliding)/float64(max(1, sends)), worstSliding, chat, worstChat, limit, globalLimit, answered429)
 }
 
 // 1 and 4: the aggregate rate of the bots' backlogs through n workers.
