@@ -32,8 +32,10 @@ func New[T, R any](size, writers int, do func(items []T) ([]R, error)) *Batcher[
 }
 
 // Do runs item in the next batch and returns its result. The caller that finds fewer than writers calls
-// in flight makes the next call itself, with what is queued then (its own item first), and goes on making
-// calls until the queue is empty: no goroutine of the batcher outlives the calls to Do.
+// in flight makes the next call itself, with what is queued then (its own item first), until its own item
+// is done; what was queued meanwhile is then written by a goroutine that ends when the queue is empty. So
+// no caller serves the others for longer than its own item takes, and no goroutine of the batcher
+// outlives the work.
 func (b *Batcher[T, R]) Do(item T) (R, error) {
 	c := &call[T, R]{item: item, done: make(chan struct{})}
 	b.mu.Lock()
@@ -44,6 +46,14 @@ func (b *Batcher[T, R]) Do(item T) (R, error) {
 		return c.r, c.err
 	}
 	b.running++
+	b.write(c.done)
+	return c.r, c.err
+}
+
+// write makes calls while items are queued, until until is closed (nil: until the queue is empty), then
+// hands what is still queued to a goroutine of its own. b.mu is held on entry and released on return;
+// the caller counted itself in b.running.
+func (b *Batcher[T, R]) write(until chan struct{}) {
 	for len(b.queue) > 0 {
 		n := min(len(b.queue), b.size)
 		batch := make([]*call[T, R], n)
@@ -52,11 +62,26 @@ func (b *Batcher[T, R]) Do(item T) (R, error) {
 		b.mu.Unlock()
 		b.run(batch)
 		b.mu.Lock()
+		if until != nil && closed(until) && len(b.queue) > 0 {
+			go func() {
+				b.mu.Lock()
+				b.write(nil)
+			}()
+			b.mu.Unlock()
+			return
+		}
 	}
 	b.running--
 	b.mu.Unlock()
-	<-c.done
-	return c.r, c.err
+}
+
+func closed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 func (b *Batcher[T, R]) run(batch []*call[T, R]) {

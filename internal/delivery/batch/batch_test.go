@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/heraldhq/herald/internal/delivery/batch"
 )
@@ -94,5 +95,55 @@ func TestBatchesAreBoundedInSizeAndWriters(t *testing.T) {
 	wg.Wait()
 	if most > 2 || biggest > 3 {
 		t.Errorf("%d calls at once, %d items in one; want at most 2 and 3", most, biggest)
+	}
+}
+
+// A caller whose item is done returns, however many others are queued behind it: what is queued meanwhile
+// is written without it (a lane that made the call goes on to its send).
+func TestACallerIsNotKeptServingOthers(t *testing.T) {
+	entered := make(chan struct{})
+	release, hold := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	calls := 0
+	b := batch.New(1, 1, func(items []int) ([]int, error) {
+		mu.Lock()
+		calls++
+		first := calls == 1
+		mu.Unlock()
+		if first {
+			close(entered)
+			<-release
+		} else {
+			<-hold // the others' calls last until the first caller has returned
+		}
+		return items, nil
+	})
+	done := make(chan struct{})
+	go func() { _, _ = b.Do(0); close(done) }()
+	<-entered
+	var wg sync.WaitGroup
+	var queued sync.WaitGroup
+	for i := 1; i <= 50; i++ {
+		queued.Add(1)
+		wg.Go(func() {
+			queued.Done()
+			if r, err := b.Do(i); err != nil || r != i {
+				t.Errorf("item %d: %d, %v", i, r, err)
+			}
+		})
+	}
+	queued.Wait()
+	close(release)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first caller is still writing the others' items")
+	}
+	close(hold)
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if calls != 51 {
+		t.Errorf("%d calls, want 51 (batches of one)", calls)
 	}
 }
