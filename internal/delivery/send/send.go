@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/heraldhq/herald/internal/delivery/batch"
+	"github.com/heraldhq/herald/internal/batch"
 	"github.com/heraldhq/herald/internal/delivery/consume"
 	"github.com/heraldhq/herald/internal/delivery/rate"
 	"github.com/heraldhq/herald/internal/messenger"
@@ -67,10 +67,10 @@ type Sender struct {
 	inflight *consume.Slots
 	// finishes writes the outcomes the lanes record at the same moment in one statement
 	// (store.FinishDeliveries).
-	finishes *batch.Batcher[store.Finish, bool]
+	finishes *batch.Inline[store.Finish, bool]
 	// claims claims the notifications the lanes claim at the same moment in one statement
 	// (store.ClaimDeliveries).
-	claims *batch.Batcher[store.Claim, *notification.Delivery]
+	claims *batch.Inline[store.Claim, *notification.Delivery]
 }
 
 // New builds a sender.
@@ -84,8 +84,8 @@ func New(opts Options) *Sender {
 		}
 	}
 	s := &Sender{opts: opts, log: opts.Logger, inflight: consume.NewSlots(opts.Concurrency, inFlight)}
-	s.finishes = batch.New(batchSize, batchWriters, s.finishBatch)
-	s.claims = batch.New(batchSize, batchWriters, s.claimBatch)
+	s.finishes = batch.NewInline(batchWriters, batchSize, s.finishBatch)
+	s.claims = batch.NewInline(batchWriters, batchSize, s.claimBatch)
 	return s
 }
 
