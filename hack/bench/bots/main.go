@@ -66,6 +66,7 @@ var (
 	paidBacklog = flag.Int("paid-backlog", 15000, "each paid bot's backlog in part 3")
 	workerList  = flag.String("workers", "1,2,3", "worker counts in part 4")
 	profile     = flag.String("profile", "", "part 2a: write a CPU profile of this process (workers, kfake, the simulator) over the first 10 s after the workers start to this file")
+	pgSettings  = flag.String("pg", "", "more PostgreSQL settings, comma-separated name=value (e.g. plan_cache_mode=force_custom_plan), to try a setting's effect")
 	freshAfter  = flag.Duration("fresh-after", 0, "part 2: wait this long after the backlog starts going out before the first fresh notification (0: at once), to measure once the workers have read through the backlog")
 )
 
@@ -83,8 +84,11 @@ func main() {
 }
 
 func run(ctx context.Context) error {
-	pg, err := benchutil.StartCluster(ctx, pglocal.Options{MaxConnections: 300,
-		Settings: []string{"shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=all"}})
+	settings := []string{"shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=all"}
+	if *pgSettings != "" {
+		settings = append(settings, strings.Split(*pgSettings, ",")...)
+	}
+	pg, err := benchutil.StartCluster(ctx, pglocal.Options{MaxConnections: 300, Settings: settings})
 	if err != nil {
 		return fmt.Errorf("starting PostgreSQL: %w", err)
 	}
