@@ -95,6 +95,7 @@ func run(ctx context.Context) error {
 	defer pg.Stop()
 	db := 0
 	fresh := func() (string, error) { db++; return pg.Database(ctx, "bots_"+strconv.Itoa(db)) }
+	pgPID, _ = pg.PID()
 	for _, part := range strings.Split(*parts, ",") {
 		url, err := fresh()
 		if err != nil {

@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/heraldhq/herald/internal/dev/sim"
@@ -100,6 +101,7 @@ func paidRun(ctx context.Context, url string, workers, latencyMS int) error {
 	start := time.Now()
 	stopControl := ctl.run(ctx)
 	sampler := procs.sample(250 * time.Millisecond)
+	pg0, self0 := serverCPU(pgPID), selfCPU()
 	if *paidProfile != "" {
 		go procs.profile(ctx, *paidProfile, 3*time.Second, 10*time.Second)
 	}
@@ -110,6 +112,7 @@ func paidRun(ctx context.Context, url string, workers, latencyMS int) error {
 	stopControl()
 	means := sampler.stop()
 	cpu := procs.cpu()
+	pgCPU, benchCPU := serverCPU(pgPID)-pg0, selfCPU()-self0
 	load1 := loadAverage()
 	if err != nil {
 		return err
@@ -119,6 +122,12 @@ func paidRun(ctx context.Context, url string, workers, latencyMS int) error {
 	fmt.Printf("   delivered %d: %.0f/s between 10%% and 90%% (%.3f of %.0f/s), %.0f/s overall (start-up included)\n",
 		total, mid, mid/ideal, ideal, overall)
 	fmt.Printf("   workers' CPU %.1f s: %.0f deliveries per worker CPU-second\n", cpu, float64(total)/cpu)
+	// Where the machine's CPU went (the ceiling on 2 cores is the sum per delivery): the workers, the
+	// server with its backends, and this process — the simulator answering every send, the control sender
+	// and the counting.
+	perMS := func(sec float64) float64 { return sec * 1000 / float64(total) }
+	fmt.Printf("   CPU per delivery: workers %.3f ms, PostgreSQL %.3f ms, simulator and control (this process) %.3f ms; %.3f ms in all, %.0f deliveries per CPU-second of the whole\n",
+		perMS(cpu), perMS(pgCPU), perMS(benchCPU), perMS(cpu+pgCPU+benchCPU), float64(total)/(cpu+pgCPU+benchCPU))
 	var paidSends, sends int64
 	for _, o := range bots {
 		s := o.h.Stats()
@@ -256,17 +265,67 @@ func (ps *processes) cpu() float64 {
 	return s
 }
 
-// cpuSeconds is a process's user and system time from /proc.
-func cpuSeconds(pid int) float64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
+// pgPID is the PostgreSQL server's postmaster.
+var pgPID int
+
+// serverCPU is the CPU time of the server whose postmaster is pid: its own, its ended backends' (reaped:
+// the postmaster's children's times) and its running backends'.
+func serverCPU(pid int) float64 {
+	if pid <= 0 {
 		return 0
 	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	utime, _ := strconv.ParseFloat(f[11], 64)
-	stime, _ := strconv.ParseFloat(f[12], 64)
-	return (utime + stime) / 100 // USER_HZ
+	sum := procTimes(pid, true)
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if f := procStat(child); len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			sum += procTimes(child, false)
+		}
+	}
+	return sum
 }
+
+// selfCPU is this process's user and system time.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// procStat is /proc/<pid>/stat's fields after the command's name: state, ppid, …
+func procStat(pid int) []string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+}
+
+// procTimes is a process's user and system time in seconds, with its reaped children's when children.
+func procTimes(pid int, children bool) float64 {
+	f := procStat(pid)
+	if len(f) < 15 {
+		return 0
+	}
+	var sum float64
+	n := 13
+	if children {
+		n = 15
+	}
+	for _, v := range f[11:n] {
+		x, _ := strconv.ParseFloat(v, 64)
+		sum += x
+	}
+	return sum / 100 // USER_HZ
+}
+
+// cpuSeconds is a process's user and system time from /proc.
+func cpuSeconds(pid int) float64 { return procTimes(pid, false) }
 
 func loadAverage() string {
 	b, _ := os.ReadFile("/proc/loadavg")

@@ -234,6 +234,10 @@ func (c *Cluster) CreateDatabase(ctx context.Context, name, template string) err
 
 func (c *Cluster) dataDir() string { return filepath.Join(c.opts.Dir, "data") }
 
+// PID is the server's process id (its postmaster), while it runs: a benchmark reads the CPU time of the
+// server and its backends from it.
+func (c *Cluster) PID() (int, bool) { return c.runningPID() }
+
 // runningPID reads postmaster.pid and reports whether the server it names is alive. A pid that a process
 // other than a postgres server has taken since (after a reboot) does not count.
 func (c *Cluster) runningPID() (int, bool) {
