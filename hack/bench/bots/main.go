@@ -96,6 +96,7 @@ func run(ctx context.Context) error {
 	db := 0
 	fresh := func() (string, error) { db++; return pg.Database(ctx, "bots_"+strconv.Itoa(db)) }
 	pgPID, _ = pg.PID()
+	pgLog = pg.LogFile()
 	for _, part := range strings.Split(*parts, ",") {
 		url, err := fresh()
 		if err != nil {

@@ -196,6 +196,10 @@ func statements(ctx context.Context, p *pipeline, delivered int64, dir string) e
 	}
 	fmt.Printf("   PostgreSQL: %.2f statements per delivery, %.3f ms of execution per delivery\n", float64(calls)/float64(delivered), ms/float64(delivered))
 	if dir != "" {
+		// The server's log too: with -pg session_preload_libraries=auto_explain,… it holds the plans.
+		if log, err := os.ReadFile(pgLog); err == nil {
+			_ = os.WriteFile(filepath.Join(dir, "postgres.log"), log, 0o644)
+		}
 		return os.WriteFile(filepath.Join(dir, "statements.txt"), []byte(all.String()), 0o644)
 	}
 	return rows.Err()
@@ -265,8 +269,11 @@ func (ps *processes) cpu() float64 {
 	return s
 }
 
-// pgPID is the PostgreSQL server's postmaster.
-var pgPID int
+// pgPID is the PostgreSQL server's postmaster; pgLog its log.
+var (
+	pgPID int
+	pgLog string
+)
 
 // serverCPU is the CPU time of the server whose postmaster is pid: its own, its ended backends' (reaped:
 // the postmaster's children's times) and its running backends'.

@@ -234,6 +234,9 @@ func (c *Cluster) CreateDatabase(ctx context.Context, name, template string) err
 
 func (c *Cluster) dataDir() string { return filepath.Join(c.opts.Dir, "data") }
 
+// LogFile is the server's log (a benchmark keeps it, with auto_explain's plans, before the cluster goes).
+func (c *Cluster) LogFile() string { return c.logOut }
+
 // PID is the server's process id (its postmaster), while it runs: a benchmark reads the CPU time of the
 // server and its backends from it.
 func (c *Cluster) PID() (int, bool) { return c.runningPID() }
