@@ -289,8 +289,14 @@ func (a *API) listTemplates(w http.ResponseWriter, r *http.Request) error {
 // for an Idempotency-Key (as given, not as rendered, so that a retry after the template changed still
 // matches its first try).
 type templated struct {
-	ref     notification.TemplateRef
-	meaning []any
+	ref    notification.TemplateRef
+	fields *templateFields
+}
+
+// meaning is the template's part of the send's meaning (validSend.meaning): made only when the request has
+// an Idempotency-Key.
+func (t *templated) meaning() []any {
+	return []any{"template", t.fields.name, t.fields.version, t.fields.locale, any(t.fields.data)}
 }
 
 // templateFields are a send's template fields, parsed.
@@ -337,14 +343,14 @@ func parseTemplateFields(req sendRequest) (*templateFields, error) {
 		if len(req.Data) > MaxTemplateDataBytes {
 			return nil, apierror.InvalidRequest.With("data is %d bytes of JSON; at most %d", len(req.Data), MaxTemplateDataBytes)
 		}
-		d := json.NewDecoder(bytes.NewReader(req.Data))
-		d.UseNumber() // numbers print as they were written
-		if req.Data[0] != '{' || d.Decode(&f.data) != nil {
+		// Numbers print as they were written; the NUL check is made in the same pass (templatedata.go).
+		data, nul, ok := decodeData(req.Data)
+		if req.Data[0] != '{' || !ok {
 			return nil, apierror.InvalidRequest.With("data must be an object")
 		}
-		f.rawData = req.Data
-		if path, found := nulIn(f.data, "data"); found {
-			return nil, apierror.InvalidRequest.With("%s %s", truncate(path, 80), nulRule)
+		f.data, f.rawData = data, req.Data
+		if nul != "" {
+			return nil, apierror.InvalidRequest.With("%s %s", truncate(nul, 80), nulRule)
 		}
 	}
 	return f, nil
@@ -506,8 +512,7 @@ func renderTemplate(req *sendRequest, f *templateFields, t *cachedTemplate, user
 		return nil, renderError(err)
 	}
 	req.Message = &out.Message
-	format := `"` + t.row.Format + `"`
-	req.Format = json.RawMessage(format)
+	req.Format = formatJSON(t.row.Format)
 	if len(out.Buttons) > 0 {
 		rows := make([][]map[string]string, len(out.Buttons))
 		for i, row := range out.Buttons {
@@ -518,11 +523,23 @@ func renderTemplate(req *sendRequest, f *templateFields, t *cachedTemplate, user
 		}
 		req.Buttons, _ = json.Marshal(rows)
 	}
-	data := any(f.data)
-	return &templated{
-		ref:     notification.TemplateRef{Name: t.row.Name, Version: t.row.Version, Locale: out.Locale},
-		meaning: []any{"template", f.name, f.version, f.locale, data},
-	}, nil
+	return &templated{ref: notification.TemplateRef{Name: t.row.Name, Version: t.row.Version, Locale: out.Locale}, fields: f}, nil
+}
+
+// The formats as a send gives them, made once: validateSend only reads them.
+var (
+	formatTextJSON = json.RawMessage(`"` + notification.FormatText + `"`)
+	formatHTMLJSON = json.RawMessage(`"` + notification.FormatHTML + `"`)
+)
+
+func formatJSON(format string) json.RawMessage {
+	switch format {
+	case notification.FormatText:
+		return formatTextJSON
+	case notification.FormatHTML:
+		return formatHTMLJSON
+	}
+	return json.RawMessage(`"` + format + `"`)
 }
 
 // zones caches the locations of the users' time zones by name: LoadLocation reads the zone database each
