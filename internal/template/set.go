@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -157,6 +158,7 @@ func (s *Set) Render(locale string, data map[string]any, opts Options) (Rendered
 	}
 	opts.HTML = s.HTML
 	r := newRenderer(data, opts)
+	defer r.release()
 	out := Rendered{Locale: c.tag}
 	var err error
 	if out.Message, err = r.render(c.message); err != nil {
@@ -182,8 +184,16 @@ func (s *Set) Render(locale string, data map[string]any, opts Options) (Rendered
 	return out, nil
 }
 
+// renderers are renderers done with, to be reused: their output buffer and stacks keep their capacity.
+var renderers = sync.Pool{New: func() any { return new(renderer) }}
+
+// maxPooledOutput: a renderer whose output buffer grew past this is not kept (one large render should not
+// hold its memory for good).
+const maxPooledOutput = 16 << 10
+
 func newRenderer(data map[string]any, opts Options) *renderer {
-	r := &renderer{opts: opts, data: data, started: time.Now()}
+	r := renderers.Get().(*renderer)
+	r.opts, r.data, r.started = opts, data, time.Now()
 	if r.opts.Now.IsZero() {
 		r.opts.Now = r.started
 	}
@@ -193,12 +203,23 @@ func newRenderer(data map[string]any, opts Options) *renderer {
 	return r
 }
 
+// release returns r to the pool, holding nothing of its render: the missing paths belong to the
+// MissingError made of them.
+func (r *renderer) release() {
+	if cap(r.out) > maxPooledOutput {
+		return
+	}
+	clear(r.loops[:cap(r.loops)])
+	*r = renderer{out: r.out[:0], args: r.args[:0], loops: r.loops[:0]}
+	renderers.Put(r)
+}
+
 // render renders one source, its variables its own; the missing paths accumulate.
 func (r *renderer) render(t *Template) (string, error) {
-	r.scopes = []map[string]any{{}}
-	var out strings.Builder
-	if err := r.nodes(&out, t.nodes); err != nil {
+	r.vars = nil
+	r.out = r.out[:0]
+	if err := r.nodes(&r.out, t.nodes); err != nil {
 		return "", err
 	}
-	return out.String(), nil
+	return string(r.out), nil
 }
