@@ -4,28 +4,49 @@ package ingress
 // UseNumber did this for about a quarter of a templated send's CPU at the door (BenchmarkSendDoor's
 // profile): its reflection, a string allocated for every key and string, growing maps and slices, and then
 // a walk of the whole tree for NULs that built a path string at every step. This decoder does the same in
-// one pass, and FuzzDecodeData holds it to encoding/json's answers.
+// one pass, makes the small objects template.Objects (a slice of members, not a map: most of what the
+// maps cost was the maps), takes the objects' members and the arrays' items from a few shared blocks, and
+// FuzzDecodeData holds it to encoding/json's answers (template.ToMaps of what it decodes).
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/heraldhq/herald/internal/template"
 )
 
 // maxDataDepth is encoding/json's bound on nesting (its scanner's maxNestingDepth): a document nested
 // deeper is refused as it refuses it.
 const maxDataDepth = 10000
 
+// maxObjectMembers: an object of more keys is a map (an Object's lookup is a scan).
+const maxObjectMembers = 16
+
 // decodeData decodes a JSON object into the render's values as encoding/json does with UseNumber into a
-// map[string]any — objects map[string]any (of a key given twice, the last), arrays []any (never nil),
-// strings unescaped (an unpaired surrogate and invalid UTF-8 read as U+FFFD), numbers json.Number as
-// written, true, false, null — and accepts and refuses the same documents, with nothing but whitespace after
-// the object. nul is where a string or key holds U+0000, as nulIn writes it under "data" (one such place,
-// the first met; "" when none).
-func decodeData(b []byte) (data map[string]any, nul string, ok bool) {
+// map[string]any — objects *template.Object, or map[string]any past maxObjectMembers (of a key given
+// twice, the last value), arrays []any (never nil), strings unescaped (an unpaired surrogate and invalid
+// UTF-8 read as U+FFFD), numbers json.Number as written, true, false, null — and accepts and refuses the
+// same documents, with nothing but whitespace after the object. The whole data is returned as an any
+// holding an *Object or a map. nul is where a string or key holds U+0000, as nulIn writes it under "data"
+// (one such place, the first met; "" when none).
+func decodeData(b []byte) (data any, nul string, ok bool) {
 	// One copy of the document: strings without escapes and numbers are slices of it.
 	d := dataDecoder{s: string(b)}
+	// The blocks at the document's size: a member follows a colon, an object opens with a brace, an item
+	// follows a bracket or a comma (strings holding them only make the blocks larger than needed).
+	d.memberBlock = make([]template.Member, 0, min(bytes.Count(b, []byte{':'}), maxBlock))
+	d.objects = make([]template.Object, 0, min(bytes.Count(b, []byte{'{'}), maxBlock))
+	if arrays := bytes.Count(b, []byte{'['}); arrays > 0 {
+		d.itemBlock = make([]any, 0, min(arrays+bytes.Count(b, []byte{','}), maxBlock))
+	}
+	scratch := dataScratches.Get().(*dataScratch)
+	defer dataScratches.Put(scratch)
+	d.items, d.members = scratch.items[:0], scratch.members[:0]
+	defer func() { scratch.items, scratch.members = d.items[:0], d.members[:0] }()
 	d.space()
 	if d.i == len(d.s) || d.s[d.i] != '{' {
 		return nil, "", false
@@ -37,7 +58,7 @@ func decodeData(b []byte) (data map[string]any, nul string, ok bool) {
 	if d.space(); d.i != len(d.s) {
 		return nil, "", false
 	}
-	data = v.(map[string]any)
+	data = v
 	if d.dup {
 		// A key given twice: its last value is the one kept, and the NUL may have been in an earlier one.
 		// (A send's body never gets here: decodeStrict refuses duplicate keys at any depth.)
@@ -58,13 +79,28 @@ type dataDecoder struct {
 	// The values of the open arrays and the members of the open objects, innermost last: each array or
 	// object is made at its end, at its size.
 	items   []any
-	members []member
+	members []template.Member
+	// The blocks the finished objects and arrays are cut from: one allocation for many.
+	objects     []template.Object
+	memberBlock []template.Member
+	itemBlock   []any
 }
 
-type member struct {
-	key string
-	v   any
+// dataScratch is the stacks of a decode, reused: they are empty (and cleared) when it ends.
+type dataScratch struct {
+	items   []any
+	members []template.Member
 }
+
+var dataScratches = sync.Pool{New: func() any { return new(dataScratch) }}
+
+// maxBlock bounds a block's first size (a 32 KiB document could ask for thousands); past it, more blocks.
+const (
+	maxBlock    = 256
+	objectBlock = 16
+	memberBlock = 64
+	itemBlock   = 32
+)
 
 func (d *dataDecoder) space() {
 	for d.i < len(d.s) {
@@ -132,7 +168,7 @@ func (d *dataDecoder) object() (v any, at string, found, ok bool) {
 	if d.i < len(d.s) && d.s[d.i] == '}' {
 		d.i++
 		d.depth--
-		return map[string]any{}, "", false, true
+		return d.finishObject(nil), "", false, true
 	}
 	for {
 		d.space()
@@ -158,7 +194,7 @@ func (d *dataDecoder) object() (v any, at string, found, ok bool) {
 		if !found && eFound {
 			at, found = "."+key+eAt, true
 		}
-		d.members = append(d.members, member{key, e})
+		d.members = append(d.members, template.Member{Key: key, Value: e})
 		d.space()
 		if d.i == len(d.s) {
 			return nil, "", false, false
@@ -172,16 +208,47 @@ func (d *dataDecoder) object() (v any, at string, found, ok bool) {
 		d.i++
 		break
 	}
-	ms := d.members[from:]
-	m := make(map[string]any, len(ms))
-	for _, e := range ms {
-		m[e.key] = e.v
-	}
-	d.dup = d.dup || len(m) < len(ms)
-	clear(ms) // the scratch holds no value past its object
+	v = d.finishObject(d.members[from:])
+	clear(d.members[from:]) // the scratch holds no value past its object
 	d.members = d.members[:from]
 	d.depth--
-	return m, at, found, true
+	return v, at, found, true
+}
+
+// finishObject makes an object of its members: an Object, or a map when they are many. Of a key given
+// twice the last value is kept (and d.dup set).
+func (d *dataDecoder) finishObject(ms []template.Member) any {
+	if len(ms) > maxObjectMembers {
+		m := make(map[string]any, len(ms))
+		for _, e := range ms {
+			m[e.Key] = e.Value
+		}
+		d.dup = d.dup || len(m) < len(ms)
+		return m
+	}
+	if cap(d.memberBlock)-len(d.memberBlock) < len(ms) {
+		d.memberBlock = make([]template.Member, 0, memberBlock)
+	}
+	start := len(d.memberBlock)
+	for _, e := range ms {
+		kept := d.memberBlock[start:]
+		i := 0
+		for i < len(kept) && kept[i].Key != e.Key {
+			i++
+		}
+		if i < len(kept) {
+			kept[i].Value = e.Value
+			d.dup = true
+			continue
+		}
+		d.memberBlock = append(d.memberBlock, e)
+	}
+	if len(d.objects) == cap(d.objects) {
+		d.objects = make([]template.Object, 0, objectBlock)
+	}
+	// Capped at its length: an Object never grows into the members of the next.
+	d.objects = append(d.objects, template.Object{Members: d.memberBlock[start:len(d.memberBlock):len(d.memberBlock)]})
+	return &d.objects[len(d.objects)-1]
 }
 
 func (d *dataDecoder) array() (v any, at string, found, ok bool) {
@@ -218,8 +285,13 @@ func (d *dataDecoder) array() (v any, at string, found, ok bool) {
 		d.i++
 		break
 	}
-	a := make([]any, len(d.items)-from)
-	copy(a, d.items[from:])
+	n := len(d.items) - from
+	if cap(d.itemBlock)-len(d.itemBlock) < n {
+		d.itemBlock = make([]any, 0, max(n, itemBlock))
+	}
+	start := len(d.itemBlock)
+	d.itemBlock = append(d.itemBlock, d.items[from:]...)
+	a := d.itemBlock[start:len(d.itemBlock):len(d.itemBlock)]
 	clear(d.items[from:])
 	d.items = d.items[:from]
 	d.depth--

@@ -3,11 +3,14 @@ package ingress
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/heraldhq/herald/internal/template"
 )
 
 // dataCases are documents decodeData must decode (or refuse) as encoding/json does.
@@ -26,6 +29,11 @@ var dataCases = []string{
 	// NULs, in strings and keys, at depth.
 	`{"x":"a\u0000"}`, `{"y":[1,{"a\u0000":"x"}]}`, `{"\u0000":1}`, `{"a":{"b":[0,1,"\u0000"]}}`, `{"a":"\u0000","a":"x"}`, `{"a":"x","a":"\u0000"}`,
 	`{"a":["ok",{"b":"\u0000"}],"c":"\u0000"}`, `{"a\u0000":{"b":"\u0000"}}`,
+	// Objects past maxObjectMembers (maps), with a key given twice among many.
+	`{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15}`,
+	`{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k16":{"a":[{}]}}`,
+	`{"a":{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k1":"\u0000"}}`,
+	`{"a":{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k1":"x\u0000"}}`,
 	// Duplicate keys: the last wins.
 	`{"a":1,"a":2}`, `{"a":{"b":1,"b":[2]},"a":{"c":3}}`, `{"\u0061":1,"a":2}`,
 	// Malformed, and what is not an object.
@@ -69,12 +77,54 @@ func nulPaths(v any, path string) []string {
 			}
 			out = append(out, nulPaths(e, path+"."+k)...)
 		}
+	case *template.Object:
+		for _, e := range x.Members {
+			if !storable(e.Key) {
+				out = append(out, path+" key")
+			}
+			out = append(out, nulPaths(e.Value, path+"."+e.Key)...)
+		}
 	case []any:
 		for i, e := range x {
 			out = append(out, nulPaths(e, path+"["+strconv.Itoa(i)+"]")...)
 		}
 	}
 	return out
+}
+
+// badObject says what is wrong with an Object in v: a key given twice (a render's lookup finds the first,
+// encoding/json kept the last) or more members than maxObjectMembers (past them a map: its lookup is not
+// a scan).
+func badObject(v any) string {
+	switch x := v.(type) {
+	case *template.Object:
+		if len(x.Members) > maxObjectMembers {
+			return fmt.Sprintf("an Object of %d members", len(x.Members))
+		}
+		for i, e := range x.Members {
+			for _, f := range x.Members[:i] {
+				if f.Key == e.Key {
+					return fmt.Sprintf("an Object with the key %q twice", e.Key)
+				}
+			}
+			if bad := badObject(e.Value); bad != "" {
+				return bad
+			}
+		}
+	case map[string]any:
+		for _, e := range x {
+			if bad := badObject(e); bad != "" {
+				return bad
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if bad := badObject(e); bad != "" {
+				return bad
+			}
+		}
+	}
+	return ""
 }
 
 func checkDecodeData(t *testing.T, doc []byte) {
@@ -87,8 +137,11 @@ func checkDecodeData(t *testing.T, doc []byte) {
 	if !ok {
 		return
 	}
-	if !reflect.DeepEqual(got, want) {
+	if !reflect.DeepEqual(template.ToMaps(got), want) {
 		t.Fatalf("%q: %#v, encoding/json %#v", doc, got, want)
+	}
+	if bad := badObject(got); bad != "" {
+		t.Fatalf("%q: %s", doc, bad)
 	}
 	paths := nulPaths(want, "data")
 	if (nul != "") != (len(paths) > 0) || nul != "" && !slices.Contains(paths, nul) {

@@ -296,7 +296,8 @@ type templated struct {
 // meaning is the template's part of the send's meaning (validSend.meaning): made only when the request has
 // an Idempotency-Key.
 func (t *templated) meaning() []any {
-	return []any{"template", t.fields.name, t.fields.version, t.fields.locale, any(t.fields.data)}
+	// The data as the maps encoding/json decoded before decodeData, so that a key's hash is what it was.
+	return []any{"template", t.fields.name, t.fields.version, t.fields.locale, template.ToMaps(t.fields.data)}
 }
 
 // templateFields are a send's template fields, parsed.
@@ -304,7 +305,7 @@ type templateFields struct {
 	name    string
 	version int    // 0: the latest
 	locale  string // "": none given
-	data    map[string]any
+	data    any    // decodeData's: an *template.Object or a map; nil without data
 	rawData json.RawMessage
 }
 
@@ -368,6 +369,15 @@ func nulIn(v any, path string) (string, bool) {
 				return path + " key", true
 			}
 			if p, found := nulIn(e, path+"."+k); found {
+				return p, true
+			}
+		}
+	case *template.Object:
+		for _, e := range x.Members {
+			if !storable(e.Key) {
+				return path + " key", true
+			}
+			if p, found := nulIn(e.Value, path+"."+e.Key); found {
 				return p, true
 			}
 		}

@@ -85,7 +85,7 @@ func stringFilter(f func(string) string) filterFunc {
 		switch v.(type) {
 		case nil:
 			return nil, nil
-		case map[string]any, []any:
+		case map[string]any, *Object, []any:
 			return nil, errors.New("takes a text, not an object or array")
 		}
 		out := f(toString(v))
@@ -152,6 +152,8 @@ func size(_ *renderer, v any, _ []any) (any, error) {
 		n = len(x)
 	case map[string]any:
 		n = len(x)
+	case *Object:
+		n = len(x.Members)
 	}
 	return number(n), nil
 }
@@ -165,7 +167,7 @@ func join(_ *renderer, v any, args []any) (any, error) {
 	parts := make([]string, len(a))
 	for i, x := range a {
 		switch x.(type) {
-		case map[string]any, []any:
+		case map[string]any, *Object, []any:
 			return nil, errors.New("an item is an object or array")
 		}
 		parts[i] = toString(x)

@@ -52,7 +52,7 @@ type absent struct{ path string }
 // every acceptance, and what a render allocates is the door's CPU twice, once to make and once to collect.
 type renderer struct {
 	opts    Options
-	data    map[string]any
+	data    any            // map[string]any, *Object or nil
 	vars    map[string]any // what assign and capture set (made at the first)
 	loops   []loopScope    // the open for loops, innermost last
 	missing []string
@@ -69,10 +69,10 @@ type loopScope struct {
 	loop forloop
 }
 
-// Render renders t with data (decoded JSON: map[string]any, []any, string, json.Number or float64, bool,
-// nil). Missing data is reported for every path at once (*MissingError); a render that cannot finish is a
+// Render renders t with data (decoded JSON: map[string]any or *Object, []any, string, json.Number or
+// float64, bool, nil; the whole data an object, or nil). Missing data is reported for every path at once (*MissingError); a render that cannot finish is a
 // *RenderError.
-func (t *Template) Render(data map[string]any, opts Options) (string, error) {
+func (t *Template) Render(data any, opts Options) (string, error) {
 	r := newRenderer(data, opts)
 	defer r.release()
 	out, err := r.render(t)
@@ -279,7 +279,7 @@ func (r *renderer) output(v any, src string) (string, error) {
 		return "", nil
 	case nil:
 		return "", nil
-	case map[string]any, forloop:
+	case map[string]any, *Object, forloop:
 		return "", &RenderError{Msg: fmt.Sprintf("{{ %s }} is an object: output one of its fields", src)}
 	case []any:
 		return "", &RenderError{Msg: fmt.Sprintf("{{ %s }} is an array: output one of its items, or join them", src)}
@@ -312,6 +312,9 @@ func (r *renderer) loop(out *[]byte, f *forNode) error {
 	case map[string]any:
 		keys := slices.Sorted(maps.Keys(c))
 		n, item = len(keys), func(i int) any { return []any{keys[i], c[keys[i]]} }
+	case *Object:
+		ms := c.sorted()
+		n, item = len(ms), func(i int) any { return []any{ms[i].Key, ms[i].Value} }
 	case rangeValue:
 		n, item = max(c.to-c.from+1, 0), func(i int) any { return json.Number(strconv.Itoa(c.from + i)) }
 	default:
@@ -442,7 +445,7 @@ func (r *renderer) lookup(p *path) (any, error) {
 		v, found = r.vars[p.first]
 	}
 	if !found {
-		if v, found = r.data[p.first]; !found {
+		if v, found = field(r.data, p.first); !found {
 			return absent{p.src}, nil
 		}
 	}
@@ -483,8 +486,8 @@ func (r *renderer) lookup(p *path) (any, error) {
 				return absent{p.src}, nil
 			}
 			v = next
-		case map[string]any:
-			next, ok := c[key]
+		case map[string]any, *Object:
+			next, ok := field(c, key)
 			if !ok {
 				return absent{p.src}, nil
 			}
@@ -617,9 +620,9 @@ func compare(op string, a, b any) bool {
 			return ok && strings.Contains(c, s)
 		case []any:
 			return slices.ContainsFunc(c, func(x any) bool { return equal(x, b) })
-		case map[string]any:
+		case map[string]any, *Object:
 			s, ok := b.(string)
-			_, has := c[s]
+			_, has := field(c, s)
 			return ok && has
 		}
 		return false
@@ -656,7 +659,80 @@ func equal(a, b any) bool {
 	if _, isNum := toNumber(b); isNum {
 		return false
 	}
+	return deepEqual(a, b)
+}
+
+// deepEqual is reflect.DeepEqual as equal used it on decoded JSON, an Object read as the map it stands
+// for: an object equals another with the same keys and equal values, whether either is a map or an Object.
+func deepEqual(a, b any) bool {
+	switch x := a.(type) {
+	case map[string]any, *Object:
+		if y, ok := b.(map[string]any); ok {
+			if x, ok := x.(map[string]any); ok && (x == nil) != (y == nil) {
+				return false
+			}
+		}
+		n, ok := objectLen(a)
+		m, okB := objectLen(b)
+		if !ok || !okB || n != m {
+			return false
+		}
+		switch x := x.(type) {
+		case map[string]any:
+			for k, v := range x {
+				if w, found := field(b, k); !found || !deepEqual(v, w) {
+					return false
+				}
+			}
+		case *Object:
+			for _, e := range x.Members {
+				if w, found := field(b, e.Key); !found || !deepEqual(e.Value, w) {
+					return false
+				}
+			}
+		}
+		return true
+	case []any:
+		y, ok := b.([]any)
+		if !ok || (x == nil) != (y == nil) || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !deepEqual(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	}
 	return reflect.DeepEqual(a, b)
+}
+
+// field is an object's member (a map's or an Object's); not found in anything else.
+func field(v any, key string) (any, bool) {
+	switch c := v.(type) {
+	case map[string]any:
+		x, ok := c[key]
+		return x, ok
+	case *Object:
+		if c != nil {
+			return c.get(key)
+		}
+	}
+	return nil, false
+}
+
+// objectLen is the number of an object's keys; false for anything else.
+func objectLen(v any) (int, bool) {
+	switch c := v.(type) {
+	case map[string]any:
+		return len(c), true
+	case *Object:
+		if c != nil {
+			return len(c.Members), true
+		}
+		return 0, true
+	}
+	return 0, false
 }
 
 // toNumber reads a number (json.Number, float64, int); strings are not numbers here.
@@ -694,7 +770,7 @@ func toString(v any) string {
 	case rangeValue:
 		return fmt.Sprintf("%d..%d", v.from, v.to)
 	}
-	return fmt.Sprint(v)
+	return fmt.Sprint(ToMaps(v)) // an Object prints as the map it stands for
 }
 
 // escapeHTML escapes the four characters that could make markup of data in the §10 subset.

@@ -149,9 +149,10 @@ func (s *Set) Match(candidate string) (string, bool) {
 // Locales is the number of locales: one locale needs no user's locale to choose.
 func (s *Set) Locales() int { return len(s.locales) }
 
-// Render renders a locale (a tag Choose returned) with data: the message, then the buttons, sharing one
-// time bound; the missing paths of all of them are reported at once.
-func (s *Set) Render(locale string, data map[string]any, opts Options) (Rendered, error) {
+// Render renders a locale (a tag Choose returned) with data (a map[string]any or an *Object, as
+// Template.Render): the message, then the buttons, sharing one time bound; the missing paths of all of them
+// are reported at once.
+func (s *Set) Render(locale string, data any, opts Options) (Rendered, error) {
 	c, ok := s.locales[NormalizeTag(locale)]
 	if !ok {
 		return Rendered{}, fmt.Errorf("template: no locale %q", locale)
@@ -191,7 +192,7 @@ var renderers = sync.Pool{New: func() any { return new(renderer) }}
 // hold its memory for good).
 const maxPooledOutput = 16 << 10
 
-func newRenderer(data map[string]any, opts Options) *renderer {
+func newRenderer(data any, opts Options) *renderer {
 	r := renderers.Get().(*renderer)
 	r.opts, r.data, r.started = opts, data, time.Now()
 	if r.opts.Now.IsZero() {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -347,5 +349,84 @@ func TestRendersShareNothing(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// toObjects is v with every map an *Object, its members in reverse key order (a render must not care).
+func toObjects(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		keys := slices.Sorted(maps.Keys(x))
+		slices.Reverse(keys)
+		o := &template.Object{}
+		for _, k := range keys {
+			o.Members = append(o.Members, template.Member{Key: k, Value: toObjects(x[k])})
+		}
+		return o
+	case []any:
+		a := make([]any, len(x))
+		for i, e := range x {
+			a[i] = toObjects(e)
+		}
+		return a
+	}
+	return v
+}
+
+// An Object renders as the map it stands for (the ingress decodes a send's data into Objects): every
+// output, loop, test, filter and error alike, in text and html.
+func TestObjectsRenderAsMaps(t *testing.T) {
+	cases := []struct{ src, data string }{
+		{`{{ order.id }} {{ order.items[1].sku }} {{ order.items[-1].sku }} {{ order["id"] }} {{ order.items.size }} {{ order | size }}`, `{"order": {"id": 7, "items": [{"sku": "a"}, {"sku": "b"}]}}`},
+		{`{% for p in m %}{{ p[0] }}={{ p[1] }};{{ forloop.index }}{% endfor %}{% for p in m reversed limit: 1 %}{{ p[0] }}{% endfor %}`, `{"m": {"b": 2, "a": 1, "c": {"d": 1}}}`},
+		{`{% if m contains "a" %}A{% endif %}{% if m contains "z" %}Z{% endif %}{% if m contains 1 %}1{% endif %}`, `{"m": {"a": null}}`},
+		{`{% if a == b %}eq{% else %}ne{% endif %}`, `{"a": {"x": 1, "y": [1, {"z": "s"}]}, "b": {"y": [1, {"z": "s"}], "x": 1}}`},
+		{`{% if a == b %}eq{% else %}ne{% endif %}`, `{"a": {"x": 1, "y": [1, {"z": "s"}]}, "b": {"y": [1, {"z": "t"}], "x": 1}}`},
+		{`{% if a == b %}eq{% else %}ne{% endif %}`, `{"a": {"x": 1}, "b": {"x": 1, "y": 2}}`},
+		{`{% if a == b %}eq{% else %}ne{% endif %}{% if a != c %}!{% endif %}{% if l contains a %}in{% endif %}`, `{"a": {}, "b": {}, "c": [], "l": [1, {}]}`},
+		{`{% case a %}{% when b %}b{% else %}-{% endcase %}`, `{"a": {"k": "v"}, "b": {"k": "v"}}`},
+		{`{{ o }}`, `{"o": {"a": 1}}`},
+		{`{{ o | upcase }}`, `{"o": {"a": 1}}`},
+		{`{{ l | join: "," }}`, `{"l": [1, {"a": 1}]}`},
+		{`{{ o | append: "!" }}|{{ l | prepend: "<" }}|{{ o | replace: "a", "b" }}`, `{"o": {"b": 2, "a": [1, {"c": "x"}]}, "l": [{"a": 1}, 2]}`},
+		{`{{ o.missing }} {{ o.a.b }} {{ o.a.size }}{% for x in o.nope %}{% endfor %}`, `{"o": {"a": "text"}}`},
+		{`{{ o | default: "d" }} {{ o.n | default: "n" }} {{ o.e | default: "e" }}`, `{"o": {"n": null, "e": ""}}`},
+		{`{{ o.k | date: "%Y" }}|{{ o | date: "%Y" }}`, `{"o": {"k": "2026-01-02T00:00:00Z"}}`},
+		{`{% assign c = o %}{{ c.k }}{% for x in o.l %}{% assign d = x %}{% endfor %}{{ d.z }}`, `{"o": {"k": "v", "l": [{"z": 1}, {"z": 2}]}}`},
+		{`{{ o.l.first.z }} {{ o.l.last.z }} {{ o.l | first | size }}`, `{"o": {"l": [{"z": 1, "y": 0}, {"z": 2}]}}`},
+	}
+	rendered := 0
+	for _, html := range []bool{false, true} {
+		for _, c := range cases {
+			tpl, err := template.Parse(c.src)
+			if err != nil {
+				t.Fatalf("parse %q: %v", c.src, err)
+			}
+			opts := template.Options{HTML: html, Now: time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)}
+			asMaps := data(t, c.data)
+			want, wantErr := tpl.Render(asMaps, opts)
+			got, err := tpl.Render(toObjects(asMaps), opts)
+			if got != want || fmt.Sprint(err) != fmt.Sprint(wantErr) {
+				t.Errorf("%s with %s (html %v): %q %v, with maps %q %v", c.src, c.data, html, got, err, want, wantErr)
+			}
+			if err == nil {
+				rendered++
+			}
+		}
+	}
+	if rendered < 2*10 {
+		t.Errorf("only %d of the renders succeeded: the cases no longer test outputs", rendered)
+	}
+	// An Object of data given as an Object, through a Set; ToMaps gives back the maps.
+	set, err := template.Compile(false, "en", map[string]template.LocaleSource{"en": {Message: `{{ a.b }}`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := data(t, `{"a": {"b": "x", "c": [{"d": 1}]}}`)
+	if out, err := set.Render("en", toObjects(d), template.Options{}); err != nil || out.Message != "x" {
+		t.Fatalf("set: %+v %v", out, err)
+	}
+	if back := template.ToMaps(toObjects(d)); !reflect.DeepEqual(back, d) {
+		t.Fatalf("ToMaps: %#v", back)
 	}
 }
