@@ -222,3 +222,25 @@ func BenchmarkDecodeData(b *testing.B) {
 		}
 	})
 }
+
+// An Idempotency-Key's meaning of a templated send is what it was when the data was decoded into maps by
+// encoding/json: a key stored before keeps matching its retry.
+func TestTemplatedMeaningAsBefore(t *testing.T) {
+	for _, doc := range []string{benchData, `{}`, `{"b":[{"y":1,"x":"<&>"}],"a":"é\u2028"}`} {
+		data, _, ok := decodeData([]byte(doc))
+		want, wantOK := referenceData([]byte(doc))
+		if !ok || !wantOK {
+			t.Fatalf("%s refused", doc)
+		}
+		f := &templateFields{name: "order.shipped", version: 2, locale: "pt-br", data: data}
+		before, _ := json.Marshal([]any{"template", f.name, f.version, f.locale, want})
+		now, _ := json.Marshal((&templated{fields: f}).meaning())
+		if !bytes.Equal(now, before) {
+			t.Errorf("%s: meaning %s, before %s", doc, now, before)
+		}
+	}
+	before, _ := json.Marshal([]any{"template", "t", 0, "", map[string]any(nil)})
+	if now, _ := json.Marshal((&templated{fields: &templateFields{name: "t"}}).meaning()); !bytes.Equal(now, before) {
+		t.Errorf("without data: meaning %s, before %s", now, before)
+	}
+}
