@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -243,4 +244,27 @@ func TestTemplatedMeaningAsBefore(t *testing.T) {
 	if now, _ := json.Marshal((&templated{fields: &templateFields{name: "t"}}).meaning()); !bytes.Equal(now, before) {
 		t.Errorf("without data: meaning %s, before %s", now, before)
 	}
+}
+
+// validTemplateName is the regexp it replaced.
+func TestValidTemplateNameIsTheRegexp(t *testing.T) {
+	re := regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+	names := []string{"", "a", "0", "_a", ".a", "-a", "a_b.c-d", "A", "aB", "a b", "a\n", "é", "a/b", strings.Repeat("a", 64), strings.Repeat("a", 65),
+		"order.shipped", "x" + strings.Repeat("-", 63), "a\x00", "a%2F", "a~", "a+b"}
+	for _, n := range names {
+		if got, want := validTemplateName(n), re.MatchString(n); got != want {
+			t.Errorf("%q: %v, the regexp %v", n, got, want)
+		}
+	}
+}
+
+func FuzzValidTemplateName(f *testing.F) {
+	re := regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+	f.Add("order.shipped")
+	f.Add("a\n")
+	f.Fuzz(func(t *testing.T, n string) {
+		if got, want := validTemplateName(n), re.MatchString(n); got != want {
+			t.Fatalf("%q: %v, the regexp %v", n, got, want)
+		}
+	})
 }

@@ -36,10 +36,24 @@ const (
 	DefaultTemplateListLim = 50
 )
 
-var (
-	templateName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
-	localeTag    = regexp.MustCompile(`^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*$`)
-)
+var localeTag = regexp.MustCompile(`^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*$`)
+
+// validTemplateName: 1-64 characters of a-z0-9_.-, the first a letter or digit (`^[a-z0-9][a-z0-9_.-]{0,63}$`,
+// written out: every templated send asks, and the regexp cost it a microsecond).
+func validTemplateName(name string) bool {
+	if len(name) < 1 || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case i > 0 && (c == '_' || c == '.' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 type templateRequest struct {
 	Format        *string                    `json:"format"`
@@ -63,7 +77,7 @@ func templateResource(t store.Template) templateResponse {
 
 func templateNameParam(r *http.Request) (string, error) {
 	name := chi.URLParam(r, "name")
-	if !templateName.MatchString(name) {
+	if !validTemplateName(name) {
 		return "", apierror.TemplateNotFound.With("no template %q: a name is 1-64 characters of a-z0-9_.-, starting with a letter or digit", truncate(name, 64))
 	}
 	return name, nil
@@ -261,7 +275,7 @@ func (a *API) listTemplates(w http.ResponseWriter, r *http.Request) error {
 	after := ""
 	if q.Has("cursor") {
 		b, err := base64.RawURLEncoding.DecodeString(q.Get("cursor"))
-		if err != nil || len(b) < 2 || b[0] != 't' || !templateName.Match(b[1:]) {
+		if err != nil || len(b) < 2 || b[0] != 't' || !validTemplateName(string(b[1:])) {
 			return apierror.InvalidRequest.With("cursor is not one this listing handed out")
 		}
 		after = string(b[1:])
@@ -325,7 +339,7 @@ func parseTemplateFields(req sendRequest) (*templateFields, error) {
 		return nil, apierror.InvalidRequest.With("format and buttons do not go with template: the template decides them")
 	}
 	f := &templateFields{name: *req.Template}
-	if !templateName.MatchString(f.name) {
+	if !validTemplateName(f.name) {
 		return nil, apierror.TemplateNotFound.With("no template %q", truncate(f.name, 64))
 	}
 	if !absent(req.TemplateVersion) {
