@@ -62,8 +62,10 @@ func decodeData(b []byte) (data any, nul string, ok bool) {
 	if d.dup {
 		// A key given twice: its last value is the one kept, and the NUL may have been in an earlier one.
 		// (A send's body never gets here: decodeStrict refuses duplicate keys at any depth.)
-		at, found = nulIn(data, "data")
-		return data, at, true
+		if at, found := nulIn(data, "data"); found {
+			return data, at, true
+		}
+		return data, "", true
 	}
 	if found {
 		return data, "data" + at, true
