@@ -46,7 +46,11 @@ func decodeData(b []byte) (data any, nul string, ok bool) {
 	scratch := dataScratches.Get().(*dataScratch)
 	defer dataScratches.Put(scratch)
 	d.items, d.members = scratch.items[:0], scratch.members[:0]
-	defer func() { scratch.items, scratch.members = d.items[:0], d.members[:0] }()
+	defer func() {
+		clear(d.items) // a refused document leaves values on the stacks
+		clear(d.members)
+		scratch.items, scratch.members = d.items[:0], d.members[:0]
+	}()
 	d.space()
 	if d.i == len(d.s) || d.s[d.i] != '{' {
 		return nil, "", false
