@@ -122,8 +122,11 @@ func scanDuplicateKey(b []byte) (sure, dup bool) {
 		from   int             // this object's first key in keys
 		set    map[string]bool // its keys, once it has many
 	}
-	var frames []frame
-	var keys [][]byte // the keys of the open objects, innermost last
+	// On the stack for the common body (a few levels, a few dozen keys): every request passes here.
+	var frameBuf [8]frame
+	var keyBuf [48][]byte
+	frames := frameBuf[:0]
+	keys := keyBuf[:0] // the keys of the open objects, innermost last
 	expectKey := false
 	for i := 0; i < len(b); i++ {
 		switch c := b[i]; c {

@@ -87,7 +87,7 @@ func (v validSend) meaning() []byte {
 		// template changed still means its first try. The template decides format and buttons; the flags
 		// are the send's.
 		fields := sendFields(it.UserID, "", it.Priority, it.Metadata, it.SendAt, it.ExpiresAt, it.Category)
-		fields = append(fields, v.tmpl.meaning...)
+		fields = append(fields, v.tmpl.meaning()...)
 		b, _ := json.Marshal(withReplaceKey(v.withQuiet(append(fields, v.rich.Silent, v.rich.ProtectContent, !v.rich.NoLinkPreview)), it.ReplaceKey))
 		return b
 	}

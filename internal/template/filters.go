@@ -1,7 +1,6 @@
 package template
 
 import (
-	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -86,16 +85,20 @@ func stringFilter(f func(string) string) filterFunc {
 		switch v.(type) {
 		case nil:
 			return nil, nil
-		case map[string]any, []any:
+		case map[string]any, *Object, []any:
 			return nil, errors.New("takes a text, not an object or array")
 		}
-		return f(toString(v)), nil
+		out := f(toString(v))
+		if s, ok := v.(string); ok && s == out {
+			return v, nil // unchanged: not boxed again
+		}
+		return out, nil
 	}
 }
 
 func capitalize(s string) string {
 	r, n := utf8.DecodeRuneInString(s)
-	if n == 0 {
+	if n == 0 || unicode.ToUpper(r) == r && r != utf8.RuneError {
 		return s
 	}
 	return string(unicode.ToUpper(r)) + s[n:]
@@ -115,6 +118,22 @@ func truncate(_ *renderer, v any, args []any) (any, error) {
 		n = int(f)
 	}
 	ellipsis := toString(arg(args, 1, "..."))
+	if s := toString(v); utf8.ValidString(s) {
+		// Valid UTF-8 (as a send's data always is) comes back from []rune and string unchanged: count and
+		// cut it in place.
+		if utf8.RuneCountInString(s) <= n {
+			if _, isString := v.(string); isString {
+				return v, nil
+			}
+			return s, nil
+		}
+		keep, cut := max(n-utf8.RuneCountInString(ellipsis), 0), 0
+		for range keep {
+			_, size := utf8.DecodeRuneInString(s[cut:])
+			cut += size
+		}
+		return s[:cut] + ellipsis, nil
+	}
 	runes := []rune(toString(v))
 	if len(runes) <= n {
 		return string(runes), nil
@@ -133,8 +152,10 @@ func size(_ *renderer, v any, _ []any) (any, error) {
 		n = len(x)
 	case map[string]any:
 		n = len(x)
+	case *Object:
+		n = len(x.Members)
 	}
-	return json.Number(strconv.Itoa(n)), nil
+	return number(n), nil
 }
 
 // join: an array's items, as text, separated by the argument (" " by default).
@@ -146,7 +167,7 @@ func join(_ *renderer, v any, args []any) (any, error) {
 	parts := make([]string, len(a))
 	for i, x := range a {
 		switch x.(type) {
-		case map[string]any, []any:
+		case map[string]any, *Object, []any:
 			return nil, errors.New("an item is an object or array")
 		}
 		parts[i] = toString(x)
@@ -192,30 +213,30 @@ var strftimeLayouts = map[byte]string{
 }
 
 func strftime(t time.Time, f string) string {
-	var b strings.Builder
+	var buf [64]byte // most dates fit: then the result is the only allocation
+	b := buf[:0]
 	for i := 0; i < len(f); i++ {
 		if f[i] != '%' || i+1 == len(f) {
-			b.WriteByte(f[i])
+			b = append(b, f[i])
 			continue
 		}
 		i++
 		switch f[i] {
 		case 'Y':
-			b.WriteString(strconv.Itoa(t.Year()))
+			b = strconv.AppendInt(b, int64(t.Year()), 10)
 		case 'e':
-			b.WriteString(strconv.Itoa(t.Day()))
+			b = strconv.AppendInt(b, int64(t.Day()), 10)
 		case 'j':
-			b.WriteString(strconv.Itoa(t.YearDay()))
+			b = strconv.AppendInt(b, int64(t.YearDay()), 10)
 		case '%':
-			b.WriteByte('%')
+			b = append(b, '%')
 		default:
 			if layout, ok := strftimeLayouts[f[i]]; ok {
-				b.WriteString(t.Format(layout))
+				b = t.AppendFormat(b, layout)
 			} else {
-				b.WriteByte('%')
-				b.WriteByte(f[i])
+				b = append(b, '%', f[i])
 			}
 		}
 	}
-	return b.String()
+	return string(b)
 }

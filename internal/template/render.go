@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // The bounds of one render (§12): past them, a render fails with a RenderError naming the limit.
@@ -47,21 +48,33 @@ type Options struct {
 // absent is the value of a path the data does not hold: falsy in a test, missing in an output.
 type absent struct{ path string }
 
-// renderer holds one render's state.
+// renderer holds one render's state. Renderers are reused (renderers, set.go): a templated send renders at
+// every acceptance, and what a render allocates is the door's CPU twice, once to make and once to collect.
 type renderer struct {
 	opts    Options
-	data    map[string]any
-	scopes  []map[string]any // assign and capture write the first; for pushes one per loop
+	data    any            // map[string]any, *Object or nil
+	vars    map[string]any // what assign and capture set (made at the first)
+	loops   []loopScope    // the open for loops, innermost last
 	missing []string
 	started time.Time
 	steps   int
+	out     []byte // the output, reused from render to render
+	args    []any  // the filters' arguments, a stack
 }
 
-// Render renders t with data (decoded JSON: map[string]any, []any, string, json.Number or float64, bool,
-// nil). Missing data is reported for every path at once (*MissingError); a render that cannot finish is a
+// loopScope is an open for loop's variables: its item and forloop (built only when a path reads it).
+type loopScope struct {
+	name string
+	item any
+	loop forloop
+}
+
+// Render renders t with data (decoded JSON: map[string]any or *Object, []any, string, json.Number or
+// float64, bool, nil; the whole data an object, or nil). Missing data is reported for every path at once (*MissingError); a render that cannot finish is a
 // *RenderError.
-func (t *Template) Render(data map[string]any, opts Options) (string, error) {
+func (t *Template) Render(data any, opts Options) (string, error) {
 	r := newRenderer(data, opts)
+	defer r.release()
 	out, err := r.render(t)
 	if err != nil {
 		return "", err
@@ -86,12 +99,42 @@ func (r *renderer) tick() error {
 	return nil
 }
 
-func (r *renderer) write(out *strings.Builder, s string) error {
-	if out.Len()+len(s) > MaxRenderOutput {
-		return &RenderError{Msg: fmt.Sprintf("the render's output passed %d KiB", MaxRenderOutput>>10)}
+func (r *renderer) write(out *[]byte, s string) error {
+	if len(*out)+len(s) > MaxRenderOutput {
+		return outputBound()
 	}
-	out.WriteString(s)
+	*out = append(*out, s...)
 	return nil
+}
+
+// writeEscaped writes s escaped (escapeHTML) without making the escaped string.
+func (r *renderer) writeEscaped(out *[]byte, s string) error {
+	i := strings.IndexAny(s, htmlSpecials)
+	if i < 0 {
+		return r.write(out, s)
+	}
+	n := len(s)
+	for _, c := range []byte(s[i:]) {
+		if e := htmlEscapes[c]; e != "" {
+			n += len(e) - 1
+		}
+	}
+	if len(*out)+n > MaxRenderOutput {
+		return outputBound()
+	}
+	b := *out
+	for i >= 0 {
+		b = append(b, s[:i]...)
+		b = append(b, htmlEscapes[s[i]]...)
+		s = s[i+1:]
+		i = strings.IndexAny(s, htmlSpecials)
+	}
+	*out = append(b, s...)
+	return nil
+}
+
+func outputBound() error {
+	return &RenderError{Msg: fmt.Sprintf("the render's output passed %d KiB", MaxRenderOutput>>10)}
 }
 
 type node interface{}
@@ -139,7 +182,7 @@ type captureNode struct {
 	body []node
 }
 
-func (r *renderer) nodes(out *strings.Builder, ns []node) error {
+func (r *renderer) nodes(out *[]byte, ns []node) error {
 	for _, n := range ns {
 		if err := r.tick(); err != nil {
 			return err
@@ -151,7 +194,7 @@ func (r *renderer) nodes(out *strings.Builder, ns []node) error {
 	return nil
 }
 
-func (r *renderer) node(out *strings.Builder, n node) error {
+func (r *renderer) node(out *[]byte, n node) error {
 	switch n := n.(type) {
 	case textNode:
 		return r.write(out, string(n))
@@ -165,7 +208,7 @@ func (r *renderer) node(out *strings.Builder, n node) error {
 			return err
 		}
 		if r.opts.HTML && !endsEscaped(n.expr) {
-			s = escapeHTML(s)
+			return r.writeEscaped(out, s)
 		}
 		return r.write(out, s)
 	case *ifNode:
@@ -206,17 +249,25 @@ func (r *renderer) node(out *strings.Builder, n node) error {
 		if err != nil {
 			return err
 		}
-		r.scopes[0][n.name] = v
+		r.set(n.name, v)
 		return nil
 	case *captureNode:
-		var inner strings.Builder
+		var inner []byte
 		if err := r.nodes(&inner, n.body); err != nil {
 			return err
 		}
-		r.scopes[0][n.name] = inner.String()
+		r.set(n.name, string(inner))
 		return nil
 	}
 	return fmt.Errorf("template: unknown node %T", n)
+}
+
+// set sets a variable (assign, capture): of the whole source, whatever loop it is in.
+func (r *renderer) set(name string, v any) {
+	if r.vars == nil {
+		r.vars = map[string]any{}
+	}
+	r.vars[name] = v
 }
 
 // output renders a value as an output: absent is recorded as missing (and renders nothing), null renders
@@ -228,7 +279,7 @@ func (r *renderer) output(v any, src string) (string, error) {
 		return "", nil
 	case nil:
 		return "", nil
-	case map[string]any, forloop:
+	case map[string]any, *Object, forloop:
 		return "", &RenderError{Msg: fmt.Sprintf("{{ %s }} is an object: output one of its fields", src)}
 	case []any:
 		return "", &RenderError{Msg: fmt.Sprintf("{{ %s }} is an array: output one of its items, or join them", src)}
@@ -242,7 +293,7 @@ func (r *renderer) miss(p string) {
 	}
 }
 
-func (r *renderer) loop(out *strings.Builder, f *forNode) error {
+func (r *renderer) loop(out *[]byte, f *forNode) error {
 	coll, err := r.eval(f.coll)
 	if err != nil {
 		return err
@@ -261,6 +312,9 @@ func (r *renderer) loop(out *strings.Builder, f *forNode) error {
 	case map[string]any:
 		keys := slices.Sorted(maps.Keys(c))
 		n, item = len(keys), func(i int) any { return []any{keys[i], c[keys[i]]} }
+	case *Object:
+		ms := c.sorted()
+		n, item = len(ms), func(i int) any { return []any{ms[i].Key, ms[i].Value} }
 	case rangeValue:
 		n, item = max(c.to-c.from+1, 0), func(i int) any { return json.Number(strconv.Itoa(c.from + i)) }
 	default:
@@ -285,9 +339,8 @@ func (r *renderer) loop(out *strings.Builder, f *forNode) error {
 	if count == 0 {
 		return r.nodes(out, f.elseBody)
 	}
-	scope := map[string]any{}
-	r.scopes = append(r.scopes, scope)
-	defer func() { r.scopes = r.scopes[:len(r.scopes)-1] }()
+	r.loops = append(r.loops, loopScope{name: f.name})
+	defer func() { r.loops = r.loops[:len(r.loops)-1] }()
 	for i := range count {
 		ix := first + i
 		if f.reversed {
@@ -296,8 +349,9 @@ func (r *renderer) loop(out *strings.Builder, f *forNode) error {
 		if err := r.tick(); err != nil {
 			return err
 		}
-		scope[f.name] = item(ix)
-		scope["forloop"] = forloop{index: i, length: count}
+		// Indexed each time: the body's own loops append to r.loops.
+		r.loops[len(r.loops)-1].item = item(ix)
+		r.loops[len(r.loops)-1].loop = forloop{index: i, length: count}
 		if err := r.nodes(out, f.body); err != nil {
 			return err
 		}
@@ -309,7 +363,7 @@ func (r *renderer) loop(out *strings.Builder, f *forNode) error {
 type forloop struct{ index, length int }
 
 func (l forloop) get(key string) (any, bool) {
-	num := func(n int) any { return json.Number(strconv.Itoa(n)) }
+	num := number
 	switch key {
 	case "index":
 		return num(l.index + 1), true
@@ -378,11 +432,20 @@ func (r *renderer) eval(e expr) (any, error) {
 func (r *renderer) lookup(p *path) (any, error) {
 	var v any
 	found := false
-	for i := len(r.scopes) - 1; i >= 0 && !found; i-- {
-		v, found = r.scopes[i][p.first]
+	for i := len(r.loops) - 1; i >= 0 && !found; i-- {
+		// A loop's forloop hides a loop variable named forloop, as the map of a loop's variables did.
+		switch l := &r.loops[i]; p.first {
+		case "forloop":
+			v, found = l.loop, true
+		case l.name:
+			v, found = l.item, true
+		}
 	}
 	if !found {
-		if v, found = r.data[p.first]; !found {
+		v, found = r.vars[p.first]
+	}
+	if !found {
+		if v, found = field(r.data, p.first); !found {
 			return absent{p.src}, nil
 		}
 	}
@@ -423,8 +486,8 @@ func (r *renderer) lookup(p *path) (any, error) {
 				return absent{p.src}, nil
 			}
 			v = next
-		case map[string]any:
-			next, ok := c[key]
+		case map[string]any, *Object:
+			next, ok := field(c, key)
 			if !ok {
 				return absent{p.src}, nil
 			}
@@ -432,7 +495,7 @@ func (r *renderer) lookup(p *path) (any, error) {
 		case []any:
 			switch key {
 			case "size":
-				v = json.Number(strconv.Itoa(len(c)))
+				v = number(len(c))
 			case "first", "last":
 				if len(c) == 0 {
 					return nil, nil
@@ -448,7 +511,7 @@ func (r *renderer) lookup(p *path) (any, error) {
 			if key != "size" {
 				return absent{p.src}, nil
 			}
-			v = json.Number(strconv.Itoa(len([]rune(c))))
+			v = number(utf8.RuneCountInString(c))
 		default:
 			return absent{p.src}, nil
 		}
@@ -467,17 +530,24 @@ func (r *renderer) filtered(f *filtered) (any, error) {
 		if _, isAbsent := v.(absent); isAbsent && c.name != "default" {
 			continue
 		}
-		args := make([]any, len(c.args))
-		for i, a := range c.args {
-			if args[i], err = r.eval(a); err != nil {
+		// The arguments on r.args (a filter keeps none of them), from and back to base.
+		base := len(r.args)
+		for _, a := range c.args {
+			x, err := r.eval(a)
+			if err != nil {
+				r.args = r.args[:base]
 				return nil, err
 			}
-			if ab, ok := args[i].(absent); ok {
+			if ab, ok := x.(absent); ok {
 				r.miss(ab.path)
-				args[i] = nil
+				x = nil
 			}
+			r.args = append(r.args, x)
 		}
-		if v, err = c.fn(r, v, args); err != nil {
+		v, err = c.fn(r, v, r.args[base:])
+		clear(r.args[base:])
+		r.args = r.args[:base]
+		if err != nil {
 			return nil, &RenderError{Msg: fmt.Sprintf("filter %s: %v", c.name, err)}
 		}
 	}
@@ -550,9 +620,9 @@ func compare(op string, a, b any) bool {
 			return ok && strings.Contains(c, s)
 		case []any:
 			return slices.ContainsFunc(c, func(x any) bool { return equal(x, b) })
-		case map[string]any:
+		case map[string]any, *Object:
 			s, ok := b.(string)
-			_, has := c[s]
+			_, has := field(c, s)
 			return ok && has
 		}
 		return false
@@ -589,7 +659,80 @@ func equal(a, b any) bool {
 	if _, isNum := toNumber(b); isNum {
 		return false
 	}
+	return deepEqual(a, b)
+}
+
+// deepEqual is reflect.DeepEqual as equal used it on decoded JSON, an Object read as the map it stands
+// for: an object equals another with the same keys and equal values, whether either is a map or an Object.
+func deepEqual(a, b any) bool {
+	switch x := a.(type) {
+	case map[string]any, *Object:
+		if y, ok := b.(map[string]any); ok {
+			if x, ok := x.(map[string]any); ok && (x == nil) != (y == nil) {
+				return false
+			}
+		}
+		n, ok := objectLen(a)
+		m, okB := objectLen(b)
+		if !ok || !okB || n != m {
+			return false
+		}
+		switch x := x.(type) {
+		case map[string]any:
+			for k, v := range x {
+				if w, found := field(b, k); !found || !deepEqual(v, w) {
+					return false
+				}
+			}
+		case *Object:
+			for _, e := range x.Members {
+				if w, found := field(b, e.Key); !found || !deepEqual(e.Value, w) {
+					return false
+				}
+			}
+		}
+		return true
+	case []any:
+		y, ok := b.([]any)
+		if !ok || (x == nil) != (y == nil) || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !deepEqual(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	}
 	return reflect.DeepEqual(a, b)
+}
+
+// field is an object's member (a map's or an Object's); not found in anything else.
+func field(v any, key string) (any, bool) {
+	switch c := v.(type) {
+	case map[string]any:
+		x, ok := c[key]
+		return x, ok
+	case *Object:
+		if c != nil {
+			return c.get(key)
+		}
+	}
+	return nil, false
+}
+
+// objectLen is the number of an object's keys; false for anything else.
+func objectLen(v any) (int, bool) {
+	switch c := v.(type) {
+	case map[string]any:
+		return len(c), true
+	case *Object:
+		if c != nil {
+			return len(c.Members), true
+		}
+		return 0, true
+	}
+	return 0, false
 }
 
 // toNumber reads a number (json.Number, float64, int); strings are not numbers here.
@@ -627,18 +770,40 @@ func toString(v any) string {
 	case rangeValue:
 		return fmt.Sprintf("%d..%d", v.from, v.to)
 	}
-	return fmt.Sprint(v)
+	return fmt.Sprint(ToMaps(v)) // an Object prints as the map it stands for
 }
 
 // escapeHTML escapes the four characters that could make markup of data in the §10 subset.
 func escapeHTML(s string) string {
-	if !strings.ContainsAny(s, `<>&"`) {
+	if !strings.ContainsAny(s, htmlSpecials) {
 		return s
 	}
 	return htmlEscaper.Replace(s)
 }
 
+const htmlSpecials = `<>&"`
+
 var htmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;")
+
+// htmlEscapes are the escapes of htmlSpecials, by byte (writeEscaped).
+var htmlEscapes = [256]string{'&': "&amp;", '<': "&lt;", '>': "&gt;", '"': "&quot;"}
+
+// smallNumbers are the numbers .size, size and forloop give most often, made once: a json.Number in an any
+// is an allocation each time.
+var smallNumbers = func() (n [256]any) {
+	for i := range n {
+		n[i] = json.Number(strconv.Itoa(i))
+	}
+	return n
+}()
+
+// number is n as a render's value (a json.Number, as the data's numbers).
+func number(n int) any {
+	if n >= 0 && n < len(smallNumbers) {
+		return smallNumbers[n]
+	}
+	return json.Number(strconv.Itoa(n))
+}
 
 // endsEscaped: an output whose last filter is escape is escaped once, not twice.
 func endsEscaped(f *filtered) bool {

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -148,15 +149,17 @@ func (s *Set) Match(candidate string) (string, bool) {
 // Locales is the number of locales: one locale needs no user's locale to choose.
 func (s *Set) Locales() int { return len(s.locales) }
 
-// Render renders a locale (a tag Choose returned) with data: the message, then the buttons, sharing one
-// time bound; the missing paths of all of them are reported at once.
-func (s *Set) Render(locale string, data map[string]any, opts Options) (Rendered, error) {
+// Render renders a locale (a tag Choose returned) with data (a map[string]any or an *Object, as
+// Template.Render): the message, then the buttons, sharing one time bound; the missing paths of all of them
+// are reported at once.
+func (s *Set) Render(locale string, data any, opts Options) (Rendered, error) {
 	c, ok := s.locales[NormalizeTag(locale)]
 	if !ok {
 		return Rendered{}, fmt.Errorf("template: no locale %q", locale)
 	}
 	opts.HTML = s.HTML
 	r := newRenderer(data, opts)
+	defer r.release()
 	out := Rendered{Locale: c.tag}
 	var err error
 	if out.Message, err = r.render(c.message); err != nil {
@@ -182,8 +185,16 @@ func (s *Set) Render(locale string, data map[string]any, opts Options) (Rendered
 	return out, nil
 }
 
-func newRenderer(data map[string]any, opts Options) *renderer {
-	r := &renderer{opts: opts, data: data, started: time.Now()}
+// renderers are renderers done with, to be reused: their output buffer and stacks keep their capacity.
+var renderers = sync.Pool{New: func() any { return new(renderer) }}
+
+// maxPooledOutput: a renderer whose output buffer grew past this is not kept (one large render should not
+// hold its memory for good).
+const maxPooledOutput = 16 << 10
+
+func newRenderer(data any, opts Options) *renderer {
+	r := renderers.Get().(*renderer)
+	r.opts, r.data, r.started = opts, data, time.Now()
 	if r.opts.Now.IsZero() {
 		r.opts.Now = r.started
 	}
@@ -193,12 +204,23 @@ func newRenderer(data map[string]any, opts Options) *renderer {
 	return r
 }
 
+// release returns r to the pool, holding nothing of its render: the missing paths belong to the
+// MissingError made of them.
+func (r *renderer) release() {
+	if cap(r.out) > maxPooledOutput {
+		return
+	}
+	clear(r.loops[:cap(r.loops)])
+	*r = renderer{out: r.out[:0], args: r.args[:0], loops: r.loops[:0]}
+	renderers.Put(r)
+}
+
 // render renders one source, its variables its own; the missing paths accumulate.
 func (r *renderer) render(t *Template) (string, error) {
-	r.scopes = []map[string]any{{}}
-	var out strings.Builder
-	if err := r.nodes(&out, t.nodes); err != nil {
+	r.vars = nil
+	r.out = r.out[:0]
+	if err := r.nodes(&r.out, t.nodes); err != nil {
 		return "", err
 	}
-	return out.String(), nil
+	return string(r.out), nil
 }

@@ -3,7 +3,11 @@ package template_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -267,5 +271,162 @@ func BenchmarkRender(b *testing.B) {
 		if _, err := set.Render("en", d, template.Options{}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// What the render's reuse of its buffers and stacks must not change (render.go, set.go): loop variables
+// hide assigned ones and go with their loop, forloop hides a loop variable of its name, assign in a loop
+// outlives it, nested loops each see their own item, and the filters that now skip a copy give what they
+// gave — also for text that is not valid UTF-8 (which []rune and string made U+FFFD).
+func TestRenderScopesAndFilters(t *testing.T) {
+	for _, c := range []struct{ src, data, want string }{
+		{`{% assign x = "a" %}{% for x in xs %}{{ x }}{% endfor %}{{ x }}`, `{"xs": [1, 2]}`, `12a`},
+		{`{% for x in xs %}{% assign last = x %}{% endfor %}{{ last }}`, `{"xs": [1, 2]}`, `2`},
+		{`{% for forloop in xs %}{{ forloop.index }}{% endfor %}`, `{"xs": ["p", "q"]}`, `12`},
+		{`{% for a in as %}{% for b in bs %}{{ a }}{{ b }}{{ forloop.index }},{% endfor %}{{ forloop.index }}{{ a }};{% endfor %}`, `{"as": ["x", "y"], "bs": [1, 2]}`, `x11,x22,1x;y11,y22,2y;`},
+		{`{% for a in as %}{% for a in bs %}{{ a }}{% endfor %}{{ a }}{% endfor %}{{ a | default: "-" }}`, `{"as": ["x"], "bs": [1, 2]}`, `12x-`},
+		{`{% for p in m %}{{ p[0] }}={{ p[1] }};{% endfor %}`, `{"m": {"b": 2, "a": 1}}`, `a=1;b=2;`},
+		{`{% capture c %}{% for x in xs %}[{{ x }}]{% endfor %}{% endcapture %}{{ c }}{{ c | size }}`, `{"xs": [1, 2]}`, `[1][2]6`},
+		{`{{ xs.size }} {{ s.size }} {{ xs | size }} {{ big.size }}`, `{"xs": [1, 2, 3], "s": "héé", "big": []}`, `3 3 3 0`},
+		{`{{ s | truncate: 5 }}|{{ s | truncate: 3, "…" }}|{{ s | truncate: 20 }}|{{ s | truncate: -1 }}|{{ n | truncate: 2, "" }}`, `{"s": "héllo wörld", "n": 12345}`, `hé...|hé…|héllo wörld|...|12`},
+		{"{{ s | truncate: 3, \"\" }}|{{ s | truncate: 9 }}|{{ s | capitalize }}", "{\"s\": \"a\xffbc\"}", "a\uFFFDb|a\uFFFDbc|A\uFFFDbc"},
+		{"{{ s | capitalize }}|{{ t | capitalize }}|{{ u | capitalize }}|{{ n | capitalize }}", "{\"s\": \"\xffx\", \"t\": \"Ana\", \"u\": \"\uFFFDx\", \"n\": 7}", "\uFFFDx|Ana|\uFFFDx|7"},
+		{`{{ s | upcase }}|{{ s | downcase }}|{{ u | upcase }}|{{ n | upcase }}`, `{"s": "ab", "u": "AB", "n": 1.5}`, `AB|ab|AB|1.5`},
+	} {
+		got, err := render(t, c.src, c.data, false)
+		if err != nil || got != c.want {
+			t.Errorf("%s with %s: %q %v, want %q", c.src, c.data, got, err, c.want)
+		}
+	}
+}
+
+// The html escape written straight into the output counts against the 64 KiB bound as the escaped text
+// would: an output that fits escaped passes, one byte more does not.
+func TestEscapedOutputBound(t *testing.T) {
+	fill := func(n int) string { return `{"s": "` + strings.Repeat("&", n/5) + strings.Repeat("x", n%5) + `"}` }
+	got, err := render(t, `{{ s }}`, fill(template.MaxRenderOutput), true)
+	if err != nil || len(got) != template.MaxRenderOutput || !strings.HasPrefix(got, "&amp;&amp;") {
+		t.Fatalf("64 KiB escaped: %d bytes, %v", len(got), err)
+	}
+	var r *template.RenderError
+	if _, err := render(t, `{{ s }}x`, fill(template.MaxRenderOutput), true); !errors.As(err, &r) {
+		t.Fatalf("64 KiB + 1: %v", err)
+	}
+	if got, err := render(t, `a{{ s }}b{{ s }}`, `{"s": "<\"&>"}`, true); err != nil || got != `a&lt;&quot;&amp;&gt;b&lt;&quot;&amp;&gt;` {
+		t.Fatalf("escaped: %q %v", got, err)
+	}
+}
+
+// Renders share nothing, whatever the reuse: the missing paths of one render stay its own after others,
+// and concurrent renders of one set give each its own output (run with -race).
+func TestRendersShareNothing(t *testing.T) {
+	set, err := template.Compile(true, "en", map[string]template.LocaleSource{"en": {Message: `{% for x in xs %}{{ x }}{% endfor %}{{ a }}{{ b }}`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err1 := set.Render("en", data(t, `{"xs": [1]}`), template.Options{})
+	_, err2 := set.Render("en", data(t, `{"xs": [2], "a": 1}`), template.Options{})
+	var m1, m2 *template.MissingError
+	if !errors.As(err1, &m1) || !errors.As(err2, &m2) || !slices.Equal(m1.Paths, []string{"a", "b"}) || !slices.Equal(m2.Paths, []string{"b"}) {
+		t.Fatalf("missing: %v, then %v", err1, err2)
+	}
+	done := make(chan error)
+	for g := range 4 {
+		go func() {
+			for i := range 200 {
+				want := strings.Repeat("&lt;", g) + strconv.Itoa(i) + "-" + strconv.Itoa(g)
+				d := map[string]any{"xs": []any{strings.Repeat("<", g), json.Number(strconv.Itoa(i))}, "a": "-", "b": json.Number(strconv.Itoa(g))}
+				out, err := set.Render("en", d, template.Options{})
+				if err != nil || out.Message != want {
+					done <- fmt.Errorf("render %d of %d: %q %v, want %q", i, g, out.Message, err, want)
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// toObjects is v with every map an *Object, its members in reverse key order (a render must not care).
+func toObjects(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		keys := slices.Sorted(maps.Keys(x))
+		slices.Reverse(keys)
+		o := &template.Object{}
+		for _, k := range keys {
+			o.Members = append(o.Members, template.Member{Key: k, Value: toObjects(x[k])})
+		}
+		return o
+	case []any:
+		a := make([]any, len(x))
+		for i, e := range x {
+			a[i] = toObjects(e)
+		}
+		return a
+	}
+	return v
+}
+
+// An Object renders as the map it stands for (the ingress decodes a send's data into Objects): every
+// output, loop, test, filter and error alike, in text and html.
+func TestObjectsRenderAsMaps(t *testing.T) {
+	cases := []struct{ src, data string }{
+		{`{{ order.id }} {{ order.items[1].sku }} {{ order.items[-1].sku }} {{ order["id"] }} {{ order.items.size }} {{ order | size }}`, `{"order": {"id": 7, "items": [{"sku": "a"}, {"sku": "b"}]}}`},
+		{`{% for p in m %}{{ p[0] }}={{ p[1] }};{{ forloop.index }}{% endfor %}{% for p in m reversed limit: 1 %}{{ p[0] }}{% endfor %}`, `{"m": {"b": 2, "a": 1, "c": {"d": 1}}}`},
+		{`{% if m contains "a" %}A{% endif %}{% if m contains "z" %}Z{% endif %}{% if m contains 1 %}1{% endif %}`, `{"m": {"a": null}}`},
+		{`{% if a == b %}eq{% else %}ne{% endif %}`, `{"a": {"x": 1, "y": [1, {"z": "s"}]}, "b": {"y": [1, {"z": "s"}], "x": 1}}`},
+		{`{% if a == b %}eq{% else %}ne{% endif %}`, `{"a": {"x": 1, "y": [1, {"z": "s"}]}, "b": {"y": [1, {"z": "t"}], "x": 1}}`},
+		{`{% if a == b %}eq{% else %}ne{% endif %}`, `{"a": {"x": 1}, "b": {"x": 1, "y": 2}}`},
+		{`{% if a == b %}eq{% else %}ne{% endif %}{% if a != c %}!{% endif %}{% if l contains a %}in{% endif %}`, `{"a": {}, "b": {}, "c": [], "l": [1, {}]}`},
+		{`{% case a %}{% when b %}b{% else %}-{% endcase %}`, `{"a": {"k": "v"}, "b": {"k": "v"}}`},
+		{`{{ o }}`, `{"o": {"a": 1}}`},
+		{`{{ o | upcase }}`, `{"o": {"a": 1}}`},
+		{`{{ l | join: "," }}`, `{"l": [1, {"a": 1}]}`},
+		{`{{ o | append: "!" }}|{{ l | prepend: "<" }}|{{ o | replace: "a", "b" }}`, `{"o": {"b": 2, "a": [1, {"c": "x"}]}, "l": [{"a": 1}, 2]}`},
+		{`{{ o.missing }} {{ o.a.b }} {{ o.a.size }}{% for x in o.nope %}{% endfor %}`, `{"o": {"a": "text"}}`},
+		{`{{ o | default: "d" }} {{ o.n | default: "n" }} {{ o.e | default: "e" }}`, `{"o": {"n": null, "e": ""}}`},
+		{`{{ o.k | date: "%Y" }}|{{ o | date: "%Y" }}`, `{"o": {"k": "2026-01-02T00:00:00Z"}}`},
+		{`{% assign c = o %}{{ c.k }}{% for x in o.l %}{% assign d = x %}{% endfor %}{{ d.z }}`, `{"o": {"k": "v", "l": [{"z": 1}, {"z": 2}]}}`},
+		{`{{ o.l.first.z }} {{ o.l.last.z }} {{ o.l | first | size }}`, `{"o": {"l": [{"z": 1, "y": 0}, {"z": 2}]}}`},
+	}
+	rendered := 0
+	for _, html := range []bool{false, true} {
+		for _, c := range cases {
+			tpl, err := template.Parse(c.src)
+			if err != nil {
+				t.Fatalf("parse %q: %v", c.src, err)
+			}
+			opts := template.Options{HTML: html, Now: time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)}
+			asMaps := data(t, c.data)
+			want, wantErr := tpl.Render(asMaps, opts)
+			got, err := tpl.Render(toObjects(asMaps), opts)
+			if got != want || fmt.Sprint(err) != fmt.Sprint(wantErr) {
+				t.Errorf("%s with %s (html %v): %q %v, with maps %q %v", c.src, c.data, html, got, err, want, wantErr)
+			}
+			if err == nil {
+				rendered++
+			}
+		}
+	}
+	if rendered < 2*10 {
+		t.Errorf("only %d of the renders succeeded: the cases no longer test outputs", rendered)
+	}
+	// An Object of data given as an Object, through a Set; ToMaps gives back the maps.
+	set, err := template.Compile(false, "en", map[string]template.LocaleSource{"en": {Message: `{{ a.b }}`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := data(t, `{"a": {"b": "x", "c": [{"d": 1}]}}`)
+	if out, err := set.Render("en", toObjects(d), template.Options{}); err != nil || out.Message != "x" {
+		t.Fatalf("set: %+v %v", out, err)
+	}
+	if back := template.ToMaps(toObjects(d)); !reflect.DeepEqual(back, d) {
+		t.Fatalf("ToMaps: %#v", back)
 	}
 }
