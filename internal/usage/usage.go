@@ -106,14 +106,17 @@ type Counts struct {
 // order encoding/json gives them: `"accepted":1,"delivered":0,…`. GET /v1/usage answers up to 9,600
 // periods (400 days by the hour); written by hand they cost a tenth of what reflection costs.
 func (c *Counts) AppendJSON(b []byte) []byte {
-	for i, f := range c.Fields() {
+	// The values in an array, not through Fields: no slice allocated per period.
+	v := [...]int64{c.Accepted, c.Delivered, c.Failed, c.Blocked, c.Expired, c.Cancelled, c.Unlinked, c.Edited,
+		c.PaidBroadcast}
+	for i, n := range v {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = append(b, '"')
 		b = append(b, Columns[i]...)
 		b = append(b, '"', ':')
-		b = strconv.AppendInt(b, *f, 10)
+		b = strconv.AppendInt(b, n, 10)
 	}
 	return b
 }
