@@ -3,7 +3,6 @@ package ingress
 import (
 	"errors"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/heraldhq/herald/internal/apierror"
@@ -26,11 +25,10 @@ func (a *API) getUsage(w http.ResponseWriter, r *http.Request) error {
 	if errors.Is(err, usage.ErrWindow) {
 		return apierror.InvalidRequest.With("%s", err.Error())
 	}
-	// The answer is written as the rows arrive, into a buffer kept from one request to the next, and
-	// sent with its length: no slice of the periods, no second copy of them (400 days by the hour are
+	// The answer is written as the rows arrive, into one buffer sized for the window's periods, and sent
+	// with its length: no slice of the periods, no second copy, no regrowth (400 days by the hour are
 	// 9,600 periods, about 2 MB). A read that fails half-way answers its error, never half an answer.
-	bp := usageBuffers.Get().(*[]byte)
-	b := append((*bp)[:0], `{"data":[`...)
+	b := append(make([]byte, 0, 16+min(win.Periods(), maxPeriods)*usagePeriodBytes), `{"data":[`...)
 	first := true
 	err = a.store.EachUsage(r.Context(), principalOf(r.Context()).TenantID, win, func(p *usage.Period) error {
 		if !first {
@@ -39,22 +37,19 @@ func (a *API) getUsage(w http.ResponseWriter, r *http.Request) error {
 		first, b = false, appendPeriod(b, p)
 		return nil
 	})
-	if err == nil {
-		b = append(b, "]}\n"...)
-		server.WriteJSONBytes(w, http.StatusOK, b)
+	if err != nil {
+		return err
 	}
-	if cap(b) <= maxUsageBuffer {
-		*bp = b
-		usageBuffers.Put(bp)
-	}
-	return err
+	server.WriteJSONBytes(w, http.StatusOK, append(b, "]}\n"...))
+	return nil
 }
 
-// usageBuffers are the buffers of GET /v1/usage's answers; one larger than maxUsageBuffer (a window of
-// many tenants' periods cannot be asked for: a tenant reads its own) is left to the collector.
-var usageBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
-
-const maxUsageBuffer = 4 << 20
+// usagePeriodBytes is about what one period of the answer takes with counts of a few digits, and
+// maxPeriods the most periods a window of one tenant holds (usage.MaxSpan by the hour).
+const (
+	usagePeriodBytes = 224
+	maxPeriods       = int(usage.MaxSpan/time.Hour) + 2
+)
 
 // appendUsage appends GET /v1/usage's answer, {"data": [{"period_start": …, "accepted": …, …}, …]}, without
 // the periods' tenant (the caller's): by hand, as encoding/json would write it (a test compares the two),

@@ -82,21 +82,25 @@ func usageRows(where string) string {
 		SELECT tenant_id, hour, ` + usageCols + ` FROM usage_counts WHERE ` + where + `) u`
 }
 
-// usageSQL is the read of Usage, with its arguments.
+// usageSQL is the read of Usage, with its arguments. By the hour, the rows are read as they are, in the
+// order of the periods, and EachUsage adds up the rows of one tenant's hour, which lie next to each other:
+// a settled hour is one row of usage_hours (and rarely a late count's shard besides), so the 9,600 rows of
+// a tenant's 400 days need no grouping in PostgreSQL — only the few hours still in shards are grouped. By
+// the day, PostgreSQL sums the hours of each day.
 func usageSQL(tenantID string, w usage.Window) (string, []any) {
 	args := []any{string(w.Granularity), w.From, w.To}
-	tenant := ""
+	where := `hour >= date_trunc($1, $2::timestamptz, 'UTC') AND hour < $3`
 	if tenantID != "" {
-		tenant, args = "tenant_id = $4 AND ", append(args, tenantID)
+		where, args = "tenant_id = $4 AND "+where, append(args, tenantID)
 	}
-	// A row's hour is its period at hour granularity: grouping by the column itself spares a date_trunc
-	// in a zone per row (a tenant's 400 days are 9,600 rows, bench-usage).
-	period := "date_trunc($1, hour, 'UTC')"
 	if w.Granularity == usage.Hour {
-		period = "hour"
+		return `SELECT tenant_id, hour, ` + usageCols + ` FROM usage_hours WHERE ` + where + `
+			UNION ALL
+			SELECT tenant_id, hour, ` + usageSums + ` FROM usage_counts WHERE ` + where + ` GROUP BY 1, 2
+			ORDER BY 2, 1`, args
 	}
-	return `SELECT tenant_id, ` + period + `, ` + usageSums + `
-		FROM ` + usageRows(tenant+`hour >= date_trunc($1, $2::timestamptz, 'UTC') AND hour < $3`) + `
+	return `SELECT tenant_id, date_trunc($1, hour, 'UTC'), ` + usageSums + `
+		FROM ` + usageRows(where) + `
 		GROUP BY 1, 2 HAVING ` + usageAny + `
 		ORDER BY 2, 1`, args
 }
@@ -124,24 +128,38 @@ func (s *Store) EachUsage(ctx context.Context, tenantID string, w usage.Window, 
 		return translate(err, "reading usage")
 	}
 	defer rows.Close()
-	var p usage.Period
-	dest := []any{&p.TenantID, &p.Start}
-	for _, c := range p.Fields() {
+	// The period being summed (p, while held) and the row just read (r): rows of the same tenant and
+	// period are added up; a period is passed on when the next begins, unless it counts nothing.
+	var p, r usage.Period
+	held := false
+	dest := []any{&r.TenantID, &r.Start}
+	for _, c := range r.Fields() {
 		dest = append(dest, c)
+	}
+	flush := func() error {
+		if !held || p.Counts == (usage.Counts{}) {
+			return nil
+		}
+		return f(&p)
 	}
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
 			return translate(err, "reading usage")
 		}
-		p.Start = p.Start.UTC()
-		if err := f(&p); err != nil {
+		if held && r.TenantID == p.TenantID && r.Start.Equal(p.Start) {
+			p.Add(r.Counts)
+			continue
+		}
+		if err := flush(); err != nil {
 			return err
 		}
+		p, held = r, true
+		p.Start = p.Start.UTC()
 	}
 	if err := rows.Err(); err != nil {
 		return translate(err, "reading usage")
 	}
-	return nil
+	return flush()
 }
 
 // ExplainUsage is PostgreSQL's EXPLAIN (ANALYZE, BUFFERS) of Usage's read: what make bench-usage prints

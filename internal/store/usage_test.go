@@ -285,6 +285,19 @@ func TestUsagePeriodsOfAWindow(t *testing.T) {
 	if !equalPeriods(days, wantDays) {
 		t.Errorf("days of every tenant %+v, want %+v", days, wantDays)
 	}
+	all, err := s.Usage(ctx, "", usage.Window{From: at("2026-03-01T10:00:00Z"), To: at("2026-03-01T12:00:00Z"), Granularity: usage.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAll := []usage.Period{
+		{TenantID: "acme", Start: at("2026-03-01T10:00:00Z"), Counts: usage.Counts{Accepted: 13, Delivered: 12}},
+		{TenantID: "other", Start: at("2026-03-01T10:00:00Z"), Counts: usage.Counts{Accepted: 100}},
+		{TenantID: "acme", Start: at("2026-03-01T11:00:00Z"), Counts: usage.Counts{Accepted: 1}},
+		{TenantID: "other", Start: at("2026-03-01T11:00:00Z"), Counts: usage.Counts{Accepted: 1000}},
+	}
+	if !equalPeriods(all, wantAll) {
+		t.Errorf("hours of every tenant %+v, want %+v", all, wantAll)
+	}
 }
 
 func equalPeriods(a, b []usage.Period) bool {

@@ -121,6 +121,19 @@ func (c *Counts) AppendJSON(b []byte) []byte {
 	return b
 }
 
+// Add adds o's counts to c's.
+func (c *Counts) Add(o Counts) {
+	c.Accepted += o.Accepted
+	c.Delivered += o.Delivered
+	c.Failed += o.Failed
+	c.Blocked += o.Blocked
+	c.Expired += o.Expired
+	c.Cancelled += o.Cancelled
+	c.Unlinked += o.Unlinked
+	c.Edited += o.Edited
+	c.PaidBroadcast += o.PaidBroadcast
+}
+
 // Fields are pointers to the counts in the order of Columns, for a scan.
 func (c *Counts) Fields() []*int64 {
 	return []*int64{&c.Accepted, &c.Delivered, &c.Failed, &c.Blocked, &c.Expired, &c.Cancelled, &c.Unlinked,
@@ -170,6 +183,16 @@ const (
 type Window struct {
 	From, To    time.Time
 	Granularity Granularity
+}
+
+// Periods is the most periods w can hold (every one with counts): 9,601 for 400 days by the hour that do
+// not begin on an hour.
+func (w Window) Periods() int {
+	step := time.Hour
+	if w.Granularity == Day {
+		step = 24 * time.Hour
+	}
+	return int(w.To.Sub(w.From)/step) + 2
 }
 
 // ErrWindow wraps every refusal of ParseWindow: the message says which value is wrong and why.

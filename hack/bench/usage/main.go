@@ -12,11 +12,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -136,9 +136,14 @@ func run(ctx context.Context, dbURL string, o options) error {
 		if err != nil {
 			return 0, 0, err
 		}
-		body, err := io.ReadAll(res.Body)
+		// Read to the last byte, as a client waits for it, into a buffer of the answer's length (a
+		// client that knows the length does not regrow its buffer ten times for 2 MB, as io.ReadAll does).
+		var buf bytes.Buffer
+		buf.Grow(int(max(res.ContentLength, 0)) + bytes.MinRead)
+		_, err = buf.ReadFrom(res.Body)
 		res.Body.Close()
 		took := time.Since(t0)
+		body := buf.Bytes()
 		if err != nil {
 			return 0, 0, fmt.Errorf("GET /v1/usage: reading the answer: %w", err)
 		}
