@@ -25,13 +25,31 @@ func (a *API) getUsage(w http.ResponseWriter, r *http.Request) error {
 	if errors.Is(err, usage.ErrWindow) {
 		return apierror.InvalidRequest.With("%s", err.Error())
 	}
-	periods, err := a.store.Usage(r.Context(), principalOf(r.Context()).TenantID, win)
+	// The answer is written as the rows arrive, into one buffer sized for the window's periods, and sent
+	// with its length: no slice of the periods, no second copy, no regrowth (400 days by the hour are
+	// 9,600 periods, about 2 MB). A read that fails half-way answers its error, never half an answer.
+	b := append(make([]byte, 0, 16+min(win.Periods(), maxPeriods)*usagePeriodBytes), `{"data":[`...)
+	first := true
+	err = a.store.EachUsage(r.Context(), principalOf(r.Context()).TenantID, win, func(p *usage.Period) error {
+		if !first {
+			b = append(b, ',')
+		}
+		first, b = false, appendPeriod(b, p)
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	server.WriteJSONBytes(w, http.StatusOK, appendUsage(make([]byte, 0, 64+len(periods)*160), periods))
+	server.WriteJSONBytes(w, http.StatusOK, append(b, "]}\n"...))
 	return nil
 }
+
+// usagePeriodBytes is about what one period of the answer takes with counts of a few digits, and
+// maxPeriods the most periods a window of one tenant holds (usage.MaxSpan by the hour).
+const (
+	usagePeriodBytes = 224
+	maxPeriods       = int(usage.MaxSpan/time.Hour) + 2
+)
 
 // appendUsage appends GET /v1/usage's answer, {"data": [{"period_start": …, "accepted": …, …}, …]}, without
 // the periods' tenant (the caller's): by hand, as encoding/json would write it (a test compares the two),
@@ -42,11 +60,16 @@ func appendUsage(b []byte, periods []usage.Period) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"period_start":"`...)
-		b = periods[i].Start.AppendFormat(b, time.RFC3339Nano)
-		b = append(b, '"', ',')
-		b = periods[i].AppendJSON(b)
-		b = append(b, '}')
+		b = appendPeriod(b, &periods[i])
 	}
 	return append(b, "]}\n"...)
+}
+
+// appendPeriod appends one period of the answer, {"period_start": …, "accepted": …, …}.
+func appendPeriod(b []byte, p *usage.Period) []byte {
+	b = append(b, `{"period_start":"`...)
+	b = p.Start.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"', ',')
+	b = p.AppendJSON(b)
+	return append(b, '}')
 }

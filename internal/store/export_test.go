@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/internal/consent"
+	"github.com/heraldhq/herald/internal/usage"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -103,3 +104,13 @@ func (s *Store) ShareRate(ctx context.Context, pool, holder string, demand float
 
 // UserGateBucketForTest is the gate bucket a user's sends and erasure lock (one of the 1,024 every tenant shares).
 func UserGateBucketForTest(tenantID, userID string) int32 { return userGateBucket(tenantID, userID) }
+
+// CountUsageForTest adds n accepted to tenant's hour through the counting statement's own SQL (countUsage,
+// which every change that counts runs): one shard, picked at random, created or added to. A count whose
+// statement began before hour ended lands in hour after the fold moved it: this is such a late count.
+func CountUsageForTest(ctx context.Context, s *Store, tenantID string, hour time.Time, n int) error {
+	_, err := s.pool.Exec(ctx, `WITH src AS (SELECT $1::text AS tenant_id, $2::timestamptz AS at, $3::int AS n),
+		`+countUsage("counted", "src", "at", []usage.Delta{{Column: usage.Accepted, SQL: "n"}})+`
+		SELECT 1`, tenantID, hour, n)
+	return err
+}

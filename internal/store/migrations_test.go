@@ -17,6 +17,7 @@ import (
 	"github.com/heraldhq/herald/internal/notification"
 	"github.com/heraldhq/herald/internal/store"
 	"github.com/heraldhq/herald/internal/testing/pgtest"
+	"github.com/heraldhq/herald/internal/usage"
 )
 
 // latestMigration is the version of the newest migration: this release's code needs the schema at it.
@@ -141,4 +142,56 @@ func TestTheOptOutsMigrationsGoDownAndUp(t *testing.T) {
 		t.Errorf("after down and up: %+v %v, want the user without opt-outs or a block (the way down drops them)", u, err)
 	}
 	insert(t, s, tenantNotification("ok"))
+}
+
+// The usage_hours migration (00029) moves the settled hours' shards of usage_counts into one row per
+// tenant and hour, summed, and leaves the hours still written in their shards; a reader's counts are the
+// same before and after, and after the way down and up again.
+func TestTheUsageHoursMigrationMovesTheSettledHours(t *testing.T) {
+	s, url := pgtest.NewStore(t)
+	ctx := context.Background()
+	migrateTo(t, url, 28)
+	exec(t, s, `INSERT INTO usage_counts (tenant_id, hour, shard, accepted, delivered, paid_broadcast)
+		SELECT t, date_trunc('hour', now()) - h * interval '1 hour', sh, 10 * h + sh, h, 1
+		FROM unnest(ARRAY['acme', 'globex']) t, generate_series(0, 9) h, generate_series(0, 7) sh
+		WHERE sh = 0 OR h < 6`) // hours 6..9 folded into shard 0 already (00027's fold), 0..5 in their shards
+	read := func() []usage.Period {
+		t.Helper()
+		now := time.Now().UTC()
+		ps, err := s.Usage(ctx, "", usage.Window{From: now.Add(-24 * time.Hour), To: now.Add(time.Hour), Granularity: usage.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ps
+	}
+	migrateTo(t, url, latestMigration)
+	after := read()
+	if len(after) != 2*10 {
+		t.Fatalf("%d periods after the migration, want %d", len(after), 2*10)
+	}
+	for _, p := range after {
+		h := int64(time.Now().UTC().Truncate(time.Hour).Sub(p.Start) / time.Hour)
+		want := usage.Counts{Accepted: 10 * h, Delivered: h, PaidBroadcast: 1}
+		if h < 6 {
+			want = usage.Counts{Accepted: 8*10*h + 28, Delivered: 8 * h, PaidBroadcast: 8}
+		}
+		if p.Counts != want {
+			t.Errorf("%s hour %d after the migration: %+v, want %+v", p.TenantID, h, p.Counts, want)
+		}
+	}
+	// Hours 2..9 are settled (usage.SettleAfter): moved; 0 and 1 keep their shards.
+	if n := count(t, s, `SELECT count(*) FROM usage_hours`); n != 2*8 {
+		t.Errorf("%d rows in usage_hours, want one per tenant and settled hour, %d", n, 2*8)
+	}
+	if n := count(t, s, `SELECT count(*) FROM usage_counts`); n != 2*2*8 {
+		t.Errorf("%d rows left in usage_counts, want the %d shards of the last two hours", n, 2*2*8)
+	}
+	migrateTo(t, url, 28)
+	if n := count(t, s, `SELECT count(*) FROM usage_counts`); n != 2*2*8+2*8 {
+		t.Errorf("%d rows in usage_counts after the way down, want %d (the settled hours as shard 0)", n, 2*2*8+2*8)
+	}
+	migrateTo(t, url, latestMigration)
+	if again := read(); !equalPeriods(again, after) {
+		t.Errorf("after down and up: %+v, want %+v", again, after)
+	}
 }

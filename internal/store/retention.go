@@ -50,16 +50,17 @@ const (
 	PurgeCallbackEvents       PurgeKind = "callback_events"
 	PurgeStopPrompts          PurgeKind = "stop_prompts"
 	PurgeDigests              PurgeKind = "digests"
-	PurgeUsage                PurgeKind = "usage"
-	PurgeAuditEvents          PurgeKind = "audit_events"
-	// PurgeUsageShards removes no count: it folds the shards of each settled hour into one row.
+	// PurgeUsageShards removes no count: it moves the shards of each settled hour into the hour's one row
+	// of usage_hours, before PurgeUsage purges the hours older than 400 days there.
 	PurgeUsageShards PurgeKind = "usage_shards"
+	PurgeUsage       PurgeKind = "usage"
+	PurgeAuditEvents PurgeKind = "audit_events"
 )
 
 // PurgeKinds lists every kind in purge order.
 var PurgeKinds = []PurgeKind{PurgeBodies, PurgeNotifications, PurgeLinkTokens, PurgeVerificationSessions,
-	PurgeIdempotencyKeys, PurgeProcessedUpdates, PurgeCallbackEvents, PurgeStopPrompts, PurgeDigests, PurgeUsage, PurgeAuditEvents,
-	PurgeUsageShards}
+	PurgeIdempotencyKeys, PurgeProcessedUpdates, PurgeCallbackEvents, PurgeStopPrompts, PurgeDigests, PurgeUsageShards,
+	PurgeUsage, PurgeAuditEvents}
 
 // ProcessedUpdateRetention is how long processed update ids are kept. The platform keeps an update it
 // could not deliver for at most 24 hours; twice that covers any redelivery with a margin.

@@ -101,9 +101,12 @@ func TestRetentionPurgesWhatIsDueAndNothingElse(t *testing.T) {
 		('acme', 'ok', 'recent', '', 50, 1, now() - interval '89 days', false),
 		('acme', 'ok', 'open', '', 50, 1, now() - interval '100 days', true)`)
 	exec(t, s, `INSERT INTO digest_items (tracking_id, digest_id, position) SELECT gen_random_uuid(), id, 1 FROM digests`)
+	// Usage: the settled hours in usage_hours, and a shard the fold has not moved yet (it moves it, and the
+	// usage purge, after it, purges it).
+	exec(t, s, `INSERT INTO usage_hours (tenant_id, hour, accepted) VALUES
+		('acme', date_trunc('hour', now()) - interval '402 days', 1), ('acme', date_trunc('hour', now()) - interval '399 days', 1)`)
 	exec(t, s, `INSERT INTO usage_counts (tenant_id, hour, shard, accepted) VALUES
-		('acme', date_trunc('hour', now()) - interval '402 days', 0, 1), ('acme', date_trunc('hour', now()) - interval '401 days', 1, 1),
-		('acme', date_trunc('hour', now()) - interval '399 days', 0, 1)`)
+		('acme', date_trunc('hour', now()) - interval '401 days', 1, 1)`)
 	exec(t, s, `INSERT INTO audit_events (tenant_id, type, actor, target, at) VALUES
 		('acme', 'template.saved', 'operator', 'a', now() - interval '402 days'), ('acme', 'template.saved', 'operator', 'b', now() - interval '401 days'),
 		('acme', 'template.saved', 'operator', 'c', now() - interval '399 days')`)

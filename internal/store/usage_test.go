@@ -209,15 +209,19 @@ func TestUsageIsExactUnderConcurrency(t *testing.T) {
 }
 
 // The counts outlive the notifications: the retention purge of every notification leaves them, and the
-// purge of usage removes only the hours older than 400 days.
+// purge of usage removes only the hours older than 400 days, of both tables: a settled hour's row in
+// usage_hours, and a shard the fold had not moved yet (the pass moves it, then purges it).
 func TestUsageSurvivesTheNotificationsPurgeAndIsKept400Days(t *testing.T) {
 	s := fixture(t)
 	ctx := context.Background()
 	id := queued(t, s)
 	finishAs(t, s, id, notification.DeliveryResult{Status: notification.Delivered, MessengerMessageID: "1"})
 	exec(t, s, `INSERT INTO usage_counts (tenant_id, hour, shard, accepted) VALUES
-		('acme', date_trunc('hour', now()) - interval '401 days', 0, 5),
+		('acme', date_trunc('hour', now()) - interval '401 days', 3, 5),
 		('acme', date_trunc('hour', now()) - interval '399 days', 0, 7)`)
+	exec(t, s, `INSERT INTO usage_hours (tenant_id, hour, accepted) VALUES
+		('acme', date_trunc('hour', now()) - interval '402 days', 11),
+		('acme', date_trunc('hour', now()) - interval '398 days', 13)`)
 	p := store.RetentionPolicy{Bodies: 0, Notifications: 0, Expired: time.Hour, CallbackEvents: time.Hour}
 	for _, kind := range store.PurgeKinds {
 		if _, err := s.Purge(ctx, kind, p, 100); err != nil {
@@ -230,11 +234,16 @@ func TestUsageSurvivesTheNotificationsPurgeAndIsKept400Days(t *testing.T) {
 	if got := usageOf(t, s, "acme"); got != (usage.Counts{Accepted: 1, Delivered: 1}) {
 		t.Errorf("usage after the purge %+v, want 1 accepted and 1 delivered", got)
 	}
-	if n := count(t, s, `SELECT sum(accepted) FROM usage_counts`); n != 8 {
-		t.Errorf("%d accepted kept in all, want 8: the 399-day-old hour and today's, not the 401-day-old one", n)
+	if n := count(t, s, `SELECT sum(accepted) FROM usage_hours`); n != 20 {
+		t.Errorf("%d accepted kept in usage_hours, want 20: the 399- and 398-day-old hours, not the 401- and 402-day-old ones", n)
 	}
-	if d, err := s.Overdue(ctx, store.PurgeUsage, p); err != nil || d != 0 {
-		t.Errorf("usage overdue %v %v after its purge, want 0", d, err)
+	if n := count(t, s, `SELECT sum(accepted) FROM usage_counts`); n != 1 {
+		t.Errorf("%d accepted kept in usage_counts, want today's 1", n)
+	}
+	for _, kind := range []store.PurgeKind{store.PurgeUsage, store.PurgeUsageShards} {
+		if d, err := s.Overdue(ctx, kind, p); err != nil || d != 0 {
+			t.Errorf("%s overdue %v %v after its purge, want 0", kind, d, err)
+		}
 	}
 }
 
@@ -247,13 +256,18 @@ func TestUsagePeriodsOfAWindow(t *testing.T) {
 		('acme', '2026-03-01T10:00:00Z', 0, 2, 1), ('acme', '2026-03-01T10:00:00Z', 3, 1, 1),
 		('acme', '2026-03-01T23:00:00Z', 1, 4, 0), ('acme', '2026-03-02T00:00:00Z', 0, 8, 8),
 		('acme', '2026-03-03T05:00:00Z', 0, 0, 0), ('other', '2026-03-01T10:00:00Z', 0, 100, 0)`)
+	// Settled hours in usage_hours; 10:00 of acme in both tables (a late count, not yet folded).
+	exec(t, s, `INSERT INTO usage_hours (tenant_id, hour, accepted, delivered) VALUES
+		('acme', '2026-03-01T10:00:00Z', 10, 10), ('acme', '2026-03-01T11:00:00Z', 1, 0),
+		('acme', '2026-03-03T06:00:00Z', 0, 0), ('other', '2026-03-01T11:00:00Z', 1000, 0)`)
 	at := func(s string) time.Time { t, _ := time.Parse(time.RFC3339, s); return t }
 	hours, err := s.Usage(ctx, "acme", usage.Window{From: at("2026-03-01T10:30:00Z"), To: at("2026-03-04T00:00:00Z"), Granularity: usage.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantHours := []usage.Period{
-		{TenantID: "acme", Start: at("2026-03-01T10:00:00Z"), Counts: usage.Counts{Accepted: 3, Delivered: 2}},
+		{TenantID: "acme", Start: at("2026-03-01T10:00:00Z"), Counts: usage.Counts{Accepted: 13, Delivered: 12}},
+		{TenantID: "acme", Start: at("2026-03-01T11:00:00Z"), Counts: usage.Counts{Accepted: 1}},
 		{TenantID: "acme", Start: at("2026-03-01T23:00:00Z"), Counts: usage.Counts{Accepted: 4}},
 		{TenantID: "acme", Start: at("2026-03-02T00:00:00Z"), Counts: usage.Counts{Accepted: 8, Delivered: 8}},
 	}
@@ -265,11 +279,24 @@ func TestUsagePeriodsOfAWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantDays := []usage.Period{
-		{TenantID: "acme", Start: at("2026-03-01T00:00:00Z"), Counts: usage.Counts{Accepted: 7, Delivered: 2}},
-		{TenantID: "other", Start: at("2026-03-01T00:00:00Z"), Counts: usage.Counts{Accepted: 100}},
+		{TenantID: "acme", Start: at("2026-03-01T00:00:00Z"), Counts: usage.Counts{Accepted: 18, Delivered: 12}},
+		{TenantID: "other", Start: at("2026-03-01T00:00:00Z"), Counts: usage.Counts{Accepted: 1100}},
 	}
 	if !equalPeriods(days, wantDays) {
 		t.Errorf("days of every tenant %+v, want %+v", days, wantDays)
+	}
+	all, err := s.Usage(ctx, "", usage.Window{From: at("2026-03-01T10:00:00Z"), To: at("2026-03-01T12:00:00Z"), Granularity: usage.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAll := []usage.Period{
+		{TenantID: "acme", Start: at("2026-03-01T10:00:00Z"), Counts: usage.Counts{Accepted: 13, Delivered: 12}},
+		{TenantID: "other", Start: at("2026-03-01T10:00:00Z"), Counts: usage.Counts{Accepted: 100}},
+		{TenantID: "acme", Start: at("2026-03-01T11:00:00Z"), Counts: usage.Counts{Accepted: 1}},
+		{TenantID: "other", Start: at("2026-03-01T11:00:00Z"), Counts: usage.Counts{Accepted: 1000}},
+	}
+	if !equalPeriods(all, wantAll) {
+		t.Errorf("hours of every tenant %+v, want %+v", all, wantAll)
 	}
 }
 
@@ -285,15 +312,15 @@ func equalPeriods(a, b []usage.Period) bool {
 	return true
 }
 
-// The retention pass folds the shards of a settled hour into one row and leaves the counts exact; the
-// current hour and the last, still written, keep their shards.
-func TestSettledHoursAreFoldedIntoOneRowWithTheirCounts(t *testing.T) {
+// The retention pass moves the shards of a settled hour into the hour's one row of usage_hours and leaves
+// the counts exact; the current hour and the last, still written, keep their shards in usage_counts.
+func TestSettledHoursAreMovedIntoOneRowWithTheirCounts(t *testing.T) {
 	s := fixture(t)
 	ctx := context.Background()
 	exec(t, s, `INSERT INTO usage_counts (tenant_id, hour, shard, accepted, delivered, paid_broadcast)
 		SELECT t, date_trunc('hour', now()) - h * interval '1 hour', sh, 10 * h + sh, h, 1
 		FROM unnest(ARRAY['acme', 'globex']) t, generate_series(0, 30) h, generate_series(0, 7) sh
-		WHERE NOT (h = 5 AND sh = 0)`) // an hour with no shard 0 yet: the fold makes it
+		WHERE NOT (h = 5 AND sh = 0)`) // an hour without shard 0: any shard moves
 	before := func() map[string]usage.Counts {
 		out := map[string]usage.Counts{}
 		for _, tenant := range []string{"acme", "globex"} {
@@ -301,13 +328,12 @@ func TestSettledHoursAreFoldedIntoOneRowWithTheirCounts(t *testing.T) {
 		}
 		return out
 	}()
-	rows := count(t, s, `SELECT count(*) FROM usage_counts`)
 	if d, err := s.Overdue(ctx, store.PurgeUsageShards, store.RetentionPolicy{}); err != nil || d <= 0 {
 		t.Fatalf("before the fold: overdue %v %v, want > 0", d, err)
 	}
 	folded := int64(0)
 	for {
-		n, err := s.Purge(ctx, store.PurgeUsageShards, store.RetentionPolicy{}, 50) // several statements
+		n, err := s.Purge(ctx, store.PurgeUsageShards, store.RetentionPolicy{}, 50) // several statements, hours split between them
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -315,15 +341,23 @@ func TestSettledHoursAreFoldedIntoOneRowWithTheirCounts(t *testing.T) {
 			break
 		}
 	}
-	// Hours 2..30 are settled (their end is over an hour ago): 29 hours × 2 tenants × 7 shards go.
-	if want := int64(29 * 2 * 7); folded != want {
-		t.Errorf("folded %d shard rows, want %d", folded, want)
+	// Hours 2..30 are settled (their end is over an hour ago): 29 hours × 2 tenants × 8 shards, less hour 5's
+	// missing shard 0 of each, go.
+	if want := int64(29*2*8 - 2); folded != want {
+		t.Errorf("moved %d shard rows, want %d", folded, want)
 	}
-	if n := count(t, s, `SELECT count(*) FROM usage_counts`); n != rows-int(folded)+2 {
-		t.Errorf("%d rows after the fold, want %d (hour 5 of each tenant gains a shard 0)", n, rows-int(folded)+2)
+	if n := count(t, s, `SELECT count(*) FROM usage_counts`); n != 2*2*8 {
+		t.Errorf("%d rows left in usage_counts, want the %d shards of the current and the last hour", n, 2*2*8)
 	}
-	if n := count(t, s, `SELECT count(*) FROM usage_counts WHERE hour >= date_trunc('hour', now()) - interval '1 hour' AND shard <> 0`); n != 2*2*7 {
-		t.Errorf("%d shard rows of the current and the last hour, want all %d kept", n, 2*2*7)
+	if n := count(t, s, `SELECT count(*) FROM usage_counts WHERE hour >= date_trunc('hour', now()) - interval '1 hour'`); n != 2*2*8 {
+		t.Errorf("%d shard rows of the current and the last hour, want all %d kept", n, 2*2*8)
+	}
+	if n := count(t, s, `SELECT count(*) FROM usage_hours`); n != 29*2 {
+		t.Errorf("%d rows in usage_hours, want one per tenant and settled hour, %d", n, 29*2)
+	}
+	// Hour 7 of acme: shards 70..77 accepted, 7 delivered and 1 paid broadcast each.
+	if n := count(t, s, `SELECT accepted FROM usage_hours WHERE tenant_id = 'acme' AND hour = date_trunc('hour', now()) - interval '7 hours'`); n != 8*70+28 {
+		t.Errorf("hour 7 of acme: %d accepted in its row, want %d", n, 8*70+28)
 	}
 	for tenant, want := range before {
 		if got := usageOf(t, s, tenant); got != want {
@@ -332,6 +366,112 @@ func TestSettledHoursAreFoldedIntoOneRowWithTheirCounts(t *testing.T) {
 	}
 	if d, err := s.Overdue(ctx, store.PurgeUsageShards, store.RetentionPolicy{}); err != nil || d != 0 {
 		t.Errorf("after the fold: overdue %v %v, want 0", d, err)
+	}
+}
+
+// A late count of a settled hour the fold has already moved (a statement that began before the hour
+// ended) re-creates a shard in usage_counts: a reader counts it at once, beside the hour's row, and the
+// next fold adds it to that row — counted once, not lost, not twice.
+func TestALateCountOfAMovedHourIsCountedOnce(t *testing.T) {
+	s := fixture(t)
+	ctx := context.Background()
+	hour := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
+	for range 3 {
+		if err := store.CountUsageForTest(ctx, s, "acme", hour, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fold := func() {
+		t.Helper()
+		if _, err := s.Purge(ctx, store.PurgeUsageShards, store.RetentionPolicy{}, 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fold()
+	if n := count(t, s, `SELECT count(*) FROM usage_counts`); n != 0 {
+		t.Fatalf("%d shard rows after the fold, want none", n)
+	}
+	if err := store.CountUsageForTest(ctx, s, "acme", hour, 4); err != nil { // the late count
+		t.Fatal(err)
+	}
+	if got := usageOf(t, s, "acme"); got.Accepted != 34 {
+		t.Errorf("with the late count in its shard: %d accepted, want 34", got.Accepted)
+	}
+	fold()
+	if got := usageOf(t, s, "acme"); got.Accepted != 34 {
+		t.Errorf("after the next fold: %d accepted, want 34", got.Accepted)
+	}
+	if n := count(t, s, `SELECT accepted FROM usage_hours WHERE tenant_id = 'acme' AND hour = $1`, hour); n != 34 {
+		t.Errorf("the hour's row holds %d accepted, want 34", n)
+	}
+	if n := count(t, s, `SELECT count(*) FROM usage_counts`); n != 0 {
+		t.Errorf("%d shard rows after the second fold, want none", n)
+	}
+}
+
+// The fold moves every count exactly once while counting statements keep adding to the hours it moves
+// (late counts, each to a shard at random): whatever interleaving, the hour's row in usage_hours ends
+// with every count, and usage_counts with none of the hour.
+func TestTheFoldMovesEachCountOnceUnderConcurrentCounting(t *testing.T) {
+	s := fixture(t)
+	ctx := context.Background()
+	hours := []time.Time{time.Now().UTC().Truncate(time.Hour).Add(-3 * time.Hour), time.Now().UTC().Truncate(time.Hour).Add(-4 * time.Hour)}
+	const counters, each = 6, 60
+	var wg sync.WaitGroup
+	errs := make(chan error, counters+1)
+	done := make(chan struct{})
+	for c := range counters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				tenant := []string{"acme", "globex"}[(c+i)%2]
+				if err := store.CountUsageForTest(ctx, s, tenant, hours[i%2], 1); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	stop := make(chan struct{})
+	go func() { // the retention pass, in small statements, again and again while they count
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := s.Purge(ctx, store.PurgeUsageShards, store.RetentionPolicy{}, 3); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	<-done
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for {
+		n, err := s.Purge(ctx, store.PurgeUsageShards, store.RetentionPolicy{}, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	if n := count(t, s, `SELECT coalesce(sum(accepted), 0) FROM usage_hours`); n != counters*each {
+		t.Errorf("%d accepted moved to usage_hours, want every one of the %d counted", n, counters*each)
+	}
+	if n := count(t, s, `SELECT count(*) FROM usage_hours`); n != 4 {
+		t.Errorf("%d rows in usage_hours, want one per tenant and hour, 4", n)
+	}
+	if n := count(t, s, `SELECT count(*) FROM usage_counts`); n != 0 {
+		t.Errorf("%d shard rows left, want none", n)
 	}
 }
 
@@ -344,12 +484,14 @@ func TestUsageSinceSumsTheTenantsHoursFromSince(t *testing.T) {
 		('acme', '2026-03-01T09:00:00Z', 0, 50, 50, 0), ('acme', '2026-03-01T10:00:00Z', 0, 2, 1, 1),
 		('acme', '2026-03-01T10:00:00Z', 5, 1, 1, 0), ('acme', '2026-03-02T09:00:00Z', 2, 4, 3, 0),
 		('other', '2026-03-01T10:00:00Z', 0, 100, 100, 0)`)
+	exec(t, s, `INSERT INTO usage_hours (tenant_id, hour, accepted, delivered) VALUES
+		('acme', '2026-03-01T08:00:00Z', 30, 30), ('acme', '2026-03-01T11:00:00Z', 20, 10), ('other', '2026-03-01T11:00:00Z', 9, 9)`)
 	since, _ := time.Parse(time.RFC3339, "2026-03-01T10:00:00Z")
 	got, err := s.UsageSince(ctx, "acme", since)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (usage.Counts{Accepted: 7, Delivered: 5, Failed: 1}); got != want {
+	if want := (usage.Counts{Accepted: 27, Delivered: 15, Failed: 1}); got != want {
 		t.Errorf("acme since %s: %+v, want %+v", since, got, want)
 	}
 	none, err := s.UsageSince(ctx, "nobody", since)

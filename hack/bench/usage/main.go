@@ -12,14 +12,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"time"
 
@@ -32,7 +34,8 @@ import (
 
 type options struct {
 	tenants, shards, days, runs, repeat int
-	fold                                bool
+	fold, explain                       bool
+	cpuprofile                          string
 }
 
 func main() {
@@ -43,6 +46,8 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 3, "runs of every measurement")
 	flag.IntVar(&o.repeat, "repeat", 30, "requests per run")
 	flag.BoolVar(&o.fold, "fold", true, "run the retention pass that folds settled hours' shards before measuring (-fold=false: every shard of every hour, as before the pass exists)")
+	flag.BoolVar(&o.explain, "explain", true, "print PostgreSQL's plan of the read (EXPLAIN (ANALYZE, BUFFERS)) before measuring")
+	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the GET requests (the server is in this process) to this file")
 	flag.Parse()
 	benchutil.Main("bench-usage", func(ctx context.Context, dbURL string) error { return run(ctx, dbURL, o) })
 }
@@ -89,8 +94,9 @@ func run(ctx context.Context, dbURL string, o options) error {
 			return fmt.Errorf("seeding usage: %w", err)
 		}
 	}
-	// The retention pass folds the shards of every settled hour into one row (purge kind usage_shards):
-	// what a reader meets in the steady state is one row per tenant and past hour, 8 for the last two.
+	// The retention pass moves the shards of every settled hour into its one row of usage_hours (purge
+	// kind usage_shards): what a reader meets in the steady state is one row per tenant and past hour
+	// there, and the shards of the last two hours in usage_counts.
 	if o.fold {
 		t0 := time.Now()
 		var folded int64
@@ -106,16 +112,19 @@ func run(ctx context.Context, dbURL string, o options) error {
 		fmt.Printf("the retention pass folded %d shard rows in %v\n", folded, time.Since(t0).Round(time.Second))
 	}
 	// As autovacuum would after such a load: the visibility map makes the read an index-only scan.
-	if _, err := st.Pool().Exec(ctx, `VACUUM ANALYZE usage_counts`); err != nil {
-		return err
+	for _, table := range []string{"usage_counts", "usage_hours"} {
+		if _, err := st.Pool().Exec(ctx, `VACUUM ANALYZE `+table); err != nil {
+			return err
+		}
+		var rows int64
+		var size string
+		if err := st.Pool().QueryRow(ctx, `SELECT count(*), pg_size_pretty(pg_total_relation_size($1)) FROM `+table, table).Scan(&rows, &size); err != nil {
+			return err
+		}
+		fmt.Printf("%s: %d rows, %s with its indexes\n", table, rows, size)
 	}
-	var rows int64
-	var size string
-	if err := st.Pool().QueryRow(ctx, `SELECT count(*), pg_size_pretty(pg_total_relation_size('usage_counts')) FROM usage_counts`).Scan(&rows, &size); err != nil {
-		return err
-	}
-	fmt.Printf("usage_counts: %d rows (%d tenants × %d days × 24 hours × %d shards), %s with its indexes, stored in %v\n",
-		rows, o.tenants, o.days, o.shards, size, time.Since(start).Round(time.Second))
+	fmt.Printf("(%d tenants × %d days × 24 hours × %d shards stored and folded in %v)\n",
+		o.tenants, o.days, o.shards, time.Since(start).Round(time.Second))
 
 	q := url.Values{"from": {from.Format(time.RFC3339)}, "to": {now.Format(time.RFC3339)}, "granularity": {"hour"}}
 	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2}}
@@ -127,9 +136,14 @@ func run(ctx context.Context, dbURL string, o options) error {
 		if err != nil {
 			return 0, 0, err
 		}
-		body, err := io.ReadAll(res.Body)
+		// Read to the last byte, as a client waits for it, into a buffer of the answer's length (a
+		// client that knows the length does not regrow its buffer ten times for 2 MB, as io.ReadAll does).
+		var buf bytes.Buffer
+		buf.Grow(int(max(res.ContentLength, 0)) + bytes.MinRead)
+		_, err = buf.ReadFrom(res.Body)
 		res.Body.Close()
 		took := time.Since(t0)
+		body := buf.Bytes()
 		if err != nil {
 			return 0, 0, fmt.Errorf("GET /v1/usage: reading the answer: %w", err)
 		}
@@ -152,6 +166,30 @@ func run(ctx context.Context, dbURL string, o options) error {
 		t0 := time.Now()
 		p, err := st.Usage(ctx, tenantID(o.tenants/2), window)
 		return time.Since(t0), len(p), err
+	}
+
+	if o.explain {
+		plan, err := st.ExplainUsage(ctx, tenantID(o.tenants/2), window)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("the read's plan:\n%s\n", plan)
+	}
+	if o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		for range o.repeat {
+			if _, _, err := get(); err != nil {
+				return err
+			}
+		}
+		pprof.StopCPUProfile()
 	}
 
 	var httpP99, readP99 []time.Duration
