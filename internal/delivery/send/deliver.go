@@ -260,27 +260,39 @@ func (s *Sender) markBlocked(d notification.Delivery) {
 	}
 }
 
-// finish writes the decision, for each item of a digest (each under its own attempt).
+// finish writes the decision, for each item of a digest (each under its own attempt). The items share
+// one deadline for their retries (finishOne), so that a digest in an outage waits no longer than one
+// notification.
 func (s *Sender) finish(d notification.Delivery, dec Decision) bool {
-	return each(d, func(one notification.Delivery) bool { return s.finishOne(one, dec) })
+	deadline := time.Now().Add(s.opts.Lease)
+	return each(d, func(one notification.Delivery) bool { return s.finishOne(one, dec, deadline) })
 }
 
-// finishOne writes the decision of one notification. A write that keeps failing is given up after a few tries: the lease then
-// runs out and the redrive loop sends the notification again (the one way a delivered message can be sent
-// twice, besides a timeout the platform actually served).
-func (s *Sender) finishOne(d notification.Delivery, dec Decision) bool {
+// finishOne writes the decision of one notification. The message is out: a status write that fails
+// (PostgreSQL restarting, a broken connection) is tried again, backing off, until deadline — the length of
+// the claim's lease from the end of the send. Giving up sooner would turn any outage longer than the
+// retries into a duplicate: once the lease runs out the redrive sends the notification again. A write that
+// lands after the lease but before the redrive took the claim over still counts (the attempt guards it),
+// and one after it is dropped as stale. The lane waits meanwhile, which costs nothing: without the store
+// it could claim nothing either. Given up, the redrive sends it again (the one way a delivered message can
+// be sent twice, besides a timeout the platform actually served).
+func (s *Sender) finishOne(d notification.Delivery, dec Decision, deadline time.Time) bool {
 	if s.opts.Killed() {
 		return false // a dead worker writes nothing
 	}
 	r := dec.Result
 	log := s.log.With("tracking_id", d.TrackingID, "attempt", d.Attempts, "status", r.Status)
 	var err error
-	for try := range 4 {
+	for try := 0; ; try++ {
 		if try > 0 {
+			wait := finishBackoff(try)
+			if s.opts.Killed() || time.Now().Add(wait).After(deadline) {
+				break
+			}
+			time.Sleep(wait)
 			if s.opts.Killed() {
 				return false
 			}
-			time.Sleep(time.Duration(try) * 250 * time.Millisecond)
 		}
 		var ok bool
 		if try == 0 && !r.RemoveLink {
@@ -308,9 +320,17 @@ func (s *Sender) finishOne(d notification.Delivery, dec Decision) bool {
 		if err == nil {
 			return s.recorded(log, r, dec, ok)
 		}
+		if try == 1 {
+			log.Warn("could not record the delivery; trying again until its lease runs out", "err", err)
+		}
 	}
 	log.Error("could not record the delivery; the lease will expire and redrive it", "err", err)
 	return true
+}
+
+// finishBackoff is the wait before a status write's try: 250 ms, doubling to 2 s.
+func finishBackoff(try int) time.Duration {
+	return min(250*time.Millisecond<<min(try-1, 3), 2*time.Second)
 }
 
 // recorded counts and logs an outcome the store wrote (ok), or dropped as stale.
