@@ -262,10 +262,7 @@ func (o *Outbox) sendTogether(reqs []*request) ([]answer, error) {
 		for _, r := range reqs {
 			ns = append(ns, r.ns...)
 		}
-		accepted, err = o.st.InsertTenantNotifications(ctx, ns)
-		if err == nil {
-			optedOut, err = o.st.CoveredByOptOuts(ctx, refusedBy(ns, accepted))
-		}
+		accepted, optedOut, err = o.st.AcceptTenantNotifications(ctx, ns)
 	} else {
 		err = o.st.InTx(ctx, func(ctx context.Context, tx *store.Tx) error {
 			claimed := map[store.IdempotencyKey]bool{}
@@ -282,7 +279,7 @@ func (o *Outbox) sendTogether(reqs []*request) ([]answer, error) {
 					ns = append(ns, r.ns...)
 				}
 			}
-			if accepted, err = tx.InsertTenantNotifications(ctx, ns); err != nil {
+			if accepted, optedOut, err = tx.AcceptTenantNotifications(ctx, ns); err != nil {
 				return err
 			}
 			refused, err := tx.JoinDigests(ctx, ns, accepted)
@@ -299,9 +296,6 @@ func (o *Outbox) sendTogether(reqs []*request) ([]answer, error) {
 						r.digestRefused[n.TrackingID] = why
 					}
 				}
-			}
-			if optedOut, err = tx.CoveredByOptOuts(ctx, refusedBy(ns, accepted)); err != nil {
-				return err
 			}
 			// Keep the answer of each claimed key, for its repeats. A request that stored nothing keeps no key:
 			// a retry is evaluated afresh, as if it were the first.
@@ -456,21 +450,6 @@ func keyAnswers(reqs []*request, out []answer, only map[store.IdempotencyKey]boo
 
 func keyOf(r *request) store.IdempotencyKey {
 	return store.IdempotencyKey{TenantID: r.tenantID, Key: r.idem.Key}
-}
-
-// refusedBy returns the notifications of ns the gate refused (not in accepted): nil when it refused none, so
-// that a batch it let through whole asks nothing more.
-func refusedBy(ns []store.NewNotification, accepted map[string]store.Destination) []store.NewNotification {
-	if len(accepted) == len(ns) {
-		return nil
-	}
-	var refused []store.NewNotification
-	for _, n := range ns {
-		if !isAccepted(accepted, n.TrackingID) {
-			refused = append(refused, n)
-		}
-	}
-	return refused
 }
 
 // results is a request's answer, given what the batch stored, which of the refused ones an opt-out covers

@@ -68,7 +68,7 @@ type NewNotification struct {
 
 // insertTenantSQL inserts tenant notifications, queued or scheduled, each only when its user has a link
 // and a verified phone and no opt-out covers it — none of the tenant, none of its category (the send gate
-// and the insert are one statement; CoveredByOptOuts tells the refusals apart) —, and returns the ones it inserted
+// and the insert are one statement; refusedByOptOutsSQL tells the refusals apart) —, and returns the ones it inserted
 // with the bot and the chat each goes to: the envelope's partition key (queue.NewOutgoing). Both are
 // recorded on the row, from the link: the chat of the account whose phone was verified, through the bot
 // the link was made through, is the only one the notification may reach
@@ -146,20 +146,38 @@ type Destination struct {
 
 // InsertTenantNotifications inserts tenant notifications in one statement of its own (committed when it
 // returns), each gated on its user's verified phone and opt-outs, and returns the tracking ids it inserted
-// with their destinations (recorded from their users' links); the others' users may not receive them
-// (CoveredByOptOuts tells which were refused for an opt-out).
+// with their destinations (recorded from their users' links); the others' users may not receive them.
 func (s *Store) InsertTenantNotifications(ctx context.Context, ns []NewNotification) (map[string]Destination, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	return insertTenant(ctx, s.pool, ns)
+	accepted, _, err := insertTenant(ctx, s.pool, ns, false)
+	return accepted, err
 }
 
 // InsertTenantNotifications is the transaction's variant of Store.InsertTenantNotifications.
 func (tx *Tx) InsertTenantNotifications(ctx context.Context, ns []NewNotification) (map[string]Destination, error) {
-	return insertTenant(ctx, tx.tx, ns)
+	accepted, _, err := insertTenant(ctx, tx.tx, ns, false)
+	return accepted, err
 }
 
-func insertTenant(ctx context.Context, q querier, ns []NewNotification) (map[string]Destination, error) {
+// AcceptTenantNotifications is InsertTenantNotifications that also tells the refusals apart: optedOut maps
+// each refused notification an opt-out covers (409 user_opted_out; the others' users have no link or no
+// verified phone: 409 phone_unverified) to the category of an opt-out that covers it, "" for the whole
+// tenant's. The read is part of the insert's transaction and round trip: either both happened or neither
+// did, so a failure (PostgreSQL restarting between two statements) never leaves stored notifications
+// behind an error answer.
+func (s *Store) AcceptTenantNotifications(ctx context.Context, ns []NewNotification) (accepted map[string]Destination, optedOut map[string]string, err error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	return insertTenant(ctx, s.pool, ns, true)
+}
+
+// AcceptTenantNotifications is the transaction's variant of Store.AcceptTenantNotifications.
+func (tx *Tx) AcceptTenantNotifications(ctx context.Context, ns []NewNotification) (accepted map[string]Destination, optedOut map[string]string, err error) {
+	return insertTenant(ctx, tx.tx, ns, true)
+}
+
+func insertTenant(ctx context.Context, q querier, ns []NewNotification, optOuts bool) (map[string]Destination, map[string]string, error) {
 	ids := make([]string, len(ns))
 	tenants := make([]string, len(ns))
 	users := make([]string, len(ns))
@@ -217,31 +235,43 @@ func insertTenant(ctx context.Context, q querier, ns []NewNotification) (map[str
 	}
 	slices.Sort(buckets)
 	buckets = slices.Compact(buckets)
-	// Two statements in one round trip and one transaction (pgx runs a batch in an implicit transaction,
-	// or in the caller's): the locks, then the insert, whose snapshot is taken after them.
+	// The statements go in one round trip and one transaction (pgx runs a batch in an implicit transaction,
+	// or in the caller's): the locks, then the insert, whose snapshot is taken after them, then (optOuts)
+	// the read of the refusals an opt-out covers, which sees the insert's rows.
 	b := &pgx.Batch{}
 	b.Queue(lockGateSQL, buckets)
 	b.Queue(insertTenantSQL, ids, tenants, users, prios, bodies, statuses, metadata, sendAt, expiresAt, categories,
 		formats, entities, markups, silent, protect, preview, tNames, tVersions, tLocales, replaceKeys, quietIgnore, digestKeys)
+	if optOuts {
+		b.Queue(refusedByOptOutsSQL, ids, tenants, users, categories)
+	}
 	br := q.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
-		return nil, translate(err, "inserting notifications")
+		return nil, nil, translate(err, "inserting notifications")
 	}
-	rows, err := br.Query()
 	accepted := make(map[string]Destination, len(ns))
+	var optedOut map[string]string
+	rows, err := br.Query()
 	if err == nil {
 		var id string
 		var to Destination
 		_, err = pgx.ForEachRow(rows, []any{&id, &to.Bot, &to.Chat}, func() error { accepted[id] = to; return nil })
 	}
+	if err == nil && optOuts {
+		optedOut = map[string]string{}
+		if rows, err = br.Query(); err == nil {
+			var id, category string
+			_, err = pgx.ForEachRow(rows, []any{&id, &category}, func() error { optedOut[id] = category; return nil })
+		}
+	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return nil, translate(err, "inserting notifications")
+		return nil, nil, translate(err, "inserting notifications")
 	}
-	return accepted, nil
+	return accepted, optedOut, nil
 }
 
 // optionalJSON is a JSON value as a text parameter, NULL for none.

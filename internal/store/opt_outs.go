@@ -4,7 +4,7 @@ package store
 // notifications (the empty category) or none of one category, said by the user in the chat (/stop) or by the
 // tenant through the API — and blocks (links.blocked_at: the user blocked the bot). An opt-out ends the
 // waiting notifications it covers (notification.OptOut) after it commits, in chunks (endings.go), the send gate refuses what it
-// covers (insertTenantSQL, CoveredByOptOuts), and the claim reads both (claimOnce), so that nothing it
+// covers (insertTenantSQL, refusedByOptOutsSQL), and the claim reads both (claimOnce), so that nothing it
 // covers reaches the platform once it is made. Who may lift or take over whose opt-out is
 // internal/consent's table, rendered here as SQL. The chat's side — /stop, /resume, their keyboards — is in
 // stop_prompts.go.
@@ -217,35 +217,16 @@ func sentCategoriesLimit(tenant, user, window string, limit int) string {
 		WHERE category IS NOT NULL ORDER BY category` + most + `) c`
 }
 
-// coveredSQL returns, of the notifications ($1 tracking ids, $2 tenants, $3 users, $4 categories), those an
-// opt-out covers, each with the category of one that does (the whole tenant's, empty, first).
-var coveredSQL = `
+// refusedByOptOutsSQL returns, of the notifications ($1 tracking ids, $2 tenants, $3 users, $4 categories)
+// just offered to insertTenantSQL in the same transaction, those it refused that an opt-out covers, each with
+// the category of one that does (the whole tenant's, empty, first). The opt-outs are probed first (by key;
+// most users have none), and only a send that finds one asks whether its row was stored.
+var refusedByOptOutsSQL = `
 	SELECT r.tracking_id::text, min(o.category)
 	FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) AS r(tracking_id, tenant_id, user_id, category)
 	JOIN opt_outs o ON o.tenant_id = r.tenant_id AND o.user_id = r.user_id AND ` + optOutCovers(`r.category`) + `
+	WHERE NOT EXISTS (SELECT 1 FROM notifications n WHERE n.tracking_id = r.tracking_id)
 	GROUP BY r.tracking_id`
-
-// CoveredByOptOuts tells, of notifications the send gate refused, those an opt-out covers (409
-// user_opted_out; the others' users have no link or no verified phone: 409 phone_unverified): it maps each
-// one's tracking id to the category of an opt-out that covers it, "" for the whole tenant's.
-func (s *Store) CoveredByOptOuts(ctx context.Context, ns []NewNotification) (map[string]string, error) {
-	ctx, cancel := withTimeout(ctx)
-	defer cancel()
-	return covered(ctx, s.pool, ns)
-}
-
-// CoveredByOptOuts is the transaction's variant of Store.CoveredByOptOuts.
-func (tx *Tx) CoveredByOptOuts(ctx context.Context, ns []NewNotification) (map[string]string, error) {
-	return covered(ctx, tx.tx, ns)
-}
-
-func covered(ctx context.Context, q querier, ns []NewNotification) (map[string]string, error) {
-	ids, tenants, users, categories := make([]string, len(ns)), make([]string, len(ns)), make([]string, len(ns)), make([]*string, len(ns))
-	for i, n := range ns {
-		ids[i], tenants[i], users[i], categories[i] = n.TrackingID, n.TenantID, n.UserID, optionalText(n.Category)
-	}
-	return queryMap[string, string](ctx, q, "reading opt-outs", coveredSQL, ids, tenants, users, categories)
-}
 
 // optionalText is s as a statement's argument: NULL when empty.
 func optionalText(s string) *string {
