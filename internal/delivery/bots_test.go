@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -131,7 +132,11 @@ func (b *botsEnv) backlog(o ownBot, n int, text string, priority int) []string {
 // (control). The simulator timestamps a send when its handler runs, so on a busy machine it counts the
 // scheduler's bunching as well as the sender's spacing (../shared/benchmarking.md, "Judging a rate limiter
 // on a busy machine"): a control that cannot be wrong shows how much of that the machine adds in these
-// seconds. A quiet machine gives the control 0, and then the bot must have 0.
+// seconds. The control is one sample of that noise, and a rare event's count varies between two senders
+// exposed alike (a count of 0 beside 1 is a coin toss: the fresh-clone CI failed so twice, on the paid
+// bot's test): the bot may exceed the control by twice the count's standard deviation,
+// 2·√(n+1) — 2 when the control saw none. A limiter that actually bursts is over by tens (at 30/s, one
+// burst of a second's worth is 30).
 func assertPaced(t *testing.T, name string, st, noise sim.Stats) {
 	t.Helper()
 	t.Logf("%s: %d sends, %d over the global limit, %d over its rate in a sliding second; the control: %d sends, %d and %d",
@@ -139,11 +144,16 @@ func assertPaced(t *testing.T, name string, st, noise sim.Stats) {
 	if st.ChatLimitViolations != 0 || st.ChatIntervalViolations != 0 {
 		t.Errorf("%s: %d sends over a chat's limit, %d to a chat within the interval; want 0", name, st.ChatLimitViolations, st.ChatIntervalViolations)
 	}
-	if st.GlobalLimitViolations > noise.GlobalLimitViolations || st.SlidingSecondViolations > noise.SlidingSecondViolations {
+	if st.GlobalLimitViolations > noise.GlobalLimitViolations+spread(noise.GlobalLimitViolations) ||
+		st.SlidingSecondViolations > noise.SlidingSecondViolations+spread(noise.SlidingSecondViolations) {
 		t.Errorf("%s: %d sends over the global limit, %d over its rate in a sliding second; the same run's perfectly paced control: %d and %d",
 			name, st.GlobalLimitViolations, st.SlidingSecondViolations, noise.GlobalLimitViolations, noise.SlidingSecondViolations)
 	}
 }
+
+// spread is how much two senders exposed alike to the machine's noise may differ in a count of rare events
+// of which one saw n: twice the standard deviation of a Poisson count, 2·√(n+1), rounded up.
+func spread(n int64) int64 { return int64(math.Ceil(2 * math.Sqrt(float64(n)+1))) }
 
 // assertInOrderButRetried requires that a chat received each of want exactly once, and in want's order
 // except that a message sent more than once (retried: the platform answered 429 — on a busy machine the
