@@ -185,14 +185,14 @@ type control struct {
 	stop func()
 }
 
-func (b *botsEnv) control(simRate, rate float64) *control {
-	b.t.Helper()
-	info, err := b.sim.CreateBot(sim.BotConfig{RateLimit: &simRate})
+func (e *env) control(simRate, rate float64) *control {
+	e.t.Helper()
+	info, err := e.sim.CreateBot(sim.BotConfig{RateLimit: &simRate})
 	if err != nil {
-		b.t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	h, _ := b.sim.BotHandle(strconv.FormatInt(info.ID, 10))
-	url := b.simSrv.URL + "/bot" + info.Token + "/sendMessage"
+	h, _ := e.sim.BotHandle(strconv.FormatInt(info.ID, 10))
+	url := e.simSrv.URL + "/bot" + info.Token + "/sendMessage"
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -216,7 +216,7 @@ func (b *botsEnv) control(simRate, rate float64) *control {
 		}
 	})
 	c := &control{h: h, stop: func() { cancel(); wg.Wait() }}
-	b.t.Cleanup(c.stop)
+	e.t.Cleanup(c.stop)
 	return c
 }
 

@@ -263,6 +263,10 @@ func TestHighPriorityOvertakesNormalBacklog(t *testing.T) {
 		id   string
 	}
 	all := make([]sent, normals+highs)
+	// The shared bot's pacing is judged beside a perfectly paced sender at its rate, in the same seconds
+	// (assertPaced): the simulator's clock counts the machine's bunching too (the fresh-clone CI once
+	// counted 2 sends over the limit here, on a machine busy with the build).
+	ctl := e.control(rate, rate)
 	// Every eleventh message is high priority, sent as fast as the API takes them.
 	parallel(len(all), 8, func(i int) {
 		high := i%11 == 10
@@ -309,7 +313,7 @@ func TestHighPriorityOvertakesNormalBacklog(t *testing.T) {
 	if !firstNormal.Before(lastHigh) {
 		t.Errorf("no normal message was delivered while high ones were pending: normal is starved")
 	}
-	e.assertNoViolations()
+	assertPaced(t, "the shared bot", e.sim.DefaultBot().Stats(), ctl.noise())
 }
 
 // Many chats at once at the bot's global limit: the simulator never sees the limit exceeded, with two

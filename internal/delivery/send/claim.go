@@ -119,7 +119,7 @@ func (s *Sender) Handle(startCtx, ctx context.Context, m consume.Message, lane *
 		if err != nil {
 			t.refund()
 			s.log.Error("could not gather a digest; its item is released to be claimed again", "tracking_id", d.TrackingID, "err", err)
-			return s.finish(d, Release(false))
+			return s.finish(ctx, d, Release(false))
 		}
 		d = g
 	}

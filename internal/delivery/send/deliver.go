@@ -29,20 +29,20 @@ func (s *Sender) deliver(ctx context.Context, p rate.Priority, d notification.De
 		// Its user was erased after it was accepted, and the erasure's pass has not reached it yet (issue
 		// 35): it ends cancelled, as the pass would have ended it, and nothing is sent.
 		t.refund()
-		return s.finish(d, Erased())
+		return s.finish(ctx, d, Erased())
 	}
 	if d.Kind == notification.KindTenant && d.ChatID == 0 {
 		t.refund()
 		if d.Relinked {
-			return s.finish(d, Relinked())
+			return s.finish(ctx, d, Relinked())
 		}
-		return s.finish(d, NoLink())
+		return s.finish(ctx, d, NoLink())
 	}
 	if r, stop := d.Stopped(); stop {
 		// The user blocked the bot or opted out (the claim read both): nothing is sent, and the turn at the
 		// bot's rate goes back.
 		t.refund()
-		return s.finish(d, Decision{Result: r})
+		return s.finish(ctx, d, Decision{Result: r})
 	}
 	// Quiet hours (§14) come after the user's own stop and before the rate: a held notification gives its
 	// turn back; a silent one is sent at once without a sound.
@@ -57,7 +57,7 @@ func (s *Sender) deliver(ctx context.Context, p rate.Priority, d notification.De
 		// through it until the tenant gives a new one, and its next messages skip their waits.
 		t.refund()
 		t.pace.SetRefused(true)
-		return s.finish(d, TokenRefused())
+		return s.finish(ctx, d, TokenRefused())
 	}
 	t.pace.SetRefused(false) // a new token, if it had been refused: the bot sends again
 	entities, err := richtext.EntitiesJSON(d.Entities)
@@ -67,18 +67,18 @@ func (s *Sender) deliver(ctx context.Context, p rate.Priority, d notification.De
 		t.refund()
 		parseFailures.WithLabelValues(tenantLabel(d.TenantID)).Inc()
 		s.log.Error("the stored entities of a message could not be read", "tracking_id", d.TrackingID, "err", err)
-		return s.finish(d, Unreadable(err))
+		return s.finish(ctx, d, Unreadable(err))
 	}
 	platform, err := s.platform(ctx, d.Bot)
 	if err != nil {
 		t.refund()
 		s.log.Error("cannot send through the notification's bot", "tracking_id", d.TrackingID, "bot", int64(d.Bot), "err", err)
-		return s.finish(d, BotUnavailable(err, d.Attempts, s.opts.MaxAttempts, s.opts.Backoff, Expired(d, time.Now())))
+		return s.finish(ctx, d, BotUnavailable(err, d.Attempts, s.opts.MaxAttempts, s.opts.Backoff, Expired(d, time.Now())))
 	}
 	if d.Superseded {
 		// A later notification of its replace_key was delivered first: this older status must not replace it.
 		t.refund()
-		return s.finish(d, Superseded())
+		return s.finish(ctx, d, Superseded())
 	}
 	if d.Edit != nil {
 		// A status message that updates (§13): the key's message is edited, at the same pace as a send.
@@ -87,13 +87,13 @@ func (s *Sender) deliver(ctx context.Context, p rate.Priority, d notification.De
 		})
 		switch {
 		case stop != nil:
-			return s.finish(d, *stop)
+			return s.finish(ctx, d, *stop)
 		case err == nil || messenger.NotModified(err):
 			// "Not modified": the message shows this already (the same text again, or a retry after the
 			// platform applied the edit and the worker died before its write): delivered.
 			botSends.WithLabelValues(s.opts.BotLabel(d.Bot), messenger.Delivered.String()).Inc()
 			edits.WithLabelValues(editOutcome(err)).Inc()
-			return s.finish(d, Edited(d.Edit))
+			return s.finish(ctx, d, Edited(d.Edit))
 		case messenger.Uneditable(err):
 			// The user deleted the message, or the platform will not edit it any more: a new message, which
 			// the key follows from now on. It waits for a turn of its own: the edit took one.
@@ -102,7 +102,7 @@ func (s *Sender) deliver(ctx context.Context, p rate.Priority, d notification.De
 			t.granted = false
 		default:
 			edits.WithLabelValues("error").Inc()
-			return s.outcome(d, t, 0, false, err)
+			return s.outcome(ctx, d, t, 0, false, err)
 		}
 	}
 	var msgID int64
@@ -114,9 +114,9 @@ func (s *Sender) deliver(ctx context.Context, p rate.Priority, d notification.De
 		return err
 	})
 	if stop != nil {
-		return s.finish(d, *stop)
+		return s.finish(ctx, d, *stop)
 	}
-	return s.outcome(d, t, msgID, sentPaid, err)
+	return s.outcome(ctx, d, t, msgID, sentPaid, err)
 }
 
 // call makes one request to the platform for d at the bot's and the chat's pace: the bot's rate (a turn
@@ -175,13 +175,13 @@ func (s *Sender) call(ctx context.Context, p rate.Priority, d notification.Deliv
 
 // outcome records the platform's answer err to a send (msgID its message_id; paid: it carried
 // allow_paid_broadcast, counted in the tenant's usage when delivered) or an edit of d.
-func (s *Sender) outcome(d notification.Delivery, t *turn, msgID int64, paid bool, err error) bool {
+func (s *Sender) outcome(ctx context.Context, d notification.Delivery, t *turn, msgID int64, paid bool, err error) bool {
 	class := messenger.Classify(err).String()
 	label := s.opts.BotLabel(d.Bot)
 	if d.Bot != notification.SharedBot && messenger.ErrorCode(err) == http.StatusUnauthorized {
 		botSends.WithLabelValues(label, outcomeTokenRefused).Inc()
 		s.tokenRefused(d, t.pace)
-		return s.finish(d, TokenRefused())
+		return s.finish(ctx, d, TokenRefused())
 	}
 	botSends.WithLabelValues(label, class).Inc()
 	if messenger.Unparsable(err) {
@@ -205,7 +205,7 @@ func (s *Sender) outcome(d notification.Delivery, t *turn, msgID int64, paid boo
 			throttles.WithLabelValues("chat").Inc()
 		}
 	}
-	return s.finish(d, dec)
+	return s.finish(ctx, d, dec)
 }
 
 // editRequest is the editMessageText of a claimed notification with a message to edit (§13): the new
@@ -262,10 +262,11 @@ func (s *Sender) markBlocked(d notification.Delivery) {
 
 // finish writes the decision, for each item of a digest (each under its own attempt). The items share
 // one deadline for their retries (finishOne), so that a digest in an outage waits no longer than one
-// notification.
-func (s *Sender) finish(d notification.Delivery, dec Decision) bool {
+// notification. ctx is the delivery's: its end (the worker's grace period over) stops the retries, not
+// the first try, which records even a call that the end cut short.
+func (s *Sender) finish(ctx context.Context, d notification.Delivery, dec Decision) bool {
 	deadline := time.Now().Add(s.opts.Lease)
-	return each(d, func(one notification.Delivery) bool { return s.finishOne(one, dec, deadline) })
+	return each(d, func(one notification.Delivery) bool { return s.finishOne(ctx, one, dec, deadline) })
 }
 
 // finishOne writes the decision of one notification. The message is out: a status write that fails
@@ -274,9 +275,10 @@ func (s *Sender) finish(d notification.Delivery, dec Decision) bool {
 // retries into a duplicate: once the lease runs out the redrive sends the notification again. A write that
 // lands after the lease but before the redrive took the claim over still counts (the attempt guards it),
 // and one after it is dropped as stale. The lane waits meanwhile, which costs nothing: without the store
-// it could claim nothing either. Given up, the redrive sends it again (the one way a delivered message can
-// be sent twice, besides a timeout the platform actually served).
-func (s *Sender) finishOne(d notification.Delivery, dec Decision, deadline time.Time) bool {
+// it could claim nothing either — until the worker's grace period is over (ctx ends), when a worker on its
+// way out stops waiting. Given up, the redrive sends it again (the one way a delivered message can be
+// sent twice, besides a timeout the platform actually served).
+func (s *Sender) finishOne(ctx context.Context, d notification.Delivery, dec Decision, deadline time.Time) bool {
 	if s.opts.Killed() {
 		return false // a dead worker writes nothing
 	}
@@ -286,10 +288,13 @@ func (s *Sender) finishOne(d notification.Delivery, dec Decision, deadline time.
 	for try := 0; ; try++ {
 		if try > 0 {
 			wait := finishBackoff(try)
-			if s.opts.Killed() || time.Now().Add(wait).After(deadline) {
+			if s.opts.Killed() || ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
 				break
 			}
-			time.Sleep(wait)
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+			}
 			if s.opts.Killed() {
 				return false
 			}
