@@ -52,8 +52,8 @@ func (c *ingressCmd) Run(e runEnv) error {
 // openBackends opens the store and makes sure the Kafka topics exist: what ingress, webhook and worker all
 // do at start. Topics are usually managed by the platform team, so a broker that refuses to create them is
 // only a warning.
-func openBackends(ctx context.Context, db *config.Database, kafka *config.Kafka, logger *slog.Logger) (*store.Store, error) {
-	st, err := store.Open(ctx, db.DatabaseURL, 32)
+func openBackends(ctx context.Context, db *config.Database, kafka *config.Kafka, logger *slog.Logger, opts ...store.Option) (*store.Store, error) {
+	st, err := store.Open(ctx, db.DatabaseURL, 32, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -22,8 +22,9 @@ type workerCmd struct{ config.Worker }
 func (c *workerCmd) Run(e runEnv) error {
 	logger := c.Logger(e.stderr).With("component", "worker")
 	defer startTracing(e.ctx, "herald-worker", logger)()
-	// Concurrent deliveries each hold a connection only for their claim and their status write.
-	st, err := openBackends(e.ctx, &c.Database, &c.Kafka, logger)
+	// Concurrent deliveries each hold a connection only for their claim and their status write, which
+	// are planned once (store.GenericPlans).
+	st, err := openBackends(e.ctx, &c.Database, &c.Kafka, logger, store.GenericPlans)
 	if err != nil {
 		return err
 	}

@@ -59,14 +59,33 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx *Tx) e
 	return translate(err, "running a transaction")
 }
 
+// Option configures the pool Open makes.
+type Option func(*pgxpool.Config)
+
+// GenericPlans makes every connection of the pool plan each of its prepared statements once, for every
+// set of arguments (plan_cache_mode = force_generic_plan). It is the delivery worker's setting (herald
+// worker): its hot statements, the batched claim and status write (claims.go), join a dozen relations and
+// name their rows by key, and under the default mode PostgreSQL planned them again at each execution — a
+// third of the server's CPU per delivery (docs/benchmarks.md, issue 43). A generic plan is only as good as
+// a statement that does not depend on its arguments' values to find its rows: no statement of this
+// package passes a state or a kind as an argument (they are literals rendered from the lifecycle, which
+// the partial indexes' predicates match), and the worker's others name rows by key or scan a partial
+// index with a LIMIT.
+func GenericPlans(cfg *pgxpool.Config) {
+	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+}
+
 // Open connects to PostgreSQL and checks the connection.
-func Open(ctx context.Context, url string, maxConns int32) (*Store, error) {
+func Open(ctx context.Context, url string, maxConns int32, opts ...Option) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("while parsing the database URL: %w", err)
 	}
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
+	}
+	for _, o := range opts {
+		o(cfg)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
