@@ -53,7 +53,7 @@ import (
 )
 
 var (
-	parts       = flag.String("parts", "aggregate,fresh,paid,workers", "the parts to run, comma-separated: aggregate, fresh, paid, workers")
+	parts       = flag.String("parts", "aggregate,fresh,paid,workers", "the parts to run, comma-separated: aggregate, fresh, paid, workers, soak (not in the default: 3 minutes of its own)")
 	short       = flag.Bool("short", false, "small sizes everywhere: a quick check that the benchmark works, not a measurement")
 	nBots       = flag.Int("bots", 50, "bots with a backlog (parts 1, 2, 4)")
 	botRate     = flag.Int("rate", 30, "each bot's rate, messages per second (its rateLimit and the simulator's)")
@@ -117,6 +117,10 @@ func run(ctx context.Context) error {
 				}
 				return fresh()
 			})
+		case "soak":
+			fmt.Printf("\n== 5. soak: the shared bot at %d/s, %d users, POST /v1/send at %d/s for %v through herald ingress (herald webhook beside it), %d worker process(es) ==\n",
+				*soakBotRate, *soakUsers, *soakRate, *soakDuration, *soakWorkers)
+			err = soakRun(ctx, url)
 		case "workers":
 			fmt.Printf("\n== 4. workers under the backlog of %d bots × %d ==\n", *nBots, *backlog)
 			for i, s := range strings.Split(*workerList, ",") {

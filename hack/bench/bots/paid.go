@@ -215,7 +215,7 @@ type processes struct {
 
 // startProcessWorkers starts n `herald worker` processes on the database at url, the pipeline's broker and
 // simulator, and waits until each is ready.
-func (p *pipeline) startProcessWorkers(ctx context.Context, url string, n int) (*processes, error) {
+func (p *pipeline) startProcessWorkers(ctx context.Context, url string, n int, env ...string) (*processes, error) {
 	ps := &processes{}
 	for range n {
 		addrs, err := freeAddrs(3)
@@ -229,6 +229,7 @@ func (p *pipeline) startProcessWorkers(ctx context.Context, url string, n int) (
 			"HERALD_MESSENGER_API_URL="+p.simURL, "HERALD_MESSENGER_BOT_TOKEN="+p.sim.Token(), "HERALD_BOT_TOKEN_KEY="+p.keyText,
 			"HERALD_WORKER_GROUP_ID=bots", "HERALD_LOG_LEVEL=warn", "HERALD_MESSENGER_RATE_LIMIT="+strconv.Itoa(*botRate),
 			"HERALD_HTTP_ADDR="+addrs[0], "HERALD_METRICS_ADDR="+addrs[1], "HERALD_PPROF_ADDR="+addrs[2])
+		cmd.Env = append(cmd.Env, env...) // the last of a name wins
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 		if err := cmd.Start(); err != nil {
