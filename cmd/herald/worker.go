@@ -23,8 +23,8 @@ func (c *workerCmd) Run(e runEnv) error {
 	logger := c.Logger(e.stderr).With("component", "worker")
 	defer startTracing(e.ctx, "herald-worker", logger)()
 	// Concurrent deliveries each hold a connection only for their claim and their status write, which
-	// are planned once (store.GenericPlans).
-	st, err := openBackends(e.ctx, &c.Database, &c.Kafka, logger, store.GenericPlans)
+	// are planned once (store.StablePlans).
+	st, err := openBackends(e.ctx, &c.Database, &c.Kafka, logger, store.StablePlans)
 	if err != nil {
 		return err
 	}

@@ -298,7 +298,10 @@ func (s *Store) claimMany(ctx context.Context, ids, ordered []string, lease time
 // by its attempt number (a row whose attempt was taken over is left as it is). The outcomes are the rows of
 // f (finishValues: the arrays $1…$11, one element per notification). A tenant notification without a chat
 // is one whose user was erased during the attempt (a claim sends none that has no chat): the platform's
-// message id is not recorded on it.
+// message id is not recorded on it. The rows are named by key twice: by the join with f, and by the
+// array of their keys, which makes the plan an index scan of the keys whatever the statistics say — with the
+// join alone, the plan found no index condition on notifications, and one made while the table was small
+// hashed f and read the whole table at each write (make bench-bots, part soak; store.StablePlans).
 var finishUpdateSQL = `
 	UPDATE notifications
 	SET status = f_status,
@@ -315,7 +318,7 @@ var finishUpdateSQL = `
 	            $10::timestamptz[], $11::boolean[])
 	     AS f(f_tracking_id, f_attempts, f_status, f_message_id, f_error_code, f_error_message, f_retry_in, f_release, f_delivered_as,
 	          f_message_sent_at, f_paid)
-	WHERE tracking_id = f_tracking_id AND ` + byKeyOnly(notification.OutcomeSQL()) + ` AND attempts = f_attempts
+	WHERE tracking_id = ANY($1::uuid[]) AND tracking_id = f_tracking_id AND ` + byKeyOnly(notification.OutcomeSQL()) + ` AND attempts = f_attempts
 	RETURNING ` + notificationEventColumns + `, f_attempts, f_paid, f_delivered_as`
 
 // finishSQL is the status writes with the callback events and the usage counts of the terminal states, in

@@ -114,3 +114,10 @@ func CountUsageForTest(ctx context.Context, s *Store, tenantID string, hour time
 		SELECT 1`, tenantID, hour, n)
 	return err
 }
+
+// ClaimManySQLForTest and FinishSQLForTest are the worker's batched claim and status write, whose plans
+// under StablePlans the tests check.
+var (
+	ClaimManySQLForTest = claimManySQL
+	FinishSQLForTest    = finishSQL
+)

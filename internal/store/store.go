@@ -62,17 +62,25 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx *Tx) e
 // Option configures the pool Open makes.
 type Option func(*pgxpool.Config)
 
-// GenericPlans makes every connection of the pool plan each of its prepared statements once, for every
-// set of arguments (plan_cache_mode = force_generic_plan). It is the delivery worker's setting (herald
-// worker): its hot statements, the batched claim and status write (claims.go), join a dozen relations and
-// name their rows by key, and under the default mode PostgreSQL planned them again at each execution — a
-// third of the server's CPU per delivery (docs/benchmarks.md, issue 43). A generic plan is only as good as
-// a statement that does not depend on its arguments' values to find its rows: no statement of this
-// package passes a state or a kind as an argument (they are literals rendered from the lifecycle, which
-// the partial indexes' predicates match), and the worker's others name rows by key or scan a partial
-// index with a LIMIT.
-func GenericPlans(cfg *pgxpool.Config) {
+// StablePlans makes the pool's plans independent of the arguments and of the statistics of the moment.
+// It is the delivery worker's setting (herald worker), whose hot statements — the batched claim and status
+// write (claims.go) — join a dozen relations and name their rows by key:
+//
+//   - each prepared statement is planned once, for every set of arguments (plan_cache_mode =
+//     force_generic_plan): under the default mode PostgreSQL planned the claim and the status write again
+//     at each execution, a third of the server's CPU per delivery;
+//   - no sequential scan where an index can find the rows (enable_seqscan = off): a plan made while
+//     notifications was small — a generic one, or a custom one from statistics behind a growing backlog —
+//     read the whole table at each status write instead of the rows named (make bench-bots, part soak: 15–35
+//     ms a write, the bot's backlog growing). A statement with no index to use still scans.
+//
+// Both are sound for the worker because none of its statements depends on its arguments' values to find
+// its rows: no statement of this package passes a state or a kind as an argument (they are literals
+// rendered from the lifecycle, which the partial indexes' predicates match); the worker's statements name
+// rows by key or read a partial index in order with a LIMIT. docs/benchmarks.md, issue 43.
+func StablePlans(cfg *pgxpool.Config) {
 	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	cfg.ConnConfig.RuntimeParams["enable_seqscan"] = "off"
 }
 
 // Open connects to PostgreSQL and checks the connection.
