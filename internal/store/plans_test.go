@@ -78,3 +78,35 @@ func TestStablePlansReadTheNamedRowsByKey(t *testing.T) {
 		}
 	}
 }
+
+// A statement with no index to use keeps its sequential scan under store.StablePlans, and the penalty
+// enable_seqscan = off adds to its cost must not make PostgreSQL compile it at each execution (JIT): the
+// worker reads the tenants' weights and the endings due every few seconds, and each read cost 200–800 ms
+// of the server's CPU when it was compiled.
+func TestStablePlansCompileNothing(t *testing.T) {
+	ctx := context.Background()
+	s, url := pgtest.NewStore(t)
+	if err := s.CreateTenant(ctx, "acme", "Acme"); err != nil {
+		t.Fatal(err)
+	}
+	stable, err := store.Open(ctx, url, 1, store.StablePlans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stable.Close()
+	rows, err := stable.Pool().Query(ctx, `EXPLAIN (ANALYZE, FORMAT TEXT) SELECT id, delivery_weight FROM tenants WHERE delivery_weight IS NOT NULL`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := strings.Join(lines, "\n")
+	if !strings.Contains(plan, "Seq Scan on tenants") {
+		t.Fatalf("expected the weights' read to scan tenants (no index serves it):\n%s", plan)
+	}
+	if strings.Contains(plan, "JIT:") {
+		t.Errorf("the weights' read was compiled at execution:\n%s", plan)
+	}
+}

@@ -72,7 +72,12 @@ type Option func(*pgxpool.Config)
 //   - no sequential scan where an index can find the rows (enable_seqscan = off): a plan made while
 //     notifications was small — a generic one, or a custom one from statistics behind a growing backlog —
 //     read the whole table at each status write instead of the rows named (make bench-bots, part soak: 15–35
-//     ms a write, the bot's backlog growing). A statement with no index to use still scans.
+//     ms a write, the bot's backlog growing). A statement with no index to use still scans;
+//   - no JIT compilation (jit = off): a scan left sequential carries enable_seqscan's penalty of 10^10 in
+//     its cost, which passes every jit_*_above_cost, so PostgreSQL compiled, inlined and optimised each
+//     execution of the worker's small periodic reads (the tenants' weights, the endings due): 200–800 ms
+//     of CPU each, a third of the server's CPU in make bench-bots' paid part. None of the worker's
+//     statements reads enough rows for JIT to pay back its compilation.
 //
 // Both are sound for the worker because none of its statements depends on its arguments' values to find
 // its rows: no statement of this package passes a state or a kind as an argument (they are literals
@@ -81,6 +86,7 @@ type Option func(*pgxpool.Config)
 func StablePlans(cfg *pgxpool.Config) {
 	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	cfg.ConnConfig.RuntimeParams["enable_seqscan"] = "off"
+	cfg.ConnConfig.RuntimeParams["jit"] = "off"
 }
 
 // Open connects to PostgreSQL and checks the connection.
