@@ -90,10 +90,15 @@ func New(opts Options) *Sender {
 }
 
 // batchSize and batchWriters bound the batched claims and status writes: notifications per statement,
-// and statements of each in flight (each holds one of the store's connections).
+// and statements of each in flight (each holds one of the store's connections). Two, so that one batch
+// runs while the next gathers and a statement that waits on a row lock does not stall every lane: each
+// statement in flight splits the lanes of the same moment into smaller batches, and PostgreSQL's work
+// per statement (starting the plan, opening fourteen indexes) is paid again — with four, the server
+// spent 0.60 ms of CPU per delivery against 0.48 ms with two and 0.42 ms with one (make bench-bots,
+// part paid; docs/benchmarks.md, issue 43's fifth pass).
 const (
 	batchSize    = 256
-	batchWriters = 4
+	batchWriters = 2
 )
 
 // errKilled: the worker was killed (the tests' crash) before the batch was written; it writes nothing more.
