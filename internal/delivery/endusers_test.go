@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/heraldhq/herald/internal/bot"
 	"github.com/heraldhq/herald/internal/dev/sim"
@@ -206,8 +209,11 @@ func TestStopInTheChatRefusesTheTenantsNextSend(t *testing.T) {
 }
 
 // A tap racing sends: every send is either refused (409 user_opted_out) or accepted and then delivered or
-// ended blocked "opted out" — and none reaches the chat after the tap was acknowledged; every send made
-// after the acknowledgement is refused.
+// ended blocked "opted out" — and none that was still waiting when the opt-out committed reaches the chat
+// after the tap was acknowledged; every send made after the acknowledgement is refused. A notification a
+// worker had already claimed may still land a moment after the acknowledgement (its call was under way:
+// docs/end-users.md, "No delivery after the acknowledgement"): the test reads which were claimed or
+// delivered right after the acknowledgement, and only those may arrive after it.
 func TestATapRacingSendsLetsNoneThroughAfterTheAcknowledgement(t *testing.T) {
 	t.Parallel()
 	opts := simOptions(nil)
@@ -270,6 +276,18 @@ func TestATapRacingSendsLetsNoneThroughAfterTheAcknowledgement(t *testing.T) {
 	mu.Lock()
 	ackAt = time.Now()
 	mu.Unlock()
+	// The notifications claimed before the opt-out committed: delivering or delivered now. Every other one
+	// of ann's was waiting at the commit and must not be sent at all (a claim after the commit that let one
+	// through would also show as queued ones delivered below).
+	rows, err := e.st.Pool().Query(context.Background(), `SELECT tracking_id::text FROM notifications
+		WHERE tenant_id = 'acme' AND user_id = 'ann' AND status IN ('delivering', 'delivered')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimedAtAck, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
 	wait.Until(t, 10*time.Second, "sends after the acknowledgement", func() bool { return afterAck() >= 10 })
 	close(done)
 	wg.Wait()
@@ -305,8 +323,15 @@ func TestATapRacingSendsLetsNoneThroughAfterTheAcknowledgement(t *testing.T) {
 		text := "A message from Acme Shop\n" + texts[id]
 		switch s {
 		case "delivered":
-			if at, ok := delivered[text]; !ok || at.After(ackAt) {
-				t.Fatalf("%q reached the chat at %v, after the tap's acknowledgement at %v", texts[id], at, ackAt)
+			at, ok := delivered[text]
+			if !ok {
+				t.Fatalf("%q ended delivered and is not in the chat", texts[id])
+			}
+			if at.After(ackAt) && !slices.Contains(claimedAtAck, id) {
+				t.Fatalf("%q reached the chat at %v, after the tap's acknowledgement at %v, and was not claimed when the opt-out committed", texts[id], at, ackAt)
+			}
+			if at.After(ackAt) {
+				t.Logf("%q, claimed before the opt-out committed, reached the chat %v after the acknowledgement", texts[id], at.Sub(ackAt))
 			}
 		case "blocked":
 			if r := e.row(id); r.ErrCode != notification.CodeOptedOut {
