@@ -1,6 +1,9 @@
 package batch
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // Inline groups concurrent calls like a Batcher, with no goroutines of its own: a caller that finds fewer
 // than loops batches running runs one itself, and when it is done hands the requests that arrived meanwhile
@@ -11,10 +14,14 @@ import "sync"
 type Inline[T, R any] struct {
 	run             func([]T) ([]R, error)
 	loops, maxBatch int
+	// gap spaces the batches' starts (NewSpacedInline); 0 starts each as soon as it may.
+	gap time.Duration
 
 	mu      sync.Mutex
 	running int
 	waiting []*inlineJob[T, R]
+	// next is the earliest start of the next batch when gap is set.
+	next time.Time
 }
 
 type inlineJob[T, R any] struct {
@@ -28,6 +35,18 @@ type inlineJob[T, R any] struct {
 // returns one answer per request, in order, or an error, which every request of the batch gets.
 func NewInline[T, R any](loops, maxBatch int, run func([]T) ([]R, error)) *Inline[T, R] {
 	return &Inline[T, R]{run: run, loops: max(loops, 1), maxBatch: max(maxBatch, 1)}
+}
+
+// NewSpacedInline is NewInline whose batches start at least gap apart: under a steady stream of calls a
+// leader waits out the rest of the gap before it takes the waiting, so each batch holds about gap's
+// worth of calls instead of the few that arrived during the previous round trip, and the statement's
+// fixed cost is paid that much less often. A call that finds the last start more than gap ago runs at
+// once, so an idle or lightly loaded caller pays nothing; a loop that is stuck (a row lock) does not
+// hold the other back, which keeps spacing its own batches.
+func NewSpacedInline[T, R any](loops, maxBatch int, gap time.Duration, run func([]T) ([]R, error)) *Inline[T, R] {
+	g := NewInline(loops, maxBatch, run)
+	g.gap = max(gap, 0)
+	return g
 }
 
 // Do runs item in a batch and returns its answer.
@@ -53,6 +72,21 @@ func (g *Inline[T, R]) Do(item T) (R, error) {
 // first that still waits, if any, keeping the running count.
 func (g *Inline[T, R]) lead(j *inlineJob[T, R]) {
 	g.mu.Lock()
+	if g.gap > 0 {
+		// Take the next start slot (the slots are shared by the loops, so two loops alternate) and
+		// let the calls of the wait join this batch.
+		now := time.Now()
+		start := now
+		if g.next.After(now) {
+			start = g.next
+		}
+		g.next = start.Add(g.gap)
+		if d := start.Sub(now); d > 0 {
+			g.mu.Unlock()
+			time.Sleep(d)
+			g.mu.Lock()
+		}
+	}
 	n := min(len(g.waiting), g.maxBatch-1)
 	jobs := append([]*inlineJob[T, R]{j}, g.waiting[:n]...)
 	g.waiting = g.waiting[n:]

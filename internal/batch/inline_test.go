@@ -71,3 +71,81 @@ func TestInlineAnswersEveryCallerWithItsOwnResult(t *testing.T) {
 		t.Fatalf("after every call: %d running, %d waiting", g.running, len(g.waiting))
 	}
 }
+
+func TestSpacedInlineGathersAGapsWorthAndLetsALoneCallThrough(t *testing.T) {
+	const gap = 20 * time.Millisecond
+	var mu sync.Mutex
+	var starts []time.Time
+	var sizes []int
+	release := make(chan struct{})
+	g := NewSpacedInline(2, 256, gap, func(items []int) ([]int, error) {
+		mu.Lock()
+		starts = append(starts, time.Now())
+		sizes = append(sizes, len(items))
+		mu.Unlock()
+		if items[0] < 0 {
+			<-release // a statement stuck on a row lock
+		}
+		return items, nil
+	})
+
+	// Idle: a lone call runs at once, not a gap later.
+	t0 := time.Now()
+	if r, err := g.Do(1); err != nil || r != 1 {
+		t.Fatalf("a lone call: %d %v", r, err)
+	}
+	if d := time.Since(t0); d > gap/2 {
+		t.Fatalf("a lone call on an idle batcher waited %v", d)
+	}
+
+	// A steady stream, one call every millisecond for 200 ms: the batches start at least a gap apart
+	// and hold several calls each.
+	time.Sleep(gap)
+	mu.Lock()
+	starts, sizes = nil, nil
+	mu.Unlock()
+	var wg sync.WaitGroup
+	streamStart := time.Now()
+	for i := range 200 {
+		wg.Go(func() {
+			if r, err := g.Do(i + 2); err != nil || r != i+2 {
+				t.Errorf("call %d: %d %v", i, r, err)
+			}
+		})
+		time.Sleep(time.Millisecond)
+	}
+	wg.Wait()
+	elapsed := time.Since(streamStart)
+	mu.Lock()
+	for i := 1; i < len(starts); i++ {
+		if d := starts[i].Sub(starts[i-1]); d < gap-time.Millisecond {
+			t.Errorf("batch %d started %v after the one before, want at least %v", i, d, gap)
+		}
+	}
+	if len(starts) > int(elapsed/gap)+2 || len(starts) < 2 {
+		t.Errorf("%d batches for 200 calls over %v (sizes %v)", len(starts), elapsed, sizes)
+	}
+	mu.Unlock()
+
+	// One loop stuck: the other still runs the calls that come, a gap apart.
+	time.Sleep(gap)
+	stuck := make(chan error, 1)
+	go func() { _, err := g.Do(-1); stuck <- err }()
+	time.Sleep(5 * time.Millisecond)
+	t0 = time.Now()
+	if r, err := g.Do(9); err != nil || r != 9 {
+		t.Fatalf("beside a stuck batch: %d %v", r, err)
+	}
+	if d := time.Since(t0); d > 10*gap {
+		t.Fatalf("a call beside a stuck batch waited %v", d)
+	}
+	close(release)
+	if err := <-stuck; err != nil {
+		t.Fatal(err)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.running != 0 || len(g.waiting) != 0 {
+		t.Fatalf("after every call: %d running, %d waiting", g.running, len(g.waiting))
+	}
+}
