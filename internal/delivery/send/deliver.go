@@ -283,7 +283,11 @@ func (s *Sender) finishOne(ctx context.Context, d notification.Delivery, dec Dec
 		return false // a dead worker writes nothing
 	}
 	r := dec.Result
-	log := s.log.With("tracking_id", d.TrackingID, "attempt", d.Attempts, "status", r.Status)
+	// Formatted only for a line that is written: most deliveries log nothing at the production level,
+	// and With formats its attributes at once (3 % of the worker's CPU in issue 43's profile).
+	log := func() *slog.Logger {
+		return s.log.With("tracking_id", d.TrackingID, "attempt", d.Attempts, "status", r.Status)
+	}
 	var err error
 	for try := 0; ; try++ {
 		if try > 0 {
@@ -326,10 +330,10 @@ func (s *Sender) finishOne(ctx context.Context, d notification.Delivery, dec Dec
 			return s.recorded(log, r, dec, ok)
 		}
 		if try == 1 {
-			log.Warn("could not record the delivery; trying again until its lease runs out", "err", err)
+			log().Warn("could not record the delivery; trying again until its lease runs out", "err", err)
 		}
 	}
-	log.Error("could not record the delivery; the lease will expire and redrive it", "err", err)
+	log().Error("could not record the delivery; the lease will expire and redrive it", "err", err)
 	return true
 }
 
@@ -339,18 +343,20 @@ func finishBackoff(try int) time.Duration {
 }
 
 // recorded counts and logs an outcome the store wrote (ok), or dropped as stale.
-func (s *Sender) recorded(log *slog.Logger, r notification.DeliveryResult, dec Decision, ok bool) bool {
+func (s *Sender) recorded(log func() *slog.Logger, r notification.DeliveryResult, dec Decision, ok bool) bool {
 	if !ok {
 		skipped.WithLabelValues("stale_result").Inc()
-		log.Warn("status not recorded: the claim was taken over after its lease ran out")
+		log().Warn("status not recorded: the claim was taken over after its lease ran out")
 		return true
 	}
 	recordOutcome(r.Status, r.ErrorCode)
 	if r.Status == notification.Delivered {
-		log.Debug("delivered") // not the platform's message id: it identifies the user's chat message
+		if s.log.Enabled(context.Background(), slog.LevelDebug) {
+			log().Debug("delivered") // not the platform's message id: it identifies the user's chat message
+		}
 	} else {
 		// The full error, which may name hosts and addresses; tenants see only r.ErrorMessage.
-		log.Info("delivery attempt ended", "error_code", r.ErrorCode, "error", r.ErrorMessage, "err", dec.Cause, "retry_in", r.RetryIn)
+		log().Info("delivery attempt ended", "error_code", r.ErrorCode, "error", r.ErrorMessage, "err", dec.Cause, "retry_in", r.RetryIn)
 	}
 	return true
 }
