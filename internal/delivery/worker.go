@@ -55,7 +55,7 @@ type Options struct {
 	PerChatInterval time.Duration        // minimum spacing of two sends to one chat; 1 s
 	MaxAttempts     int                  // attempts before a transient failure becomes failed; 8
 	Concurrency     int                  // deliveries in flight (claim, call, status write); 256 (normal at most 3/4)
-	Buffer          int                  // messages in lanes (fetched and not finished); 10,000 (normal at most 3/4)
+	Buffer          int                  // messages in lanes (fetched and not finished); 20,000 (normal at most 3/4)
 	HighWeight      int                  // high-priority grants per normal one while both wait; 9
 	Lease           time.Duration        // how long a claim may stay in flight before it is redriven; 2 m
 	Backoff         notification.Backoff // transient-failure schedule; send.DefaultBackoff
@@ -136,7 +136,7 @@ func (o *Options) defaults() error {
 	}
 	defInt(&o.MaxAttempts, 8)
 	defInt(&o.Concurrency, 256)
-	defInt(&o.Buffer, 10000)
+	defInt(&o.Buffer, 20000)
 	defInt(&o.Hold, 20*o.Buffer)
 	defInt(&o.HighWeight, 9)
 	defInt(&o.RepublishBatch, 500)

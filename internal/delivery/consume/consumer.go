@@ -74,9 +74,15 @@ func (g *Group) newConsumer(p rate.Priority) *consumer {
 		Topic:   c.topic,
 		// The client id names this worker's members in the group, which is how it finds its partitions
 		// (group.go).
-		Dialer:            &kafka.Dialer{ClientID: g.opts.ClientID, Timeout: 10 * time.Second, DualStack: true},
-		MinBytes:          1,
-		MaxBytes:          10 << 20,
+		Dialer:   &kafka.Dialer{ClientID: g.opts.ClientID, Timeout: 10 * time.Second, DualStack: true},
+		MinBytes: 1,
+		// A fetch's bytes per partition. The partitions' fetches are read in turn, so a small fetch
+		// interleaves them finely: a bot's first messages in fetch order, which fill its share of the
+		// lanes (hold.go), then come from all of this worker's partitions and open lanes for chats of
+		// each. With 10 MB a partition's whole backlog came in one fetch, and a bot with 1,000 chats and
+		// 15 messages each had lanes for the chats of one or two partitions (about 150) while the rest
+		// waited to be promoted, at the pace of those few chats (issue 43).
+		MaxBytes:          256 << 10,
 		MaxWait:           2 * time.Second,
 		QueueCapacity:     max(100, g.opts.Concurrency),
 		StartOffset:       kafka.FirstOffset,
