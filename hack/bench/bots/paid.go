@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -135,6 +136,7 @@ func paidRun(ctx context.Context, url string, workers, latencyMS int) error {
 		sends += s.Sends
 	}
 	fmt.Printf("   %d sends, %d billed as paid broadcasts; duplicates (a notification's text twice in its chat): %d\n", sends, paidSends, duplicates(bots))
+	fmt.Printf("   %s\n", chatGaps(bots))
 	violations(bots)
 	ctl.report()
 	fmt.Printf("   per worker, mean over the drain: %s\n", means)
@@ -144,6 +146,33 @@ func paidRun(ctx context.Context, url string, workers, latencyMS int) error {
 		return nil
 	}
 	return statements(ctx, p, total, *paidProfile)
+}
+
+// chatGaps describes the time between two sends to the same chat, where the platform saw them: with the
+// per-chat interval of a second, a bot with N chats can send at most N a second, and only while each gap
+// stays near the interval. Gaps much longer than the interval are lanes that had nothing to send (their
+// next message not yet read) or waited for something else.
+func chatGaps(bots []ownBot) string {
+	var gaps []time.Duration
+	for _, o := range bots {
+		for _, chat := range o.chats {
+			ms := o.h.Messages(chat)
+			for i := 1; i < len(ms); i++ {
+				gaps = append(gaps, ms[i].Time.Sub(ms[i-1].Time))
+			}
+		}
+	}
+	if len(gaps) == 0 {
+		return "no chat got two sends"
+	}
+	slices.Sort(gaps)
+	q := func(f float64) string { return gaps[int(f*float64(len(gaps)-1))].Round(time.Millisecond).String() }
+	var sum time.Duration
+	for _, g := range gaps {
+		sum += g
+	}
+	return fmt.Sprintf("gaps between two sends to a chat: mean %s, p10 %s, p50 %s, p90 %s, p99 %s",
+		(sum / time.Duration(len(gaps))).Round(time.Millisecond), q(0.10), q(0.50), q(0.90), q(0.99))
 }
 
 // duplicates counts the messages of the bots whose text their chat had already: each notification's text
