@@ -301,9 +301,26 @@ func TestLongPollGetsItsTimeoutOnTopOfTheCallTimeout(t *testing.T) {
 }
 
 func TestConnectionsAreReused(t *testing.T) {
+	const parallel = 64
 	var conns atomic.Int64
+	// Each round's calls are all in the server at once before any is answered: the first round must open
+	// a connection per call, and a later one finds them all idle. (Answering each call as it came let a
+	// busy machine's first round finish on fewer connections, and a later, more concurrent round then
+	// opened new ones: a flake, not a fault of the pool.)
+	var mu sync.Mutex
+	var arrived int
+	gate := make(chan struct{})
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(time.Millisecond)
+		mu.Lock()
+		g := gate
+		if arrived++; arrived == parallel {
+			close(gate)
+		}
+		mu.Unlock()
+		select {
+		case <-g:
+		case <-time.After(5 * time.Second): // a call that never came: the round's counts will say so
+		}
 		ok(w, `{"message_id":1,"chat":{"id":1,"type":"private"},"date":1}`)
 	}))
 	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
@@ -315,8 +332,10 @@ func TestConnectionsAreReused(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	c := messenger.New(srv.URL, testToken, nil)
-	const parallel = 64
 	round := func() {
+		mu.Lock()
+		arrived, gate = 0, make(chan struct{})
+		mu.Unlock()
 		var wg sync.WaitGroup
 		for range parallel {
 			wg.Go(func() {
