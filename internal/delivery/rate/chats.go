@@ -40,13 +40,14 @@ func (c *Chats) Wait(ctx context.Context, chat int64) error {
 	return sleepUntil(ctx, t)
 }
 
-// WaitFree sleeps until the chat's next slot without reserving it: a lane waits for its chat's interval
-// before it asks for a turn at the global rate, holding nothing meanwhile.
-func (c *Chats) WaitFree(ctx context.Context, chat int64) error {
+// WaitFree sleeps until lead before the chat's next slot without reserving it: a lane waits for its
+// chat's interval before it asks for a turn at the global rate, holding nothing meanwhile, and wakes
+// early enough that its turn and its claim are done when the slot comes (Wait then reserves it).
+func (c *Chats) WaitFree(ctx context.Context, chat int64, lead time.Duration) error {
 	c.mu.Lock()
 	t := c.next[chat]
 	c.mu.Unlock()
-	return sleepUntil(ctx, t)
+	return sleepUntil(ctx, t.Add(-lead))
 }
 
 // NotBefore holds the chat until t (another worker may have sent to it until shortly before).

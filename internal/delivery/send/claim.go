@@ -23,9 +23,10 @@ import (
 // Handle delivers the notification of one Kafka message. It reports whether the message is settled
 // (its offset may be committed): false only when the worker was killed or aborted before settling it.
 //
-// The order of the waits is what makes delivery fair and keeps slots free: first the chat's interval
-// (holding nothing), then the tenant's turn at its bot's rate (holding nothing), then an in-flight slot
-// for the claim, the call and the status write. Each bot has its own pace (rate.Paces), so a message
+// The order of the waits is what makes delivery fair and keeps slots free: first the chat's interval up
+// to claimLead before its slot (holding nothing), then the tenant's turn at its bot's rate (holding
+// nothing), then an in-flight slot for the claim, the rest of the chat's interval, the call and the
+// status write. Each bot has its own pace (rate.Paces), so a message
 // waits only for its own bot. A grant that is not used (nothing to send) is refunded. The waits end with
 // startCtx (the worker stops starting deliveries); the delivery itself runs under ctx.
 func (s *Sender) Handle(startCtx, ctx context.Context, m consume.Message, lane *consume.Lane) bool {
@@ -136,7 +137,7 @@ func (s *Sender) Handle(startCtx, ctx context.Context, m consume.Message, lane *
 // chat, its turn or an in-flight slot.
 var errNotStarted = errors.New("delivery not started")
 
-// waitAndClaim waits for the chat's interval (holding nothing), then the tenant's turn at its bot's rate
+// waitAndClaim waits for the chat's interval up to claimLead before its slot (holding nothing), then the tenant's turn at its bot's rate
 // (holding nothing), then an in-flight slot, and claims the notification (inOrder: keeping the chat's
 // order, ClaimDeliveryInOrder). Unless it returns errNotStarted it holds the slot, which the caller
 // releases; a grant not used is the caller's to refund (t.refund). A bot whose token was refused sends
@@ -146,7 +147,7 @@ func (s *Sender) waitAndClaim(startCtx, ctx context.Context, p rate.Priority, en
 	if !t.pace.Refused() {
 		start := time.Now()
 		if lane.Chat != 0 {
-			if err := t.pace.Chats.WaitFree(startCtx, lane.Chat); err != nil {
+			if err := t.pace.Chats.WaitFree(startCtx, lane.Chat, claimLead); err != nil {
 				return notification.Delivery{}, time.Time{}, errNotStarted
 			}
 			limiterWait.WithLabelValues("chat", p.String()).Observe(time.Since(start).Seconds())
