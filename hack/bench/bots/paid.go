@@ -137,6 +137,7 @@ func paidRun(ctx context.Context, url string, workers, latencyMS int) error {
 	}
 	fmt.Printf("   %d sends, %d billed as paid broadcasts; duplicates (a notification's text twice in its chat): %d\n", sends, paidSends, duplicates(bots))
 	fmt.Printf("   %s\n", chatGaps(bots))
+	fmt.Printf("   %s\n", chatsSending(bots))
 	violations(bots)
 	ctl.report()
 	fmt.Printf("   per worker, mean over the drain: %s\n", means)
@@ -173,6 +174,55 @@ func chatGaps(bots []ownBot) string {
 	}
 	return fmt.Sprintf("gaps between two sends to a chat: mean %s, p10 %s, p50 %s, p90 %s, p99 %s",
 		(sum / time.Duration(len(gaps))).Round(time.Millisecond), q(0.10), q(0.50), q(0.90), q(0.99))
+}
+
+// chatsSending describes how many of a bot's chats got a message in each whole second of the middle of the
+// drain (from the tenth to the ninetieth percentile of its sends): with the per-chat interval of a second,
+// a bot delivers at most that many a second, so a count below its chats is chats that had nothing to send
+// (their next message not yet fetched, or held) rather than a slow send.
+func chatsSending(bots []ownBot) string {
+	var counts []int
+	for _, o := range bots {
+		var times []time.Time
+		for _, chat := range o.chats {
+			for _, m := range o.h.Messages(chat) {
+				times = append(times, m.Time)
+			}
+		}
+		if len(times) < 10 {
+			continue
+		}
+		slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+		from, to := times[len(times)/10], times[len(times)*9/10]
+		for t := from; t.Add(time.Second).Before(to); t = t.Add(time.Second) {
+			n := 0
+			for _, chat := range o.chats {
+				for _, m := range o.h.Messages(chat) {
+					if !m.Time.Before(t) && m.Time.Before(t.Add(time.Second)) {
+						n++
+						break
+					}
+				}
+			}
+			counts = append(counts, n)
+			if os.Getenv("BENCH_DEBUG") != "" {
+				fmt.Printf("%d ", n)
+			}
+		}
+		if os.Getenv("BENCH_DEBUG") != "" {
+			fmt.Println()
+		}
+	}
+	if len(counts) == 0 {
+		return "chats sending per second: too few sends"
+	}
+	slices.Sort(counts)
+	sum := 0
+	for _, c := range counts {
+		sum += c
+	}
+	return fmt.Sprintf("chats sent to in a second of the drain's middle, per bot of %d chats: mean %.0f, min %d, p50 %d, max %d (%d bot-seconds)",
+		len(bots[0].chats), float64(sum)/float64(len(counts)), counts[0], counts[len(counts)/2], counts[len(counts)-1], len(counts))
 }
 
 // duplicates counts the messages of the bots whose text their chat had already: each notification's text

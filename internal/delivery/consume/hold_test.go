@@ -112,3 +112,77 @@ func TestFreedSlotsGoFirstToABotWithNothingInLanesThenInTurn(t *testing.T) {
 		}
 	}
 }
+
+// offsetGate reports each message as its delivery starts and holds it until the test releases its offset.
+type offsetGate struct {
+	started chan Message
+	release map[int64]chan struct{}
+}
+
+func (g *offsetGate) Handle(start, work context.Context, m Message, lane *Lane) bool {
+	g.started <- m
+	select {
+	case <-g.release[m.Offset]:
+	case <-work.Done():
+	}
+	return true
+}
+
+// A bot's share of the buffer covers its chats, not a few chats' runs of messages: a lane takes at most
+// laneDepth messages while its key has more, the rest are held per key and enter the lane in order as it
+// drains, and the share goes to the bot's other chats. A fetch brings a partition's messages in a run,
+// and with the share filled in fetch order a paid bot's chats sat idle behind others' runs (issue 43).
+func TestABotsShareGoesToItsChatsNotToOneChatsRun(t *testing.T) {
+	c, _, ctx := holdingConsumer(t, 12) // normal's part: 9; one bot: a share of 9 / 2 = 4
+	h := &offsetGate{started: make(chan Message, 16), release: map[int64]chan struct{}{}}
+	for o := range int64(9) {
+		h.release[o] = make(chan struct{})
+	}
+	c.g.opts.Handler = h
+	go c.promoteLoop(ctx, ctx) // as the consumer runs it: a lane that frees a place wakes it
+	const bot = notification.BotID(7)
+	const a, b, d = 7001, 7002, 7003
+	var offset int64
+	for _, chat := range []int64{a, a, a, a, a, a, b, d} {
+		offset++
+		env := queue.Envelope{V: queue.EnvelopeVersion, TrackingID: uuid.NewString(), TenantID: "acme"}
+		c.hold <- struct{}{}
+		c.take(ctx, ctx, kafka.Message{Topic: c.topic, Partition: 0, Offset: offset, Key: []byte(notification.ChatKey(bot, chat)),
+			Value: env.Marshal(), Time: time.Now()})
+	}
+	started := func() Message {
+		t.Helper()
+		select {
+		case m := <-h.started:
+			return m
+		case <-time.After(10 * time.Second):
+			t.Fatal("no delivery started")
+			return Message{}
+		}
+	}
+	chats := map[string]bool{}
+	for range 3 {
+		chats[string(started().Key)] = true
+	}
+	for _, chat := range []int64{a, b, d} {
+		if !chats[notification.ChatKey(bot, chat)] {
+			t.Fatalf("deliveries started for %v, want one in each of chats %d, %d and %d", chats, a, b, d)
+		}
+	}
+	if got := c.heldCount(); got != 4 {
+		t.Fatalf("%d held, want 4: chat %d's messages past the two in its lane", got, a)
+	}
+	// Chat a's messages start one at a time, each as the one before it finishes, in their order.
+	for o := int64(1); o < 6; o++ {
+		close(h.release[o])
+		if m := started(); string(m.Key) != notification.ChatKey(bot, a) || m.Offset != o+1 {
+			t.Fatalf("started offset %d of %s, want chat %d's offset %d: its messages in order", m.Offset, m.Key, a, o+1)
+		}
+	}
+	if got := c.heldCount(); got != 0 {
+		t.Fatalf("%d held after chat %d's messages all started, want 0", got, a)
+	}
+	for o := int64(6); o < 9; o++ {
+		close(h.release[o])
+	}
+}

@@ -35,11 +35,10 @@ func laneKey(f *fetched) string {
 	return key
 }
 
-// dispatchLocked queues f behind earlier messages of its key, starting a lane when the key has none. f
-// holds a buffer slot. c.mu is held.
-func (c *consumer) dispatchLocked(workCtx context.Context, b *botWork, f *fetched) {
+// dispatchLocked queues f behind earlier messages of its key (laneKey(f)), starting a lane when the key
+// has none. f holds a buffer slot. c.mu is held.
+func (c *consumer) dispatchLocked(workCtx context.Context, key string, b *botWork, f *fetched) {
 	b.active++
-	key := laneKey(f)
 	q, running := c.queues[key]
 	c.queues[key] = append(q, f)
 	if running {
@@ -79,7 +78,11 @@ func (c *consumer) lane(workCtx context.Context, key string, lane Lane) {
 		c.mu.Lock()
 		c.queues[key][0] = nil
 		c.queues[key] = c.queues[key][1:]
-		c.bots[lane.Bot].active--
+		b := c.bots[lane.Bot]
+		b.active--
+		if hk := b.held[key]; hk != nil {
+			c.readyLocked(key, b, hk) // room in the lane for the key's next message held
+		}
 		c.mu.Unlock()
 		c.g.buffered.Release(c.prio)
 		c.g.promote() // a slot is free: a held message may take it
