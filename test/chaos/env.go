@@ -164,7 +164,11 @@ func (e *Env) start(ctx context.Context, kfake string) error {
 	if e.Proxy, err = NewProxy(); err != nil {
 		return err
 	}
-	simAddr := e.freeAddr()
+	// The simulator's port stays reserved until it starts: the broker, started first on port 0, was once
+	// given the same free port and the simulator could not listen.
+	simHold := e.reservePort()
+	defer simHold.Close() // when start fails before the simulator starts
+	simAddr := simHold.Addr().String()
 	e.commonEnv = append(baseEnv(),
 		"HERALD_DATABASE_URL="+e.DatabaseURL,
 		"HERALD_KAFKA_BROKERS="+e.Proxy.Addr(),
@@ -204,6 +208,7 @@ func (e *Env) start(ctx context.Context, kfake string) error {
 	e.Sim = e.add(newProc("sim", simAddr, e.logPath("sim"), e.herald, []string{"sim"}, append(e.env("HERALD_HTTP_ADDR="+simAddr),
 		"HERALD_SIM_PER_CHAT_RATE="+strconv.FormatFloat(1/e.Cfg.PerChatInterval.Seconds(), 'f', -1, 64),
 		"HERALD_SIM_WEBHOOK_PLAIN_HTTP=true")))
+	simHold.Close()
 	if err := e.Sim.Start(); err != nil {
 		return err
 	}
@@ -591,12 +596,18 @@ func (e *Env) logPath(name string) string { return filepath.Join(e.dir, name+".l
 
 // freeAddr picks a free loopback port. A component keeps its address across restarts.
 func (e *Env) freeAddr() string {
+	l := e.reservePort()
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// reservePort listens on a free loopback port: nothing else is given it until the listener closes.
+func (e *Env) reservePort() net.Listener {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		e.T.Fatalf("chaos: no free port: %v", err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return l
 }
 
 // cleanup prints the tail of every process's log if the test failed, then kills everything.
