@@ -256,6 +256,9 @@ func TestStopWithOneTenantStopsAtOnceAndResumeLiftsIt(t *testing.T) {
 
 	c.say(701, "/stop")
 	expectOptOuts(t, c.env, optOutRow{"acme", "ann", "", "user"})
+	// The opt-out commits with the update; the notifications it covers end just after, in the receiver's
+	// background (Receiver.runEndings), so the update's answer may come first.
+	c.endingsDone()
 	if r := c.fx.NotificationRow(t, waiting); r.Status != "blocked" || r.ErrMsg == nil || *r.ErrMsg != "opted out" {
 		t.Fatalf("the waiting notification is %s %v, want blocked \"opted out\"", r.Status, r.ErrMsg)
 	}
@@ -327,6 +330,7 @@ func TestStopWithThreeTenantsOffersAKeyboardAndATapStops(t *testing.T) {
 	q := c.tap(h, 701, sim.Tap{Button: "Acme: billing"})
 	expectNotice(t, q, noticeStopped)
 	expectOptOuts(t, c.env, optOutRow{"acme", "ann", "billing", "user"})
+	c.endingsDone() // the covered notifications end after the update's commit (Receiver.runEndings)
 	if s := c.status(billing); s != "blocked" {
 		t.Fatalf("the waiting billing notification is %s, want blocked", s)
 	}
